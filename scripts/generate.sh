@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# generate.sh regenerates the committed code under clients/*/gen from proto/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/fetch-protovalidate.sh
+PATH="$PWD/node_modules/.bin:$PATH" buf generate

@@ -1,0 +1,17 @@
+import { defineConfig } from "vitest/config";
+
+// Tests start real servers on loopback; files run in parallel, bounded for 2-core machines.
+export default defineConfig({
+  test: {
+    include: [
+      "server/**/*.test.ts",
+      "clients/ts/**/*.test.ts",
+      "test/**/*.test.ts",
+      "conformance/**/*.test.ts",
+    ],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: "forks",
+    maxWorkers: 2,
+  },
+});

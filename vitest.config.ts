@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { createSummaryReporter } from "./test/support/summary-reporter.js";
 
 // Tests start real servers on loopback; files run in parallel, bounded for 2-core machines.
 export default defineConfig({
@@ -13,5 +14,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: "forks",
     maxWorkers: 2,
+    reporters: ["default", createSummaryReporter()],
   },
 });

@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import type { Backend } from "./backends/backend.js";
+import { createFilesystemBackend } from "./backends/filesystem.js";
+import { createMemoryBackend } from "./backends/memory.js";
+import { startSpillwayServer } from "./server.js";
+import { SPILLWAY_VERSION } from "./service.js";
+import { createSweeper } from "./sweeper.js";
+
+const usage = `spillway ${SPILLWAY_VERSION}
+
+Usage: spillway serve [flags]
+
+Flags (each also read from the environment variable shown):
+  --backend <memory|filesystem>   SPILLWAY_BACKEND      default filesystem
+  --data-dir <path>               SPILLWAY_DATA_DIR     default ./data (filesystem backend)
+  --host <address>                SPILLWAY_HOST         default 127.0.0.1
+  --port <port>                   SPILLWAY_PORT         default 50051
+  --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>";
+                                                        without it: loopback only, tenant "dev"
+  --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
+  --max-blob-bytes <n>            SPILLWAY_MAX_BLOB_BYTES
+  --inline-bytes <n>              SPILLWAY_INLINE_BYTES
+  --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
+  --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
+  --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
+  --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
+  --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
+`;
+
+const flags = {
+  backend: "SPILLWAY_BACKEND",
+  "data-dir": "SPILLWAY_DATA_DIR",
+  host: "SPILLWAY_HOST",
+  port: "SPILLWAY_PORT",
+  "token-file": "SPILLWAY_TOKEN_FILE",
+  "tls-cert": "SPILLWAY_TLS_CERT",
+  "tls-key": "SPILLWAY_TLS_KEY",
+  "max-blob-bytes": "SPILLWAY_MAX_BLOB_BYTES",
+  "inline-bytes": "SPILLWAY_INLINE_BYTES",
+  "max-window-lines": "SPILLWAY_MAX_WINDOW_LINES",
+  "max-window-chars": "SPILLWAY_MAX_WINDOW_CHARS",
+  "max-line-chars": "SPILLWAY_MAX_LINE_CHARS",
+  "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
+  "grace-ms": "SPILLWAY_GRACE_MS",
+} as const;
+type Flag = keyof typeof flags;
+
+function intOption(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`--${name}: expected a whole number`);
+  return n;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help === true || positionals[0] !== "serve") {
+    process.stdout.write(usage);
+    process.exitCode = values.help === true ? 0 : 2;
+    return;
+  }
+  const opt = (flag: Flag): string | undefined =>
+    (values as Record<string, string | undefined>)[flag] ?? process.env[flags[flag]];
+
+  const log = pino({ name: "spillway" });
+  const kind = opt("backend") ?? "filesystem";
+  let backend: Backend;
+  let sweepTempFiles: ((olderThanMs: number) => Promise<number>) | undefined;
+  if (kind === "memory") {
+    backend = createMemoryBackend();
+  } else if (kind === "filesystem") {
+    const fs = await createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") });
+    backend = fs;
+    sweepTempFiles = (age) => fs.sweepTempFiles(age);
+  } else {
+    throw new Error(`--backend: unknown backend "${kind}" (memory, filesystem)`);
+  }
+
+  const certFile = opt("tls-cert");
+  const keyFile = opt("tls-key");
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new Error("--tls-cert and --tls-key go together");
+  }
+  const limits = {
+    ...defined("maxBlobBytes", intOption(opt("max-blob-bytes"), "max-blob-bytes")),
+    ...defined("inlineBytes", intOption(opt("inline-bytes"), "inline-bytes")),
+  };
+  const caps = {
+    ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),
+    ...defined("maxWindowChars", intOption(opt("max-window-chars"), "max-window-chars")),
+    ...defined("maxLineChars", intOption(opt("max-line-chars"), "max-line-chars")),
+  };
+  const server = await startSpillwayServer({
+    backend,
+    host: opt("host") ?? "127.0.0.1",
+    port: intOption(opt("port"), "port") ?? 50051,
+    tokenFile: opt("token-file"),
+    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+    limits,
+    caps,
+  });
+  const sweeper = createSweeper(server.core, {
+    intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
+    orphanAgeMs: 60 * 60 * 1000,
+    onError: (err) => log.error({ err }, "sweep failed"),
+    ...(sweepTempFiles === undefined ? {} : { sweepTempFiles }),
+  });
+  sweeper.start();
+  log.info(
+    { url: server.url, backend: kind, auth: opt("token-file") === undefined ? "dev" : "tokens" },
+    `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
+  );
+
+  const graceMs = intOption(opt("grace-ms"), "grace-ms") ?? 10_000;
+  const shutdown = (signal: string) => {
+    log.info({ signal, graceMs }, "draining");
+    void sweeper
+      .stop()
+      .then(() => server.close(graceMs))
+      .then(() => {
+        log.info("stopped");
+        process.exit(0);
+      });
+  };
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
+  return value === undefined ? {} : ({ [key]: value } as { [P in K]?: number });
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`spillway: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

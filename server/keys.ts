@@ -1,0 +1,122 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * encodeSegment maps any string to a storage-safe path segment, injectively.
+ *
+ * Every byte outside `[A-Za-z0-9_-]` becomes `%XX` (uppercase hex of its UTF-8 bytes), so the
+ * result never contains `/`, `\`, `.`, `~` or NUL, can never be `.` or `..`, and two different
+ * inputs never encode to the same segment. The service joins a call id and a slot with a
+ * literal `.`, which therefore cannot collide with a `.` inside either of them.
+ */
+export function encodeSegment(value: string): string {
+  let out = "";
+  for (const byte of Buffer.from(value, "utf8")) {
+    const safe =
+      (byte >= 0x30 && byte <= 0x39) ||
+      (byte >= 0x41 && byte <= 0x5a) ||
+      (byte >= 0x61 && byte <= 0x7a) ||
+      byte === 0x5f ||
+      byte === 0x2d;
+    out += safe
+      ? String.fromCharCode(byte)
+      : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/** decodeSegment inverts encodeSegment. */
+export function decodeSegment(segment: string): string {
+  return decodeURIComponent(segment);
+}
+
+/**
+ * checkSlotPath refuses `file:` slots whose path is not a clean relative path.
+ *
+ * The slot is encoded before it reaches storage, so this is not what keeps bytes inside the
+ * root; it keeps the recorded names honest (`file:../../etc/passwd` is never a real output).
+ */
+export function checkSlotPath(slot: string): void {
+  if (!slot.startsWith("file:")) return;
+  const path = slot.slice("file:".length);
+  const parts = path.split("/");
+  if (path.startsWith("/") || parts.some((p) => p === "" || p === "." || p === "..")) {
+    throw new ConnectError(
+      `header.slot: "${truncateForMessage(slot)}" must name a relative path without empty, "." or ".." parts`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/** handleFor returns the model-facing handle of a call's result or one of its attachments. */
+export function handleFor(callId: string, slot: string | undefined): string {
+  return slot === undefined ? `res_${callId}` : `out_${callId}_${slot}`;
+}
+
+/** runPrefix is the storage prefix that holds everything of one run. */
+export function runPrefix(tenant: string, runId: string): string {
+  return `t/${encodeSegment(tenant)}/r/${encodeSegment(runId)}/`;
+}
+
+/** tenantPrefix is the storage prefix that holds everything of one tenant. */
+export function tenantPrefix(tenant: string): string {
+  return `t/${encodeSegment(tenant)}/`;
+}
+
+/** registryPrefix is where a run's handle records live, one object per handle. */
+export function registryPrefix(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}h/`;
+}
+
+/** recordKey is the storage key of one handle's record in a run's registry. */
+export function recordKey(tenant: string, runId: string, handle: string): string {
+  return `${registryPrefix(tenant, runId)}${encodeSegment(handle)}`;
+}
+
+/** runMetaKey stores a run's metadata (expiry, fork origin). */
+export function runMetaKey(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}meta`;
+}
+
+/** forkMarkerPrefix lists the runs still referring to this run's blobs. */
+export function forkMarkerPrefix(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}f/`;
+}
+
+/** forkMarkerKey records that child refers to blobs owned by run. */
+export function forkMarkerKey(tenant: string, runId: string, childRunId: string): string {
+  return `${forkMarkerPrefix(tenant, runId)}${encodeSegment(childRunId)}`;
+}
+
+/** blobPrefix is where a run's payload blobs and line indexes live. */
+export function blobPrefix(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}b/`;
+}
+
+/**
+ * blobKey is the storage key of one upload of a call's output.
+ *
+ * The slot is folded into the call segment (`<call>.<slot>`, both encoded), and each upload
+ * gets its own object named by uploadId, so concurrent uploads never write the same object;
+ * the registry record, written create-only, is the commit point.
+ */
+export function blobKey(
+  tenant: string,
+  runId: string,
+  callId: string,
+  slot: string | undefined,
+  uploadId: string,
+): string {
+  const call =
+    slot === undefined ? encodeSegment(callId) : `${encodeSegment(callId)}.${encodeSegment(slot)}`;
+  return `${blobPrefix(tenant, runId)}${call}/${uploadId}`;
+}
+
+/** lineIndexKey stores the line index beside its blob. */
+export function lineIndexKey(blob: string): string {
+  return `${blob}.idx`;
+}
+
+/** truncateForMessage bounds user input echoed back in error messages. */
+export function truncateForMessage(value: string, max = 64): string {
+  return value.length <= max ? value : `${value.slice(0, max)}…`;
+}

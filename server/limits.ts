@@ -1,0 +1,22 @@
+/** ServerLimits bound every input the service accepts. */
+export interface ServerLimits {
+  /** Largest payload one Offload may store. */
+  readonly maxBlobBytes: number;
+  /** Largest chunk message in an Offload stream. */
+  readonly maxChunkBytes: number;
+  /** Payloads up to this size are kept inside their record instead of a blob. */
+  readonly inlineBytes: number;
+  /** Lines between two line-index entries. */
+  readonly indexStride: number;
+  /** How long an Offload stream may go without a message before it is cancelled. */
+  readonly idleStreamMs: number;
+}
+
+/** defaultLimits are the limits of a server started without overrides. */
+export const defaultLimits: ServerLimits = {
+  maxBlobBytes: 8 * 1024 * 1024 * 1024,
+  maxChunkBytes: 4 * 1024 * 1024,
+  inlineBytes: 16 * 1024,
+  indexStride: 1024,
+  idleStreamMs: 60_000,
+};

@@ -1,0 +1,356 @@
+import { createHash, randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type OffloadHeader,
+  OffloadHeaderSchema,
+  type OffloadRequest,
+  type OffloadResponse,
+  OffloadResponseSchema,
+} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import type { Backend } from "./backends/backend.js";
+import { bytesBody } from "./backends/body.js";
+import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
+import type { ServerLimits } from "./limits.js";
+import { createPreviewBuilder } from "./preview/preview-builder.js";
+import { createTextSniffer } from "./preview/text-sniffer.js";
+import { isExpired, type StoredRecord, toAttachment } from "./record.js";
+import type { Registry } from "./registry.js";
+import type { Runs } from "./runs.js";
+import { validateRequest } from "./validation.js";
+import { createLineIndexer, encodeLineIndex } from "./window/line-index.js";
+
+/** OffloadDeps are what an offload needs from the server. */
+export interface OffloadDeps {
+  readonly backend: Backend;
+  readonly registry: Registry;
+  readonly runs: Runs;
+  readonly limits: ServerLimits;
+  readonly now: () => number;
+}
+
+/**
+ * offload commits one Offload stream for tenant and returns the committed record.
+ *
+ * Bytes stream to the backend while sha256, size, line index, text/binary sniffing and the
+ * preview are computed in the same pass; nothing is buffered beyond the inline limit. The
+ * create-only registry write is the commit point: a failure or cancellation before it leaves
+ * nothing visible (the partial blob is deleted), and an identical retry returns the record
+ * already committed.
+ */
+export async function offload(
+  deps: OffloadDeps,
+  tenant: string,
+  requests: AsyncIterable<OffloadRequest>,
+  signal: AbortSignal,
+): Promise<OffloadResponse> {
+  const iterator = requests[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done === true || first.value.msg.case !== "header") {
+    throw new ConnectError(
+      first.done === true
+        ? "the Offload stream ended before its header"
+        : "the first Offload message must be a header",
+      Code.InvalidArgument,
+    );
+  }
+  const header = first.value.msg.value;
+  validateRequest(OffloadHeaderSchema, header, "header.");
+  const key = header.key;
+  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
+  if (key.tenant !== tenant) {
+    throw new ConnectError(
+      "header.key.tenant: the key names a tenant other than the caller's",
+      Code.PermissionDenied,
+    );
+  }
+  if (header.slot !== undefined) checkSlotPath(header.slot);
+  const handle = handleFor(key.callId, header.slot);
+
+  if (await deps.runs.isDeleted(tenant, key.runId, signal)) {
+    throw new ConnectError(
+      `run "${key.runId}" was deleted and its id is still held by forks; use a new run id`,
+      Code.FailedPrecondition,
+    );
+  }
+
+  let existing = await deps.registry.get(tenant, key.runId, handle, signal);
+  if (existing !== undefined && isExpired(existing, deps.now())) {
+    await deps.registry.remove(tenant, key.runId, handle, signal);
+    existing = undefined;
+  }
+
+  const pass = createPass(deps.limits, header, handle);
+  const chunks = chunkStream(iterator, deps.limits, header, pass);
+
+  if (existing !== undefined || header.previewOnly) {
+    for await (const _ of chunks) {
+      // Consumed for the digest only: the bytes are either already committed or not kept.
+    }
+    const facts = pass.finish();
+    if (existing !== undefined) return replay(existing, facts.sha256, facts.size);
+    return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
+  }
+
+  const stream = chunks[Symbol.asyncIterator]();
+  const head: Uint8Array[] = [];
+  let headBytes = 0;
+  let ended = false;
+  while (headBytes <= deps.limits.inlineBytes) {
+    const next = await stream.next();
+    if (next.done === true) {
+      ended = true;
+      break;
+    }
+    head.push(next.value);
+    headBytes += next.value.byteLength;
+  }
+  if (ended) {
+    const facts = pass.finish();
+    const inline = Buffer.concat(head).toString("base64");
+    return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
+  }
+
+  const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
+  const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId);
+  let indexKey: string | undefined;
+  try {
+    await deps.backend.put(key_, concatStreams(head, stream), { signal });
+    const facts = pass.finish();
+    if (facts.index.offsets.length > 1) {
+      indexKey = lineIndexKey(key_);
+      await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
+    }
+    const blob = {
+      key: key_,
+      stride: facts.index.stride,
+      ownerRunId: key.runId,
+      ...(indexKey === undefined ? {} : { indexKey }),
+    };
+    const response = await commit(
+      deps,
+      tenant,
+      header,
+      handle,
+      facts,
+      { stored: "blob", blob },
+      signal,
+    );
+    if (!response.created) await removeQuietly(deps.backend, key_, indexKey);
+    return response;
+  } catch (err) {
+    await removeQuietly(deps.backend, key_, indexKey ?? lineIndexKey(key_));
+    throw err;
+  }
+}
+
+interface PassFacts {
+  readonly sha256: string;
+  readonly size: number;
+  readonly binary: boolean;
+  readonly lineCount: number;
+  readonly index: ReturnType<ReturnType<typeof createLineIndexer>["finish"]>;
+  readonly preview: ReturnType<ReturnType<typeof createPreviewBuilder>["finish"]>;
+}
+
+interface Pass {
+  push(chunk: Uint8Array): void;
+  readonly size: () => number;
+  finish(): PassFacts;
+}
+
+/** The single pass over the payload: digest, size, line index, sniffing and preview. */
+function createPass(limits: ServerLimits, header: OffloadHeader, handle: string): Pass {
+  const hash = createHash("sha256");
+  const indexer = createLineIndexer(limits.indexStride);
+  const sniffer = createTextSniffer();
+  const preview = createPreviewBuilder({
+    contentType: header.contentType,
+    ...(header.preview?.headChars === undefined ? {} : { headChars: header.preview.headChars }),
+    ...(header.preview?.tailChars === undefined ? {} : { tailChars: header.preview.tailChars }),
+  });
+  let size = 0;
+  return {
+    push(chunk) {
+      hash.update(chunk);
+      indexer.push(chunk);
+      sniffer.push(chunk);
+      preview.push(chunk);
+      size += chunk.byteLength;
+    },
+    size: () => size,
+    finish() {
+      const index = indexer.finish();
+      const { binary } = sniffer.finish();
+      return {
+        sha256: hash.digest("hex"),
+        size,
+        binary,
+        lineCount: index.lineCount,
+        index,
+        preview: preview.finish({
+          binary,
+          lineCount: index.lineCount,
+          size,
+          handle,
+          name: header.name,
+        }),
+      };
+    },
+  };
+}
+
+/** Yields the chunks after the header, enforcing stream shape and size limits. */
+async function* chunkStream(
+  iterator: AsyncIterator<OffloadRequest>,
+  limits: ServerLimits,
+  header: OffloadHeader,
+  pass: Pass,
+): AsyncGenerator<Uint8Array> {
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done === true) return;
+    const msg = next.value.msg;
+    if (msg.case === "header") {
+      throw new ConnectError("an Offload stream carries exactly one header", Code.InvalidArgument);
+    }
+    if (msg.case !== "chunk") {
+      throw new ConnectError(
+        "an Offload message must be a header or a chunk",
+        Code.InvalidArgument,
+      );
+    }
+    const chunk = msg.value;
+    if (chunk.byteLength > limits.maxChunkBytes) {
+      throw new ConnectError(
+        `chunk of ${chunk.byteLength} bytes exceeds max_chunk_bytes ${limits.maxChunkBytes}`,
+        Code.ResourceExhausted,
+      );
+    }
+    if (pass.size() + chunk.byteLength > limits.maxBlobBytes) {
+      throw new ConnectError(
+        `payload exceeds max_blob_bytes ${limits.maxBlobBytes}`,
+        Code.ResourceExhausted,
+      );
+    }
+    if (
+      header.expectedSize !== undefined &&
+      pass.size() + chunk.byteLength > Number(header.expectedSize)
+    ) {
+      throw new ConnectError(
+        `payload is larger than header.expected_size ${header.expectedSize}`,
+        Code.InvalidArgument,
+      );
+    }
+    if (chunk.byteLength === 0) continue;
+    pass.push(chunk);
+    yield chunk;
+  }
+}
+
+async function* concatStreams(
+  head: Uint8Array[],
+  rest: AsyncIterator<Uint8Array>,
+): AsyncGenerator<Uint8Array> {
+  yield* head;
+  for (;;) {
+    const next = await rest.next();
+    if (next.done === true) return;
+    yield next.value;
+  }
+}
+
+type Placement =
+  | { stored: "inline"; inline: string }
+  | { stored: "preview_only" }
+  | { stored: "blob"; blob: NonNullable<StoredRecord["blob"]> };
+
+async function commit(
+  deps: OffloadDeps,
+  tenant: string,
+  header: OffloadHeader,
+  handle: string,
+  facts: PassFacts,
+  placement: Placement,
+  signal: AbortSignal,
+): Promise<OffloadResponse> {
+  checkDeclared(header, facts);
+  const key = header.key;
+  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
+  const nowMs = deps.now();
+  const ttlMs =
+    header.ttl === undefined
+      ? undefined
+      : Number(header.ttl.seconds) * 1000 + Math.floor(header.ttl.nanos / 1e6);
+  const record: StoredRecord = {
+    v: 1,
+    handle,
+    tenant,
+    runId: key.runId,
+    callId: key.callId,
+    ...(header.slot === undefined ? {} : { slot: header.slot }),
+    name: header.name,
+    contentType: header.contentType,
+    sizeBytes: facts.size,
+    observedBytes: Math.max(
+      header.observedBytes === undefined ? facts.size : Number(header.observedBytes),
+      facts.size,
+    ),
+    truncated: header.truncated,
+    stored: placement.stored,
+    sha256: facts.sha256,
+    binary: facts.binary,
+    lineCount: facts.lineCount,
+    preview: {
+      head: facts.preview.head,
+      tail: facts.preview.tail,
+      shape: facts.preview.shape,
+      omittedBytes: Number(facts.preview.omittedBytes),
+      text: facts.preview.text,
+    },
+    createdMs: nowMs,
+    ...(ttlMs === undefined ? {} : { expiresMs: nowMs + ttlMs }),
+    ...(placement.stored === "blob" ? { blob: placement.blob } : {}),
+    ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
+  };
+  const committed = await deps.registry.commit(record, key.runId, signal);
+  if (committed.created) {
+    const runExpires = await deps.runs.expiresMs(tenant, key.runId, signal);
+    return create(OffloadResponseSchema, {
+      attachment: toAttachment(record, runExpires),
+      created: true,
+    });
+  }
+  return replay(committed.record, facts.sha256, facts.size);
+}
+
+function replay(existing: StoredRecord, sha256: string, size: number): OffloadResponse {
+  if (existing.sha256 !== sha256 || existing.sizeBytes !== size) {
+    throw new ConnectError(
+      `handle "${existing.handle}" is already committed with different bytes; outputs are never overwritten`,
+      Code.AlreadyExists,
+    );
+  }
+  return create(OffloadResponseSchema, { attachment: toAttachment(existing), created: false });
+}
+
+function checkDeclared(header: OffloadHeader, facts: PassFacts): void {
+  if (header.expectedSize !== undefined && BigInt(facts.size) !== header.expectedSize) {
+    throw new ConnectError(
+      `payload has ${facts.size} bytes but header.expected_size is ${header.expectedSize}`,
+      Code.InvalidArgument,
+    );
+  }
+  if (header.expectedSha256 !== undefined && header.expectedSha256 !== facts.sha256) {
+    throw new ConnectError(
+      `payload sha256 ${facts.sha256} does not match header.expected_sha256 ${header.expectedSha256}`,
+      Code.DataLoss,
+    );
+  }
+}
+
+async function removeQuietly(backend: Backend, key: string, indexKey: string | undefined) {
+  // Cleanup must not mask the original error; a leftover blob has no record and is swept.
+  await backend.delete(key).catch(() => {});
+  if (indexKey !== undefined) await backend.delete(indexKey).catch(() => {});
+}

@@ -1,0 +1,139 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type Preview,
+  PreviewSchema,
+  type ResultAttachment,
+  ResultAttachmentSchema,
+  Storage,
+} from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+
+/** StoredPreview is the preview as kept in a record. */
+export interface StoredPreview {
+  readonly head: string;
+  readonly tail: string;
+  readonly shape: string;
+  readonly omittedBytes: number;
+  readonly text: string;
+}
+
+/** StoredBlob locates a record's payload and its line index in the backend. */
+export interface StoredBlob {
+  /** Backend key of the payload. */
+  readonly key: string;
+  /** Backend key of the serialized line index; absent when the payload has one index entry. */
+  readonly indexKey?: string;
+  /** Lines between two index entries. */
+  readonly stride: number;
+  /** The run whose storage prefix holds the blob (differs from the record's run after a fork). */
+  readonly ownerRunId: string;
+}
+
+/**
+ * StoredRecord is a committed offload as kept in a run's registry: everything ResultAttachment
+ * shows plus where the bytes are. Records are immutable once written.
+ */
+export interface StoredRecord {
+  readonly v: 1;
+  readonly handle: string;
+  readonly tenant: string;
+  /** The run the output was offloaded to. */
+  readonly runId: string;
+  readonly callId: string;
+  readonly slot?: string;
+  readonly name: string;
+  readonly contentType: string;
+  readonly sizeBytes: number;
+  readonly observedBytes: number;
+  readonly truncated: boolean;
+  readonly stored: "inline" | "blob" | "preview_only";
+  readonly sha256: string;
+  readonly binary: boolean;
+  readonly lineCount: number;
+  readonly preview: StoredPreview;
+  readonly createdMs: number;
+  readonly expiresMs?: number;
+  readonly blob?: StoredBlob;
+  /** Base64 payload of an inline record. */
+  readonly inline?: string;
+}
+
+/** encodeRecord serializes a record for the backend. */
+export function encodeRecord(record: StoredRecord): Uint8Array {
+  return Buffer.from(JSON.stringify(record), "utf8");
+}
+
+/**
+ * decodeRecord parses a stored record; anything that is not a version-1 record is reported
+ * as DATA_LOSS rather than trusted.
+ */
+export function decodeRecord(bytes: Uint8Array): StoredRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(bytes).toString("utf8"));
+  } catch {
+    throw new ConnectError("stored record is corrupt", Code.DataLoss);
+  }
+  if (
+    typeof value !== "object" ||
+    value === null ||
+    (value as { v?: unknown }).v !== 1 ||
+    typeof (value as { handle?: unknown }).handle !== "string"
+  ) {
+    throw new ConnectError("stored record has an unknown format", Code.DataLoss);
+  }
+  return value as StoredRecord;
+}
+
+/** isExpired reports whether a record is past its own expiry at nowMs. */
+export function isExpired(record: StoredRecord, nowMs: number): boolean {
+  return record.expiresMs !== undefined && record.expiresMs <= nowMs;
+}
+
+const storageOf = {
+  inline: Storage.INLINE,
+  blob: Storage.BLOB,
+  preview_only: Storage.PREVIEW_ONLY,
+} as const;
+
+/** toAttachment renders a record as the API's ResultAttachment. */
+export function toAttachment(record: StoredRecord, runExpiresMs?: number): ResultAttachment {
+  const expires = minDefined(record.expiresMs, runExpiresMs);
+  return create(ResultAttachmentSchema, {
+    name: record.name,
+    handle: record.handle,
+    contentType: record.contentType,
+    sizeBytes: BigInt(record.sizeBytes),
+    observedBytes: BigInt(record.observedBytes),
+    truncated: record.truncated,
+    stored: storageOf[record.stored],
+    sha256: record.sha256,
+    readable: record.stored !== "preview_only",
+    preview: toPreview(record),
+    lineCount: BigInt(record.lineCount),
+    createTime: timestampFromMs(record.createdMs),
+    ...(expires === undefined ? {} : { expireTime: timestampFromMs(expires) }),
+    key: { tenant: record.tenant, runId: record.runId, callId: record.callId },
+    slot: record.slot ?? "",
+    binary: record.binary,
+  });
+}
+
+function toPreview(record: StoredRecord): Preview {
+  return create(PreviewSchema, {
+    head: record.preview.head,
+    tail: record.preview.tail,
+    shape: record.preview.shape,
+    lineCount: BigInt(record.lineCount),
+    omittedBytes: BigInt(record.preview.omittedBytes),
+    binary: record.binary,
+    text: record.preview.text,
+  });
+}
+
+function minDefined(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return Math.min(a, b);
+}

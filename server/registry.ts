@@ -1,0 +1,125 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Backend } from "./backends/backend.js";
+import { bytesBody, readAllBytes } from "./backends/body.js";
+import { recordKey, registryPrefix } from "./keys.js";
+import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
+
+/** The largest record the registry reads back (inline payloads included). */
+const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+
+/** RegistryPage is one page of a run's records. */
+export interface RegistryPage {
+  readonly records: StoredRecord[];
+  /** The opaque cursor to continue after, or undefined on the last page. */
+  readonly nextAfter: string | undefined;
+}
+
+/**
+ * Registry keeps each run's handle records in the backend, one immutable object per handle.
+ *
+ * It is the only way a handle turns into bytes: a handle resolves to the record stored under
+ * the reading run's own prefix, or to nothing. Records are written create-only, which makes
+ * the write the commit point of an offload.
+ */
+export interface Registry {
+  /** Returns the record of handle in the run, or undefined (expiry is not checked here). */
+  get(
+    tenant: string,
+    runId: string,
+    handle: string,
+    signal?: AbortSignal,
+  ): Promise<StoredRecord | undefined>;
+  /**
+   * Writes a record create-only. Resolves with the record now committed under the handle:
+   * `record` itself, or the one an earlier writer committed first (`created` false).
+   */
+  commit(
+    record: StoredRecord,
+    runId: string,
+    signal?: AbortSignal,
+  ): Promise<{ record: StoredRecord; created: boolean }>;
+  /**
+   * Lists a run's records in storage-key order. `after` is the opaque cursor a previous page
+   * returned as nextAfter.
+   */
+  list(
+    tenant: string,
+    runId: string,
+    opts: { after?: string | undefined; limit: number; signal?: AbortSignal },
+  ): Promise<RegistryPage>;
+  /** Removes one record; a missing record is not an error. */
+  remove(tenant: string, runId: string, handle: string, signal?: AbortSignal): Promise<void>;
+}
+
+/** createRegistry stores run registries in backend. */
+export function createRegistry(backend: Backend): Registry {
+  const readRecord = async (key: string, signal?: AbortSignal) => {
+    let body: AsyncIterable<Uint8Array>;
+    try {
+      body = await backend.get(key, signalOpt(signal));
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = await readAllBytes(body, MAX_RECORD_BYTES);
+    } catch (err) {
+      // A record deleted between open and read is simply gone.
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+    return decodeRecord(bytes);
+  };
+
+  const get: Registry["get"] = async (tenant, runId, handle, signal) => {
+    const record = await readRecord(recordKey(tenant, runId, handle), signal);
+    if (record === undefined) return undefined;
+    // Defence in depth: the stored record must be the one this key was written for.
+    if (record.handle !== handle || record.tenant !== tenant) return undefined;
+    return record;
+  };
+
+  return {
+    get,
+    async commit(record, runId, signal) {
+      const key = recordKey(record.tenant, runId, record.handle);
+      try {
+        await backend.put(key, bytesBody(encodeRecord(record)), signalOpt(signal));
+        return { record, created: true };
+      } catch (err) {
+        if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
+      }
+      const existing = await get(record.tenant, runId, record.handle, signal);
+      if (existing === undefined) {
+        throw new ConnectError("record vanished during a concurrent commit; retry", Code.Aborted);
+      }
+      return { record: existing, created: false };
+    },
+    async list(tenant, runId, opts) {
+      const prefix = registryPrefix(tenant, runId);
+      const page = await backend.list(prefix, {
+        limit: opts.limit,
+        ...(opts.after === undefined ? {} : { startAfter: prefix + opts.after }),
+        ...signalOpt(opts.signal),
+      });
+      const records: StoredRecord[] = [];
+      for (const key of page.keys) {
+        const record = await readRecord(key, opts.signal);
+        if (record !== undefined && record.tenant === tenant) records.push(record);
+      }
+      const last = page.keys.at(-1);
+      return {
+        records,
+        nextAfter: page.truncated && last !== undefined ? last.slice(prefix.length) : undefined,
+      };
+    },
+    async remove(tenant, runId, handle, signal) {
+      await backend.delete(recordKey(tenant, runId, handle), signalOpt(signal));
+    },
+  };
+}
+
+function signalOpt(signal: AbortSignal | undefined): { signal?: AbortSignal } {
+  return signal === undefined ? {} : { signal };
+}

@@ -1,0 +1,218 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Backend } from "./backends/backend.js";
+import { bytesBody, readAllBytes } from "./backends/body.js";
+import {
+  blobPrefix,
+  forkMarkerKey,
+  forkMarkerPrefix,
+  registryPrefix,
+  runMetaKey,
+  runPrefix,
+} from "./keys.js";
+import { isExpired, type StoredRecord } from "./record.js";
+import type { Registry } from "./registry.js";
+
+/** Runs manages run-level state kept in the backend: expiry, forks and deletion. */
+export interface Runs {
+  /** When the run expires, or undefined when it does not. */
+  expiresMs(tenant: string, runId: string, signal?: AbortSignal): Promise<number | undefined>;
+  /** True when the run was deleted while forks still referred to its bytes. */
+  isDeleted(tenant: string, runId: string, signal?: AbortSignal): Promise<boolean>;
+  /** Sets the run to expire ttlMs from now; returns the expiry. */
+  setTtl(tenant: string, runId: string, ttlMs: number, signal?: AbortSignal): Promise<number>;
+  /**
+   * Creates child with copies of parent's live records (no byte copies) and returns how many.
+   * The child must not exist; later handles of either run stay invisible to the other.
+   */
+  fork(
+    tenant: string,
+    parentRunId: string,
+    childRunId: string,
+    ttlMs: number | undefined,
+    signal?: AbortSignal,
+  ): Promise<number>;
+  /**
+   * Removes a run's registry and metadata, and its bytes unless a fork still refers to them
+   * (those go when the last such fork is deleted). Returns the records removed.
+   */
+  delete(tenant: string, runId: string, signal?: AbortSignal): Promise<number>;
+}
+
+interface RunMeta {
+  readonly createdMs: number;
+  readonly parentRunId?: string;
+}
+
+const ttlSuffix = "ttl";
+const deletedSuffix = "deleted";
+
+/** createRuns keeps run state beside the registry in backend. */
+export function createRuns(backend: Backend, registry: Registry, now = () => Date.now()): Runs {
+  const opt = (signal: AbortSignal | undefined) => (signal === undefined ? {} : { signal });
+
+  const readJson = async (key: string, signal?: AbortSignal): Promise<unknown> => {
+    try {
+      return JSON.parse(
+        Buffer.from(await readAllBytes(await backend.get(key, opt(signal)), 65536)).toString(),
+      );
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+  };
+
+  const putJson = async (key: string, value: unknown, signal?: AbortSignal) => {
+    await backend.put(key, bytesBody(Buffer.from(JSON.stringify(value))), opt(signal));
+  };
+
+  const putIfAbsent = async (key: string, value: unknown, signal?: AbortSignal) => {
+    try {
+      await putJson(key, value, signal);
+    } catch (err) {
+      if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
+    }
+  };
+
+  const deleteAll = async (prefix: string, signal?: AbortSignal) => {
+    for (;;) {
+      const page = await backend.list(prefix, { limit: 1000, ...opt(signal) });
+      await Promise.all(page.keys.map((key) => backend.delete(key, opt(signal))));
+      if (!page.truncated || page.keys.length === 0) return;
+    }
+  };
+
+  const hasAny = async (prefix: string, signal?: AbortSignal) =>
+    (await backend.list(prefix, { limit: 1, ...opt(signal) })).keys.length > 0;
+
+  const forEachRecord = async (
+    tenant: string,
+    runId: string,
+    signal: AbortSignal | undefined,
+    visit: (record: StoredRecord) => Promise<void>,
+  ) => {
+    let after: string | undefined;
+    do {
+      const page = await registry.list(tenant, runId, {
+        after,
+        limit: 500,
+        ...opt(signal),
+      });
+      for (const record of page.records) await visit(record);
+      after = page.nextAfter;
+    } while (after !== undefined);
+  };
+
+  /** Deletes an owner run's bytes once it is deleted and no fork refers to them. */
+  const collectIfUnreferenced = async (
+    tenant: string,
+    ownerRunId: string,
+    signal?: AbortSignal,
+  ) => {
+    if (!(await hasAny(runPrefix(tenant, ownerRunId) + deletedSuffix, signal))) return;
+    if (await hasAny(forkMarkerPrefix(tenant, ownerRunId), signal)) return;
+    await deleteAll(blobPrefix(tenant, ownerRunId), signal);
+    await backend.delete(runPrefix(tenant, ownerRunId) + deletedSuffix, opt(signal));
+  };
+
+  const expiresMs: Runs["expiresMs"] = async (tenant, runId, signal) => {
+    const value = (await readJson(runPrefix(tenant, runId) + ttlSuffix, signal)) as
+      | { expiresMs?: unknown }
+      | undefined;
+    return typeof value?.expiresMs === "number" ? value.expiresMs : undefined;
+  };
+
+  return {
+    expiresMs,
+    async isDeleted(tenant, runId, signal) {
+      return hasAny(runPrefix(tenant, runId) + deletedSuffix, signal);
+    },
+    async setTtl(tenant, runId, ttlMs, signal) {
+      const current = await expiresMs(tenant, runId, signal);
+      if (current !== undefined && current <= now()) {
+        throw new ConnectError(`run "${runId}" has expired`, Code.NotFound);
+      }
+      const expires = now() + ttlMs;
+      const key = runPrefix(tenant, runId) + ttlSuffix;
+      // Objects are create-only, so a TTL change replaces the object; the last writer wins.
+      for (let attempt = 0; ; attempt++) {
+        await backend.delete(key, opt(signal));
+        try {
+          await putJson(key, { expiresMs: expires, tenant, runId }, signal);
+          return expires;
+        } catch (err) {
+          if (!(err instanceof ConnectError && err.code === Code.AlreadyExists) || attempt >= 5) {
+            throw err;
+          }
+        }
+      }
+    },
+    async fork(tenant, parentRunId, childRunId, ttlMs, signal) {
+      if (parentRunId === childRunId) {
+        throw new ConnectError("child_run_id must differ from parent_run_id", Code.InvalidArgument);
+      }
+      const parentExpires = await expiresMs(tenant, parentRunId, signal);
+      if (parentExpires !== undefined && parentExpires <= now()) {
+        throw new ConnectError(`run "${parentRunId}" has expired`, Code.NotFound);
+      }
+      if (await hasAny(registryPrefix(tenant, childRunId), signal)) {
+        throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
+      }
+      const meta: RunMeta = { createdMs: now(), parentRunId };
+      try {
+        await putJson(runMetaKey(tenant, childRunId), meta, signal);
+      } catch (err) {
+        if (err instanceof ConnectError && err.code === Code.AlreadyExists) {
+          throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
+        }
+        throw err;
+      }
+      if (ttlMs !== undefined) {
+        await putJson(runPrefix(tenant, childRunId) + ttlSuffix, {
+          expiresMs: now() + ttlMs,
+          tenant,
+          runId: childRunId,
+        });
+      }
+      let copied = 0;
+      await forEachRecord(tenant, parentRunId, signal, async (record) => {
+        if (isExpired(record, now())) return;
+        if (record.blob !== undefined) {
+          // The marker goes first, so a concurrent delete of the owner keeps the bytes.
+          await putIfAbsent(
+            forkMarkerKey(tenant, record.blob.ownerRunId, childRunId),
+            { createdMs: now() },
+            signal,
+          );
+        }
+        await registry.commit(record, childRunId, signal);
+        copied++;
+      });
+      return copied;
+    },
+    async delete(tenant, runId, signal) {
+      const owners = new Set<string>();
+      let removed = 0;
+      await forEachRecord(tenant, runId, signal, async (record) => {
+        if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
+          owners.add(record.blob.ownerRunId);
+        }
+        await registry.remove(tenant, runId, record.handle, signal);
+        removed++;
+      });
+      // Records whose key could not be decoded (never written by us) go with the prefix.
+      await deleteAll(registryPrefix(tenant, runId), signal);
+      await backend.delete(runPrefix(tenant, runId) + ttlSuffix, opt(signal));
+      await backend.delete(runMetaKey(tenant, runId), opt(signal));
+      if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
+        await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
+      } else {
+        await deleteAll(blobPrefix(tenant, runId), signal);
+      }
+      for (const owner of owners) {
+        await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
+        await collectIfUnreferenced(tenant, owner, signal);
+      }
+      return removed;
+    },
+  };
+}

@@ -1,0 +1,163 @@
+import { readFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { isIP } from "node:net";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import {
+  Health,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+} from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
+import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createAuthenticator, createAuthInterceptor } from "./auth.js";
+import type { Backend } from "./backends/backend.js";
+import { createHealthState, type HealthState } from "./health.js";
+import { defaultLimits, type ServerLimits } from "./limits.js";
+import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
+import { defaultWindowCaps, type WindowCaps } from "./window/caps.js";
+
+/** SpillwayServerOptions configure one Spillway server process. */
+export interface SpillwayServerOptions {
+  readonly backend: Backend;
+  /** Address to bind; default 127.0.0.1. Without a token file only loopback is allowed. */
+  readonly host?: string;
+  /** Port to bind; 0 picks a free port. Default 50051. */
+  readonly port?: number;
+  /** Operator token file (`<sha256 hex> <tenant>` lines). Unset: dev mode, one tenant. */
+  readonly tokenFile?: string | undefined;
+  /** PEM certificate and key; set both to serve TLS instead of h2c. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly limits?: Partial<ServerLimits>;
+  readonly caps?: Partial<WindowCaps>;
+  /** Clock, for tests of expiry. */
+  readonly now?: () => number;
+}
+
+/** SpillwayServer is a running server. */
+export interface SpillwayServer {
+  /** Base URL clients use, e.g. `http://127.0.0.1:50051`. */
+  readonly url: string;
+  readonly port: number;
+  readonly core: SpillwayCore;
+  readonly health: HealthState;
+  /**
+   * Drains and stops: health turns NOT_SERVING, new calls get UNAVAILABLE, in-flight calls
+   * get graceMs to finish, then connections are closed and the backend is released.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
+const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
+
+/** isLoopback tells whether a bind address only accepts local connections. */
+export function isLoopback(host: string): boolean {
+  if (host === "localhost") return true;
+  if (isIP(host) === 4) return host.startsWith("127.");
+  return host === "::1" || host === "0:0:0:0:0:0:0:1";
+}
+
+/**
+ * startSpillwayServer serves SpillwayService and grpc.health.v1 over HTTP/2 (h2c, or TLS
+ * when configured) for gRPC, gRPC-Web and Connect clients.
+ *
+ * Responses are not compressed: payloads are streamed at wire speed and compressing them
+ * costs more CPU than it saves on the links Spillway runs on. HTTP/2 flow-control windows
+ * are raised so a single large read or offload is not throttled by the 64 KiB default.
+ */
+export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<SpillwayServer> {
+  const host = opts.host ?? "127.0.0.1";
+  if (opts.tokenFile === undefined && !isLoopback(host)) {
+    throw new Error(
+      `refusing to listen on ${host} without a token file: dev mode serves loopback only`,
+    );
+  }
+  const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
+  const caps: WindowCaps = { ...defaultWindowCaps, ...opts.caps };
+  const core = createSpillwayCore({
+    backend: opts.backend,
+    limits,
+    caps,
+    ...(opts.now === undefined ? {} : { now: opts.now }),
+  });
+  const health = createHealthState([SpillwayService.typeName]);
+  const auth = createAuthenticator({ tokenFile: opts.tokenFile });
+  let draining = false;
+  const drainGate: Interceptor = (next) => async (req) => {
+    if (draining && req.service.typeName !== Health.typeName) {
+      throw new ConnectError("server is draining; retry on another replica", Code.Unavailable);
+    }
+    return next(req);
+  };
+
+  const handler = connectNodeAdapter({
+    routes: (router: ConnectRouter) => {
+      router.service(SpillwayService, createSpillwayService(core));
+      router.service(Health, health.service);
+    },
+    interceptors: [drainGate, createAuthInterceptor(auth)],
+    acceptCompression: [],
+    // A chunk plus the header and framing; larger messages are refused before they are read.
+    readMaxBytes: limits.maxChunkBytes + 64 * 1024,
+  });
+
+  const settings: http2.Settings = {
+    initialWindowSize: FLOW_CONTROL_WINDOW,
+    maxConcurrentStreams: 1000,
+  };
+  const server =
+    opts.tls === undefined
+      ? http2.createServer({ settings }, handler)
+      : http2.createSecureServer(
+          {
+            settings,
+            cert: readFileSync(opts.tls.certFile),
+            key: readFileSync(opts.tls.keyFile),
+            allowHTTP1: true,
+          },
+          handler,
+        );
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+    session.once("connect", () => session.setLocalWindowSize(FLOW_CONTROL_WINDOW));
+    // A session that is already connected gets the larger window at once.
+    if (!session.connecting) session.setLocalWindowSize(FLOW_CONTROL_WINDOW);
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port ?? 50051, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const scheme = opts.tls === undefined ? "http" : "https";
+  const urlHost = isIP(host) === 6 ? `[${host}]` : host;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `${scheme}://${urlHost}:${port}`,
+    port,
+    core,
+    health,
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        health.setAll(ServingStatus.NOT_SERVING);
+        draining = true;
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        for (const session of sessions) session.close();
+        const timer = setTimeout(() => {
+          for (const session of sessions) session.destroy();
+        }, graceMs);
+        await closed;
+        clearTimeout(timer);
+        await opts.backend.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { pathToString } from "@bufbuild/protobuf/reflect";
+import { createValidator } from "@bufbuild/protovalidate";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+const validator = createValidator();
+
+/**
+ * validateRequest checks a request against the rules declared in the proto files
+ * (protovalidate) and throws INVALID_ARGUMENT naming every violated field, e.g.
+ * `header.key.run_id: value length must be at least 1 characters`.
+ *
+ * This is the only place request shape is checked; handlers rely on it and check only what
+ * needs the caller's identity or stored state.
+ */
+export function validateRequest<Desc extends DescMessage>(
+  schema: Desc,
+  message: MessageShape<Desc>,
+  fieldPrefix = "",
+): void {
+  const result = validator.validate(schema, message);
+  if (result.kind === "valid") return;
+  if (result.kind === "error") {
+    throw new ConnectError(`validation failed: ${result.error.message}`, Code.Internal);
+  }
+  const details = result.error.violations.map((v) => {
+    const field = pathToString(v.field);
+    return `${fieldPrefix}${field === "" ? "" : field}: ${v.message}`;
+  });
+  throw new ConnectError(details.join("; "), Code.InvalidArgument);
+}

@@ -1,0 +1,84 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * The README's quick start, for real: the compiled `spillway serve` on its embedded default
+ * (filesystem backend, loopback), a 50 MB offload, line 400,000 read back, a clean SIGTERM.
+ */
+describe("quick start: spillway serve", () => {
+  let child: ChildProcess;
+  let url: string;
+  let dataDir: string;
+  let exited: Promise<number | null>;
+
+  beforeAll(async () => {
+    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], {
+      cwd: root,
+    });
+    dataDir = await mkdtemp(join(tmpdir(), "spillway-cli-"));
+    child = spawn(
+      process.execPath,
+      [
+        join(root, "dist/server/cli.js"),
+        "serve",
+        "--port",
+        "0",
+        "--data-dir",
+        join(dataDir, "data"),
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+    url = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      child.stdout?.on("data", (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /"url":"([^"]+)"/.exec(out);
+        if (match?.[1] !== undefined) resolve(match[1]);
+      });
+      child.once("exit", () => reject(new Error(`server exited early: ${out}`)));
+    });
+  });
+
+  afterAll(async () => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("offloads 50 MB and reads line 400,000 back", async () => {
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const lines = Array.from(
+      { length: 1_000_000 },
+      (_, i) =>
+        `${String(i + 1).padStart(7, "0")} abcdefghijklmnopqrstuvwxyz0123456789abcdef`,
+    );
+    const payload = Buffer.from(`${lines.join("\n")}\n`);
+    expect(payload.byteLength).toBeGreaterThanOrEqual(50_000_000);
+    const spillway = createSpillwayClient({ baseUrl: url });
+    const att = await spillway.offload({ tenant: "dev", runId: "qs", callId: "big" }, payload);
+    expect(att.sha256).toBe(createHash("sha256").update(payload).digest("hex"));
+    expect(att.lineCount).toBe(1_000_000n);
+
+    const win = await spillway.readToolOutput({
+      runId: "qs",
+      handle: att.handle,
+      window: { case: "lines", value: { offset: 399_999n, limit: 1 } },
+    });
+    expect(win.rendered).toContain(`400000\t${lines[399_999]}\n`);
+    expect(win.trailer?.nextOffset).toBe(400_000n);
+    expect((await stat(join(dataDir, "data"))).mode & 0o777).toBe(0o700);
+  });
+
+  it("drains and exits 0 on SIGTERM", async () => {
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  });
+});

@@ -1,0 +1,168 @@
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import { createSweeper } from "../server/sweeper.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
+  try {
+    await promise;
+    return undefined;
+  } catch (err) {
+    return ConnectError.from(err).code;
+  }
+}
+
+async function storedFiles(t: TestServer): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(join(t.dataDir, "store"), {
+    withFileTypes: true,
+    recursive: true,
+  })) {
+    if (entry.isFile()) out.push(join(entry.parentPath, entry.name));
+  }
+  return out;
+}
+
+const big = (label: string) => `${label}\n${"payload line\n".repeat(5000)}`;
+
+describe("runs: delete, fork, TTL", () => {
+  let t: TestServer;
+  let clock = Date.now();
+  afterEach(() => t.stop());
+
+  it("DeleteRun removes the registry and the bytes", async () => {
+    t = await startTestServer();
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "gone", callId: "c1" }, big("one"));
+    await sdk.offload({ tenant: "dev", runId: "gone", callId: "c2" }, "small\n");
+    await sdk.offload({ tenant: "dev", runId: "kept", callId: "c1" }, big("kept"));
+    const res = await sdk.raw.deleteRun({ runId: "gone" });
+    expect(res.deletedAttachments).toBe(2n);
+    expect(await codeOf(sdk.readToolOutput({ runId: "gone", handle: "res_c1" }))).toBe(
+      Code.PermissionDenied,
+    );
+    const files = await storedFiles(t);
+    expect(files.filter((f) => f.includes("/gone/"))).toEqual([]);
+    expect(files.some((f) => f.includes("/kept/"))).toBe(true);
+    expect((await sdk.raw.listToolOutputs({ runId: "gone" })).attachments).toEqual([]);
+  });
+
+  it("ForkRun shares the parent's handles without copying bytes, one way only", async () => {
+    t = await startTestServer();
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "parent", callId: "p1" }, big("from parent"));
+    const before = (await storedFiles(t)).length;
+    const fork = await sdk.raw.forkRun({ parentRunId: "parent", childRunId: "child" });
+    expect(fork.forkedAttachments).toBe(1n);
+    const blobsAfter = (await storedFiles(t)).filter((f) => f.includes("/b/"));
+    expect(blobsAfter.filter((f) => f.includes("/child/"))).toEqual([]);
+    expect((await storedFiles(t)).length).toBeLessThan(before + 4);
+
+    const read = await sdk.readToolOutput({ runId: "child", handle: "res_p1" });
+    expect(read.rendered).toContain("from parent");
+
+    await sdk.offload({ tenant: "dev", runId: "child", callId: "c1" }, "child only\n");
+    await sdk.offload({ tenant: "dev", runId: "parent", callId: "p2" }, "after fork\n");
+    expect(await codeOf(sdk.readToolOutput({ runId: "parent", handle: "res_c1" }))).toBe(
+      Code.PermissionDenied,
+    );
+    expect(await codeOf(sdk.readToolOutput({ runId: "child", handle: "res_p2" }))).toBe(
+      Code.PermissionDenied,
+    );
+    expect(await codeOf(sdk.raw.forkRun({ parentRunId: "parent", childRunId: "child" }))).toBe(
+      Code.AlreadyExists,
+    );
+
+    // Deleting the parent keeps the bytes the child still refers to...
+    await sdk.raw.deleteRun({ runId: "parent" });
+    expect((await sdk.readToolOutput({ runId: "child", handle: "res_p1" })).rendered).toContain(
+      "from parent",
+    );
+    // ...and deleting the child then releases them.
+    await sdk.raw.deleteRun({ runId: "child" });
+    expect((await storedFiles(t)).filter((f) => f.includes("/b/"))).toEqual([]);
+  });
+
+  it("expired outputs and runs are invisible at once and swept later", async () => {
+    clock = Date.now();
+    t = await startTestServer({ now: () => clock });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "r", callId: "short" }, big("short-lived"), {
+      ttl: { seconds: 60n, nanos: 0 },
+    });
+    await sdk.offload({ tenant: "dev", runId: "r", callId: "long" }, "long-lived\n");
+    await sdk.offload({ tenant: "dev", runId: "temp", callId: "x" }, big("temp run"));
+    await sdk.raw.setRunTtl({ runId: "temp", ttl: { seconds: 120n, nanos: 0 } });
+    const stat = await sdk.raw.statToolOutput({ runId: "r", handle: "res_short" });
+    expect(stat.attachment?.expireTime).toBeDefined();
+
+    clock += 61_000;
+    expect(await codeOf(sdk.readToolOutput({ runId: "r", handle: "res_short" }))).toBe(
+      Code.PermissionDenied,
+    );
+    expect((await sdk.readToolOutput({ runId: "r", handle: "res_long" })).rendered).toContain(
+      "long-lived",
+    );
+    const listed = await sdk.raw.listToolOutputs({ runId: "r" });
+    expect(listed.attachments.map((a) => a.handle)).toEqual(["res_long"]);
+    expect((await sdk.readToolOutput({ runId: "temp", handle: "res_x" })).rendered).toContain(
+      "temp run",
+    );
+
+    clock += 60_000;
+    expect(await codeOf(sdk.readToolOutput({ runId: "temp", handle: "res_x" }))).toBe(
+      Code.PermissionDenied,
+    );
+
+    const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+    const report = await sweeper.sweepOnce();
+    expect(report).toMatchObject({ expiredRuns: 1, expiredRecords: 1 });
+    const files = await storedFiles(t);
+    expect(files.filter((f) => f.includes("/temp/"))).toEqual([]);
+    expect(files.filter((f) => f.includes("short"))).toEqual([]);
+    expect((await sdk.readToolOutput({ runId: "r", handle: "res_long" })).rendered).toContain(
+      "long-lived",
+    );
+  });
+
+  it("sweeps blobs that no record refers to once they are old", async () => {
+    clock = Date.now();
+    t = await startTestServer({ now: () => clock });
+    await t.sdk().offload({ tenant: "dev", runId: "r", callId: "live" }, big("live"));
+    const { bytesBody } = await import("../server/backends/body.js");
+    await t.backend.put("t/dev/r/r/b/orphan/upload1", bytesBody(Buffer.from("crash leftover")));
+    const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 1000 });
+    expect((await sweeper.sweepOnce()).orphanBlobs).toBe(0);
+    clock += 5000;
+    expect((await sweeper.sweepOnce()).orphanBlobs).toBe(1);
+    expect((await t.sdk().readToolOutput({ runId: "r", handle: "res_live" })).rendered).toContain(
+      "live",
+    );
+  });
+
+  it("pages through a run's outputs", async () => {
+    t = await startTestServer({ backend: "memory" });
+    const sdk = t.sdk();
+    for (let i = 0; i < 25; i++) {
+      await sdk.offload(
+        { tenant: "dev", runId: "many", callId: `c${String(i).padStart(2, "0")}` },
+        `${i}\n`,
+      );
+    }
+    const seen: string[] = [];
+    let pageToken = "";
+    do {
+      const page = await sdk.raw.listToolOutputs({ runId: "many", pageSize: 10, pageToken });
+      expect(page.attachments.length).toBeLessThanOrEqual(10);
+      seen.push(...page.attachments.map((a) => a.handle));
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    expect(seen).toHaveLength(25);
+    expect(new Set(seen).size).toBe(25);
+    expect(await codeOf(sdk.raw.listToolOutputs({ runId: "many", pageToken: "garbage!" }))).toBe(
+      Code.InvalidArgument,
+    );
+  });
+});

@@ -57,8 +57,7 @@ describe("quick start: spillway serve", () => {
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const lines = Array.from(
       { length: 1_000_000 },
-      (_, i) =>
-        `${String(i + 1).padStart(7, "0")} abcdefghijklmnopqrstuvwxyz0123456789abcdef`,
+      (_, i) => `${String(i + 1).padStart(7, "0")} abcdefghijklmnopqrstuvwxyz0123456789abcdef`,
     );
     const payload = Buffer.from(`${lines.join("\n")}\n`);
     expect(payload.byteLength).toBeGreaterThanOrEqual(50_000_000);

@@ -6,6 +6,7 @@ import {
   type OffloadHeader,
   OffloadHeaderSchema,
   OffloadRequestSchema,
+  type ReadToolOutputRequest,
   type ReadToolOutputRequestSchema,
   type ReadToolOutputResponse,
   SpillwayService,
@@ -32,6 +33,12 @@ export type OffloadOptions = Omit<
   Exclude<MessageInitShape<typeof OffloadHeaderSchema>, OffloadHeader>,
   "key" | "$typeName"
 >;
+
+/** ReadToolOutputInit is a ReadToolOutput request as plain fields. */
+export type ReadToolOutputInit = Exclude<
+  MessageInitShape<typeof ReadToolOutputRequestSchema>,
+  ReadToolOutputRequest
+> & { runId: string; handle: string };
 
 /** Window is a whole ReadToolOutput answer, collected. */
 export interface Window {

@@ -45,7 +45,7 @@ export async function offload(
   signal: AbortSignal,
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
-  const first = await iterator.next();
+  const first = await nextWithin(iterator, deps.limits.idleStreamMs);
   if (first.done === true || first.value.msg.case !== "header") {
     throw new ConnectError(
       first.done === true
@@ -208,7 +208,7 @@ async function* chunkStream(
   pass: Pass,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
-    const next = await iterator.next();
+    const next = await nextWithin(iterator, limits.idleStreamMs);
     if (next.done === true) return;
     const msg = next.value.msg;
     if (msg.case === "header") {
@@ -245,6 +245,35 @@ async function* chunkStream(
     if (chunk.byteLength === 0) continue;
     pass.push(chunk);
     yield chunk;
+  }
+}
+
+/**
+ * nextWithin waits for the next message of a client stream, failing with DEADLINE_EXCEEDED
+ * when the client goes quiet for longer than idleMs: an abandoned stream must not hold a
+ * partial upload open forever.
+ */
+async function nextWithin<T>(
+  iterator: AsyncIterator<T>,
+  idleMs: number,
+): Promise<IteratorResult<T>> {
+  let timer: NodeJS.Timeout | undefined;
+  const idle = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new ConnectError(
+            `the Offload stream sent nothing for ${idleMs} ms`,
+            Code.DeadlineExceeded,
+          ),
+        ),
+      idleMs,
+    );
+  });
+  try {
+    return await Promise.race([iterator.next(), idle]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -229,3 +229,23 @@ describe("Offload", () => {
     expect(info.caps?.maxWindowLines).toBe(1000);
   });
 });
+
+describe("Offload stream bounds", () => {
+  it("cancels a stream that stops sending with DEADLINE_EXCEEDED and commits nothing", async () => {
+    const t = await startTestServer({ backend: "memory", limits: { idleStreamMs: 300 } });
+    try {
+      const stalled = (async function* () {
+        yield create(OffloadRequestSchema, {
+          msg: { case: "header", value: { key: { tenant: "dev", runId: "r", callId: "idle" } } },
+        });
+        yield create(OffloadRequestSchema, { msg: { case: "chunk", value: randomBytes(100_000) } });
+        await new Promise((r) => setTimeout(r, 5_000));
+      })();
+      expect(await codeOf(t.sdk().raw.offload(stalled))).toBe(Code.DeadlineExceeded);
+      expect((await t.backend.list("t/")).keys).toEqual([]);
+      expect((await t.sdk().raw.getServerInfo({})).backend).toBe("memory");
+    } finally {
+      await t.stop();
+    }
+  });
+});

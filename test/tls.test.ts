@@ -1,0 +1,72 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createMemoryBackend } from "../server/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+
+describe("TLS", () => {
+  let dir: string;
+  let server: SpillwayServer;
+  let ca: Buffer;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-tls-"));
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+      ],
+      { stdio: "ignore" },
+    );
+    ca = await readFile(cert);
+    server = await startSpillwayServer({
+      backend: createMemoryBackend(),
+      port: 0,
+      tls: { certFile: cert, keyFile: key },
+    });
+  });
+  afterAll(async () => {
+    await server.close(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("serves gRPC over TLS to a client that trusts the certificate", async () => {
+    expect(server.url).toMatch(/^https:/);
+    const client = createClient(
+      SpillwayService,
+      createGrpcTransport({ baseUrl: server.url, nodeOptions: { ca } }),
+    );
+    const info = await client.getServerInfo({});
+    expect(info.backend).toBe("memory");
+  });
+
+  it("is refused by a client that does not trust the certificate", async () => {
+    const client = createClient(SpillwayService, createGrpcTransport({ baseUrl: server.url }));
+    const err = await client.getServerInfo({}).catch((e: unknown) => ConnectError.from(e));
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).rawMessage).toMatch(/certificate/i);
+  });
+});

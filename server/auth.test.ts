@@ -1,0 +1,60 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAuthenticator, DEV_TENANT, hashToken, parseTokenFile } from "./auth.js";
+
+describe("token file", () => {
+  it("maps token digests to tenants, ignoring comments and blank lines", () => {
+    const tokens = parseTokenFile(`# operators\n\n${hashToken("s3cret")} acme\n`);
+    expect(tokens.get(hashToken("s3cret"))).toBe("acme");
+    expect(tokens.size).toBe(1);
+  });
+
+  it.each([
+    ["a plain token instead of a digest", "s3cret acme"],
+    ["a traversing tenant", `${hashToken("x")} ..`],
+    ["a tenant with a slash", `${hashToken("x")} a/b`],
+  ])("refuses %s with the line number", (_, line) => {
+    expect(() => parseTokenFile(`\n${line}\n`)).toThrow(/line 2/);
+  });
+});
+
+describe("authenticator", () => {
+  let dir: string;
+  let file: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-auth-"));
+    file = join(dir, "tokens");
+    await writeFile(file, `${hashToken("alpha")} tenant-a\n`);
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it("resolves a bearer token and refuses others with UNAUTHENTICATED", () => {
+    const auth = createAuthenticator({ tokenFile: file });
+    expect(auth.tenantFor("Bearer alpha")).toBe("tenant-a");
+    for (const header of [null, "alpha", "Bearer beta", "Basic alpha"]) {
+      try {
+        auth.tenantFor(header);
+        expect.unreachable();
+      } catch (err) {
+        expect(ConnectError.from(err).code).toBe(Code.Unauthenticated);
+      }
+    }
+  });
+
+  it("picks up a changed token file on reload", async () => {
+    const auth = createAuthenticator({ tokenFile: file });
+    await writeFile(file, `${hashToken("gamma")} tenant-c\n`);
+    auth.reload();
+    expect(auth.tenantFor("Bearer gamma")).toBe("tenant-c");
+    expect(() => auth.tenantFor("Bearer alpha")).toThrow();
+  });
+
+  it("maps everyone to the dev tenant without a token file", () => {
+    const auth = createAuthenticator({});
+    expect(auth.enforcing).toBe(false);
+    expect(auth.tenantFor(null)).toBe(DEV_TENANT);
+  });
+});

@@ -1,0 +1,198 @@
+/**
+ * The exact model-facing text of every window. Every function here is pure: the same
+ * arguments render to the same string (no clocks, no locale, plain-digit numbers), so prompt
+ * caches stay warm and every runtime shows the model the same bytes.
+ */
+
+/** RowLine is what a rendered row needs to know about one line. */
+export interface RowLine {
+  /** 1-based line number. */
+  readonly number: number;
+  /** The line's text, already clipped. */
+  readonly text: string;
+  /** True when the text was clipped at maxLineChars. */
+  readonly clipped: boolean;
+  /** Byte offset right after the shown part of a clipped line. */
+  readonly continuesAt: number;
+}
+
+/** RowTag marks a row: none for lines mode (`cat -n`), `:` for a match and `-` for context (`grep -n`). */
+export type RowTag = "" | ":" | "-";
+
+/** groupSeparator separates non-adjacent groups of search results, as `grep -C` does. */
+export const groupSeparator = "--\n";
+
+/**
+ * renderLineRow renders one numbered line: the number right-aligned in 6 columns, the tag, a
+ * tab, the text and, for a clipped line, the marker saying where the line continues.
+ */
+export function renderLineRow(line: RowLine, maxLineChars: number, tag: RowTag = ""): string {
+  const marker = line.clipped
+    ? ` [… line clipped at ${maxLineChars} chars; it continues at byte ${line.continuesAt}: read bytes offset=${line.continuesAt}]`
+    : "";
+  return `${String(line.number).padStart(6)}${tag}\t${line.text}${marker}\n`;
+}
+
+/** renderLinesHeader renders the first line of a lines window (first and last are 1-based). */
+export function renderLinesHeader(
+  handle: string,
+  first: number,
+  last: number,
+  totalLines: number,
+  size: number,
+): string {
+  return `[${handle}] lines ${first}-${last} of ${totalLines} (${size} bytes)\n`;
+}
+
+/** LinesFooter says how a lines window ended. */
+export type LinesFooter =
+  | { readonly kind: "more"; readonly next: number }
+  | { readonly kind: "earlier"; readonly next: number }
+  | {
+      readonly kind: "clipped";
+      readonly next: number;
+      readonly fromEnd: boolean;
+      readonly maxWindowChars: number;
+    }
+  | { readonly kind: "end" }
+  | { readonly kind: "start" };
+
+/** renderLinesFooter renders the last line of a lines window: how to ask for the next one. */
+export function renderLinesFooter(footer: LinesFooter): string {
+  switch (footer.kind) {
+    case "more":
+      return `[more: offset=${footer.next}]\n`;
+    case "earlier":
+      return `[earlier lines: offset=${footer.next} from_end=true]\n`;
+    case "clipped":
+      return footer.fromEnd
+        ? `[window clipped at ${footer.maxWindowChars} chars; earlier lines: offset=${footer.next} from_end=true]\n`
+        : `[window clipped at ${footer.maxWindowChars} chars; more: offset=${footer.next}]\n`;
+    case "end":
+      return "[end of output]\n";
+    case "start":
+      return "[no earlier lines]\n";
+  }
+}
+
+/** renderNoLines renders a lines window that selected nothing. */
+export function renderNoLines(handle: string, offset: number, totalLines: number): string {
+  return `[${handle}] no lines at offset ${offset}: the output has ${totalLines} lines\n`;
+}
+
+/** renderBinary renders a lines or search window over a binary payload. */
+export function renderBinary(handle: string, size: number, contentType: string): string {
+  const type = contentType === "" ? "application/octet-stream" : contentType;
+  return `[${handle}] binary output (${size} bytes, ${type}); read it with bytes mode\n`;
+}
+
+/** renderBytesHeader renders the first line of a bytes window ([start, end) in bytes). */
+export function renderBytesHeader(
+  handle: string,
+  start: number,
+  end: number,
+  size: number,
+): string {
+  return `[${handle}] bytes ${start}-${end} of ${size}\n`;
+}
+
+/** BytesFooter says how a bytes window ended. */
+export type BytesFooter =
+  | { readonly kind: "more"; readonly next: number }
+  | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
+  | { readonly kind: "end" };
+
+/** renderBytesFooter renders the end of a bytes window, on a line of its own. */
+export function renderBytesFooter(footer: BytesFooter): string {
+  switch (footer.kind) {
+    case "more":
+      return `\n[more: bytes offset=${footer.next}]\n`;
+    case "clipped":
+      return `\n[rendering clipped at ${footer.maxWindowChars} chars; more: bytes offset=${footer.next}]\n`;
+    case "end":
+      return "\n[end of output]\n";
+  }
+}
+
+/** renderNoBytes renders a bytes window that selected nothing. */
+export function renderNoBytes(handle: string, offset: number, size: number): string {
+  return `[${handle}] no bytes at offset ${offset}: the output has ${size} bytes\n`;
+}
+
+/** hexLineBytes is the number of bytes one hex dump line shows. */
+export const hexLineBytes = 16;
+
+/**
+ * renderHexLine renders up to 16 bytes as one `xxd` line (no newline): the offset in 8+ hex
+ * digits, 2-byte hex groups padded to full width, two spaces, then printable ASCII or `.`.
+ */
+export function renderHexLine(offset: number, bytes: Uint8Array): string {
+  let hex = "";
+  let ascii = "";
+  for (let i = 0; i < hexLineBytes; i++) {
+    const b = bytes[i];
+    if (i > 0 && i % 2 === 0) hex += " ";
+    if (b === undefined) {
+      hex += "  ";
+      continue;
+    }
+    hex += b.toString(16).padStart(2, "0");
+    ascii += b >= 0x20 && b <= 0x7e ? String.fromCharCode(b) : ".";
+  }
+  return `${offset.toString(16).padStart(8, "0")}: ${hex}  ${ascii}`;
+}
+
+/** SearchHeader describes a search window for its first line. */
+export interface SearchHeader {
+  readonly handle: string;
+  readonly pattern: string;
+  readonly regex: boolean;
+  readonly ignoreCase: boolean;
+  /** Matches skipped before the first one shown. */
+  readonly skip: number;
+  /** Matches shown. */
+  readonly count: number;
+  /** Matches in the whole payload, when the search scanned all of it. */
+  readonly total: number | undefined;
+}
+
+/** describeSearch renders how a pattern is matched: `"pat" (literal)`, `"pat" (regex, ignore case)`. */
+function describeSearch(h: SearchHeader): string {
+  return `${JSON.stringify(h.pattern)} (${h.regex ? "regex" : "literal"}${h.ignoreCase ? ", ignore case" : ""})`;
+}
+
+/** renderSearchHeader renders the first line of a search window that has matches. */
+export function renderSearchHeader(h: SearchHeader): string {
+  const total = h.total === undefined ? "" : ` of ${h.total}`;
+  return `[${h.handle}] matches ${h.skip + 1}-${h.skip + h.count} for ${describeSearch(h)}${total}\n`;
+}
+
+/**
+ * renderNoMatches renders a whole search window without matches; after a skip it says how
+ * many matches the payload holds in all.
+ */
+export function renderNoMatches(h: SearchHeader): string {
+  const first =
+    h.skip > 0
+      ? `[${h.handle}] no matches after skip=${h.skip} for ${describeSearch(h)} (${h.total ?? 0} in all)\n`
+      : `[${h.handle}] no matches for ${JSON.stringify(h.pattern)}\n`;
+  return `${first}${renderSearchFooter({ kind: "end" })}`;
+}
+
+/** SearchFooter says how a search window ended. */
+export type SearchFooter =
+  | { readonly kind: "more"; readonly next: number }
+  | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
+  | { readonly kind: "end" };
+
+/** renderSearchFooter renders the last line of a search window: how to ask for more matches. */
+export function renderSearchFooter(footer: SearchFooter): string {
+  switch (footer.kind) {
+    case "more":
+      return `[more matches: skip=${footer.next}]\n`;
+    case "clipped":
+      return `[window clipped at ${footer.maxWindowChars} chars; more matches: skip=${footer.next}]\n`;
+    case "end":
+      return "[no more matches]\n";
+  }
+}

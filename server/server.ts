@@ -15,7 +15,7 @@ import type { Backend } from "./backends/backend.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
-import { defaultWindowCaps, type WindowCaps } from "./window/caps.js";
+import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
 /** SpillwayServerOptions configure one Spillway server process. */
 export interface SpillwayServerOptions {
@@ -74,7 +74,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     );
   }
   const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
-  const caps: WindowCaps = { ...defaultWindowCaps, ...opts.caps };
+  const caps: WindowCaps = createWindowCaps(opts.caps);
   const core = createSpillwayCore({
     backend: opts.backend,
     limits,

@@ -93,7 +93,8 @@ export function createSweeper(
             // Fork markers sort before records, so a run with forks is already known here.
             if (record.blob?.key.startsWith(run) === true && !forkedRuns.has(run)) {
               await backend.delete(record.blob.key, opt);
-              if (record.blob.indexKey !== undefined) await backend.delete(record.blob.indexKey, opt);
+              if (record.blob.indexKey !== undefined)
+                await backend.delete(record.blob.indexKey, opt);
             }
           } else if (record.blob !== undefined) {
             referenced.add(record.blob.key);

@@ -1,0 +1,75 @@
+/**
+ * The one interface between the Spillway service and a store of bytes.
+ *
+ * Keys are `/`-separated paths whose segments were already validated and encoded by the
+ * service (see `server/keys.ts`); a backend still refuses any key that could escape its
+ * root or prefix. Every call takes an `AbortSignal`; every failure is a `ConnectError`
+ * produced by the backend's single error-mapping function.
+ */
+
+/** BackendCallOptions are accepted by every backend call. */
+export interface BackendCallOptions {
+  /** Aborting it cancels the call; a cancelled put leaves nothing visible. */
+  readonly signal?: AbortSignal;
+}
+
+/** GetOptions select a byte range of an object. */
+export interface GetOptions extends BackendCallOptions {
+  /** First byte to return (0-based). Default 0. */
+  readonly offset?: number;
+  /** Bytes to return from offset; unset reads to the end. */
+  readonly length?: number;
+}
+
+/** ListOptions page through keys under a prefix. */
+export interface ListOptions extends BackendCallOptions {
+  /** Return keys strictly after this one (the last key of the previous page). */
+  readonly startAfter?: string;
+  /** Largest page wanted; a backend may return fewer. Default 1000. */
+  readonly limit?: number;
+}
+
+/** ListPage is one page of keys in ascending byte order. */
+export interface ListPage {
+  /** Full keys under the prefix, ascending. */
+  readonly keys: string[];
+  /** True when more keys follow the last one returned. */
+  readonly truncated: boolean;
+}
+
+/** ObjectInfo describes a stored object. */
+export interface ObjectInfo {
+  /** Size in bytes. */
+  readonly size: number;
+  /** When the object was written (milliseconds since the epoch). */
+  readonly modifiedMs: number;
+}
+
+/**
+ * Backend stores immutable objects under keys.
+ *
+ * Guarantees every implementation gives (checked by `describeBackendContract`):
+ * - `put` is create-only and atomic: the object becomes visible whole or not at all; a key
+ *   that exists is `ALREADY_EXISTS` and is left untouched; an aborted or failed body leaves
+ *   nothing visible.
+ * - `get` streams the requested range; a missing key is `NOT_FOUND`; a range past the end
+ *   yields no bytes.
+ * - `list` returns keys under a prefix in ascending order, paginated.
+ * - `delete` is idempotent: deleting a missing key succeeds.
+ */
+export interface Backend {
+  /** Backend kind reported by GetServerInfo: `memory`, `filesystem`, `s3`, `minio`. */
+  readonly kind: string;
+  /** Writes a new object from a stream of bytes; resolves with its size once durable. */
+  put(key: string, body: AsyncIterable<Uint8Array>, opts?: BackendCallOptions): Promise<ObjectInfo>;
+  /** Streams an object, or a range of it. */
+  get(key: string, opts?: GetOptions): Promise<AsyncIterable<Uint8Array>>;
+  /** Describes an object, or returns undefined when it does not exist. */
+  head(key: string, opts?: BackendCallOptions): Promise<ObjectInfo | undefined>;
+  /** Lists keys that start with prefix. */
+  list(prefix: string, opts?: ListOptions): Promise<ListPage>;
+  /** Removes an object; missing objects are not an error. */
+  delete(key: string, opts?: BackendCallOptions): Promise<void>;
+  /** Releases clients, handles and timers. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,122 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { abortableBody, abortReason, bytesBody, readAllBytes, throwIfAborted } from "./body.js";
+
+async function* chunks(...parts: number[][]): AsyncGenerator<Uint8Array> {
+  for (const part of parts) yield Uint8Array.from(part);
+}
+
+async function codeOf(pending: Promise<unknown>): Promise<Code | string> {
+  try {
+    await pending;
+    return "ok";
+  } catch (err) {
+    return err instanceof ConnectError ? err.code : `not a ConnectError: ${String(err)}`;
+  }
+}
+
+describe("readAllBytes", () => {
+  it("concatenates chunks into a copy that does not alias them", async () => {
+    const reused = new Uint8Array(2);
+    async function* reusing(): AsyncGenerator<Uint8Array> {
+      reused.set([1, 2]);
+      yield reused;
+      reused.set([3, 4]);
+      yield reused;
+    }
+    const all = await readAllBytes(reusing());
+    reused.fill(9);
+    expect(all).toEqual(Uint8Array.of(1, 2, 3, 4));
+  });
+
+  it("reads an empty stream as an empty buffer", async () => {
+    expect(await readAllBytes(chunks())).toEqual(new Uint8Array(0));
+  });
+
+  it("accepts exactly maxBytes and refuses one more with RESOURCE_EXHAUSTED", async () => {
+    expect(await readAllBytes(chunks([1, 2], [3]), 3)).toEqual(Uint8Array.of(1, 2, 3));
+    expect(await codeOf(readAllBytes(chunks([1, 2], [3, 4]), 3))).toBe(Code.ResourceExhausted);
+  });
+
+  it("stops reading the stream once the limit is passed", async () => {
+    let produced = 0;
+    async function* endless(): AsyncGenerator<Uint8Array> {
+      for (;;) {
+        produced++;
+        yield new Uint8Array(10);
+      }
+    }
+    expect(await codeOf(readAllBytes(endless(), 25))).toBe(Code.ResourceExhausted);
+    expect(produced).toBe(3);
+  });
+});
+
+describe("bytesBody", () => {
+  it("yields the bytes once per pass and can be read again", async () => {
+    const body = bytesBody(Uint8Array.of(5, 6));
+    expect(await readAllBytes(body)).toEqual(Uint8Array.of(5, 6));
+    expect(await readAllBytes(body)).toEqual(Uint8Array.of(5, 6));
+  });
+
+  it("yields no chunk for an empty buffer", async () => {
+    const seen: Uint8Array[] = [];
+    for await (const chunk of bytesBody(new Uint8Array(0))) seen.push(chunk);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe("abortableBody", () => {
+  it("passes a stream through unchanged while the signal stays quiet", async () => {
+    const body = abortableBody(chunks([1], [2, 3]), new AbortController().signal);
+    expect(await readAllBytes(body)).toEqual(Uint8Array.of(1, 2, 3));
+  });
+
+  it("rejects with CANCELED when aborted while the source is stalled, and closes the source", async () => {
+    const controller = new AbortController();
+    let closed = false;
+    let release: () => void = () => undefined;
+    async function* stalled(): AsyncGenerator<Uint8Array> {
+      try {
+        yield Uint8Array.of(1);
+        await new Promise<void>((resolve) => {
+          release = resolve;
+          controller.abort();
+        });
+        yield Uint8Array.of(2);
+      } finally {
+        closed = true;
+      }
+    }
+    expect(await codeOf(readAllBytes(abortableBody(stalled(), controller.signal)))).toBe(
+      Code.Canceled,
+    );
+    release();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(closed).toBe(true);
+  });
+
+  it("passes a source's own error through", async () => {
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield Uint8Array.of(1);
+      throw new ConnectError("client went away", Code.Aborted);
+    }
+    const body = abortableBody(failing(), new AbortController().signal);
+    expect(await codeOf(readAllBytes(body))).toBe(Code.Aborted);
+  });
+});
+
+describe("abortReason and throwIfAborted", () => {
+  it("maps a plain abort to CANCELED, a timeout to DEADLINE_EXCEEDED, a ConnectError as is", () => {
+    expect(abortReason(AbortSignal.abort()).code).toBe(Code.Canceled);
+    const timeout = new DOMException("timed out", "TimeoutError");
+    expect(abortReason(AbortSignal.abort(timeout)).code).toBe(Code.DeadlineExceeded);
+    const own = new ConnectError("shutting down", Code.Unavailable);
+    expect(abortReason(AbortSignal.abort(own))).toBe(own);
+  });
+
+  it("throws only for an aborted signal", () => {
+    expect(() => throwIfAborted(undefined)).not.toThrow();
+    expect(() => throwIfAborted(new AbortController().signal)).not.toThrow();
+    expect(() => throwIfAborted(AbortSignal.abort())).toThrow(ConnectError);
+  });
+});

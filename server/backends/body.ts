@@ -1,0 +1,141 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * readAllBytes collects a byte stream into one fresh buffer.
+ *
+ * Guarantees: the result never aliases a chunk of the stream (callers may reuse their
+ * buffers); once more than `maxBytes` arrive it stops reading, closes the stream and throws
+ * `RESOURCE_EXHAUSTED`, so an oversized body is never held in memory whole.
+ */
+export async function readAllBytes(
+  body: AsyncIterable<Uint8Array>,
+  maxBytes: number = Number.POSITIVE_INFINITY,
+): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (total > maxBytes) {
+      throw new ConnectError(`body exceeds the limit of ${maxBytes} bytes`, Code.ResourceExhausted);
+    }
+    chunks.push(chunk.slice());
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
+/**
+ * bytesBody presents a buffer as a byte stream.
+ *
+ * Guarantees: the stream can be iterated any number of times (a retrying backend may replay
+ * it); each pass yields the bytes once, or nothing for an empty buffer.
+ */
+export function bytesBody(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  return {
+    async *[Symbol.asyncIterator]() {
+      if (bytes.byteLength > 0) yield bytes;
+    },
+  };
+}
+
+/**
+ * abortableBody passes a byte stream through, ending it as soon as `signal` aborts.
+ *
+ * Guarantees: after an abort the next read rejects with `abortReason(signal)` at once, even
+ * when the source is stalled waiting for its producer; the source is then told to close
+ * (without waiting for it). Breaking out of the stream early also closes the source.
+ */
+export function abortableBody(
+  body: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+): AsyncIterable<Uint8Array> {
+  if (signal === undefined) return body;
+  return {
+    async *[Symbol.asyncIterator]() {
+      const source = body[Symbol.asyncIterator]();
+      let ended = false;
+      try {
+        for (;;) {
+          if (signal.aborted) throw abortReason(signal);
+          const next = await raceAbort(source.next(), signal);
+          if (next.done === true) {
+            ended = true;
+            return;
+          }
+          yield next.value;
+        }
+      } catch (err) {
+        // A source that threw has already finished; there is nothing left to close.
+        ended = !signal.aborted;
+        throw err;
+      } finally {
+        if (!ended) closeQuietly(source);
+      }
+    },
+  };
+}
+
+/**
+ * throwIfAborted throws `abortReason(signal)` when the signal has aborted, and does nothing
+ * otherwise (or without a signal).
+ */
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw abortReason(signal);
+}
+
+/**
+ * abortReason is the ConnectError a call reports when its signal aborted.
+ *
+ * Guarantees: a ConnectError reason is returned as is, a `TimeoutError` reason (from
+ * `AbortSignal.timeout`) is `DEADLINE_EXCEEDED`, and every other reason is `CANCELED`.
+ */
+export function abortReason(signal: AbortSignal): ConnectError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof ConnectError) return reason;
+  if (reason instanceof Error && reason.name === "TimeoutError") {
+    return new ConnectError(
+      "deadline exceeded",
+      Code.DeadlineExceeded,
+      undefined,
+      undefined,
+      reason,
+    );
+  }
+  return new ConnectError("operation canceled", Code.Canceled, undefined, undefined, reason);
+}
+
+function raceAbort<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortReason(signal));
+    // Producing `pending` may itself have aborted the signal, before anyone could listen.
+    if (signal.aborted) {
+      pending.catch(() => undefined);
+      onAbort();
+      return;
+    }
+    signal.addEventListener("abort", onAbort, { once: true });
+    pending.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+function closeQuietly(source: AsyncIterator<Uint8Array>): void {
+  try {
+    source.return?.().catch(() => undefined);
+  } catch {
+    // Closing is a courtesy to the producer; the caller already has its answer.
+  }
+}

@@ -1,0 +1,272 @@
+import { createHash } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import {
+  chmod,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, describe, expect, it } from "vitest";
+import { bytesBody, readAllBytes } from "./body.js";
+import { describeBackendContract } from "./contract.js";
+import { createFilesystemBackend } from "./filesystem.js";
+
+describeBackendContract("filesystem", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
+  return {
+    backend: createFilesystemBackend({ root: join(dir, "root") }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
+describeBackendContract("filesystem without fsync", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
+  return {
+    backend: createFilesystemBackend({ root: join(dir, "root"), fsync: false }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
+describe("filesystem backend", () => {
+  const scratch = mkdtempSync(join(tmpdir(), "spillway-fs-"));
+  let serial = 0;
+  afterAll(() => rm(scratch, { recursive: true, force: true }));
+
+  function fresh() {
+    serial++;
+    const base = join(scratch, `case-${serial}`);
+    return { base, backend: createFilesystemBackend({ root: join(base, "root") }) };
+  }
+
+  it("creates its root 0700 and tightens an existing root to 0700", async () => {
+    const { backend } = fresh();
+    expect((await stat(backend.root)).mode & 0o777).toBe(0o700);
+    const loose = join(scratch, "loose");
+    await mkdir(loose, { mode: 0o755 });
+    await chmod(loose, 0o755);
+    createFilesystemBackend({ root: loose });
+    expect((await stat(loose)).mode & 0o777).toBe(0o700);
+  });
+
+  it("creates directories 0700 and files 0600", async () => {
+    const { backend } = fresh();
+    await backend.put("a/b", bytesBody(text("x")));
+    expect((await stat(join(backend.root, "a"))).mode & 0o777).toBe(0o700);
+    expect((await stat(join(backend.root, "a", "b"))).mode & 0o777).toBe(0o600);
+  });
+
+  it("never leaves temp files after success, failure, abort or a refused duplicate", async () => {
+    const { backend } = fresh();
+    await backend.put("t/x/ok", bytesBody(text("ok")));
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield text("partial");
+      throw new Error("producer failed");
+    }
+    expect(await codeOf(backend.put("t/x/failed", failing()))).toBe(Code.Internal);
+    const controller = new AbortController();
+    async function* aborting(): AsyncGenerator<Uint8Array> {
+      yield text("partial");
+      controller.abort();
+      yield text("more");
+    }
+    expect(
+      await codeOf(backend.put("t/x/aborted", aborting(), { signal: controller.signal })),
+    ).toBe(Code.Canceled);
+    expect(await codeOf(backend.put("t/x/ok", bytesBody(text("again"))))).toBe(Code.AlreadyExists);
+    expect(await walk(backend.root)).toEqual(["t/x/ok"]);
+  });
+
+  it("stores a key at the matching path under the root", async () => {
+    const { backend } = fresh();
+    await backend.put("t/ten%2Eant/r/run/b/call.stdout/up1", bytesBody(text("payload")));
+    const onDisk = await readFile(
+      join(backend.root, "t", "ten%2Eant", "r", "run", "b", "call.stdout", "up1"),
+    );
+    expect(onDisk.toString()).toBe("payload");
+  });
+
+  describe("refuses keys that could escape the root", () => {
+    const bad = [
+      "../x",
+      "a/../../x",
+      "a/./b",
+      ".",
+      "/etc/passwd",
+      "a\\..\\b",
+      "a/b\0c",
+      "",
+      "a//b",
+      "a/",
+      "a/.tmp-x",
+    ];
+    for (const key of bad) {
+      it(`refuses ${JSON.stringify(key)} with INVALID_ARGUMENT on every call`, async () => {
+        const { backend, base } = fresh();
+        expect(await codeOf(backend.put(key, bytesBody(text("x"))))).toBe(Code.InvalidArgument);
+        expect(await codeOf(backend.get(key))).toBe(Code.InvalidArgument);
+        expect(await codeOf(backend.head(key))).toBe(Code.InvalidArgument);
+        expect(await codeOf(backend.delete(key))).toBe(Code.InvalidArgument);
+        expect(await readdir(base)).toEqual(["root"]);
+        expect(await walk(backend.root)).toEqual([]);
+      });
+    }
+
+    it("refuses list prefixes with bad directory segments", async () => {
+      const { backend } = fresh();
+      for (const prefix of ["../", "/abs/", "a/../", "a\\b/"]) {
+        expect(await codeOf(backend.list(prefix))).toBe(Code.InvalidArgument);
+      }
+    });
+  });
+
+  describe("symlinks under the root", () => {
+    async function planted() {
+      const { backend, base } = fresh();
+      const outside = join(base, "outside");
+      await mkdir(outside);
+      await writeFile(join(outside, "secret"), "top secret");
+      await mkdir(backend.root, { recursive: true });
+      await symlink(outside, join(backend.root, "t"));
+      return { backend, outside };
+    }
+
+    it("put through a symlinked directory fails and writes nothing outside", async () => {
+      const { backend, outside } = await planted();
+      const code = await codeOf(backend.put("t/x/y", bytesBody(text("escape"))));
+      expect([Code.FailedPrecondition, Code.PermissionDenied]).toContain(code);
+      expect(await codeOf(backend.put("t/new", bytesBody(text("escape"))))).toBe(
+        Code.FailedPrecondition,
+      );
+      expect(await readdir(outside)).toEqual(["secret"]);
+    });
+
+    it("get, head and delete through a symlinked directory fail without touching the file", async () => {
+      const { backend, outside } = await planted();
+      expect(await codeOf(backend.get("t/secret"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.head("t/secret"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.delete("t/secret"))).toBe(Code.FailedPrecondition);
+      expect(await readFile(join(outside, "secret"), "utf8")).toBe("top secret");
+    });
+
+    it("list fails rather than follow a symlink, whether named by the prefix or met on the walk", async () => {
+      const { backend } = await planted();
+      expect(await codeOf(backend.list("t/"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.list(""))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.list("t"))).toBe(Code.FailedPrecondition);
+    });
+
+    it("a symlink in place of an object is neither read, overwritten nor deleted", async () => {
+      const { backend, outside } = await planted();
+      await mkdir(join(backend.root, "a"));
+      await symlink(join(outside, "secret"), join(backend.root, "a", "link"));
+      expect(await codeOf(backend.get("a/link"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.head("a/link"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.put("a/link", bytesBody(text("overwrite"))))).toBe(
+        Code.FailedPrecondition,
+      );
+      expect(await codeOf(backend.delete("a/link"))).toBe(Code.FailedPrecondition);
+      expect(await readFile(join(outside, "secret"), "utf8")).toBe("top secret");
+      expect(await readdir(outside)).toEqual(["secret"]);
+    });
+  });
+
+  it("stores a segment longer than 200 bytes under ~sha256 and round-trips it", async () => {
+    const { backend } = fresh();
+    const long = "s".repeat(300);
+    const key = `t/x/${long}/obj`;
+    await backend.put(key, bytesBody(text("long")));
+    expect(await readAllBytes(await backend.get(key))).toEqual(text("long"));
+    expect((await backend.head(key))?.size).toBe(4);
+    const hashed = `~${createHash("sha256").update(long).digest("hex")}`;
+    expect(await readdir(join(backend.root, "t", "x"))).toEqual([hashed]);
+    const listed = (await backend.list("t/x/")).keys;
+    expect(listed).toEqual([`t/x/${hashed}/obj`]);
+    expect(await readAllBytes(await backend.get(`t/x/${hashed}/obj`))).toEqual(text("long"));
+    await backend.delete(key);
+    expect(await backend.head(key)).toBeUndefined();
+  });
+
+  it("treats a directory as no object and refuses to store a key below an object", async () => {
+    const { backend } = fresh();
+    await backend.put("a/b/c", bytesBody(text("c")));
+    expect(await codeOf(backend.get("a/b"))).toBe(Code.NotFound);
+    expect(await backend.head("a/b")).toBeUndefined();
+    expect(await codeOf(backend.put("a/b", bytesBody(text("x"))))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(backend.put("a/b/c/d", bytesBody(text("x"))))).toBe(
+      Code.FailedPrecondition,
+    );
+    expect(await codeOf(backend.get("a/b/c/d"))).toBe(Code.NotFound);
+    await backend.delete("a/b");
+    expect(await readAllBytes(await backend.get("a/b/c"))).toEqual(text("c"));
+  });
+
+  it("delete removes the directories it empties, and no others", async () => {
+    const { backend } = fresh();
+    await backend.put("t/x/r/run/b/call/up", bytesBody(text("1")));
+    await backend.put("t/x/r/keep/b/call/up", bytesBody(text("2")));
+    await backend.delete("t/x/r/run/b/call/up");
+    expect(await readdir(join(backend.root, "t", "x", "r"))).toEqual(["keep"]);
+    await backend.delete("t/x/r/keep/b/call/up");
+    expect(await readdir(backend.root)).toEqual([]);
+    expect((await stat(backend.root)).isDirectory()).toBe(true);
+  });
+
+  it("list never shows temp files", async () => {
+    const { backend } = fresh();
+    await backend.put("a/obj", bytesBody(text("x")));
+    await writeFile(join(backend.root, "a", ".tmp-leftover"), "partial");
+    expect((await backend.list("a/")).keys).toEqual(["a/obj"]);
+    expect((await backend.list("")).keys).toEqual(["a/obj"]);
+  });
+
+  it("sweepTempFiles removes temp files older than the age and nothing else", async () => {
+    const { backend } = fresh();
+    await backend.put("a/b/obj", bytesBody(text("keep me")));
+    const old = join(backend.root, "a", "b", ".tmp-old");
+    const oldTop = join(backend.root, ".tmp-old-top");
+    const recent = join(backend.root, "a", ".tmp-recent");
+    const oldObject = join(backend.root, "a", "b", "obj");
+    for (const path of [old, oldTop, recent]) await writeFile(path, "partial");
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    for (const path of [old, oldTop, oldObject]) await utimes(path, hourAgo, hourAgo);
+    expect(await backend.sweepTempFiles(60_000)).toBe(2);
+    expect((await walk(backend.root, true)).sort()).toEqual(["a/.tmp-recent", "a/b/obj"]);
+    expect(await backend.sweepTempFiles(60_000)).toBe(0);
+    expect(await codeOf(backend.sweepTempFiles(-1))).toBe(Code.InvalidArgument);
+  });
+});
+
+function text(value: string): Uint8Array {
+  return new TextEncoder().encode(value);
+}
+
+async function codeOf(pending: Promise<unknown>): Promise<Code | string> {
+  try {
+    await pending;
+    return "ok";
+  } catch (err) {
+    return err instanceof ConnectError ? err.code : `not a ConnectError: ${String(err)}`;
+  }
+}
+
+/** Every file under dir (relative, `/`-joined); temp files included only when asked. */
+async function walk(dir: string, withTemp = false, base = ""): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const rel = `${base}${entry.name}`;
+    if (entry.isDirectory())
+      found.push(...(await walk(join(dir, entry.name), withTemp, `${rel}/`)));
+    else if (withTemp || !entry.name.startsWith(".tmp-")) found.push(rel);
+    else found.push(`TEMP:${rel}`);
+  }
+  return found;
+}

@@ -1,0 +1,500 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Dirent, Stats } from "node:fs";
+import { chmodSync, constants, mkdirSync } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
+import { link, lstat, mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type {
+  Backend,
+  BackendCallOptions,
+  GetOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+} from "./backend.js";
+import { abortableBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange } from "./call-options.js";
+import { errnoOf, fromNodeError } from "./from-node-error.js";
+
+/** Temp files start with this; the service never produces a segment starting with `.`. */
+const tempPrefix = ".tmp-";
+/** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
+const maxSegmentBytes = 200;
+/** Size of each read a get performs. */
+const readChunkBytes = 256 * 1024;
+/** Attempts at opening a temp file when a concurrent delete pruned its fresh directory. */
+const openTempAttempts = 3;
+
+/** A directory reached by walking a key's segments, and the ones this walk created. */
+interface Walk {
+  readonly dir: string;
+  readonly created: readonly string[];
+}
+
+/** FilesystemBackendOptions configure createFilesystemBackend. */
+export interface FilesystemBackendOptions {
+  /** Directory that holds every object; created `0700` when missing. */
+  readonly root: string;
+  /** Whether put fsyncs the file and its directory before resolving. Default true. */
+  readonly fsync?: boolean;
+}
+
+/** FilesystemBackend is a Backend over a local directory, with crash-leftover cleanup. */
+export type FilesystemBackend = Backend & {
+  /** Absolute path of the root directory. */
+  readonly root: string;
+  /**
+   * Deletes temp files (`.tmp-*`, left by a crash mid-put) last modified more than
+   * `olderThanMs` ago, anywhere under the root, without following symlinks; returns how many.
+   */
+  sweepTempFiles(olderThanMs: number): Promise<number>;
+};
+
+/**
+ * createFilesystemBackend returns a Backend (kind `filesystem`) storing key `a/b/c` at
+ * `<root>/a/b/c`.
+ *
+ * Guarantees, beyond the Backend contract:
+ * - the root is created (recursively) and chmodded to `0700` before this returns; directories
+ *   are created `0700` and files `0600`;
+ * - every key segment is re-checked (non-empty, not `.`/`..`, no `\` or NUL, not a reserved
+ *   `.tmp-` name) and absolute keys are refused, all with `INVALID_ARGUMENT`; a segment longer
+ *   than 200 UTF-8 bytes is stored as `~` + sha256hex(segment), a name the service's encoded
+ *   segments never take;
+ * - no call follows a symlink under the root: directories are checked with lstat while walking,
+ *   files are opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
+ *   `FAILED_PRECONDITION` instead of touching anything outside the root;
+ * - put writes a temp file beside the target, fsyncs it, publishes it create-only with a hard
+ *   link, then fsyncs the directory; a failed or aborted put leaves neither object nor temp file;
+ * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
+ *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
+ *   list prefixes whose segments are short;
+ * - delete removes directories it leaves empty, up to the root;
+ * - a stream returned by get holds an open file until it is read to the end or abandoned
+ *   with `break`/`return`, so callers always consume or close it.
+ * Every filesystem failure is reported through `fromNodeError`.
+ */
+export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
+  const root = resolve(opts.root);
+  const fsync = opts.fsync ?? true;
+  try {
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+    chmodSync(root, 0o700);
+  } catch (err) {
+    throw fromNodeError(err);
+  }
+
+  /**
+   * Walks the directories of a key from the root, refusing symlinks. When `create` is false a
+   * missing directory (or a file in its place) yields undefined: no object can be below it.
+   */
+  function walkDirs(dirSegments: readonly string[], create: true, key: string): Promise<Walk>;
+  function walkDirs(
+    dirSegments: readonly string[],
+    create: false,
+    key: string,
+  ): Promise<Walk | undefined>;
+  async function walkDirs(
+    dirSegments: readonly string[],
+    create: boolean,
+    key: string,
+  ): Promise<Walk | undefined> {
+    let dir = root;
+    const created: string[] = [];
+    for (const segment of dirSegments) {
+      dir = join(dir, segment);
+      let stats = await lstatOrUndefined(dir);
+      if (stats === undefined) {
+        if (!create) return undefined;
+        try {
+          await mkdir(dir, { mode: 0o700 });
+          created.push(dir);
+        } catch (err) {
+          if (errnoOf(err) !== "EEXIST") throw err;
+        }
+        // Re-check what is there now: a concurrent writer may have created it first.
+        stats = await lstat(dir);
+      }
+      if (stats.isSymbolicLink()) throw symlinkRefused(key);
+      if (!stats.isDirectory()) {
+        if (!create) return undefined;
+        throw new ConnectError(
+          `a prefix of the key is an object, so the key cannot be stored (key "${key}")`,
+          Code.FailedPrecondition,
+        );
+      }
+    }
+    return { dir, created };
+  }
+
+  async function openTemp(
+    dirSegments: readonly string[],
+    final: string,
+    key: string,
+  ): Promise<{ handle: FileHandle; tempPath: string; dir: string; created: readonly string[] }> {
+    for (let attempt = 1; ; attempt++) {
+      const walked = await walkDirs(dirSegments, true, key);
+      const existing = await lstatOrUndefined(join(walked.dir, final));
+      if (existing !== undefined) throw occupied(existing, key);
+      const tempPath = join(walked.dir, `${tempPrefix}${randomBytes(12).toString("hex")}`);
+      try {
+        const handle = await open(
+          tempPath,
+          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+          0o600,
+        );
+        return { handle, tempPath, dir: walked.dir, created: walked.created };
+      } catch (err) {
+        // A concurrent delete may prune the directory between walking and opening; walk again.
+        if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
+      }
+    }
+  }
+
+  async function syncDirectories(dirs: Iterable<string>): Promise<void> {
+    for (const dir of new Set(dirs)) {
+      const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    }
+  }
+
+  async function collectKeys(
+    dir: string,
+    keyBase: string,
+    namePrefix: string,
+    startAfter: string | undefined,
+    out: string[],
+    want: number,
+    signal: AbortSignal | undefined,
+    key: string,
+  ): Promise<void> {
+    throwIfAborted(signal);
+    const items: { name: string; path: string; isDir: boolean }[] = [];
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (!entry.name.startsWith(namePrefix) || entry.name.startsWith(tempPrefix)) continue;
+      if (entry.isSymbolicLink()) throw symlinkRefused(key);
+      // A directory sorts as `name/`, so depth-first order is exactly ascending key order.
+      if (entry.isDirectory())
+        items.push({ name: entry.name, path: `${keyBase}${entry.name}/`, isDir: true });
+      else if (entry.isFile())
+        items.push({ name: entry.name, path: `${keyBase}${entry.name}`, isDir: false });
+    }
+    items.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    for (const item of items) {
+      if (out.length >= want) return;
+      if (item.isDir) {
+        // Every key below starts with item.path; all of them are <= startAfter when it is past it.
+        const skip =
+          startAfter !== undefined && item.path < startAfter && !startAfter.startsWith(item.path);
+        if (!skip) {
+          await collectKeys(
+            join(dir, item.name),
+            item.path,
+            "",
+            startAfter,
+            out,
+            want,
+            signal,
+            key,
+          );
+        }
+      } else if (startAfter === undefined || item.path > startAfter) {
+        out.push(item.path);
+      }
+    }
+  }
+
+  async function sweepDirectory(dir: string, cutoffMs: number): Promise<number> {
+    let entries: Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      // A concurrent delete may prune a directory while the sweep walks it.
+      if (errnoOf(err) === "ENOENT") return 0;
+      throw err;
+    }
+    let removed = 0;
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        removed += await sweepDirectory(path, cutoffMs);
+      } else if (entry.isFile() && entry.name.startsWith(tempPrefix)) {
+        const stats = await lstatOrUndefined(path);
+        if (stats?.isFile() === true && stats.mtimeMs < cutoffMs && (await unlinkIfPresent(path))) {
+          removed++;
+        }
+      }
+    }
+    return removed;
+  }
+
+  /** Removes now-empty directories from dir up to (not including) the root, best effort. */
+  async function pruneEmptyDirectories(dir: string): Promise<void> {
+    for (
+      let current = dir;
+      current !== root && current.startsWith(root);
+      current = dirname(current)
+    ) {
+      try {
+        await rmdir(current);
+      } catch {
+        // Not empty (a sibling or an in-flight temp file) or already gone: stop pruning.
+        return;
+      }
+    }
+  }
+
+  return {
+    kind: "filesystem",
+    root,
+
+    async put(key: string, body: AsyncIterable<Uint8Array>, callOpts?: BackendCallOptions) {
+      const signal = callOpts?.signal;
+      const { dirSegments, name } = splitKey(key);
+      let handle: FileHandle | undefined;
+      let tempPath: string | undefined;
+      try {
+        throwIfAborted(signal);
+        const opened = await openTemp(dirSegments, name, key);
+        handle = opened.handle;
+        tempPath = opened.tempPath;
+        for await (const chunk of abortableBody(body, signal)) {
+          await writeAll(handle, chunk);
+        }
+        throwIfAborted(signal);
+        if (fsync) await handle.sync();
+        const stats = await handle.stat();
+        await handle.close();
+        handle = undefined;
+        await link(tempPath, join(opened.dir, name));
+        const published = tempPath;
+        tempPath = undefined;
+        // The object is already visible; a temp name that fails to go is left to sweepTempFiles.
+        await unlinkIfPresent(published).catch(() => false);
+        if (fsync) await syncDirectories([opened.dir, ...opened.created.map((d) => dirname(d))]);
+        return { size: stats.size, modifiedMs: stats.mtimeMs };
+      } catch (err) {
+        await handle?.close().catch(() => undefined);
+        if (tempPath !== undefined) await unlinkIfPresent(tempPath).catch(() => false);
+        throw fromNodeError(err, key);
+      }
+    },
+
+    async get(key: string, getOpts?: GetOptions) {
+      const signal = getOpts?.signal;
+      const { dirSegments, name } = splitKey(key);
+      const { offset, length } = checkRange(getOpts);
+      let handle: FileHandle | undefined;
+      try {
+        throwIfAborted(signal);
+        const walked = await walkDirs(dirSegments, false, key);
+        if (walked === undefined) throw notFound(key);
+        // O_NONBLOCK keeps a planted FIFO from hanging the open; it changes nothing for files.
+        handle = await open(
+          join(walked.dir, name),
+          constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+        );
+        const stats = await handle.stat();
+        if (!stats.isFile()) throw notFound(key);
+        const end = length === undefined ? stats.size : Math.min(stats.size, offset + length);
+        const stream = readRange(handle, offset, end, signal, key);
+        handle = undefined;
+        return stream;
+      } catch (err) {
+        await handle?.close().catch(() => undefined);
+        throw fromNodeError(err, key);
+      }
+    },
+
+    async head(key: string, callOpts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
+      const signal = callOpts?.signal;
+      const { dirSegments, name } = splitKey(key);
+      try {
+        throwIfAborted(signal);
+        const walked = await walkDirs(dirSegments, false, key);
+        if (walked === undefined) return undefined;
+        const stats = await lstatOrUndefined(join(walked.dir, name));
+        if (stats === undefined) return undefined;
+        if (stats.isSymbolicLink()) throw symlinkRefused(key);
+        return stats.isFile() ? { size: stats.size, modifiedMs: stats.mtimeMs } : undefined;
+      } catch (err) {
+        throw fromNodeError(err, key);
+      }
+    },
+
+    async list(prefix: string, listOpts?: ListOptions): Promise<ListPage> {
+      const signal = listOpts?.signal;
+      const limit = checkListLimit(listOpts);
+      if (prefix.startsWith("/")) throw invalidKey(prefix, "must be relative");
+      const cut = prefix.lastIndexOf("/");
+      const dirSegments =
+        cut < 0
+          ? []
+          : prefix
+              .slice(0, cut)
+              .split("/")
+              .map((s) => diskSegment(s, prefix));
+      const namePrefix = prefix.slice(cut + 1);
+      try {
+        throwIfAborted(signal);
+        const walked = await walkDirs(dirSegments, false, prefix);
+        if (walked === undefined) return { keys: [], truncated: false };
+        const keys: string[] = [];
+        const keyBase = dirSegments.map((s) => `${s}/`).join("");
+        await collectKeys(
+          walked.dir,
+          keyBase,
+          namePrefix,
+          listOpts?.startAfter,
+          keys,
+          limit + 1,
+          signal,
+          prefix,
+        );
+        return { keys: keys.slice(0, limit), truncated: keys.length > limit };
+      } catch (err) {
+        throw fromNodeError(err, prefix);
+      }
+    },
+
+    async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
+      const signal = callOpts?.signal;
+      const { dirSegments, name } = splitKey(key);
+      try {
+        throwIfAborted(signal);
+        const walked = await walkDirs(dirSegments, false, key);
+        if (walked === undefined) return;
+        const final = join(walked.dir, name);
+        const stats = await lstatOrUndefined(final);
+        if (stats === undefined || stats.isDirectory()) return;
+        if (stats.isSymbolicLink()) throw symlinkRefused(key);
+        await unlinkIfPresent(final);
+        await pruneEmptyDirectories(walked.dir);
+      } catch (err) {
+        throw fromNodeError(err, key);
+      }
+    },
+
+    async close(): Promise<void> {},
+
+    async sweepTempFiles(olderThanMs: number): Promise<number> {
+      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+        throw new ConnectError(
+          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
+          Code.InvalidArgument,
+        );
+      }
+      try {
+        return await sweepDirectory(root, Date.now() - olderThanMs);
+      } catch (err) {
+        throw fromNodeError(err);
+      }
+    },
+  };
+}
+
+/** Splits and checks a key, mapping each segment to its on-disk name. */
+function splitKey(key: string): { dirSegments: string[]; name: string } {
+  if (key === "") throw invalidKey(key, "must not be empty");
+  if (key.startsWith("/")) throw invalidKey(key, "must be relative");
+  const segments = key.split("/").map((s) => diskSegment(s, key));
+  const name = segments.pop();
+  if (name === undefined) throw invalidKey(key, "must not be empty");
+  return { dirSegments: segments, name };
+}
+
+function diskSegment(segment: string, key: string): string {
+  if (segment === "") throw invalidKey(key, "has an empty segment");
+  if (segment === "." || segment === "..") throw invalidKey(key, "has a '.' or '..' segment");
+  if (segment.includes("\\")) throw invalidKey(key, "has a backslash");
+  if (segment.includes("\0")) throw invalidKey(key, "has a NUL byte");
+  if (segment.startsWith(tempPrefix))
+    throw invalidKey(key, `has a reserved '${tempPrefix}' segment`);
+  if (Buffer.byteLength(segment, "utf8") <= maxSegmentBytes) return segment;
+  return `~${createHash("sha256").update(segment, "utf8").digest("hex")}`;
+}
+
+function invalidKey(key: string, why: string): ConnectError {
+  const shown = JSON.stringify(key.length > 128 ? `${key.slice(0, 128)}…` : key);
+  return new ConnectError(`key ${shown} ${why}`, Code.InvalidArgument);
+}
+
+function notFound(key: string): ConnectError {
+  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
+}
+
+function symlinkRefused(key: string): ConnectError {
+  return new ConnectError(
+    `refusing a symlink under the storage root (key "${key}")`,
+    Code.FailedPrecondition,
+  );
+}
+
+function occupied(stats: Stats, key: string): ConnectError {
+  if (stats.isSymbolicLink()) return symlinkRefused(key);
+  if (stats.isFile()) {
+    return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
+  }
+  return new ConnectError(
+    `the key is a prefix of other objects, so it cannot be stored (key "${key}")`,
+    Code.FailedPrecondition,
+  );
+}
+
+async function lstatOrUndefined(path: string): Promise<Stats | undefined> {
+  try {
+    return await lstat(path);
+  } catch (err) {
+    if (errnoOf(err) === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
+/** Unlinks a file; true when this call removed it, false when it was already gone. */
+async function unlinkIfPresent(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (err) {
+    if (errnoOf(err) === "ENOENT") return false;
+    throw err;
+  }
+}
+
+async function writeAll(handle: FileHandle, chunk: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < chunk.byteLength) {
+    const { bytesWritten } = await handle.write(chunk, at, chunk.byteLength - at);
+    at += bytesWritten;
+  }
+}
+
+async function* readRange(
+  handle: FileHandle,
+  start: number,
+  end: number,
+  signal: AbortSignal | undefined,
+  key: string,
+): AsyncGenerator<Uint8Array> {
+  try {
+    let position = start;
+    while (position < end) {
+      throwIfAborted(signal);
+      const want = Math.min(readChunkBytes, end - position);
+      const buffer = new Uint8Array(want);
+      const { bytesRead } = await handle.read(buffer, 0, want, position);
+      if (bytesRead === 0) return;
+      position += bytesRead;
+      yield bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
+    }
+  } catch (err) {
+    throw fromNodeError(err, key);
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,121 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type {
+  Backend,
+  BackendCallOptions,
+  GetOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+} from "./backend.js";
+import { abortableBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange } from "./call-options.js";
+import { fromNodeError } from "./from-node-error.js";
+
+/** Largest chunk a memory get yields, so readers see a stream rather than one huge buffer. */
+const chunkBytes = 256 * 1024;
+
+interface StoredObject {
+  readonly bytes: Uint8Array;
+  readonly modifiedMs: number;
+}
+
+/**
+ * createMemoryBackend returns a Backend (kind `memory`) that keeps objects in this process.
+ *
+ * Guarantees: the full Backend contract; bytes are copied on put and on get, so neither the
+ * writer reusing its buffers nor a reader mutating what it got can change a stored object;
+ * an aborted or failed put stores nothing. Keys are compared by UTF-16 code unit, which is
+ * byte order for the ASCII keys the service produces. Nothing survives the process.
+ */
+export function createMemoryBackend(): Backend {
+  const objects = new Map<string, StoredObject>();
+
+  return {
+    kind: "memory",
+
+    async put(key: string, body: AsyncIterable<Uint8Array>, opts?: BackendCallOptions) {
+      const signal = opts?.signal;
+      throwIfAborted(signal);
+      if (objects.has(key)) throw alreadyExists(key);
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      try {
+        for await (const chunk of abortableBody(body, signal)) {
+          chunks.push(chunk.slice());
+          size += chunk.byteLength;
+        }
+      } catch (err) {
+        throw fromNodeError(err, key);
+      }
+      throwIfAborted(signal);
+      // Check and insert with no await in between: concurrent puts of one key see one winner.
+      if (objects.has(key)) throw alreadyExists(key);
+      const bytes = new Uint8Array(size);
+      let at = 0;
+      for (const chunk of chunks) {
+        bytes.set(chunk, at);
+        at += chunk.byteLength;
+      }
+      const stored: StoredObject = { bytes, modifiedMs: Date.now() };
+      objects.set(key, stored);
+      return { size, modifiedMs: stored.modifiedMs };
+    },
+
+    async get(key: string, opts?: GetOptions) {
+      const signal = opts?.signal;
+      throwIfAborted(signal);
+      const { offset, length } = checkRange(opts);
+      const stored = objects.get(key);
+      if (stored === undefined) {
+        throw new ConnectError(`object not found (key "${key}")`, Code.NotFound);
+      }
+      const start = Math.min(offset, stored.bytes.byteLength);
+      const end =
+        length === undefined
+          ? stored.bytes.byteLength
+          : Math.min(stored.bytes.byteLength, start + length);
+      return readSlices(stored.bytes, start, end, signal);
+    },
+
+    async head(key: string, opts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
+      throwIfAborted(opts?.signal);
+      const stored = objects.get(key);
+      return stored === undefined
+        ? undefined
+        : { size: stored.bytes.byteLength, modifiedMs: stored.modifiedMs };
+    },
+
+    async list(prefix: string, opts?: ListOptions): Promise<ListPage> {
+      throwIfAborted(opts?.signal);
+      const limit = checkListLimit(opts);
+      const startAfter = opts?.startAfter;
+      const matching = [...objects.keys()]
+        .filter((k) => k.startsWith(prefix) && (startAfter === undefined || k > startAfter))
+        .sort();
+      return { keys: matching.slice(0, limit), truncated: matching.length > limit };
+    },
+
+    async delete(key: string, opts?: BackendCallOptions): Promise<void> {
+      throwIfAborted(opts?.signal);
+      objects.delete(key);
+    },
+
+    async close(): Promise<void> {},
+  };
+}
+
+function alreadyExists(key: string): ConnectError {
+  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
+}
+
+async function* readSlices(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Uint8Array> {
+  for (let at = start; at < end; at += chunkBytes) {
+    throwIfAborted(signal);
+    yield bytes.slice(at, Math.min(end, at + chunkBytes));
+  }
+}

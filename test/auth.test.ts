@@ -2,16 +2,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { startSpillwayServer } from "../server/server.js";
+import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
-
-async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
-  try {
-    await promise;
-    return undefined;
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 describe("authentication and tenancy", () => {
   let t: TestServer;

@@ -9,6 +9,7 @@ import {
   OffloadRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { Storage } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
@@ -19,15 +20,6 @@ async function listFiles(dir: string): Promise<string[]> {
     if (entry.isFile()) out.push(join(entry.parentPath, entry.name));
   }
   return out;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
-  try {
-    await promise;
-    return undefined;
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
 }
 
 describe("Offload", () => {

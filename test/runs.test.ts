@@ -1,18 +1,10 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { createSweeper } from "../server/sweeper.js";
+import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
-
-async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
-  try {
-    await promise;
-    return undefined;
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 async function storedFiles(t: TestServer): Promise<string[]> {
   const out: string[] = [];

@@ -1,0 +1,11 @@
+import { type Code, ConnectError } from "@connectrpc/connect";
+
+/** codeOf awaits a call and returns the gRPC code it failed with, or undefined on success. */
+export async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
+  try {
+    await promise;
+    return undefined;
+  } catch (err) {
+    return ConnectError.from(err).code;
+  }
+}

@@ -1,9 +1,11 @@
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { createRegistry, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { file_spillway_v1_rules } from "../clients/ts/src/gen/spillway/v1/rules_pb.js";
 
-const validator = createValidator();
+// The registry makes Spillway's predefined rules (spillway/v1/rules.proto) known to CEL.
+const validator = createValidator({ registry: createRegistry(file_spillway_v1_rules) });
 
 /**
  * validateRequest checks a request against the rules declared in the proto files

@@ -76,6 +76,15 @@ describe("quick start: spillway serve", () => {
     expect((await stat(join(dataDir, "data"))).mode & 0o777).toBe(0o700);
   });
 
+  it("runs the README's example against it", () => {
+    const out = execFileSync(process.execPath, [join(root, "examples/quick-start.mjs"), url], {
+      encoding: "utf8",
+    });
+    expect(out).toContain("[res_call-1] 28888895 bytes · 1000000 lines\n");
+    expect(out).toContain("[res_call-1] lines 400000-400002 of 1000000");
+    expect(out).toContain("400000\tline 400000 of the build log\n");
+  });
+
   it("drains and exits 0 on SIGTERM", async () => {
     child.kill("SIGTERM");
     expect(await exited).toBe(0);

@@ -1,4 +1,8 @@
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -25,12 +29,13 @@ interface GrpcStub extends grpc.Client {
 }
 
 /**
- * A plain @grpc/grpc-js client built from the .proto files at run time, as a runtime in any
- * language would, proves the server speaks standard gRPC and not only Connect's dialect.
+ * A plain @grpc/grpc-js client built at run time from the API's descriptors, as a runtime in
+ * any language would, proves the server speaks standard gRPC and not only Connect's dialect.
  */
 describe("wire interop with @grpc/grpc-js", () => {
   let t: TestServer;
   let stub: GrpcStub;
+  let imageDir: string;
   const md = () => {
     const m = new grpc.Metadata();
     m.set("authorization", "Bearer grpc-token");
@@ -39,8 +44,18 @@ describe("wire interop with @grpc/grpc-js", () => {
 
   beforeAll(async () => {
     t = await startTestServer({ tokens: { "grpc-token": "acme" } });
-    const def = protoLoader.loadSync("spillway/v1/spillway.proto", {
-      includeDirs: [`${root}proto`, `${root}.deps/protovalidate/proto/protovalidate`],
+    // protobufjs cannot parse protovalidate's extension syntax in .proto text, so the client
+    // loads the compiled descriptor set that `buf build` makes from the same files.
+    imageDir = await mkdtemp(join(tmpdir(), "spillway-grpcjs-"));
+    const image = join(imageDir, "image.binpb");
+    execFileSync(
+      join(root, "node_modules/.bin/buf"),
+      ["build", "--as-file-descriptor-set", "-o", image],
+      {
+        cwd: root,
+      },
+    );
+    const def = protoLoader.loadFileDescriptorSetFromBuffer(await readFile(image), {
       keepCase: true,
       longs: String,
       defaults: true,
@@ -66,6 +81,7 @@ describe("wire interop with @grpc/grpc-js", () => {
   afterAll(async () => {
     stub.close();
     await t.stop();
+    await rm(imageDir, { recursive: true, force: true });
   });
 
   it("offloads over a client stream and reads a window back over a server stream", async () => {

@@ -1,17 +1,19 @@
 import type { Reporter, TestModule } from "vitest/node";
 
 /**
- * createSummaryReporter prints one closing `N passed, N failed` line (plus skipped, which must
- * stay 0 here) so CI logs end with the same summary whatever runner produced them.
+ * createSummaryReporter prints one closing `N passed, N failed, N skipped` line so CI logs end
+ * with the same summary whatever produced them. A file or suite that fails outside any test
+ * (an import error, a failing beforeAll) counts as a failure, never as skipped tests only.
  */
 export function createSummaryReporter(): Reporter {
   return {
     onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors) {
       let passed = 0;
-      let failed = 0;
+      let failed = unhandledErrors.length;
       let skipped = 0;
       for (const module of testModules) {
-        if (module.state() === "failed" && [...module.children.allTests()].length === 0) failed++;
+        failed += module.errors().length;
+        for (const suite of module.children.allSuites()) failed += suite.errors().length;
         for (const test of module.children.allTests()) {
           const state = test.result().state;
           if (state === "passed") passed++;
@@ -19,7 +21,6 @@ export function createSummaryReporter(): Reporter {
           else skipped++;
         }
       }
-      failed += unhandledErrors.length;
       process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`);
     },
   };

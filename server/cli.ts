@@ -72,7 +72,7 @@ async function main(argv: string[]): Promise<void> {
   const opt = (flag: Flag): string | undefined =>
     (values as Record<string, string | undefined>)[flag] ?? process.env[flags[flag]];
 
-  const log = pino({ name: "spillway" });
+  const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
   const kind = opt("backend") ?? "filesystem";
   let backend: Backend;
   let sweepTempFiles: ((olderThanMs: number) => Promise<number>) | undefined;
@@ -108,6 +108,7 @@ async function main(argv: string[]): Promise<void> {
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
     limits,
     caps,
+    logger: log,
   });
   const sweeper = createSweeper(server.core, {
     intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
@@ -132,6 +133,14 @@ async function main(argv: string[]): Promise<void> {
         process.exit(0);
       });
   };
+  process.on("SIGHUP", () => {
+    try {
+      server.reloadTokens();
+      log.info("token file reloaded");
+    } catch (err) {
+      log.error({ err }, "token file reload failed; the previous tokens stay in force");
+    }
+  });
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
 }

@@ -12,6 +12,8 @@ import {
 export interface HealthState {
   /** Sets every known service's status (SERVING on start, NOT_SERVING before a drain). */
   setAll(status: ServingStatus): void;
+  /** Ends every Watch stream after it has sent the current status (the server is stopping). */
+  endWatches(): void;
   /** The grpc.health.v1.Health implementation backed by this state. */
   readonly service: ServiceImpl<typeof Health>;
 }
@@ -26,12 +28,17 @@ export function createHealthState(services: string[]): HealthState {
     ["", ...services].map((name) => [name, ServingStatus.SERVING]),
   );
   const watchers = new Set<() => void>();
+  let ended = false;
   const response = (status: ServingStatus): HealthCheckResponse =>
     create(HealthCheckResponseSchema, { status });
 
   return {
     setAll(status) {
       for (const name of statuses.keys()) statuses.set(name, status);
+      for (const notify of watchers) notify();
+    },
+    endWatches() {
+      ended = true;
       for (const notify of watchers) notify();
     },
     service: {
@@ -48,9 +55,10 @@ export function createHealthState(services: string[]): HealthState {
         };
       },
       async *watch(req, ctx) {
-        let changed: () => void = () => {};
-        const notify = () => changed();
+        let wake: () => void = () => {};
+        const notify = () => wake();
         watchers.add(notify);
+        ctx.signal.addEventListener("abort", notify, { once: true });
         try {
           let last: ServingStatus | undefined;
           while (!ctx.signal.aborted) {
@@ -59,13 +67,14 @@ export function createHealthState(services: string[]): HealthState {
               last = status;
               yield response(status);
             }
+            if (ended) return;
             await new Promise<void>((resolve) => {
-              changed = resolve;
-              ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+              wake = resolve;
             });
           }
         } finally {
           watchers.delete(notify);
+          ctx.signal.removeEventListener("abort", notify);
         }
       },
     },

@@ -1,10 +1,11 @@
 import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { type Logger, pino } from "pino";
 import {
   Health,
   HealthCheckResponse_ServingStatus as ServingStatus,
@@ -14,6 +15,7 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
+import { createLogInterceptor } from "./log-interceptor.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
@@ -32,6 +34,8 @@ export interface SpillwayServerOptions {
   readonly caps?: Partial<WindowCaps>;
   /** Clock, for tests of expiry. */
   readonly now?: () => number;
+  /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
+  readonly logger?: Logger;
 }
 
 /** SpillwayServer is a running server. */
@@ -41,6 +45,8 @@ export interface SpillwayServer {
   readonly port: number;
   readonly core: SpillwayCore;
   readonly health: HealthState;
+  /** Re-reads the token file (SIGHUP); a broken file keeps the tokens in force. */
+  reloadTokens(): void;
   /**
    * Drains and stops: health turns NOT_SERVING, new calls get UNAVAILABLE, in-flight calls
    * get graceMs to finish, then connections are closed and the backend is released.
@@ -96,7 +102,11 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       router.service(SpillwayService, createSpillwayService(core));
       router.service(Health, health.service);
     },
-    interceptors: [drainGate, createAuthInterceptor(auth)],
+    interceptors: [
+      createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
+      drainGate,
+      createAuthInterceptor(auth),
+    ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
@@ -119,6 +129,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
           handler,
         );
   const sessions = new Set<http2.ServerHttp2Session>();
+  // Sockets are tracked too: a session whose peer went quiet may never report its close.
+  const sockets = new Set<Socket>();
+  server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
   server.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
@@ -144,14 +160,17 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     port,
     core,
     health,
+    reloadTokens: () => auth.reload(),
     close(graceMs = 10_000) {
       closing ??= (async () => {
         health.setAll(ServingStatus.NOT_SERVING);
+        health.endWatches();
         draining = true;
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const session of sessions) session.close();
         const timer = setTimeout(() => {
           for (const session of sessions) session.destroy();
+          for (const socket of sockets) socket.destroy();
         }, graceMs);
         await closed;
         clearTimeout(timer);

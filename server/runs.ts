@@ -76,7 +76,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   const deleteAll = async (prefix: string, signal?: AbortSignal) => {
     for (;;) {
       const page = await backend.list(prefix, { limit: 1000, ...opt(signal) });
-      await Promise.all(page.keys.map((key) => backend.delete(key, opt(signal))));
+      await backend.deleteMany(page.keys, opt(signal));
       if (!page.truncated || page.keys.length === 0) return;
     }
   };

@@ -55,7 +55,7 @@ export interface ObjectInfo {
  * - `get` streams the requested range; a missing key is `NOT_FOUND`; a range past the end
  *   yields no bytes.
  * - `list` returns keys under a prefix in ascending order, paginated.
- * - `delete` is idempotent: deleting a missing key succeeds.
+ * - `delete` and `deleteMany` are idempotent: deleting a missing key succeeds.
  */
 export interface Backend {
   /** Backend kind reported by GetServerInfo: `memory`, `filesystem`, `s3`, `minio`. */
@@ -70,6 +70,11 @@ export interface Backend {
   list(prefix: string, opts?: ListOptions): Promise<ListPage>;
   /** Removes an object; missing objects are not an error. */
   delete(key: string, opts?: BackendCallOptions): Promise<void>;
+  /**
+   * Removes many objects (a run's worth, in batches where the store has a batch call);
+   * missing objects are not an error. Resolves once every key is gone.
+   */
+  deleteMany(keys: readonly string[], opts?: BackendCallOptions): Promise<void>;
   /** Releases clients, handles and timers. */
   close(): Promise<void>;
 }

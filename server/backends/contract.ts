@@ -276,6 +276,19 @@ export function describeBackendContract(
         expect(await getBytes(backend(), `${prefix}a/2`)).toEqual(text("2"));
       });
 
+      it("deletes many keys at once, missing ones included", async () => {
+        const prefix = uniquePrefix();
+        const keys = Array.from(
+          { length: 30 },
+          (_, i) => `${prefix}many/${String(i).padStart(2, "0")}`,
+        );
+        for (const key of keys) await backend().put(key, bytesBody(text(key)));
+        await backend().put(`${prefix}keep`, bytesBody(text("keep")));
+        await backend().deleteMany([...keys, `${prefix}never/existed`]);
+        expect((await backend().list(prefix)).keys).toEqual([`${prefix}keep`]);
+        await backend().deleteMany([]);
+      });
+
       it("frees the key for a new put", async () => {
         const key = `${uniquePrefix()}again`;
         await backend().put(key, bytesBody(text("first")));

@@ -249,7 +249,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     }
   }
 
-  return {
+  const backend: FilesystemBackend = {
     kind: "filesystem",
     root,
 
@@ -380,6 +380,13 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       }
     },
 
+    async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
+      // Unlinks are independent; a few at a time keeps file-descriptor use bounded.
+      for (let i = 0; i < keys.length; i += 16) {
+        await Promise.all(keys.slice(i, i + 16).map((key) => backend.delete(key, callOpts)));
+      }
+    },
+
     async close(): Promise<void> {},
 
     async sweepTempFiles(olderThanMs: number): Promise<number> {
@@ -396,6 +403,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       }
     },
   };
+  return backend;
 }
 
 /** Splits and checks a key, mapping each segment to its on-disk name. */

@@ -100,6 +100,11 @@ export function createMemoryBackend(): Backend {
       objects.delete(key);
     },
 
+    async deleteMany(keys: readonly string[], opts?: BackendCallOptions): Promise<void> {
+      throwIfAborted(opts?.signal);
+      for (const key of keys) objects.delete(key);
+    },
+
     async close(): Promise<void> {},
   };
 }

@@ -10,6 +10,7 @@ export default defineConfig({
       "test/**/*.test.ts",
       "conformance/**/*.test.ts",
     ],
+    globalSetup: ["./test/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",

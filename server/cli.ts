@@ -1,10 +1,7 @@
 #!/usr/bin/env node
-import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import type { Backend } from "./backends/backend.js";
-import { createFilesystemBackend } from "./backends/filesystem.js";
-import { createMemoryBackend } from "./backends/memory.js";
+import { BACKEND_FLAGS, BACKEND_USAGE, backendFromOptions } from "./backend-config.js";
 import { startSpillwayServer } from "./server.js";
 import { SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -14,9 +11,7 @@ const usage = `spillway ${SPILLWAY_VERSION}
 Usage: spillway serve [flags]
 
 Flags (each also read from the environment variable shown):
-  --backend <memory|filesystem>   SPILLWAY_BACKEND      default filesystem
-  --data-dir <path>               SPILLWAY_DATA_DIR     default ./data (filesystem backend)
-  --host <address>                SPILLWAY_HOST         default 127.0.0.1
+${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>";
                                                         without it: loopback only, tenant "dev"
@@ -31,8 +26,7 @@ Flags (each also read from the environment variable shown):
 `;
 
 const flags = {
-  backend: "SPILLWAY_BACKEND",
-  "data-dir": "SPILLWAY_DATA_DIR",
+  ...BACKEND_FLAGS,
   host: "SPILLWAY_HOST",
   port: "SPILLWAY_PORT",
   "token-file": "SPILLWAY_TOKEN_FILE",
@@ -73,18 +67,7 @@ async function main(argv: string[]): Promise<void> {
     (values as Record<string, string | undefined>)[flag] ?? process.env[flags[flag]];
 
   const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
-  const kind = opt("backend") ?? "filesystem";
-  let backend: Backend;
-  let sweepTempFiles: ((olderThanMs: number) => Promise<number>) | undefined;
-  if (kind === "memory") {
-    backend = createMemoryBackend();
-  } else if (kind === "filesystem") {
-    const fs = await createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") });
-    backend = fs;
-    sweepTempFiles = (age) => fs.sweepTempFiles(age);
-  } else {
-    throw new Error(`--backend: unknown backend "${kind}" (memory, filesystem)`);
-  }
+  const { backend, kind, sweepTempFiles } = backendFromOptions(opt);
 
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");

@@ -8,7 +8,8 @@ const serverFaults = new Set([Code.Internal, Code.Unknown, Code.DataLoss, Code.U
 
 /**
  * createLogInterceptor writes one structured line per call — procedure, request id, code,
- * duration — at debug level, and at error level when the server or its store failed. Messages
+ * duration — at debug level, and at error level when the server or its store failed (including
+ * a store that refuses the server's credentials, which callers see only as PERMISSION_DENIED). Messages
  * of server faults are logged but never echoed beyond what the handler already put in them.
  */
 export function createLogInterceptor(logger: Logger): Interceptor {
@@ -25,6 +26,9 @@ export function createLogInterceptor(logger: Logger): Interceptor {
       };
       if (code !== undefined && serverFaults.has(code)) {
         logger.error({ ...fields, err }, "call failed");
+      } else if (code === Code.PermissionDenied && ConnectError.from(err).cause !== undefined) {
+        // The store refused our credentials: a server misconfiguration the caller never sees.
+        logger.error({ ...fields, err }, "store denied access");
       } else {
         logger.debug(fields, "call");
       }

@@ -1,76 +1,79 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
-import { startTestServer, type TestServer } from "./support/test-server.js";
+import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 const A = "token-a";
 const B = "token-b";
 
-describe("handles resolve only through the reading run's registry", () => {
-  let t: TestServer;
-  beforeAll(async () => {
-    t = await startTestServer({ tokens: { [A]: "ta", [B]: "tb" } });
-    const a = t.sdk(A);
-    await a.offload({ tenant: "ta", runId: "run1", callId: "call1" }, "run1 secret\n");
-    await a.offload({ tenant: "ta", runId: "run1", callId: "call1" }, "stdout text\n", {
-      slot: "stdout",
-    });
-    await a.offload({ tenant: "ta", runId: "run2", callId: "call2" }, "run2 secret\n");
-    await t.sdk(B).offload({ tenant: "tb", runId: "run1", callId: "call9" }, "tenant b\n");
-  });
-  afterAll(() => t.stop());
-
-  async function denial(token: string, runId: string, handle: string) {
-    try {
-      const w = await t.sdk(token).readToolOutput({ runId, handle });
-      return { leaked: w.rendered };
-    } catch (err) {
-      const e = ConnectError.from(err);
-      return {
-        code: e.code,
-        reason: e.findDetails(ErrorInfoSchema)[0]?.reason,
-        message: e.rawMessage,
-      };
-    }
-  }
-
-  it("reads a recorded result and a recorded attachment", async () => {
-    const w = await t.sdk(A).readToolOutput({ runId: "run1", handle: "res_call1" });
-    expect(w.rendered).toContain("run1 secret");
-    const s = await t.sdk(A).readToolOutput({ runId: "run1", handle: "out_call1_stdout" });
-    expect(s.rendered).toContain("stdout text");
-  });
-
-  it.each([
-    ["an unknown handle", A, "run1", "res_nope"],
-    ["a handle of another run", A, "run1", "res_call2"],
-    ["a made-up attachment handle in the right format", A, "run1", "out_call1_stderr"],
-    ["another tenant's handle in a run of the same name", A, "run1", "res_call9"],
-    ["our handle read by another tenant", B, "run1", "res_call1"],
-    ["a storage path as a handle", A, "run1", "../run2/h/res_call2"],
-    ["an encoded traversal", A, "run1", "..%2Frun2%2Fh%2Fres_call2"],
-    ["a handle with a NUL", A, "run1", "res_call1\u0000"],
-    ["a run that does not exist", A, "ghost", "res_call1"],
-  ])(
-    "refuses %s with PERMISSION_DENIED invalid_deferred_handle and no bytes",
-    async (_, token, run, handle) => {
-      const result = await denial(token, run, handle);
-      expect(result).toMatchObject({
-        code: Code.PermissionDenied,
-        reason: "invalid_deferred_handle",
+describe.each(serviceBackends)(
+  "handles resolve only through the reading run's registry  (%s)",
+  (backendKind) => {
+    let t: TestServer;
+    beforeAll(async () => {
+      t = await startTestServer({ backend: backendKind, tokens: { [A]: "ta", [B]: "tb" } });
+      const a = t.sdk(A);
+      await a.offload({ tenant: "ta", runId: "run1", callId: "call1" }, "run1 secret\n");
+      await a.offload({ tenant: "ta", runId: "run1", callId: "call1" }, "stdout text\n", {
+        slot: "stdout",
       });
-      expect(result.message).not.toContain("secret");
-    },
-  );
+      await a.offload({ tenant: "ta", runId: "run2", callId: "call2" }, "run2 secret\n");
+      await t.sdk(B).offload({ tenant: "tb", runId: "run1", callId: "call9" }, "tenant b\n");
+    });
+    afterAll(() => t.stop());
 
-  it("refuses the same handles on StatToolOutput", async () => {
-    const err = await t
-      .raw(A)
-      .statToolOutput({ runId: "run1", handle: "res_call2" })
-      .catch((e: unknown) => ConnectError.from(e));
-    expect((err as ConnectError).code).toBe(Code.PermissionDenied);
-    expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe(
-      "invalid_deferred_handle",
+    async function denial(token: string, runId: string, handle: string) {
+      try {
+        const w = await t.sdk(token).readToolOutput({ runId, handle });
+        return { leaked: w.rendered };
+      } catch (err) {
+        const e = ConnectError.from(err);
+        return {
+          code: e.code,
+          reason: e.findDetails(ErrorInfoSchema)[0]?.reason,
+          message: e.rawMessage,
+        };
+      }
+    }
+
+    it("reads a recorded result and a recorded attachment", async () => {
+      const w = await t.sdk(A).readToolOutput({ runId: "run1", handle: "res_call1" });
+      expect(w.rendered).toContain("run1 secret");
+      const s = await t.sdk(A).readToolOutput({ runId: "run1", handle: "out_call1_stdout" });
+      expect(s.rendered).toContain("stdout text");
+    });
+
+    it.each([
+      ["an unknown handle", A, "run1", "res_nope"],
+      ["a handle of another run", A, "run1", "res_call2"],
+      ["a made-up attachment handle in the right format", A, "run1", "out_call1_stderr"],
+      ["another tenant's handle in a run of the same name", A, "run1", "res_call9"],
+      ["our handle read by another tenant", B, "run1", "res_call1"],
+      ["a storage path as a handle", A, "run1", "../run2/h/res_call2"],
+      ["an encoded traversal", A, "run1", "..%2Frun2%2Fh%2Fres_call2"],
+      ["a handle with a NUL", A, "run1", "res_call1\u0000"],
+      ["a run that does not exist", A, "ghost", "res_call1"],
+    ])(
+      "refuses %s with PERMISSION_DENIED invalid_deferred_handle and no bytes",
+      async (_, token, run, handle) => {
+        const result = await denial(token, run, handle);
+        expect(result).toMatchObject({
+          code: Code.PermissionDenied,
+          reason: "invalid_deferred_handle",
+        });
+        expect(result.message).not.toContain("secret");
+      },
     );
-  });
-});
+
+    it("refuses the same handles on StatToolOutput", async () => {
+      const err = await t
+        .raw(A)
+        .statToolOutput({ runId: "run1", handle: "res_call2" })
+        .catch((e: unknown) => ConnectError.from(e));
+      expect((err as ConnectError).code).toBe(Code.PermissionDenied);
+      expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe(
+        "invalid_deferred_handle",
+      );
+    });
+  },
+);

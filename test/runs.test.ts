@@ -2,7 +2,7 @@ import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { createSweeper } from "../server/sweeper.js";
 import { codeOf } from "./support/code-of.js";
-import { startTestServer, type TestServer } from "./support/test-server.js";
+import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /** Every key the backend holds, whatever the backend. */
 async function storedFiles(t: TestServer): Promise<string[]> {
@@ -17,13 +17,13 @@ async function storedFiles(t: TestServer): Promise<string[]> {
 
 const big = (label: string) => `${label}\n${"payload line\n".repeat(5000)}`;
 
-describe("runs: delete, fork, TTL", () => {
+describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) => {
   let t: TestServer;
   let clock = Date.now();
   afterEach(() => t.stop());
 
   it("DeleteRun removes the registry and the bytes", async () => {
-    t = await startTestServer();
+    t = await startTestServer({ backend: backendKind });
     const sdk = t.sdk();
     await sdk.offload({ tenant: "dev", runId: "gone", callId: "c1" }, big("one"));
     await sdk.offload({ tenant: "dev", runId: "gone", callId: "c2" }, "small\n");
@@ -40,7 +40,7 @@ describe("runs: delete, fork, TTL", () => {
   });
 
   it("ForkRun shares the parent's handles without copying bytes, one way only", async () => {
-    t = await startTestServer();
+    t = await startTestServer({ backend: backendKind });
     const sdk = t.sdk();
     await sdk.offload({ tenant: "dev", runId: "parent", callId: "p1" }, big("from parent"));
     const before = (await storedFiles(t)).length;
@@ -77,7 +77,7 @@ describe("runs: delete, fork, TTL", () => {
 
   it("expired outputs and runs are invisible at once and swept later", async () => {
     clock = Date.now();
-    t = await startTestServer({ now: () => clock });
+    t = await startTestServer({ backend: backendKind, now: () => clock });
     const sdk = t.sdk();
     await sdk.offload({ tenant: "dev", runId: "r", callId: "short" }, big("short-lived"), {
       ttl: { seconds: 60n, nanos: 0 },
@@ -119,7 +119,7 @@ describe("runs: delete, fork, TTL", () => {
 
   it("sweeps blobs that no record refers to once they are old", async () => {
     clock = Date.now();
-    t = await startTestServer({ now: () => clock });
+    t = await startTestServer({ backend: backendKind, now: () => clock });
     await t.sdk().offload({ tenant: "dev", runId: "r", callId: "live" }, big("live"));
     const { bytesBody } = await import("../server/backends/body.js");
     await t.backend.put("t/dev/r/r/b/orphan/upload1", bytesBody(Buffer.from("crash leftover")));

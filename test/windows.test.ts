@@ -4,13 +4,13 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ReadToolOutputInit } from "../clients/ts/src/client.js";
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { startTestServer, type TestServer } from "./support/test-server.js";
+import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /**
  * Windows over the wire, on a payload big enough to span many line-index strides and to be
  * stored as a blob, so every window goes through ranged backend reads.
  */
-describe("ReadToolOutput windows over the wire", () => {
+describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (backendKind) => {
   let t: TestServer;
   const total = 30_000;
   const lineText = (n: number) => `entry ${n} ${n % 997 === 0 ? "NEEDLE" : "hay"}`;
@@ -18,7 +18,7 @@ describe("ReadToolOutput windows over the wire", () => {
     t.sdk().readToolOutput({ runId: "w", handle: "res_log", ...window });
 
   beforeAll(async () => {
-    t = await startTestServer({ limits: { indexStride: 64 } });
+    t = await startTestServer({ backend: backendKind, limits: { indexStride: 64 } });
     const text = Array.from({ length: total }, (_, i) => lineText(i + 1)).join("\r\n");
     await t.sdk().offload({ tenant: "dev", runId: "w", callId: "log" }, text, {
       contentType: "text/plain",

@@ -1,16 +1,30 @@
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import type { Client } from "@connectrpc/connect";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { inject } from "vitest";
 import { createSpillwayClient, type SpillwayClient } from "../../clients/ts/src/client.js";
 import { SpillwayService } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { hashToken } from "../../server/auth.js";
 import type { Backend } from "../../server/backends/backend.js";
 import { createFilesystemBackend } from "../../server/backends/filesystem.js";
 import { createMemoryBackend } from "../../server/backends/memory.js";
+import { createS3Backend } from "../../server/backends/s3.js";
 import { type SpillwayServerOptions, startSpillwayServer } from "../../server/server.js";
+import { createTestS3Client } from "./s3-client.js";
+
+/**
+ * TestBackendKind names the backends service tests run on: the embedded ones, and the s3
+ * backend against the shared real MinIO server of the vitest global setup.
+ */
+export type TestBackendKind = "filesystem" | "memory" | "s3-minio";
+
+/** serviceBackends are the backends every service-level suite runs on. */
+export const serviceBackends: readonly TestBackendKind[] = ["filesystem", "s3-minio"];
 
 /** TestServer is a real Spillway server on a loopback port with its own data folder. */
 export interface TestServer {
@@ -26,20 +40,17 @@ export interface TestServer {
 }
 
 /**
- * startTestServer starts a server on 127.0.0.1:0 over the filesystem (default) or memory
- * backend. With tokens, it writes a token file mapping each token to its tenant.
+ * startTestServer starts a server on 127.0.0.1:0 over the filesystem (default), memory or
+ * s3-on-MinIO backend (a fresh bucket per server). With tokens, it writes a token file mapping each token to its tenant.
  */
 export async function startTestServer(
   opts: {
-    backend?: "filesystem" | "memory";
+    backend?: TestBackendKind;
     tokens?: Record<string, string>;
   } & Partial<Omit<SpillwayServerOptions, "backend">> = {},
 ): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "spillway-test-"));
-  const backend =
-    opts.backend === "memory"
-      ? createMemoryBackend()
-      : createFilesystemBackend({ root: join(dataDir, "store") });
+  const backend = await createTestBackend(opts.backend ?? "filesystem", dataDir);
   let tokenFile: string | undefined;
   if (opts.tokens !== undefined) {
     tokenFile = join(dataDir, "tokens");
@@ -74,4 +85,25 @@ export async function startTestServer(
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+async function createTestBackend(kind: TestBackendKind, dataDir: string): Promise<Backend> {
+  if (kind === "memory") return createMemoryBackend();
+  if (kind === "filesystem") return createFilesystemBackend({ root: join(dataDir, "store") });
+  const minio = inject("objectServers").minio;
+  const bucket = `svc-${randomBytes(6).toString("hex")}`;
+  const s3 = createTestS3Client(minio);
+  try {
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  } finally {
+    s3.destroy();
+  }
+  return createS3Backend({
+    bucket,
+    prefix: "spillway",
+    endpoint: minio.endpoint,
+    region: minio.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey },
+  });
 }

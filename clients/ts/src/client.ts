@@ -82,6 +82,8 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       baseUrl: opts.baseUrl,
       interceptors: [auth],
       readMaxBytes: 64 * 1024 * 1024,
+      // A large per-stream receive window lets a bulk read run at wire speed.
+      nodeOptions: { settings: { initialWindowSize: 32 * 1024 * 1024 } },
     });
   const raw = createClient(SpillwayService, transport);
   return {

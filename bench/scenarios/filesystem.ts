@@ -1,0 +1,104 @@
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { mkdir, mkdtemp, open, rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { createFilesystemBackend } from "../../server/backends/filesystem.js";
+import { startSpillwayServer } from "../../server/server.js";
+import { randomPayload, textPayload } from "../payload.js";
+import { type BenchResult, throughputResult } from "../result.js";
+import { alternate } from "../timing.js";
+
+const CHUNK = 1024 * 1024;
+
+/** rawAtomicWrite is the baseline: what a runtime would do itself — hash, temp, fsync, rename. */
+async function rawAtomicWrite(dir: string, name: string, data: Buffer): Promise<string> {
+  const hash = createHash("sha256");
+  const temp = join(dir, `.tmp-${randomBytes(6).toString("hex")}`);
+  const file = await open(temp, "wx", 0o600);
+  try {
+    for (let i = 0; i < data.byteLength; i += CHUNK) {
+      const chunk = data.subarray(i, i + CHUNK);
+      hash.update(chunk);
+      await file.write(chunk);
+    }
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await rename(temp, join(dir, name));
+  return hash.digest("hex");
+}
+
+async function rawRead(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path, { highWaterMark: CHUNK })) hash.update(chunk);
+  return hash.digest("hex");
+}
+
+/**
+ * filesystemScenarios measures `offload_256mib_fs` (text and random payloads, alternating) and
+ * `read_full_256mib_fs` against raw Node file I/O with sha256 on the same disk.
+ */
+export async function filesystemScenarios(opts: {
+  runs: number;
+  bytes: number;
+}): Promise<BenchResult[]> {
+  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-fs-"));
+  const raw = join(dir, "raw");
+  await mkdir(raw);
+  const server = await startSpillwayServer({
+    backend: createFilesystemBackend({ root: join(dir, "store") }),
+    port: 0,
+  });
+  try {
+    const client = createSpillwayClient({ baseUrl: server.url });
+    const payloads = [textPayload(opts.bytes), randomPayload(opts.bytes)];
+    const offload = await alternate(
+      opts.runs,
+      async (run) => {
+        const data = payloads[run % 2] as Buffer;
+        await client.offload({ tenant: "dev", runId: "bench", callId: `o${run}` }, data);
+      },
+      async (run) => rawAtomicWrite(raw, `o${run}`, payloads[run % 2] as Buffer),
+    );
+    const read = await alternate(
+      opts.runs,
+      async (run) => {
+        const hash = createHash("sha256");
+        for await (const frame of client.raw.readToolOutput({
+          runId: "bench",
+          handle: `res_o${run}`,
+          window: { case: "bytes", value: { offset: 0n } },
+          omitRendered: true,
+        })) {
+          if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
+            hash.update(frame.frame.value.body.value);
+          }
+        }
+        return hash.digest("hex");
+      },
+      async (run) => rawRead(join(raw, `o${run}`)),
+    );
+    return [
+      throughputResult({
+        name: "offload_256mib_fs",
+        baseline: "raw Node write + sha256 (temp, fsync, rename), same disk",
+        bytes: opts.bytes,
+        ...offload,
+        minRatio: 0.6,
+      }),
+      throughputResult({
+        name: "read_full_256mib_fs",
+        baseline: "raw Node read + sha256, same file size",
+        bytes: opts.bytes,
+        ...read,
+        minRatio: 0.5,
+      }),
+    ];
+  } finally {
+    await server.close(1000);
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,64 @@
+import { CreateBucketCommand } from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { createS3Backend } from "../../server/backends/s3.js";
+import { startSpillwayServer } from "../../server/server.js";
+import { startMinioServer } from "../../test/support/minio-server.js";
+import { createTestS3Client } from "../../test/support/s3-client.js";
+import { textPayload } from "../payload.js";
+import { type BenchResult, throughputResult } from "../result.js";
+import { alternate } from "../timing.js";
+
+/**
+ * minioScenarios measures `offload_256mib_minio`: an Offload through Spillway's s3 backend into
+ * a real MinIO, against lib-storage's `Upload` straight into the same MinIO, same run.
+ */
+export async function minioScenarios(opts: {
+  runs: number;
+  bytes: number;
+}): Promise<BenchResult[]> {
+  const minio = await startMinioServer();
+  const s3 = createTestS3Client(minio);
+  const bucket = "spillway-bench";
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  const credentials = { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey };
+  const server = await startSpillwayServer({
+    backend: createS3Backend({
+      bucket,
+      prefix: "spillway",
+      endpoint: minio.endpoint,
+      region: minio.region,
+      forcePathStyle: true,
+      credentials,
+    }),
+    port: 0,
+  });
+  try {
+    const client = createSpillwayClient({ baseUrl: server.url });
+    const data = textPayload(opts.bytes);
+    const offload = await alternate(
+      opts.runs,
+      (run) => client.offload({ tenant: "dev", runId: "bench", callId: `m${run}` }, data),
+      (run) =>
+        new Upload({
+          client: s3,
+          params: { Bucket: bucket, Key: `direct/m${run}`, Body: data },
+          partSize: 8 * 1024 * 1024,
+          queueSize: 4,
+        }).done(),
+    );
+    return [
+      throughputResult({
+        name: "offload_256mib_minio",
+        baseline: "lib-storage Upload straight to the same MinIO",
+        bytes: opts.bytes,
+        ...offload,
+        minRatio: 0.8,
+      }),
+    ];
+  } finally {
+    await server.close(1000);
+    s3.destroy();
+    await minio.stop();
+  }
+}

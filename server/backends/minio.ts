@@ -1,0 +1,486 @@
+import type { Readable } from "node:stream";
+import { Code, ConnectError } from "@connectrpc/connect";
+import * as Minio from "minio";
+import type {
+  Backend,
+  BackendCallOptions,
+  GetOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+} from "./backend.js";
+import { abortableBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange } from "./call-options.js";
+import { fromMinioError } from "./from-minio-error.js";
+
+/** S3's smallest part (every part but the last) and largest part. */
+const minPartBytes = 5 * 1024 * 1024;
+const maxPartBytes = 5 * 1024 * 1024 * 1024;
+/** S3 allows at most this many parts in one multipart upload. */
+const maxParts = 10_000;
+/** Part size used when the options name none. */
+const defaultPartBytes = 8 * 1024 * 1024;
+/** Largest batch DeleteObjects accepts. */
+const deleteBatch = 1000;
+/** Largest page ListObjectsV2 returns. */
+const listPageMax = 1000;
+
+/** MinioBackendOptions configure createMinioBackend. */
+export interface MinioBackendOptions {
+  /** Host name or IP of the S3-compatible server. */
+  readonly endPoint: string;
+  /** TCP port of the server. */
+  readonly port: number;
+  /** Whether to use HTTPS. Default false. */
+  readonly useSSL?: boolean;
+  /** Bucket that holds every object; it must already exist. */
+  readonly bucket: string;
+  /** Key prefix inside the bucket (a `/` is appended when missing). Default none. */
+  readonly prefix?: string;
+  /** Region of the bucket; unset lets the client discover it. */
+  readonly region?: string;
+  /** Access key; default `MINIO_ACCESS_KEY`, then `AWS_ACCESS_KEY_ID`, then `MINIO_ROOT_USER`. */
+  readonly accessKey?: string;
+  /**
+   * Secret key; default `MINIO_SECRET_KEY`, then `AWS_SECRET_ACCESS_KEY`, then
+   * `MINIO_ROOT_PASSWORD`. Credentials are never read from a file.
+   */
+  readonly secretKey?: string;
+  /** Bytes buffered per multipart part (5 MiB to 5 GiB). Default 8 MiB. */
+  readonly partSizeBytes?: number;
+  /** A ready client to use instead of one built from the options above (tests, custom agents). */
+  readonly client?: Minio.Client;
+}
+
+/**
+ * createMinioBackend returns a Backend (kind `minio`) over an S3-compatible server reached with
+ * the `minio` client, storing key `k` as object `<prefix>k` in `bucket`.
+ *
+ * Guarantees, beyond the Backend contract:
+ * - put is create-only on the server (`If-None-Match: *`), so concurrent puts of one key from
+ *   any number of replicas leave exactly one winner; every other put is `ALREADY_EXISTS` and the
+ *   stored bytes are untouched;
+ * - put holds at most one part (`partSizeBytes`) of the body in memory: a body that fits one
+ *   part is sent as one PUT, a larger one as a multipart upload whose completion carries the
+ *   condition; a failed, refused or aborted put aborts its multipart upload before it rejects,
+ *   so neither an object nor an incomplete upload is left behind;
+ * - keys are refused with `INVALID_ARGUMENT` when empty, absolute, or when they hold an empty,
+ *   `.` or `..` segment, a `\` or a NUL, so no key can leave the prefix;
+ * - the signal is checked before and after every request to the server and while the body is
+ *   read; a request already sent runs to its end (the client cannot cancel it), and an abort
+ *   after a put's final request has been sent no longer cancels that put;
+ * - a stream returned by get is destroyed when its signal aborts, when the caller stops early,
+ *   or on `close()`;
+ * - `ObjectInfo.modifiedMs` from put is the time the write finished on this replica; from head
+ *   it is the server's Last-Modified (whole seconds);
+ * - every client failure is reported through `fromMinioError`.
+ * Construction fails with `INVALID_ARGUMENT` when no credentials are given or found in the
+ * environment, when the endpoint or port is malformed, or when `partSizeBytes` is outside
+ * S3's limits; a malformed bucket name is `INVALID_ARGUMENT` on the first call.
+ */
+export function createMinioBackend(opts: MinioBackendOptions): Backend {
+  const bucket = opts.bucket;
+  const base = normalizePrefix(opts.prefix ?? "");
+  const partSize = opts.partSizeBytes ?? defaultPartBytes;
+  if (!Number.isSafeInteger(partSize) || partSize < minPartBytes || partSize > maxPartBytes) {
+    throw new ConnectError(
+      `partSizeBytes must be an integer from ${minPartBytes} to ${maxPartBytes}, got ${partSize}`,
+      Code.InvalidArgument,
+    );
+  }
+  const client = opts.client ?? buildClient(opts);
+  const openStreams = new Set<Readable>();
+
+  function objectName(key: string): string {
+    checkKey(key);
+    return `${base}${key}`;
+  }
+
+  /**
+   * Uploads a body too large for one PUT as parts of `partSize` bytes, holding at most one
+   * part plus one chunk in memory, then commits them create-only; resolves with the size.
+   */
+  async function putMultipart(
+    name: string,
+    buffered: Buffer[],
+    rest: AsyncIterator<Uint8Array>,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
+    const uploadId = await client.initiateNewMultipartUpload(bucket, name, {});
+    try {
+      const etags: { part: number; etag: string }[] = [];
+      const sendPart = async (bytes: Buffer): Promise<void> => {
+        throwIfAborted(signal);
+        if (etags.length >= maxParts) {
+          throw new ConnectError(
+            `object exceeds ${maxParts} parts of ${partSize} bytes`,
+            Code.ResourceExhausted,
+          );
+        }
+        const part = etags.length + 1;
+        const sent = await client.uploadPart(
+          {
+            bucketName: bucket,
+            objectName: name,
+            uploadID: uploadId,
+            partNumber: part,
+            headers: {},
+          },
+          bytes,
+        );
+        etags.push({ part, etag: sent.etag });
+        throwIfAborted(signal);
+      };
+      let pending = buffered;
+      let pendingBytes = sumBytes(pending);
+      let size = pendingBytes;
+      for (;;) {
+        while (pendingBytes >= partSize) {
+          const [part, remainder] = takeBytes(pending, partSize);
+          pending = remainder;
+          pendingBytes -= partSize;
+          await sendPart(part);
+        }
+        const next = await rest.next();
+        if (next.done === true) break;
+        // Copy: the producer may reuse its buffer for the next chunk.
+        pending.push(Buffer.from(next.value));
+        pendingBytes += next.value.byteLength;
+        size += next.value.byteLength;
+      }
+      if (pendingBytes > 0) await sendPart(Buffer.concat(pending, pendingBytes));
+      throwIfAborted(signal);
+      await completeCreateOnly(name, uploadId, etags);
+      return size;
+    } catch (err) {
+      // A refused or failed upload keeps its parts on the server until it is aborted.
+      await client.abortMultipartUpload(bucket, name, uploadId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /**
+   * Completes a multipart upload with `If-None-Match: *`; the client's own
+   * completeMultipartUpload sends no condition headers, so the request is made directly.
+   */
+  async function completeCreateOnly(
+    name: string,
+    uploadId: string,
+    etags: readonly { part: number; etag: string }[],
+  ): Promise<void> {
+    const parts = etags
+      .map(
+        (e) => `<Part><PartNumber>${e.part}</PartNumber><ETag>${xmlEscape(e.etag)}</ETag></Part>`,
+      )
+      .join("");
+    const payload = Buffer.from(
+      `<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${parts}</CompleteMultipartUpload>`,
+    );
+    const response = await client.makeRequestAsync(
+      {
+        method: "POST",
+        bucketName: bucket,
+        objectName: name,
+        query: `uploadId=${queryEscape(uploadId)}`,
+        headers: { "Content-Type": "application/xml", "If-None-Match": "*" },
+      },
+      payload,
+      [200],
+    );
+    // S3 may report a failed completion inside a 200 response, after keeping the socket alive.
+    const text = await readText(response);
+    if (text.includes("<Error>")) {
+      const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "InternalError";
+      throw Object.assign(new Error("multipart completion failed"), { code });
+    }
+  }
+
+  /** Wraps a response body so it maps its errors and is destroyed on abort, early stop or close. */
+  function track(
+    stream: Readable,
+    signal: AbortSignal | undefined,
+    key: string,
+  ): AsyncIterable<Uint8Array> {
+    openStreams.add(stream);
+    return (async function* (): AsyncGenerator<Uint8Array> {
+      try {
+        for await (const chunk of abortableBody(stream as AsyncIterable<Uint8Array>, signal)) {
+          yield chunk;
+        }
+      } catch (err) {
+        throw fromMinioError(err, key);
+      } finally {
+        stream.destroy();
+        openStreams.delete(stream);
+      }
+    })();
+  }
+
+  const backend: Backend = {
+    kind: "minio",
+
+    async put(key: string, body: AsyncIterable<Uint8Array>, callOpts?: BackendCallOptions) {
+      const signal = callOpts?.signal;
+      const name = objectName(key);
+      try {
+        throwIfAborted(signal);
+        const source = abortableBody(body, signal)[Symbol.asyncIterator]();
+        const buffered: Buffer[] = [];
+        let bufferedBytes = 0;
+        try {
+          for (;;) {
+            const next = await source.next();
+            if (next.done === true) break;
+            // Copy: the producer may reuse its buffer for the next chunk.
+            buffered.push(Buffer.from(next.value));
+            bufferedBytes += next.value.byteLength;
+            if (bufferedBytes >= partSize) {
+              const size = await putMultipart(name, buffered, source, signal);
+              return { size, modifiedMs: Date.now() };
+            }
+          }
+        } finally {
+          await source.return?.();
+        }
+        throwIfAborted(signal);
+        await client.putObject(
+          bucket,
+          name,
+          Buffer.concat(buffered, bufferedBytes),
+          bufferedBytes,
+          {
+            "If-None-Match": "*",
+          },
+        );
+        return { size: bufferedBytes, modifiedMs: Date.now() };
+      } catch (err) {
+        throw fromMinioError(err, key);
+      }
+    },
+
+    async get(key: string, getOpts?: GetOptions) {
+      const signal = getOpts?.signal;
+      const name = objectName(key);
+      const { offset, length } = checkRange(getOpts);
+      try {
+        throwIfAborted(signal);
+        if (length === 0) {
+          // An empty range cannot be asked of S3; the object must still exist.
+          if ((await backend.head(key, getOpts)) === undefined) throw notFound(key);
+          return emptyBody();
+        }
+        const stream = await client.getPartialObject(bucket, name, offset, length ?? 0);
+        if (signal?.aborted === true) {
+          stream.destroy();
+          throwIfAborted(signal);
+        }
+        return track(stream, signal, key);
+      } catch (err) {
+        // The object exists but the range starts at or past its end.
+        if (codeField(err) === "InvalidRange") return emptyBody();
+        throw fromMinioError(err, key);
+      }
+    },
+
+    async head(key: string, callOpts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
+      const name = objectName(key);
+      try {
+        throwIfAborted(callOpts?.signal);
+        const stat = await client.statObject(bucket, name);
+        throwIfAborted(callOpts?.signal);
+        return { size: stat.size, modifiedMs: stat.lastModified.getTime() };
+      } catch (err) {
+        const mapped = fromMinioError(err, key);
+        if (mapped.code === Code.NotFound) return undefined;
+        throw mapped;
+      }
+    },
+
+    async list(prefix: string, listOpts?: ListOptions): Promise<ListPage> {
+      const signal = listOpts?.signal;
+      const limit = checkListLimit(listOpts);
+      checkListPrefix(prefix);
+      const startAfter = listOpts?.startAfter === undefined ? "" : `${base}${listOpts.startAfter}`;
+      const keys: string[] = [];
+      let token = "";
+      try {
+        // One key past the limit tells whether more follow.
+        while (keys.length <= limit) {
+          throwIfAborted(signal);
+          const want = Math.min(listPageMax, limit + 1 - keys.length);
+          const page = await client.listObjectsV2Query(
+            bucket,
+            `${base}${prefix}`,
+            token,
+            "",
+            want,
+            startAfter,
+          );
+          for (const item of page.objects) {
+            if (item.name?.startsWith(base)) {
+              keys.push(item.name.slice(base.length));
+            }
+          }
+          if (!page.isTruncated || page.nextContinuationToken === "") break;
+          token = page.nextContinuationToken;
+        }
+        throwIfAborted(signal);
+      } catch (err) {
+        throw fromMinioError(err, prefix);
+      }
+      return { keys: keys.slice(0, limit), truncated: keys.length > limit };
+    },
+
+    async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
+      const name = objectName(key);
+      try {
+        throwIfAborted(callOpts?.signal);
+        await client.removeObject(bucket, name);
+      } catch (err) {
+        const mapped = fromMinioError(err, key);
+        if (mapped.code !== Code.NotFound) throw mapped;
+      }
+    },
+
+    async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
+      const names = keys.map(objectName);
+      for (let i = 0; i < names.length; i += deleteBatch) {
+        const batch = names.slice(i, i + deleteBatch);
+        let failures: unknown[];
+        try {
+          throwIfAborted(callOpts?.signal);
+          failures = await client.removeObjects(bucket, batch);
+        } catch (err) {
+          throw fromMinioError(err);
+        }
+        for (const failure of failures) {
+          const entry = deletionError(failure);
+          if (entry !== undefined && entry.code !== "NoSuchKey") {
+            const key = entry.key?.startsWith(base) ? entry.key.slice(base.length) : entry.key;
+            throw fromMinioError(entry, key);
+          }
+        }
+      }
+    },
+
+    async close(): Promise<void> {
+      for (const stream of openStreams) stream.destroy();
+      openStreams.clear();
+    },
+  };
+  return backend;
+}
+
+function buildClient(opts: MinioBackendOptions): Minio.Client {
+  const env = process.env;
+  const accessKey =
+    opts.accessKey ?? env.MINIO_ACCESS_KEY ?? env.AWS_ACCESS_KEY_ID ?? env.MINIO_ROOT_USER;
+  const secretKey =
+    opts.secretKey ?? env.MINIO_SECRET_KEY ?? env.AWS_SECRET_ACCESS_KEY ?? env.MINIO_ROOT_PASSWORD;
+  if (!accessKey || !secretKey) {
+    throw new ConnectError(
+      "the minio backend needs credentials: pass accessKey and secretKey, or set MINIO_ACCESS_KEY and MINIO_SECRET_KEY",
+      Code.InvalidArgument,
+    );
+  }
+  try {
+    return new Minio.Client({
+      endPoint: opts.endPoint,
+      port: opts.port,
+      useSSL: opts.useSSL ?? false,
+      accessKey,
+      secretKey,
+      ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+      ...(opts.region === undefined ? {} : { region: opts.region }),
+    });
+  } catch (err) {
+    throw fromMinioError(err);
+  }
+}
+
+function normalizePrefix(prefix: string): string {
+  if (prefix === "") return "";
+  checkKey(prefix.endsWith("/") ? prefix.slice(0, -1) : prefix);
+  return prefix.endsWith("/") ? prefix : `${prefix}/`;
+}
+
+/** Refuses keys that are empty, absolute, or hold a segment that could climb out of the prefix. */
+function checkKey(key: string): void {
+  if (key === "") throw invalidKey(key, "must not be empty");
+  if (key.startsWith("/")) throw invalidKey(key, "must be relative");
+  if (key.includes("\0") || key.includes("\\")) throw invalidKey(key, "holds a NUL or `\\`");
+  for (const segment of key.split("/")) {
+    if (segment === "" || segment === "." || segment === "..") {
+      throw invalidKey(key, "holds an empty, `.` or `..` segment");
+    }
+  }
+}
+
+/** A list prefix may end mid-segment or with `/`; its complete segments follow the key rules. */
+function checkListPrefix(prefix: string): void {
+  if (prefix === "") return;
+  const cut = prefix.lastIndexOf("/");
+  if (cut >= 0) checkKey(prefix.slice(0, cut));
+  const tail = prefix.slice(cut + 1);
+  if (tail.includes("\0") || tail.includes("\\") || tail === "." || tail === "..") {
+    throw invalidKey(prefix, "holds a NUL, `\\`, `.` or `..` segment");
+  }
+}
+
+function invalidKey(key: string, why: string): ConnectError {
+  return new ConnectError(`invalid key "${key}": ${why}`, Code.InvalidArgument);
+}
+
+function notFound(key: string): ConnectError {
+  return new ConnectError(`not found (key "${key}")`, Code.NotFound);
+}
+
+async function* emptyBody(): AsyncGenerator<Uint8Array> {}
+
+function sumBytes(chunks: readonly Buffer[]): number {
+  let total = 0;
+  for (const chunk of chunks) total += chunk.byteLength;
+  return total;
+}
+
+/** Splits the first `count` bytes off a list of chunks: the part, and what remains. */
+function takeBytes(chunks: readonly Buffer[], count: number): [Buffer, Buffer[]] {
+  const all = Buffer.concat(chunks);
+  return [all.subarray(0, count), all.byteLength > count ? [all.subarray(count)] : []];
+}
+
+/** Percent-encodes a query value the way S3 signs it (RFC 3986 unreserved characters kept). */
+function queryEscape(value: string): string {
+  return encodeURIComponent(value).replace(
+    /[!'()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+}
+
+function xmlEscape(value: string): string {
+  return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+async function readText(stream: AsyncIterable<Uint8Array>): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function codeField(err: unknown): string | undefined {
+  if (typeof err !== "object" || err === null || !("code" in err)) return undefined;
+  return typeof err.code === "string" ? err.code : undefined;
+}
+
+/** The code and key of one failed entry of a DeleteObjects answer, when it reports a failure. */
+function deletionError(entry: unknown): { code: string; key?: string } | undefined {
+  if (typeof entry !== "object" || entry === null) return undefined;
+  // The client returns the <Error> elements themselves, though its typings wrap them.
+  const record = entry as Record<string, unknown>;
+  const inner = typeof record.Error === "object" && record.Error !== null ? record.Error : record;
+  const fields = inner as Record<string, unknown>;
+  if (typeof fields.Code !== "string") return undefined;
+  return typeof fields.Key === "string"
+    ? { code: fields.Code, key: fields.Key }
+    : { code: fields.Code };
+}

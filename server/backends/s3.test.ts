@@ -1,0 +1,531 @@
+import { createHash, randomBytes } from "node:crypto";
+import {
+  AbortMultipartUploadCommand,
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  type S3Client,
+  S3ServiceException,
+} from "@aws-sdk/client-s3";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { codeOf } from "../../test/support/code-of.js";
+import {
+  atomicConditionalComplete,
+  conditionalWriteSupport,
+  freePort,
+  listsInByteOrder,
+  missingBucketReportedOnWrite,
+  type ObjectServerInfo,
+  objectServerKinds,
+  signatureCheckSupport,
+  startObjectServer,
+} from "../../test/support/object-server.js";
+import { createTestS3Client } from "../../test/support/s3-client.js";
+import type { Backend } from "./backend.js";
+import { bytesBody, readAllBytes } from "./body.js";
+import { describeBackendContract } from "./contract.js";
+import { fromS3Error } from "./from-s3-error.js";
+import { createS3Backend } from "./s3.js";
+
+const MiB = 1024 * 1024;
+const servers = inject("objectServers");
+
+for (const kind of objectServerKinds) {
+  const info = servers[kind];
+
+  describeBackendContract(
+    `s3 on ${kind}`,
+    async () => {
+      const admin = createTestS3Client(info);
+      const bucket = await createBucket(admin);
+      return {
+        backend: createS3Backend({ ...connection(info), bucket }),
+        cleanup: async () => {
+          await destroyBucket(admin, bucket);
+          admin.destroy();
+        },
+      };
+    },
+    { listsInByteOrder: listsInByteOrder[kind] },
+  );
+
+  describe(`s3 backend on ${kind}`, () => {
+    const admin = createTestS3Client(info);
+    const rootPrefix = "spillway-root";
+    let bucket = "";
+    let backend: Backend | undefined;
+
+    beforeAll(async () => {
+      bucket = await createBucket(admin);
+      backend = createS3Backend({
+        ...connection(info),
+        bucket,
+        prefix: rootPrefix,
+        partSizeBytes: 5 * MiB,
+        queueSize: 2,
+      });
+    });
+
+    afterAll(async () => {
+      await backend?.close();
+      await destroyBucket(admin, bucket);
+      admin.destroy();
+    });
+
+    function subject(): Backend {
+      if (backend === undefined) throw new Error("beforeAll did not create the backend");
+      return backend;
+    }
+
+    /** Multipart uploads in progress for a backend key (as the store names it). */
+    async function uploadsFor(key: string): Promise<number> {
+      const out = await admin.send(
+        new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: `${rootPrefix}/${key}` }),
+      );
+      return (out.Uploads ?? []).filter((u) => u.Key === `${rootPrefix}/${key}`).length;
+    }
+
+    /** Resolves once the store lists a multipart upload for key, so a test knows one exists. */
+    async function untilUploadStarted(key: string): Promise<void> {
+      for (let attempt = 0; attempt < 400; attempt++) {
+        if ((await uploadsFor(key)) > 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error(`no multipart upload ever started for ${key}`);
+    }
+
+    it("lists 1,001 keys across pages, each exactly once, and deletes them in batches", async () => {
+      const prefix = `page-${randomBytes(4).toString("hex")}/`;
+      const keys = Array.from(
+        { length: 1001 },
+        (_, i) => `${prefix}k${String(i).padStart(4, "0")}`,
+      );
+      await inBatches(keys, 32, (key) => subject().put(key, bytesBody(text(key))));
+
+      const first = await subject().list(prefix);
+      expect(first.keys).toHaveLength(1000);
+      expect(first.truncated).toBe(true);
+      const second = await subject().list(prefix, { startAfter: first.keys.at(-1) });
+      expect(second.keys).toEqual([keys[1000]]);
+      expect(second.truncated).toBe(false);
+      expect([...first.keys, ...second.keys]).toEqual(keys);
+
+      const whole = await subject().list(prefix, { limit: 5000 });
+      expect(whole.keys).toEqual(keys);
+      expect(whole.truncated).toBe(false);
+
+      await subject().deleteMany(keys);
+      expect((await subject().list(prefix)).keys).toEqual([]);
+    });
+
+    it("round-trips a 20 MiB multipart upload and leaves no upload behind", async () => {
+      const key = `multipart-${randomBytes(4).toString("hex")}`;
+      const payload = new Uint8Array(randomBytes(20 * MiB + 12_345));
+      const info = await subject().put(key, chunks(payload, 700_001));
+      expect(info.size).toBe(payload.byteLength);
+      const got = await readAllBytes(await subject().get(key));
+      expect(got.byteLength).toBe(payload.byteLength);
+      expect(sha256(got)).toBe(sha256(payload));
+      expect((await subject().head(key))?.size).toBe(payload.byteLength);
+      const middle = await readAllBytes(
+        await subject().get(key, { offset: 5 * MiB - 10, length: 20 }),
+      );
+      expect(middle).toEqual(payload.subarray(5 * MiB - 10, 5 * MiB + 10));
+      expect(await uploadsFor(key)).toBe(0);
+    });
+
+    it("aborts the multipart upload when the body throws mid-stream", async () => {
+      const key = `broken-${randomBytes(4).toString("hex")}`;
+      async function* failing(): AsyncGenerator<Uint8Array> {
+        for (let i = 0; i < 6; i++) yield new Uint8Array(MiB).fill(i);
+        await untilUploadStarted(key);
+        throw new Error("producer failed");
+      }
+      const err = await failure(subject().put(key, failing()));
+      expect(err.code).not.toBe(Code.AlreadyExists);
+      expect(await uploadsFor(key)).toBe(0);
+      expect(await subject().head(key)).toBeUndefined();
+      expect(await codeOf(subject().get(key))).toBe(Code.NotFound);
+    });
+
+    it("aborts the multipart upload when the signal aborts while the body is stalled", async () => {
+      const key = `cancelled-${randomBytes(4).toString("hex")}`;
+      const controller = new AbortController();
+      let release: () => void = () => undefined;
+      const never = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      async function* stalled(): AsyncGenerator<Uint8Array> {
+        for (let i = 0; i < 6; i++) yield new Uint8Array(MiB).fill(i);
+        await untilUploadStarted(key);
+        controller.abort();
+        await never;
+        yield new Uint8Array(1);
+      }
+      try {
+        const err = await failure(subject().put(key, stalled(), { signal: controller.signal }));
+        expect(err.code).toBe(Code.Canceled);
+      } finally {
+        release();
+      }
+      expect(await uploadsFor(key)).toBe(0);
+      expect(await subject().head(key)).toBeUndefined();
+    });
+
+    it("lets one of two racing multipart puts of a key win, per conditional-write support", async () => {
+      const key = `race-${randomBytes(4).toString("hex")}`;
+      // Both bodies wait until both puts are past their existence check, so the race is real.
+      let arrived = 0;
+      let bothStarted: () => void = () => undefined;
+      const started = new Promise<void>((resolve) => {
+        bothStarted = resolve;
+      });
+      async function* body(fill: number): AsyncGenerator<Uint8Array> {
+        for (let i = 0; i < 6; i++) yield new Uint8Array(MiB).fill(fill);
+        arrived++;
+        if (arrived === 2) bothStarted();
+        await started;
+        yield new Uint8Array(MiB).fill(fill);
+      }
+      const results = await Promise.allSettled([
+        subject().put(key, body(1)),
+        subject().put(key, body(2)),
+      ]);
+      const stored = await readAllBytes(await subject().get(key));
+      expect(stored.byteLength).toBe(7 * MiB);
+      const winners = results.flatMap((r, i) => (r.status === "fulfilled" ? [i + 1] : []));
+      for (const r of results) {
+        if (r.status === "rejected") {
+          expect(ConnectError.from(r.reason).code).toBe(Code.AlreadyExists);
+        }
+      }
+      // Whoever won, the object is one writer's bytes, never a mix.
+      expect(winners).toContain(stored[0]);
+      expect(stored.every((b) => b === stored[0])).toBe(true);
+      if (conditionalWriteSupport[kind] && atomicConditionalComplete[kind]) {
+        expect(winners).toHaveLength(1);
+      } else {
+        // Documented difference: a non-atomic check may let both completions succeed.
+        expect(winners.length).toBeGreaterThanOrEqual(1);
+      }
+      expect(await uploadsFor(key)).toBe(0);
+    });
+
+    it("answers a multipart put to an existing key with ALREADY_EXISTS, keeping the original", async () => {
+      const key = `existing-${randomBytes(4).toString("hex")}`;
+      await subject().put(key, bytesBody(text("original")));
+      const err = await failure(subject().put(key, chunks(new Uint8Array(6 * MiB), MiB)));
+      expect(err.code).toBe(Code.AlreadyExists);
+      expect(await readAllBytes(await subject().get(key))).toEqual(text("original"));
+      expect(await uploadsFor(key)).toBe(0);
+    });
+
+    it("keeps every key under the configured prefix and lists keys without it", async () => {
+      const key = `scoped-${randomBytes(4).toString("hex")}/t/ten/r/run/obj`;
+      await subject().put(key, bytesBody(text("inside")));
+      await admin.send(
+        new PutObjectCommand({ Bucket: bucket, Key: "outside/obj", Body: text("outside") }),
+      );
+      const raw = await admin.send(
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: `${rootPrefix}/${key}` }),
+      );
+      expect((raw.Contents ?? []).map((c) => c.Key)).toEqual([`${rootPrefix}/${key}`]);
+      expect((await subject().list("scoped-")).keys).toContain(key);
+      expect((await subject().list("")).keys).not.toContain("outside/obj");
+      expect((await subject().list("outside")).keys).toEqual([]);
+      expect(await codeOf(subject().get("../outside/obj"))).toBe(Code.InvalidArgument);
+      expect(await codeOf(subject().put("a/./b", bytesBody(text("x"))))).toBe(Code.InvalidArgument);
+      expect(await codeOf(subject().list("a//"))).toBe(Code.InvalidArgument);
+    });
+
+    it("lists in the store's documented order", async () => {
+      const prefix = `order-${randomBytes(4).toString("hex")}/`;
+      for (const name of ["a/a", "a-c", "a.b"]) {
+        await subject().put(`${prefix}${name}`, bytesBody(text(name)));
+      }
+      const listed = (await subject().list(prefix)).keys.map((k) => k.slice(prefix.length));
+      expect(listed).toEqual(
+        listsInByteOrder[kind] ? ["a-c", "a.b", "a/a"] : ["a/a", "a-c", "a.b"],
+      );
+    });
+
+    it("maps a missing key to NOT_FOUND and a range past the end to OUT_OF_RANGE", async () => {
+      const key = `${rootPrefix}/mapped-${randomBytes(4).toString("hex")}`;
+      const missing = await rawFailure(
+        admin.send(new GetObjectCommand({ Bucket: bucket, Key: key })),
+      );
+      expect(fromS3Error(missing, "k").code).toBe(Code.NotFound);
+      await admin.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: text("abc") }));
+      const past = await rawFailure(
+        admin.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: "bytes=10-20" })),
+      );
+      expect(fromS3Error(past, "k").code).toBe(Code.OutOfRange);
+    });
+
+    it("maps a lost If-None-Match write to ALREADY_EXISTS, per conditional-write support", async () => {
+      const key = `${rootPrefix}/conflict-${randomBytes(4).toString("hex")}`;
+      const put = () =>
+        admin.send(
+          new PutObjectCommand({ Bucket: bucket, Key: key, Body: text("v"), IfNoneMatch: "*" }),
+        );
+      await put();
+      if (conditionalWriteSupport[kind]) {
+        expect(fromS3Error(await rawFailure(put()), "k").code).toBe(Code.AlreadyExists);
+      } else {
+        await expect(put()).resolves.toBeDefined();
+      }
+    });
+
+    it("maps a missing bucket to FAILED_PRECONDITION naming the bucket", async () => {
+      const absent = `spillway-absent-${randomBytes(6).toString("hex")}`;
+      const lost = createS3Backend({ ...connection(info), bucket: absent });
+      try {
+        const err = await failure(lost.get("k"));
+        expect(err.code).toBe(Code.FailedPrecondition);
+        expect(err.rawMessage).toContain(`bucket ${absent} does not exist`);
+        if (missingBucketReportedOnWrite[kind]) {
+          expect(await codeOf(lost.put("k", bytesBody(text("x"))))).toBe(Code.FailedPrecondition);
+          expect(await codeOf(lost.list(""))).toBe(Code.FailedPrecondition);
+        } else {
+          // Documented difference: the store either creates the bucket on the first write or
+          // fails it with a 5xx, and lists a missing bucket as empty.
+          const put = await codeOf(lost.put("k", bytesBody(text("x"))));
+          expect([undefined, Code.Unavailable]).toContain(put);
+          expect((await lost.list("")).keys).toEqual(put === undefined ? ["k"] : []);
+        }
+      } finally {
+        await lost.close();
+        if (!missingBucketReportedOnWrite[kind]) {
+          await destroyBucket(admin, absent).catch((err: unknown) => {
+            if (fromS3Error(err).code !== Code.FailedPrecondition) throw err;
+          });
+        }
+      }
+    });
+
+    it("maps a wrong secret to PERMISSION_DENIED without the store's detail, per server", async () => {
+      const denied = createS3Backend({
+        ...connection(info),
+        bucket,
+        credentials: { accessKeyId: info.accessKeyId, secretAccessKey: "not-the-secret" },
+      });
+      const key = `denied-${randomBytes(4).toString("hex")}`;
+      try {
+        if (signatureCheckSupport[kind]) {
+          const err = await failure(denied.put(key, bytesBody(text("x"))));
+          expect(err.code).toBe(Code.PermissionDenied);
+          expect(err.rawMessage.toLowerCase()).not.toContain("signature");
+          expect(err.rawMessage).not.toContain(info.accessKeyId);
+          expect(err.cause).toBeInstanceOf(S3ServiceException);
+          expect(await codeOf(denied.list(""))).toBe(Code.PermissionDenied);
+          expect(await subject().head(key)).toBeUndefined();
+        } else {
+          // Documented difference: the store accepts any credentials.
+          await expect(denied.put(key, bytesBody(text("x")))).resolves.toMatchObject({ size: 1 });
+        }
+      } finally {
+        await denied.close();
+      }
+    });
+  });
+}
+
+describe("s3 backend while the store is down", () => {
+  it("reports UNAVAILABLE for a stopped endpoint and recovers without a new backend", async () => {
+    const server = await startObjectServer("moto");
+    const admin = createTestS3Client(server);
+    const backend = createS3Backend({ ...connection(server), bucket: "spillway-outage" });
+    try {
+      await admin.send(new CreateBucketCommand({ Bucket: "spillway-outage" }));
+      await backend.put("before", bytesBody(text("x")));
+      await server.pause();
+      for (const call of [
+        () => backend.head("before"),
+        () => backend.get("before"),
+        () => backend.put("during", bytesBody(text("y"))),
+        () => backend.list(""),
+        () => backend.delete("before"),
+      ]) {
+        expect(await codeOf(call())).toBe(Code.Unavailable);
+      }
+      await server.restart();
+      // moto keeps everything in memory, so the restarted store starts empty.
+      await admin.send(new CreateBucketCommand({ Bucket: "spillway-outage" }));
+      await backend.put("after", bytesBody(text("z")));
+      expect(await readAllBytes(await backend.get("after"))).toEqual(text("z"));
+    } finally {
+      await backend.close();
+      admin.destroy();
+      await server.stop();
+    }
+  });
+
+  it("reports UNAVAILABLE when nothing listens at the endpoint", async () => {
+    const port = await freePort();
+    const backend = createS3Backend({
+      bucket: "spillway-nowhere",
+      endpoint: `http://127.0.0.1:${port}`,
+      forcePathStyle: true,
+      credentials: { accessKeyId: "a", secretAccessKey: "b" },
+    });
+    try {
+      const err = await failure(backend.head("k"));
+      expect(err.code).toBe(Code.Unavailable);
+      expect(err.rawMessage).not.toContain(String(port));
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe("fromS3Error", () => {
+  function serviceError(name: string, status: number, fault: "client" | "server" = "client") {
+    return new S3ServiceException({
+      name,
+      $fault: fault,
+      $metadata: { httpStatusCode: status },
+      message: `store detail for ${name}`,
+    });
+  }
+
+  it("maps throttling to UNAVAILABLE", () => {
+    for (const err of [
+      serviceError("SlowDown", 503, "server"),
+      serviceError("Throttling", 400),
+      serviceError("ThrottlingException", 400),
+      serviceError("TooManyRequests", 429),
+    ]) {
+      const mapped = fromS3Error(err, "k");
+      expect(mapped.code).toBe(Code.Unavailable);
+      expect(mapped.rawMessage).toContain("throttling");
+      expect(mapped.cause).toBe(err);
+    }
+  });
+
+  it("maps other 5xx answers to UNAVAILABLE", () => {
+    expect(fromS3Error(serviceError("InternalError", 500, "server")).code).toBe(Code.Unavailable);
+    expect(fromS3Error(serviceError("Unknown", 502, "server")).code).toBe(Code.Unavailable);
+    expect(fromS3Error(serviceError("NotImplemented", 501, "server")).code).toBe(Code.Unavailable);
+  });
+
+  it("maps network failures and timeouts to UNAVAILABLE", () => {
+    const network = ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND"].map((code) =>
+      Object.assign(new Error(`connect ${code}`), { code }),
+    );
+    const hangUp = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+    const timeout = Object.assign(new Error("Connection timed out after 3000 ms"), {
+      name: "TimeoutError",
+    });
+    for (const err of [...network, hangUp, timeout, new Error("socket hang up")]) {
+      expect(fromS3Error(err, "k").code).toBe(Code.Unavailable);
+    }
+  });
+
+  it("maps conflicts, denials and missing things by name or status", () => {
+    expect(fromS3Error(serviceError("ConditionalRequestConflict", 409)).code).toBe(
+      Code.AlreadyExists,
+    );
+    expect(fromS3Error(serviceError("PreconditionFailed", 412)).code).toBe(Code.AlreadyExists);
+    expect(fromS3Error(serviceError("NotFound", 404)).code).toBe(Code.NotFound);
+    expect(fromS3Error(serviceError("InvalidRange", 416)).code).toBe(Code.OutOfRange);
+    const denied = fromS3Error(serviceError("AccessDenied", 403), "k");
+    expect(denied.code).toBe(Code.PermissionDenied);
+    expect(denied.rawMessage).not.toContain("store detail");
+    expect(fromS3Error(serviceError("InvalidAccessKeyId", 403)).code).toBe(Code.PermissionDenied);
+    const bucket = fromS3Error(serviceError("NoSuchBucket", 404), "k", "b1");
+    expect(bucket.code).toBe(Code.FailedPrecondition);
+    expect(bucket.rawMessage).toContain("bucket b1 does not exist");
+  });
+
+  it("maps aborts to CANCELED, keeps ConnectErrors and reports the rest as INTERNAL", () => {
+    const aborted = Object.assign(new Error("Upload aborted."), { name: "AbortError" });
+    expect(fromS3Error(aborted, "k").code).toBe(Code.Canceled);
+    const existing = new ConnectError("bad", Code.InvalidArgument);
+    expect(fromS3Error(existing)).toBe(existing);
+    const odd = fromS3Error(new Error("surprise"), "k");
+    expect(odd.code).toBe(Code.Internal);
+    expect(odd.rawMessage).toContain('key "k"');
+    expect(odd.rawMessage).not.toContain("surprise");
+    expect(fromS3Error(serviceError("MalformedXML", 400)).code).toBe(Code.Internal);
+  });
+});
+
+function connection(info: ObjectServerInfo) {
+  return {
+    endpoint: info.endpoint,
+    region: info.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: info.accessKeyId, secretAccessKey: info.secretAccessKey },
+  };
+}
+
+async function createBucket(admin: S3Client): Promise<string> {
+  const bucket = `spillway-s3-${randomBytes(6).toString("hex")}`;
+  await admin.send(new CreateBucketCommand({ Bucket: bucket }));
+  return bucket;
+}
+
+/** Aborts every multipart upload, deletes every object, then the bucket itself. */
+async function destroyBucket(admin: S3Client, bucket: string): Promise<void> {
+  const uploads = await admin.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+  for (const upload of uploads.Uploads ?? []) {
+    await admin.send(
+      new AbortMultipartUploadCommand({
+        Bucket: bucket,
+        Key: upload.Key,
+        UploadId: upload.UploadId,
+      }),
+    );
+  }
+  for (;;) {
+    const page = await admin.send(new ListObjectsV2Command({ Bucket: bucket }));
+    const objects = (page.Contents ?? []).map((c) => ({ Key: c.Key }));
+    if (objects.length === 0) break;
+    await admin.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects } }));
+  }
+  await admin.send(new DeleteBucketCommand({ Bucket: bucket }));
+}
+
+async function inBatches<T>(
+  items: readonly T[],
+  width: number,
+  run: (item: T) => Promise<unknown>,
+): Promise<void> {
+  for (let at = 0; at < items.length; at += width) {
+    await Promise.all(items.slice(at, at + width).map(run));
+  }
+}
+
+/** Awaits a call that must fail and returns what it threw. */
+async function rawFailure(pending: Promise<unknown>): Promise<unknown> {
+  try {
+    await pending;
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected the call to fail");
+}
+
+/** Awaits a backend call that must fail with a ConnectError and returns it. */
+async function failure(pending: Promise<unknown>): Promise<ConnectError> {
+  const err = await rawFailure(pending);
+  if (!(err instanceof ConnectError)) throw new Error(`not a ConnectError: ${String(err)}`);
+  return err;
+}
+
+async function* chunks(payload: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < payload.byteLength; at += size) yield payload.slice(at, at + size);
+}
+
+function text(value: string): Uint8Array {
+  return new TextEncoder().encode(value);
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}

@@ -1,0 +1,418 @@
+import { Readable } from "node:stream";
+import type { _Object, S3ClientConfig } from "@aws-sdk/client-s3";
+import {
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { AwsCredentialIdentity } from "@smithy/types";
+import type {
+  Backend,
+  BackendCallOptions,
+  GetOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+} from "./backend.js";
+import { abortableBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange } from "./call-options.js";
+import { fromS3Error } from "./from-s3-error.js";
+
+/** Default multipart part size; a body up to this size is sent with one PutObject. */
+const defaultPartSizeBytes = 8 * 1024 * 1024;
+/** The smallest part S3 accepts for every part but the last. */
+const minPartSizeBytes = 5 * 1024 * 1024;
+/** Parts a multipart upload keeps in flight by default. */
+const defaultQueueSize = 4;
+/** Most keys one ListObjectsV2 or DeleteObjects call handles. */
+const s3BatchLimit = 1000;
+
+/** S3BackendOptions configure createS3Backend. */
+export interface S3BackendOptions {
+  /** Bucket that holds every object; it must already exist. */
+  readonly bucket: string;
+  /** Key prefix inside the bucket (`<prefix>/<key>`); slashes at either end are ignored. */
+  readonly prefix?: string;
+  /** Endpoint URL of an S3-compatible store; unset uses AWS S3 for the region. */
+  readonly endpoint?: string;
+  /** Signing region. Default `us-east-1`. */
+  readonly region?: string;
+  /** Path-style URLs (`<endpoint>/<bucket>/<key>`), which most S3-compatible stores need. */
+  readonly forcePathStyle?: boolean;
+  /** Fixed credentials, for tests; production leaves this unset and uses the default chain. */
+  readonly credentials?: AwsCredentialIdentity;
+  /** Multipart part size in bytes, at least 5 MiB. Default 8 MiB. */
+  readonly partSizeBytes?: number;
+  /** Parts uploaded concurrently. Default 4. */
+  readonly queueSize?: number;
+  /** A client to use instead of building one; the backend then leaves it open on close. */
+  readonly client?: S3Client;
+}
+
+/**
+ * createS3Backend returns a Backend (kind `s3`) that stores key `k` as object `<prefix>/k` in
+ * one bucket, through `@aws-sdk/client-s3`.
+ *
+ * Guarantees, beyond the Backend contract:
+ * - keys and list prefixes are re-checked (relative, no empty, `.` or `..` segment, no `\` or
+ *   NUL) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on stores that
+ *   normalise paths; list returns keys without the configured prefix;
+ * - put is create-only: a HeadObject first answers `ALREADY_EXISTS` without sending the body,
+ *   and the write itself carries `If-None-Match: *` (PutObject, or CompleteMultipartUpload),
+ *   so a concurrent writer that wins the race makes this put `ALREADY_EXISTS`. On a store that
+ *   ignores `If-None-Match` only the HeadObject check remains, which is racy;
+ * - put holds at most one part in memory before deciding: a body up to `partSizeBytes` is one
+ *   PutObject, a larger one a multipart upload with at most `queueSize` parts in flight;
+ *   chunks are copied as they arrive, so writers may reuse their buffers;
+ * - a failed or aborted body aborts the multipart upload before put rejects, so no object
+ *   and no incomplete multipart upload is left behind (unless the store is unreachable at
+ *   that moment);
+ * - get is one ranged GetObject streamed as it arrives; a range at or past the end is empty;
+ *   the stream holds a connection until it is read to the end or closed with `break`/`return`;
+ * - list pages through ListObjectsV2 (1,000 keys per call) up to the requested limit;
+ * - deleteMany sends DeleteObjects in batches of 1,000 and fails on any per-key error other
+ *   than a missing key;
+ * - the built client retries up to 3 attempts and times out connects after 3 s and idle
+ *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
+ *   works again as soon as the store is back;
+ * - every signal is passed to the SDK, and every SDK failure goes through `fromS3Error`.
+ */
+export function createS3Backend(opts: S3BackendOptions): Backend {
+  const bucket = opts.bucket;
+  if (bucket === "") {
+    throw new ConnectError("bucket must not be empty", Code.InvalidArgument);
+  }
+  const rootPrefix = normalizePrefix(opts.prefix ?? "");
+  const partSize = opts.partSizeBytes ?? defaultPartSizeBytes;
+  if (!Number.isSafeInteger(partSize) || partSize < minPartSizeBytes) {
+    throw new ConnectError(
+      `partSizeBytes must be an integer of at least ${minPartSizeBytes}, got ${partSize}`,
+      Code.InvalidArgument,
+    );
+  }
+  const queueSize = opts.queueSize ?? defaultQueueSize;
+  if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
+    throw new ConnectError(
+      `queueSize must be a positive integer, got ${queueSize}`,
+      Code.InvalidArgument,
+    );
+  }
+  const ownsClient = opts.client === undefined;
+  const client = opts.client ?? new S3Client(clientConfig(opts));
+
+  const objectKey = (key: string): string => `${rootPrefix}${checkKey(key)}`;
+  const fail = (err: unknown, key?: string): ConnectError => fromS3Error(err, key, bucket);
+
+  async function headObject(key: string, signal: AbortSignal | undefined) {
+    try {
+      const out = await client.send(
+        new HeadObjectCommand({ Bucket: bucket, Key: objectKey(key) }),
+        {
+          abortSignal: signal,
+        },
+      );
+      return { size: out.ContentLength ?? 0, modifiedMs: out.LastModified?.getTime() ?? 0 };
+    } catch (err) {
+      const mapped = fail(err, key);
+      if (mapped.code === Code.NotFound) return undefined;
+      throw mapped;
+    }
+  }
+
+  async function putSmall(key: string, bytes: Buffer, signal: AbortSignal | undefined) {
+    await client.send(
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: objectKey(key),
+        Body: bytes,
+        ContentLength: bytes.byteLength,
+        IfNoneMatch: "*",
+      }),
+      { abortSignal: signal },
+    );
+  }
+
+  async function putMultipart(
+    key: string,
+    head: readonly Buffer[],
+    rest: AsyncIterator<Uint8Array>,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
+    let size = 0;
+    async function* parts(): AsyncGenerator<Buffer> {
+      for (const chunk of head) {
+        size += chunk.byteLength;
+        yield chunk;
+      }
+      for (;;) {
+        const next = await rest.next();
+        if (next.done === true) break;
+        size += next.value.byteLength;
+        yield Buffer.from(next.value);
+      }
+      // Refusing the end of the body keeps a cancelled put from reaching CompleteMultipartUpload.
+      throwIfAborted(signal);
+    }
+    // The signal is not handed to Upload: its own abort resolves before the multipart upload is
+    // aborted. Ending the body with an error instead makes done() clean up, then reject.
+    const upload = new Upload({
+      client,
+      partSize,
+      queueSize,
+      leavePartsOnError: false,
+      params: {
+        Bucket: bucket,
+        Key: objectKey(key),
+        Body: Readable.from(parts(), { objectMode: false }),
+        IfNoneMatch: "*",
+      },
+    });
+    await upload.done();
+    return size;
+  }
+
+  return {
+    kind: "s3",
+
+    async put(key: string, body: AsyncIterable<Uint8Array>, callOpts?: BackendCallOptions) {
+      const signal = callOpts?.signal;
+      let source: AsyncIterator<Uint8Array> | undefined;
+      let finished = false;
+      try {
+        throwIfAborted(signal);
+        if ((await headObject(key, signal)) !== undefined) throw alreadyExists(key);
+        source = abortableBody(body, signal)[Symbol.asyncIterator]();
+        const head: Buffer[] = [];
+        let headBytes = 0;
+        while (headBytes <= partSize) {
+          const next = await source.next();
+          if (next.done === true) {
+            finished = true;
+            break;
+          }
+          head.push(Buffer.from(next.value));
+          headBytes += next.value.byteLength;
+        }
+        let size: number;
+        if (finished) {
+          throwIfAborted(signal);
+          await putSmall(key, Buffer.concat(head, headBytes), signal);
+          size = headBytes;
+        } else {
+          size = await putMultipart(key, head, source, signal);
+          finished = true;
+        }
+        return { size, modifiedMs: Date.now() };
+      } catch (err) {
+        throw fail(err, key);
+      } finally {
+        if (!finished) await source?.return?.().catch(() => undefined);
+      }
+    },
+
+    async get(key: string, getOpts?: GetOptions) {
+      const signal = getOpts?.signal;
+      const { offset, length } = checkRange(getOpts);
+      try {
+        throwIfAborted(signal);
+        if (length === 0) {
+          if ((await headObject(key, signal)) === undefined) throw notFound(key);
+          return emptyBody();
+        }
+        const range =
+          offset === 0 && length === undefined
+            ? undefined
+            : `bytes=${offset}-${length === undefined ? "" : offset + length - 1}`;
+        const out = await client.send(
+          new GetObjectCommand({ Bucket: bucket, Key: objectKey(key), Range: range }),
+          { abortSignal: signal },
+        );
+        const stream = out.Body;
+        if (!(stream instanceof Readable)) {
+          throw new ConnectError(`object store returned no body (key "${key}")`, Code.Internal);
+        }
+        return streamBody(stream, signal, (err) => fail(err, key));
+      } catch (err) {
+        const mapped = fail(err, key);
+        if (mapped.code === Code.OutOfRange) return emptyBody();
+        throw mapped;
+      }
+    },
+
+    async head(key: string, callOpts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
+      throwIfAborted(callOpts?.signal);
+      return headObject(key, callOpts?.signal);
+    },
+
+    async list(prefix: string, listOpts?: ListOptions): Promise<ListPage> {
+      const signal = listOpts?.signal;
+      const limit = checkListLimit(listOpts);
+      checkListPrefix(prefix);
+      const startAfter = listOpts?.startAfter;
+      const keys: string[] = [];
+      try {
+        throwIfAborted(signal);
+        let token: string | undefined;
+        for (;;) {
+          const out = await client.send(
+            new ListObjectsV2Command({
+              Bucket: bucket,
+              Prefix: `${rootPrefix}${prefix}`,
+              MaxKeys: Math.min(s3BatchLimit, limit - keys.length),
+              ...(token === undefined
+                ? startAfter === undefined
+                  ? {}
+                  : { StartAfter: `${rootPrefix}${startAfter}` }
+                : { ContinuationToken: token }),
+            }),
+            { abortSignal: signal },
+          );
+          for (const entry of out.Contents ?? []) keys.push(unprefixed(entry, rootPrefix));
+          const more = out.IsTruncated === true && out.NextContinuationToken !== undefined;
+          if (!more) return { keys, truncated: false };
+          if (keys.length >= limit) return { keys, truncated: true };
+          token = out.NextContinuationToken;
+        }
+      } catch (err) {
+        throw fail(err, prefix);
+      }
+    },
+
+    async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
+      const signal = callOpts?.signal;
+      try {
+        throwIfAborted(signal);
+        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
+          abortSignal: signal,
+        });
+      } catch (err) {
+        const mapped = fail(err, key);
+        if (mapped.code !== Code.NotFound) throw mapped;
+      }
+    },
+
+    async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
+      const signal = callOpts?.signal;
+      const objects = keys.map((key) => ({ Key: objectKey(key) }));
+      try {
+        for (let at = 0; at < objects.length; at += s3BatchLimit) {
+          throwIfAborted(signal);
+          const out = await client.send(
+            new DeleteObjectsCommand({
+              Bucket: bucket,
+              Delete: { Objects: objects.slice(at, at + s3BatchLimit), Quiet: true },
+            }),
+            { abortSignal: signal },
+          );
+          const failed = (out.Errors ?? []).find((e) => e.Code !== "NoSuchKey");
+          if (failed !== undefined) {
+            // Per-key errors come back in a 200 response; give them the shape of a thrown one.
+            const err = Object.assign(new Error(failed.Message ?? "delete failed"), {
+              name: failed.Code ?? "Unknown",
+              Code: failed.Code,
+            });
+            throw fail(err, failed.Key?.slice(rootPrefix.length));
+          }
+        }
+      } catch (err) {
+        throw fail(err);
+      }
+    },
+
+    async close(): Promise<void> {
+      if (ownsClient) client.destroy();
+    },
+  };
+}
+
+function clientConfig(opts: S3BackendOptions): S3ClientConfig {
+  return {
+    region: opts.region ?? "us-east-1",
+    ...(opts.endpoint === undefined ? {} : { endpoint: opts.endpoint }),
+    ...(opts.forcePathStyle === undefined ? {} : { forcePathStyle: opts.forcePathStyle }),
+    ...(opts.credentials === undefined ? {} : { credentials: opts.credentials }),
+    maxAttempts: 3,
+    requestHandler: { connectionTimeout: 3_000, requestTimeout: 30_000 },
+  };
+}
+
+/** Strips slashes at both ends and checks each segment; the result is `""` or ends in `/`. */
+function normalizePrefix(prefix: string): string {
+  const trimmed = prefix.replace(/^\/+|\/+$/g, "");
+  if (trimmed === "") return "";
+  for (const segment of trimmed.split("/")) checkSegment(segment, prefix, "prefix");
+  return `${trimmed}/`;
+}
+
+function checkKey(key: string): string {
+  if (key === "") throw invalid("key", key, "must not be empty");
+  if (key.startsWith("/")) throw invalid("key", key, "must be relative");
+  for (const segment of key.split("/")) checkSegment(segment, key, "key");
+  return key;
+}
+
+/** A list prefix may end mid-segment or with `/`; every complete segment must be valid. */
+function checkListPrefix(prefix: string): void {
+  if (prefix === "") return;
+  if (prefix.startsWith("/")) throw invalid("prefix", prefix, "must be relative");
+  const segments = prefix.split("/");
+  const last = segments.pop() ?? "";
+  for (const segment of segments) checkSegment(segment, prefix, "prefix");
+  if (last.includes("\\") || last.includes("\0")) {
+    throw invalid("prefix", prefix, "has a backslash or NUL byte");
+  }
+}
+
+function checkSegment(segment: string, whole: string, what: string): void {
+  if (segment === "") throw invalid(what, whole, "has an empty segment");
+  if (segment === "." || segment === "..") throw invalid(what, whole, "has a '.' or '..' segment");
+  if (segment.includes("\\")) throw invalid(what, whole, "has a backslash");
+  if (segment.includes("\0")) throw invalid(what, whole, "has a NUL byte");
+}
+
+function invalid(what: string, value: string, why: string): ConnectError {
+  const shown = JSON.stringify(value.length > 128 ? `${value.slice(0, 128)}…` : value);
+  return new ConnectError(`${what} ${shown} ${why}`, Code.InvalidArgument);
+}
+
+function unprefixed(entry: _Object, rootPrefix: string): string {
+  const key = entry.Key ?? "";
+  return key.startsWith(rootPrefix) ? key.slice(rootPrefix.length) : key;
+}
+
+function alreadyExists(key: string): ConnectError {
+  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
+}
+
+function notFound(key: string): ConnectError {
+  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
+}
+
+function emptyBody(): AsyncIterable<Uint8Array> {
+  return {
+    async *[Symbol.asyncIterator]() {},
+  };
+}
+
+/** Streams a response body, mapping failures and closing the socket when abandoned. */
+async function* streamBody(
+  stream: Readable,
+  signal: AbortSignal | undefined,
+  fail: (err: unknown) => ConnectError,
+): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of abortableBody(stream, signal)) {
+      yield chunk;
+    }
+  } catch (err) {
+    throw fail(err);
+  } finally {
+    stream.destroy();
+  }
+}

@@ -1,0 +1,53 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { TestProject } from "vitest/node";
+import {
+  type ObjectServer,
+  type ObjectServerInfo,
+  type ObjectServerKind,
+  objectServerKinds,
+  startObjectServer,
+} from "./support/object-server.js";
+
+declare module "vitest" {
+  /** ProvidedContext carries what the global setup shares with every test file. */
+  export interface ProvidedContext {
+    /** objectServers holds connection info for the shared MinIO, SeaweedFS and moto servers. */
+    objectServers: Record<ObjectServerKind, ObjectServerInfo>;
+  }
+}
+
+/**
+ * setup starts one MinIO, one SeaweedFS and one moto server for the whole run, provides their
+ * connection info as `inject("objectServers")`, and returns the teardown that stops them all.
+ * Any server failing to start fails the run; the others are stopped first.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = await Promise.allSettled(
+    objectServerKinds.map((kind) => startObjectServer(kind)),
+  );
+  const servers = started.flatMap((result) =>
+    result.status === "fulfilled" ? [result.value] : [],
+  );
+  const failures = started.flatMap((result) =>
+    result.status === "rejected" ? [result.reason] : [],
+  );
+  if (failures.length > 0) {
+    await stopAll(servers);
+    throw new ConnectError(
+      `object servers failed to start:\n${failures.map(String).join("\n\n")}`,
+      Code.Unavailable,
+    );
+  }
+  const info = Object.fromEntries(
+    servers.map(({ kind, endpoint, region, accessKeyId, secretAccessKey }) => [
+      kind,
+      { kind, endpoint, region, accessKeyId, secretAccessKey },
+    ]),
+  ) as Record<ObjectServerKind, ObjectServerInfo>;
+  project.provide("objectServers", info);
+  return () => stopAll(servers);
+}
+
+async function stopAll(servers: ObjectServer[]): Promise<void> {
+  await Promise.all(servers.map((server) => server.stop()));
+}

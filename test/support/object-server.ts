@@ -1,0 +1,106 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { startMinioServer } from "./minio-server.js";
+import { startMotoServer } from "./moto-server.js";
+import { startSeaweedfsServer } from "./seaweedfs-server.js";
+
+export { freePort } from "./free-port.js";
+export { type Probe, waitFor } from "./wait-for.js";
+
+/** ObjectServerKind names the S3-compatible servers the tests start for real. */
+export type ObjectServerKind = "minio" | "seaweedfs" | "moto";
+
+/** objectServerKinds lists every ObjectServerKind, in a stable order. */
+export const objectServerKinds: readonly ObjectServerKind[] = ["minio", "seaweedfs", "moto"];
+
+/**
+ * ObjectServerInfo is what a client needs to reach a running server: plain data, so vitest's
+ * globalSetup can `provide` it to test files.
+ */
+export interface ObjectServerInfo {
+  kind: ObjectServerKind;
+  /** Loopback base URL, `http://127.0.0.1:<port>`; use it with path-style addressing. */
+  endpoint: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+}
+
+/** ObjectServer is a real S3-compatible server process on loopback, owned by the caller. */
+export interface ObjectServer extends ObjectServerInfo {
+  /** stop kills the process (SIGTERM, then SIGKILL after 5 s) and deletes its data; idempotent. */
+  stop(): Promise<void>;
+  /** restart stops the process if it runs, then starts it again on the same port and data dir. */
+  restart(): Promise<void>;
+  /** pause stops the process but keeps port and data so a later restart() brings it back. */
+  pause(): Promise<void>;
+}
+
+/**
+ * conditionalWriteSupport records, per server, whether PutObject with `If-None-Match: *` is
+ * honoured (a second put to an existing key fails with 412). test/object-servers.test.ts
+ * asserts every entry against the live server, so a change in behaviour fails the suite.
+ */
+export const conditionalWriteSupport: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: true,
+  moto: true,
+};
+
+/**
+ * Whether a server checks request signatures: moto accepts any credentials, so on moto a
+ * wrong secret is documented to succeed.
+ */
+export const signatureCheckSupport: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: true,
+  moto: false,
+};
+
+/**
+ * Whether a server reports a missing bucket on PutObject and ListObjectsV2: SeaweedFS (with an
+ * admin identity) either creates the bucket on the first put or fails the put with a 500, and
+ * lists a missing bucket as empty. Every server reports NoSuchBucket on GetObject.
+ */
+export const missingBucketReportedOnWrite: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: false,
+  moto: true,
+};
+
+/**
+ * Whether a server's conditional CompleteMultipartUpload is atomic: moto checks and writes
+ * without a lock, so two racing completions may both succeed (the later one wins).
+ */
+export const atomicConditionalComplete: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: true,
+  moto: false,
+};
+
+/**
+ * Whether ListObjectsV2 returns keys in byte order: SeaweedFS walks its directory tree, so
+ * `a/x` sorts before `a-c` and `a.b` (a `/` sorts lowest), so the contract suite is told so
+ * (ContractDifferences) and test/object-servers.test.ts asserts it against the live server.
+ */
+export const listsInByteOrder: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: false,
+  moto: true,
+};
+
+/**
+ * startObjectServer starts a fresh server of `kind` on free loopback ports with its own temp
+ * data dir and resolves once it serves S3 requests. The caller must `stop()` it.
+ */
+export function startObjectServer(kind: ObjectServerKind): Promise<ObjectServer> {
+  switch (kind) {
+    case "minio":
+      return startMinioServer();
+    case "seaweedfs":
+      return startSeaweedfsServer();
+    case "moto":
+      return startMotoServer();
+    default:
+      throw new ConnectError(`unknown object server kind: ${String(kind)}`, Code.InvalidArgument);
+  }
+}

@@ -202,7 +202,7 @@ export const OffloadResponseSchema: GenMessage<OffloadResponse> = /*@__PURE__*/
   messageDesc(file_spillway_v1_spillway, 3);
 
 /**
- * Run identifiers follow the same rules as BlobKey.run_id.
+ * ReadToolOutputRequest asks for one bounded window of the output behind a handle.
  *
  * @generated from message spillway.v1.ReadToolOutputRequest
  */

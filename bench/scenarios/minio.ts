@@ -3,7 +3,7 @@ import { Upload } from "@aws-sdk/lib-storage";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
 import { createS3Backend } from "../../server/backends/s3.js";
 import { startSpillwayServer } from "../../server/server.js";
-import { startMinioServer } from "../../test/support/minio-server.js";
+import { startObjectServer } from "../../test/support/object-server.js";
 import { createTestS3Client } from "../../test/support/s3-client.js";
 import { textPayload } from "../payload.js";
 import { type BenchResult, throughputResult } from "../result.js";
@@ -17,7 +17,7 @@ export async function minioScenarios(opts: {
   runs: number;
   bytes: number;
 }): Promise<BenchResult[]> {
-  const minio = await startMinioServer();
+  const minio = await startObjectServer("minio");
   const s3 = createTestS3Client(minio);
   const bucket = "spillway-bench";
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));

@@ -92,7 +92,20 @@ export const listsInByteOrder: Readonly<Record<ObjectServerKind, boolean>> = {
  * startObjectServer starts a fresh server of `kind` on free loopback ports with its own temp
  * data dir and resolves once it serves S3 requests. The caller must `stop()` it.
  */
-export function startObjectServer(kind: ObjectServerKind): Promise<ObjectServer> {
+export async function startObjectServer(kind: ObjectServerKind): Promise<ObjectServer> {
+  // A free port can be taken by another process between probing and binding; such a start
+  // is retried on fresh ports rather than failed.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(kind);
+    } catch (err) {
+      const portTaken = /in use|EADDRINUSE|bind: address/i.test(ConnectError.from(err).rawMessage);
+      if (!portTaken || attempt >= 3) throw err;
+    }
+  }
+}
+
+function startOnce(kind: ObjectServerKind): Promise<ObjectServer> {
   switch (kind) {
     case "minio":
       return startMinioServer();

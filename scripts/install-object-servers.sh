@@ -46,6 +46,8 @@ if ((${#pip_missing[@]} > 0)); then
   echo "install-object-servers: pip installing ${pip_missing[*]}" >&2
   python3 -m pip install --quiet "${pip_missing[@]}" ||
     fail "pip install ${pip_missing[*]} failed"
+  # `python3 -m pip` bypasses pyenv's rehash hook, so new console scripts need their shims made.
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
   hash -r
 fi
 command -v moto_server >/dev/null || fail "moto_server is not on PATH after installing $moto_spec"

@@ -3,11 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/generate.sh
-if ! git diff --exit-code --stat -- clients/ts/src/gen; then
-  echo "check-generated: generated code is stale; run npm run generate and commit" >&2
+bash scripts/generate-python.sh
+generated=(clients/ts/src/gen clients/python/src/spillway_client/_gen)
+if ! git diff --exit-code --stat -- "${generated[@]}"; then
+  echo "check-generated: generated code is stale; run npm run generate (and bash scripts/generate-python.sh) and commit" >&2
   exit 1
 fi
-untracked="$(git ls-files --others --exclude-standard -- clients/ts/src/gen)"
+untracked="$(git ls-files --others --exclude-standard -- "${generated[@]}")"
 if [[ -n "$untracked" ]]; then
   echo "check-generated: untracked generated files: $untracked" >&2
   exit 1

@@ -46,6 +46,18 @@ describe("storage keys", () => {
     expect(recordKey("acme", "r", "../../etc")).toBe("t/acme/r/r/h/%2E%2E%2F%2E%2E%2Fetc");
   });
 
+  it("bound every segment so keys fit every store, without collisions", () => {
+    const long = "x".repeat(1000);
+    const key = recordKey("t".repeat(64), "é".repeat(64), `res_${long}`);
+    expect(key.length).toBeLessThan(1024);
+    for (const part of key.split("/")) expect(part.length).toBeLessThanOrEqual(200);
+    expect(recordKey("t", "r", `res_${long}`)).not.toBe(recordKey("t", "r", `res_${long}y`));
+    const slot = `file:${"d/".repeat(250)}f`;
+    const blob = blobKey("t", "r", "c".repeat(128), slot, "u");
+    expect(blob.length).toBeLessThan(1024);
+    expect(blob).not.toBe(blobKey("t", "r", "c".repeat(128), `${slot}x`, "u"));
+  });
+
   it("name handles as the design says", () => {
     expect(handleFor("call1", undefined)).toBe("res_call1");
     expect(handleFor("call1", "file:out/a.txt")).toBe("out_call1_file:out/a.txt");

@@ -1,4 +1,12 @@
+import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * The longest segment a storage key carries. Encoding can triple a segment's length, and
+ * stores bound names (255 bytes per file name, 1,024 bytes per S3 key), so longer segments
+ * are replaced by a digest.
+ */
+const MAX_STORED_SEGMENT = 200;
 
 /**
  * encodeSegment maps any string to a storage-safe path segment, injectively.
@@ -30,6 +38,20 @@ export function decodeSegment(segment: string): string {
 }
 
 /**
+ * storedSegment is the segment a storage key holds for an already encoded value: the value
+ * itself, or `~` and its SHA-256 when it is longer than any store accepts. `~` never occurs in
+ * encoded values, so digests cannot collide with short segments, and every key stays well
+ * under every store's limits (three segments of at most 200 characters plus fixed parts).
+ */
+export function storedSegment(encoded: string): string {
+  return encoded.length <= MAX_STORED_SEGMENT
+    ? encoded
+    : `~${createHash("sha256").update(encoded).digest("hex")}`;
+}
+
+const segment = (value: string) => storedSegment(encodeSegment(value));
+
+/**
  * checkSlotPath refuses `file:` slots whose path is not a clean relative path.
  *
  * The slot is encoded before it reaches storage, so this is not what keeps bytes inside the
@@ -54,12 +76,12 @@ export function handleFor(callId: string, slot: string | undefined): string {
 
 /** runPrefix is the storage prefix that holds everything of one run. */
 export function runPrefix(tenant: string, runId: string): string {
-  return `t/${encodeSegment(tenant)}/r/${encodeSegment(runId)}/`;
+  return `t/${segment(tenant)}/r/${segment(runId)}/`;
 }
 
 /** tenantPrefix is the storage prefix that holds everything of one tenant. */
 export function tenantPrefix(tenant: string): string {
-  return `t/${encodeSegment(tenant)}/`;
+  return `t/${segment(tenant)}/`;
 }
 
 /** registryPrefix is where a run's handle records live, one object per handle. */
@@ -69,7 +91,7 @@ export function registryPrefix(tenant: string, runId: string): string {
 
 /** recordKey is the storage key of one handle's record in a run's registry. */
 export function recordKey(tenant: string, runId: string, handle: string): string {
-  return `${registryPrefix(tenant, runId)}${encodeSegment(handle)}`;
+  return `${registryPrefix(tenant, runId)}${segment(handle)}`;
 }
 
 /** runMetaKey stores a run's metadata (expiry, fork origin). */
@@ -84,7 +106,7 @@ export function forkMarkerPrefix(tenant: string, runId: string): string {
 
 /** forkMarkerKey records that child refers to blobs owned by run. */
 export function forkMarkerKey(tenant: string, runId: string, childRunId: string): string {
-  return `${forkMarkerPrefix(tenant, runId)}${encodeSegment(childRunId)}`;
+  return `${forkMarkerPrefix(tenant, runId)}${segment(childRunId)}`;
 }
 
 /** blobPrefix is where a run's payload blobs and line indexes live. */
@@ -108,7 +130,7 @@ export function blobKey(
 ): string {
   const call =
     slot === undefined ? encodeSegment(callId) : `${encodeSegment(callId)}.${encodeSegment(slot)}`;
-  return `${blobPrefix(tenant, runId)}${call}/${uploadId}`;
+  return `${blobPrefix(tenant, runId)}${storedSegment(call)}/${uploadId}`;
 }
 
 /** lineIndexKey stores the line index beside its blob. */

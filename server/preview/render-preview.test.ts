@@ -56,7 +56,7 @@ describe("renderPreview", () => {
     expect(renderPreview(preview, { ...meta, contentType: "image/png" })).toBe(
       [
         "[res_call1] search · image/png · 1234 bytes · binary",
-        '[read bytes: read_tool_output(handle="res_call1", mode="bytes", offset=0)]',
+        '[read bytes: read_tool_output(handle="res_call1", bytes=true, offset=0)]',
       ].join("\n"),
     );
   });

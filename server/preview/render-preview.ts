@@ -43,7 +43,7 @@ function block(text: string): string {
  * ```
  * A binary payload renders as `[<handle>] <name> · <content type> · <size> bytes · binary`
  * followed by the bytes-mode hint `[read bytes: read_tool_output(handle="<handle>",
- * mode="bytes", offset=0)]`. Head and tail are shown exactly as given (a single final `\n` is
+ * bytes=true, offset=0)]`. Head and tail are shown exactly as given (a single final `\n` is
  * absorbed by the line separator); header fields have control characters escaped; the handle in
  * hints is a JSON string literal. Numbers are plain digits and nothing depends on time, so the
  * same preview and meta always render to the same string.
@@ -61,7 +61,7 @@ export function renderPreview(preview: Preview, meta: PreviewMeta): string {
   if (preview.binary) {
     return [
       `${ident} · binary`,
-      `[read bytes: read_tool_output(handle=${quoted}, mode="bytes", offset=0)]`,
+      `[read bytes: read_tool_output(handle=${quoted}, bytes=true, offset=0)]`,
     ].join("\n");
   }
   const lines = [`${ident} · ${count(preview.lineCount, "line")}`];

@@ -82,7 +82,7 @@ describe("readWindow", () => {
       expect(out[0]?.frame.case === "header" && out[0].frame.value.binary).toBe(true);
       const trailer = out[1]?.frame;
       expect(trailer?.case === "trailer" && trailer.value.rendered).toBe(
-        "[out_c_file:a.bin] binary output (4 bytes, application/octet-stream); read it with bytes mode\n",
+        "[out_c_file:a.bin] binary output (4 bytes, application/octet-stream); read it with bytes=true\n",
       );
     }
     const bytes = await frames(binary, { case: "bytes", value: { offset: 0n } });

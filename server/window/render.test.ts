@@ -97,7 +97,7 @@ describe("render helpers", () => {
       }),
     ).toBe('[h] matches 1001-1002 for "a\\tb" (regex)\n');
     expect(renderBinary("h", 3, "")).toBe(
-      "[h] binary output (3 bytes, application/octet-stream); read it with bytes mode\n",
+      "[h] binary output (3 bytes, application/octet-stream); read it with bytes=true\n",
     );
   });
 

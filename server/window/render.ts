@@ -83,7 +83,7 @@ export function renderNoLines(handle: string, offset: number, totalLines: number
 /** renderBinary renders a lines or search window over a binary payload. */
 export function renderBinary(handle: string, size: number, contentType: string): string {
   const type = contentType === "" ? "application/octet-stream" : contentType;
-  return `[${handle}] binary output (${size} bytes, ${type}); read it with bytes mode\n`;
+  return `[${handle}] binary output (${size} bytes, ${type}); read it with bytes=true\n`;
 }
 
 /** renderBytesHeader renders the first line of a bytes window ([start, end) in bytes). */

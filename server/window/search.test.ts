@@ -314,7 +314,7 @@ describe("search edge cases", () => {
     const result = await search(source, "P", {});
     expect(result.matches).toEqual([]);
     expect(result.trailer.rendered).toBe(
-      "[res_bin] binary output (4 bytes, image/png); read it with bytes mode\n",
+      "[res_bin] binary output (4 bytes, image/png); read it with bytes=true\n",
     );
   });
 });

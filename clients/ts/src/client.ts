@@ -1,19 +1,25 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import type { Client, Interceptor, Transport } from "@connectrpc/connect";
-import { createClient } from "@connectrpc/connect";
+import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
+  type DeleteRunResponse,
+  type ForkRunResponse,
+  type GetServerInfoResponse,
   type OffloadHeader,
   OffloadHeaderSchema,
   OffloadRequestSchema,
   type ReadToolOutputRequest,
   type ReadToolOutputRequestSchema,
   type ReadToolOutputResponse,
+  type SetRunTtlResponse,
   SpillwayService,
   type WindowHeader,
   type WindowTrailer,
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
+import { type RetryOptions, retryUnavailable } from "./retry.js";
+import { createWideWindowSessionManager } from "./session-manager.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
 export interface SpillwayClientOptions {
@@ -21,8 +27,20 @@ export interface SpillwayClientOptions {
   readonly baseUrl: string;
   /** Bearer token; omit for a dev-mode server. */
   readonly token?: string;
-  /** A ready transport (for gRPC-Web or custom settings); baseUrl is then ignored. */
+  /** A ready transport (for gRPC-Web or custom settings); baseUrl, token and interceptors are then ignored. */
   readonly transport?: Transport;
+  /** Extra interceptors for the built transport, run after the one that adds the token. */
+  readonly interceptors?: readonly Interceptor[];
+  /** How offload retries UNAVAILABLE; default 3 attempts, 100 ms base backoff, 2 s cap. */
+  readonly retry?: RetryOptions;
+}
+
+/** SpillwayCallOptions bound one SDK call: a deadline for the whole call and a cancel signal. */
+export interface SpillwayCallOptions {
+  /** Deadline of the whole call (retries included); the server sees it as grpc-timeout. */
+  readonly timeoutMs?: number;
+  /** Aborting it cancels the call (CANCELED); nothing partial becomes visible. */
+  readonly signal?: AbortSignal;
 }
 
 /** OffloadData is anything offload accepts: bytes, text, a JSON value, or a byte stream. */
@@ -33,6 +51,17 @@ export type OffloadOptions = Omit<
   Exclude<MessageInitShape<typeof OffloadHeaderSchema>, OffloadHeader>,
   "key" | "$typeName"
 >;
+
+/** OffloadKey is the address of an offload: tenant, run and call. */
+export type OffloadKey = Omit<BlobKey, "$typeName">;
+
+/** OffloadResult is a committed record and whether this call created it. */
+export interface OffloadResult {
+  /** The committed record. */
+  readonly attachment: ResultAttachment;
+  /** False when an identical earlier offload (or an earlier attempt of this one) committed it. */
+  readonly created: boolean;
+}
 
 /** ReadToolOutputInit is a ReadToolOutput request as plain fields. */
 export type ReadToolOutputInit = Exclude<
@@ -49,23 +78,80 @@ export interface Window {
   readonly rendered: string;
 }
 
+/** ListPage is one page of a run's records. */
+export interface ListPage {
+  /** Records, ordered by handle. */
+  readonly attachments: ResultAttachment[];
+  /** Token for the next page; empty on the last page. */
+  readonly nextPageToken: string;
+}
+
+/** ListOptions select one page of list. */
+export interface ListOptions extends SpillwayCallOptions {
+  /** Records per page; the server defaults to 100 and allows at most 1000. */
+  readonly pageSize?: number;
+  /** From a previous page's nextPageToken. */
+  readonly pageToken?: string;
+}
+
+/** ForkRunOptions configure forkRun. */
+export interface ForkRunOptions extends SpillwayCallOptions {
+  /** Time to live of the child run in seconds; unset keeps it until deleted. */
+  readonly ttlSeconds?: number;
+}
+
 /** SpillwayClient is the thin SDK over the generated client. */
 export interface SpillwayClient {
   /** The generated Connect client, for calls the SDK does not wrap. */
   readonly raw: Client<typeof SpillwayService>;
-  /** Offloads data to key (streamed in 1 MiB chunks) and returns the committed record. */
+  /**
+   * offload streams data to key in 1 MiB chunks and returns the committed record. It retries
+   * UNAVAILABLE (offload is idempotent per key and bytes) with backoff, unless data is an
+   * AsyncIterable that the failed attempt already started to read: a stream cannot be
+   * replayed, so that error is rethrown. Bytes, strings and JSON values are always replayable.
+   */
   offload(
-    key: Omit<BlobKey, "$typeName">,
+    key: OffloadKey,
     data: OffloadData,
     options?: OffloadOptions,
+    call?: SpillwayCallOptions,
   ): Promise<ResultAttachment>;
-  /** Reads one window and collects it. */
+  /** offloadResult is offload that also reports whether this call created the record. */
+  offloadResult(
+    key: OffloadKey,
+    data: OffloadData,
+    options?: OffloadOptions,
+    call?: SpillwayCallOptions,
+  ): Promise<OffloadResult>;
+  /** readToolOutput reads one window and collects it; `rendered` is the server's model text. */
   readToolOutput(
     request: MessageInitShape<typeof ReadToolOutputRequestSchema> & {
       runId: string;
       handle: string;
     },
+    call?: SpillwayCallOptions,
   ): Promise<Window>;
+  /** stat returns the record behind handle, as run runId resolves it. */
+  stat(runId: string, handle: string, call?: SpillwayCallOptions): Promise<ResultAttachment>;
+  /** list returns one page of run runId's records, ordered by handle. */
+  list(runId: string, options?: ListOptions): Promise<ListPage>;
+  /** listAll yields every record of run runId, fetching pages as it goes. */
+  listAll(
+    runId: string,
+    options?: Omit<ListOptions, "pageToken">,
+  ): AsyncGenerator<ResultAttachment, void, undefined>;
+  /** deleteRun removes run runId's registry and the bytes no fork still uses. */
+  deleteRun(runId: string, call?: SpillwayCallOptions): Promise<DeleteRunResponse>;
+  /** forkRun creates child, which sees parent's handles without copied bytes. */
+  forkRun(parent: string, child: string, options?: ForkRunOptions): Promise<ForkRunResponse>;
+  /** setRunTtl makes run runId expire ttlSeconds from now. */
+  setRunTtl(
+    runId: string,
+    ttlSeconds: number,
+    call?: SpillwayCallOptions,
+  ): Promise<SetRunTtlResponse>;
+  /** serverInfo returns the server's version, backend, limits, window caps and features. */
+  serverInfo(call?: SpillwayCallOptions): Promise<GetServerInfoResponse>;
 }
 
 const CHUNK_BYTES = 1024 * 1024;
@@ -80,47 +166,128 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     opts.transport ??
     createGrpcTransport({
       baseUrl: opts.baseUrl,
-      interceptors: [auth],
+      interceptors: [auth, ...(opts.interceptors ?? [])],
       readMaxBytes: 64 * 1024 * 1024,
-      // A large per-stream receive window lets a bulk read run at wire speed.
-      nodeOptions: { settings: { initialWindowSize: 32 * 1024 * 1024 } },
+      sessionManager: createWideWindowSessionManager(opts.baseUrl),
     });
   const raw = createClient(SpillwayService, transport);
+
+  async function offloadResult(
+    key: OffloadKey,
+    data: OffloadData,
+    options: OffloadOptions = {},
+    call: SpillwayCallOptions = {},
+  ): Promise<OffloadResult> {
+    const header = { ...options, key };
+    const source = { started: false };
+    const res = await retryUnavailable(
+      (timeoutMs) => raw.offload(requests(header, data, source), callOptions(call, timeoutMs)),
+      {
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+        replayable: () => isReplayable(data) || !source.started,
+      },
+    );
+    if (res.attachment === undefined) {
+      throw new ConnectError("server returned no attachment", Code.Internal);
+    }
+    return { attachment: res.attachment, created: res.created };
+  }
+
+  async function list(runId: string, options: ListOptions = {}): Promise<ListPage> {
+    const res = await raw.listToolOutputs(
+      { runId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+      callOptions(options),
+    );
+    return { attachments: res.attachments, nextPageToken: res.nextPageToken };
+  }
+
   return {
     raw,
-    async offload(key, data, options = {}) {
-      const header = { ...options, key };
-      const res = await raw.offload(requests(header, data));
-      if (res.attachment === undefined) throw new Error("server returned no attachment");
-      return res.attachment;
+    async offload(key, data, options, call) {
+      return (await offloadResult(key, data, options, call)).attachment;
     },
-    async readToolOutput(request) {
+    offloadResult,
+    async readToolOutput(request, call = {}) {
       const frames: ReadToolOutputResponse[] = [];
       let header: WindowHeader | undefined;
       let trailer: WindowTrailer | undefined;
-      for await (const frame of raw.readToolOutput(request)) {
+      for await (const frame of raw.readToolOutput(request, callOptions(call))) {
         frames.push(frame);
         if (frame.frame.case === "header") header = frame.frame.value;
         if (frame.frame.case === "trailer") trailer = frame.frame.value;
       }
       return { header, frames, trailer, rendered: trailer?.rendered ?? "" };
     },
+    async stat(runId, handle, call = {}) {
+      const res = await raw.statToolOutput({ runId, handle }, callOptions(call));
+      if (res.attachment === undefined) {
+        throw new ConnectError("server returned no attachment", Code.Internal);
+      }
+      return res.attachment;
+    },
+    list,
+    async *listAll(runId, options = {}) {
+      let pageToken = "";
+      do {
+        const page = await list(runId, { ...options, pageToken });
+        yield* page.attachments;
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+    },
+    deleteRun(runId, call = {}) {
+      return raw.deleteRun({ runId }, callOptions(call));
+    },
+    forkRun(parent, child, options = {}) {
+      return raw.forkRun(
+        {
+          parentRunId: parent,
+          childRunId: child,
+          ttl: options.ttlSeconds === undefined ? undefined : duration(options.ttlSeconds),
+        },
+        callOptions(options),
+      );
+    },
+    setRunTtl(runId, ttlSeconds, call = {}) {
+      return raw.setRunTtl({ runId, ttl: duration(ttlSeconds) }, callOptions(call));
+    },
+    serverInfo(call = {}) {
+      return raw.getServerInfo({}, callOptions(call));
+    },
   };
 }
 
+function callOptions(call: SpillwayCallOptions, timeoutMs = call.timeoutMs): CallOptions {
+  return { timeoutMs, signal: call.signal };
+}
+
+function duration(seconds: number) {
+  const whole = Math.floor(seconds);
+  return { seconds: BigInt(whole), nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+function isReplayable(data: OffloadData): boolean {
+  return typeof data === "string" || data instanceof Uint8Array || "json" in data;
+}
+
 async function* requests(
-  header: OffloadOptions & { key: Omit<BlobKey, "$typeName"> },
+  header: OffloadOptions & { key: OffloadKey },
   data: OffloadData,
+  source: { started: boolean },
 ) {
   yield create(OffloadRequestSchema, {
     msg: { case: "header", value: create(OffloadHeaderSchema, header) },
   });
-  for await (const chunk of chunks(data)) {
+  for await (const chunk of chunks(data, source)) {
     yield create(OffloadRequestSchema, { msg: { case: "chunk", value: chunk } });
   }
 }
 
-async function* chunks(data: OffloadData): AsyncGenerator<Uint8Array> {
+async function* chunks(
+  data: OffloadData,
+  source: { started: boolean },
+): AsyncGenerator<Uint8Array> {
   if (typeof data === "string" || data instanceof Uint8Array || "json" in data) {
     const bytes =
       typeof data === "string"
@@ -133,5 +300,7 @@ async function* chunks(data: OffloadData): AsyncGenerator<Uint8Array> {
     }
     return;
   }
+  // From here on the caller's stream may have lost data to this attempt; it cannot be replayed.
+  source.started = true;
   yield* data;
 }

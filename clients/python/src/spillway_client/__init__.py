@@ -1,0 +1,32 @@
+"""spillway_client: the Python SDK for Spillway.
+
+Offload large tool outputs over gRPC and read them back in bounded windows whose model text the
+server renders, identically for every runtime. `SpillwayClient` blocks; `AsyncSpillwayClient`
+runs on grpc.aio. The generated stubs are in `spillway_client._gen` (e.g.
+`spillway_client._gen.spillway.v1.spillway_pb2`); the pydantic-ai-harness adapter is
+`spillway_client.harness.SpillwayOverflowStore` (install the `harness` extra).
+"""
+
+from spillway_client.client import AsyncSpillwayClient, SpillwayClient
+from spillway_client.errors import error_info, error_reason
+from spillway_client.read_tool_output import (
+    READ_TOOL_OUTPUT_NAME,
+    READ_TOOL_OUTPUT_TOOL,
+    execute_read_tool_output,
+    execute_read_tool_output_async,
+    parse_read_tool_output_args,
+)
+from spillway_client.window import Window
+
+__all__ = [
+    "READ_TOOL_OUTPUT_NAME",
+    "READ_TOOL_OUTPUT_TOOL",
+    "AsyncSpillwayClient",
+    "SpillwayClient",
+    "Window",
+    "error_info",
+    "error_reason",
+    "execute_read_tool_output",
+    "execute_read_tool_output_async",
+    "parse_read_tool_output_args",
+]

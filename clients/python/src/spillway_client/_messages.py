@@ -1,0 +1,107 @@
+"""Request building shared by the sync and async clients (no I/O here)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any, TypeAlias
+
+from google.protobuf.duration_pb2 import Duration
+
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+
+CHUNK_BYTES = 1024 * 1024
+"""Payloads are streamed in chunks of this size (the server's default max_chunk_bytes is larger)."""
+
+KeyLike: TypeAlias = types_pb.BlobKey | Mapping[str, str]
+"""A BlobKey message or a mapping with `tenant`, `run_id` and `call_id`."""
+
+TtlLike: TypeAlias = timedelta | float | int | Duration
+"""A time to live: a timedelta, seconds, or a Duration message."""
+
+WindowLike: TypeAlias = Mapping[str, Any] | Any
+"""A window message (LinesWindow, BytesWindow, SearchWindow) or a mapping of its fields."""
+
+
+def to_key(key: KeyLike) -> types_pb.BlobKey:
+    """to_key returns `key` as a BlobKey message."""
+    if isinstance(key, types_pb.BlobKey):
+        return key
+    return types_pb.BlobKey(tenant=key["tenant"], run_id=key["run_id"], call_id=key["call_id"])
+
+
+def to_duration(ttl: TtlLike) -> Duration:
+    """to_duration returns `ttl` as a Duration message, to the nanosecond."""
+    if isinstance(ttl, Duration):
+        return ttl
+    d = Duration()
+    d.FromTimedelta(ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl))
+    return d
+
+
+def is_stream(data: object) -> bool:
+    """is_stream tells whether offload data is a byte stream (sent as it comes, not replayable)."""
+    return isinstance(data, (Iterator, AsyncIterable)) or (
+        isinstance(data, Iterable) and not isinstance(data, (bytes, bytearray, memoryview, str, list, tuple, dict))
+    )
+
+
+def payload_bytes(data: object) -> tuple[bytes, bool]:
+    """payload_bytes turns replayable offload data into bytes; the flag is True for JSON values.
+
+    Bytes are sent unchanged, text as UTF-8, anything else as compact JSON (the same bytes
+    `JSON.stringify` gives, so the TS and Python SDKs store identical payloads).
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data), False
+    if isinstance(data, str):
+        return data.encode("utf-8"), False
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8"), True
+
+
+def header(key: KeyLike, options: Mapping[str, Any], *, json_value: bool) -> pb.OffloadRequest:
+    """header builds the first Offload message from the key and header options.
+
+    `ttl` takes a timedelta or seconds and `preview` a mapping with `head_chars`/`tail_chars`;
+    a JSON value defaults `content_type` to `application/json` (which enables the JSON preview).
+    """
+    fields = dict(options)
+    if "ttl" in fields:
+        fields["ttl"] = to_duration(fields["ttl"])
+    if isinstance(fields.get("preview"), Mapping):
+        fields["preview"] = pb.PreviewOptions(**fields["preview"])
+    if json_value:
+        fields.setdefault("content_type", "application/json")
+    return pb.OffloadRequest(header=pb.OffloadHeader(key=to_key(key), **fields))
+
+
+def chunk_requests(data: bytes) -> Iterator[pb.OffloadRequest]:
+    """chunk_requests yields `data` as chunk messages of at most CHUNK_BYTES."""
+    view = memoryview(data)
+    for i in range(0, len(view), CHUNK_BYTES):
+        yield pb.OffloadRequest(chunk=bytes(view[i : i + CHUNK_BYTES]))
+
+
+def read_request(
+    run_id: str,
+    handle: str,
+    *,
+    lines: WindowLike | None,
+    bytes_: WindowLike | None,
+    search: WindowLike | None,
+    omit_rendered: bool,
+) -> pb.ReadToolOutputRequest:
+    """read_request builds a ReadToolOutput request; at most one window may be given."""
+    given = [w for w in (lines, bytes_, search) if w is not None]
+    if len(given) > 1:
+        raise ValueError("read_tool_output takes at most one of lines, bytes and search")
+    req = pb.ReadToolOutputRequest(run_id=run_id, handle=handle, omit_rendered=omit_rendered)
+    if lines is not None:
+        req.lines.CopyFrom(lines if isinstance(lines, pb.LinesWindow) else pb.LinesWindow(**lines))
+    elif bytes_ is not None:
+        req.bytes.CopyFrom(bytes_ if isinstance(bytes_, pb.BytesWindow) else pb.BytesWindow(**bytes_))
+    elif search is not None:
+        req.search.CopyFrom(search if isinstance(search, pb.SearchWindow) else pb.SearchWindow(**search))
+    return req

@@ -1,0 +1,318 @@
+"""SpillwayClient and AsyncSpillwayClient: the thin Python SDK over the generated stubs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from spillway_client import _messages as msg
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
+from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client.window import Window, collect
+
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+"""Largest message the clients accept (a bytes window of the server's max_bytes_window fits)."""
+
+OFFLOAD_ATTEMPTS = 3
+"""Attempts an offload of replayable data makes while the server answers UNAVAILABLE."""
+
+_RETRY_BASE_SECONDS = 0.2
+
+
+def _channel_target(target: str) -> tuple[str, bool]:
+    """Split `http://`/`https://` off a target; returns (host:port, tls)."""
+    for scheme, tls in (("https://", True), ("http://", False)):
+        if target.startswith(scheme):
+            return target[len(scheme) :].rstrip("/"), tls
+    return target, False
+
+
+def _channel_args(
+    target: str, credentials: grpc.ChannelCredentials | None
+) -> tuple[str, grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+    address, tls = _channel_target(target)
+    if credentials is None and tls:
+        credentials = grpc.ssl_channel_credentials()
+    return address, credentials, [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+
+
+def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),) if token is not None else ()
+
+
+def _retryable(err: grpc.RpcError, attempt: int, attempts: int) -> bool:
+    return attempt + 1 < attempts and err.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def _stream_requests(first: pb.OffloadRequest, data: Any) -> Iterator[pb.OffloadRequest]:
+    yield first
+    for piece in data:
+        yield from msg.chunk_requests(bytes(piece))
+
+
+async def _async_stream_requests(first: pb.OffloadRequest, data: Any) -> AsyncIterator[pb.OffloadRequest]:
+    yield first
+    if hasattr(data, "__aiter__"):
+        async for piece in data:
+            for req in msg.chunk_requests(bytes(piece)):
+                yield req
+    else:
+        for piece in data:
+            for req in msg.chunk_requests(bytes(piece)):
+                yield req
+
+
+class SpillwayClient:
+    """SpillwayClient talks to a Spillway server over gRPC, blocking.
+
+    `target` is `host:port` (plaintext h2c), `http://host:port` or `https://host:port` (TLS with
+    the system roots, or `credentials`). `token` is sent as a bearer token on every call; omit
+    it for a dev-mode server. Every method takes `timeout=` (seconds) as the call's deadline.
+    Errors are `grpc.RpcError` with the server's status code; `error_reason` reads the reason.
+    """
+
+    def __init__(
+        self, target: str, token: str | None = None, *, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
+        address, creds, options = _channel_args(target, credentials)
+        self._channel = (
+            grpc.secure_channel(address, creds, options=options)
+            if creds is not None
+            else grpc.insecure_channel(address, options=options)
+        )
+        self._metadata = _metadata(token)
+        self.raw = pb_grpc.SpillwayServiceStub(self._channel)
+        """The generated stub, for calls the SDK does not wrap."""
+
+    def close(self) -> None:
+        """close releases the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> SpillwayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def offload(
+        self, key: msg.KeyLike, data: Any, *, timeout: float | None = None, **options: Any
+    ) -> types_pb.ResultAttachment:
+        """offload stores `data` under `key` and returns the committed record.
+
+        `data` is bytes, str (UTF-8), an iterator of bytes (streamed as it comes) or any other
+        JSON-able value (sent as compact JSON). `options` are OffloadHeader fields (`slot`,
+        `name`, `content_type`, `expected_size`, `expected_sha256`, `observed_bytes`,
+        `truncated`, `ttl`, `preview`, `preview_only`). Replayable data is retried while the
+        server answers UNAVAILABLE (a draining replica); Offload is idempotent per key, so a
+        retry of a committed offload returns the same record.
+        """
+        if msg.is_stream(data):
+            first = msg.header(key, options, json_value=False)
+            return self._offload_once(_stream_requests(first, data), timeout)
+        payload, json_value = msg.payload_bytes(data)
+        first = msg.header(key, options, json_value=json_value)
+        for attempt in range(OFFLOAD_ATTEMPTS):
+            try:
+                return self._offload_once(
+                    iter([first, *msg.chunk_requests(payload)]),
+                    timeout,
+                )
+            except grpc.RpcError as err:
+                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                    raise
+                time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
+        res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
+        return res.attachment
+
+    def read_tool_output(
+        self,
+        run_id: str,
+        handle: str,
+        *,
+        lines: msg.WindowLike | None = None,
+        bytes: msg.WindowLike | None = None,
+        search: msg.WindowLike | None = None,
+        omit_rendered: bool = False,
+        timeout: float | None = None,
+    ) -> Window:
+        """read_tool_output reads one window of the output behind `handle` and collects it.
+
+        Give at most one window, as a message or a mapping of its fields, e.g.
+        `lines={"offset": 10, "limit": 5}`, `bytes={"offset": 0, "limit": 4096}`,
+        `search={"pattern": "ERROR", "context_lines": 1}`; none reads lines from the start.
+        """
+        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        return collect(list(self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)))
+
+    def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
+        """stat returns the record behind `handle` in run `run_id`."""
+        req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
+        return self.raw.StatToolOutput(req, timeout=timeout, metadata=self._metadata).attachment
+
+    def list(
+        self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> pb.ListToolOutputsResponse:
+        """list returns one page of a run's records, ordered by handle."""
+        req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
+        return self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
+
+    def list_all(
+        self, run_id: str, *, page_size: int = 0, timeout: float | None = None
+    ) -> Iterator[types_pb.ResultAttachment]:
+        """list_all yields every record of a run, fetching pages as it goes (`timeout` is per page)."""
+        token = ""
+        while True:
+            page = self.list(run_id, page_size=page_size, page_token=token, timeout=timeout)
+            yield from page.attachments
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
+        """delete_run removes a run's registry and bytes; returns how many records were removed."""
+        req = pb.DeleteRunRequest(run_id=run_id)
+        return self.raw.DeleteRun(req, timeout=timeout, metadata=self._metadata).deleted_attachments
+
+    def fork_run(
+        self, parent_run_id: str, child_run_id: str, *, ttl: msg.TtlLike | None = None, timeout: float | None = None
+    ) -> int:
+        """fork_run creates `child_run_id` seeing the parent's handles; returns how many it received."""
+        req = pb.ForkRunRequest(parent_run_id=parent_run_id, child_run_id=child_run_id)
+        if ttl is not None:
+            req.ttl.CopyFrom(msg.to_duration(ttl))
+        return self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata).forked_attachments
+
+    def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
+        """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
+        req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
+        return self.raw.SetRunTtl(req, timeout=timeout, metadata=self._metadata)
+
+    def server_info(self, *, timeout: float | None = None) -> pb.GetServerInfoResponse:
+        """server_info returns the server's version, backend, limits, window caps and features."""
+        return self.raw.GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
+
+
+class AsyncSpillwayClient:
+    """AsyncSpillwayClient is SpillwayClient on grpc.aio: the same methods, awaited.
+
+    `offload` also accepts an async iterator of bytes, and `list_all` is an async iterator.
+    Create and use it inside one running event loop.
+    """
+
+    def __init__(
+        self, target: str, token: str | None = None, *, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
+        address, creds, options = _channel_args(target, credentials)
+        self._channel = (
+            grpc.aio.secure_channel(address, creds, options=options)
+            if creds is not None
+            else grpc.aio.insecure_channel(address, options=options)
+        )
+        self._metadata = _metadata(token)
+        self.raw = pb_grpc.SpillwayServiceStub(self._channel)
+        """The generated stub on the aio channel, for calls the SDK does not wrap."""
+
+    async def close(self) -> None:
+        """close releases the channel."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncSpillwayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def offload(
+        self, key: msg.KeyLike, data: Any, *, timeout: float | None = None, **options: Any
+    ) -> types_pb.ResultAttachment:
+        """offload stores `data` under `key` and returns the committed record (see SpillwayClient.offload)."""
+        if msg.is_stream(data):
+            first = msg.header(key, options, json_value=False)
+            return await self._offload_once(_async_stream_requests(first, data), timeout)
+        payload, json_value = msg.payload_bytes(data)
+        first = msg.header(key, options, json_value=json_value)
+        for attempt in range(OFFLOAD_ATTEMPTS):
+            try:
+                return await self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout)
+            except grpc.RpcError as err:
+                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                    raise
+                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
+        res: pb.OffloadResponse = await self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
+        return res.attachment
+
+    async def read_tool_output(
+        self,
+        run_id: str,
+        handle: str,
+        *,
+        lines: msg.WindowLike | None = None,
+        bytes: msg.WindowLike | None = None,
+        search: msg.WindowLike | None = None,
+        omit_rendered: bool = False,
+        timeout: float | None = None,
+    ) -> Window:
+        """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
+        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        call = self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)
+        return collect([frame async for frame in call])
+
+    async def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
+        """stat returns the record behind `handle` in run `run_id`."""
+        req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
+        return (await self.raw.StatToolOutput(req, timeout=timeout, metadata=self._metadata)).attachment
+
+    async def list(
+        self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> pb.ListToolOutputsResponse:
+        """list returns one page of a run's records, ordered by handle."""
+        req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
+        return await self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
+
+    async def list_all(
+        self, run_id: str, *, page_size: int = 0, timeout: float | None = None
+    ) -> AsyncIterator[types_pb.ResultAttachment]:
+        """list_all yields every record of a run, fetching pages as it goes (`timeout` is per page)."""
+        token = ""
+        while True:
+            page = await self.list(run_id, page_size=page_size, page_token=token, timeout=timeout)
+            for attachment in page.attachments:
+                yield attachment
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
+        """delete_run removes a run's registry and bytes; returns how many records were removed."""
+        req = pb.DeleteRunRequest(run_id=run_id)
+        return (await self.raw.DeleteRun(req, timeout=timeout, metadata=self._metadata)).deleted_attachments
+
+    async def fork_run(
+        self, parent_run_id: str, child_run_id: str, *, ttl: msg.TtlLike | None = None, timeout: float | None = None
+    ) -> int:
+        """fork_run creates `child_run_id` seeing the parent's handles; returns how many it received."""
+        req = pb.ForkRunRequest(parent_run_id=parent_run_id, child_run_id=child_run_id)
+        if ttl is not None:
+            req.ttl.CopyFrom(msg.to_duration(ttl))
+        return (await self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata)).forked_attachments
+
+    async def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
+        """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
+        req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
+        return await self.raw.SetRunTtl(req, timeout=timeout, metadata=self._metadata)
+
+    async def server_info(self, *, timeout: float | None = None) -> pb.GetServerInfoResponse:
+        """server_info returns the server's version, backend, limits, window caps and features."""
+        return await self.raw.GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)

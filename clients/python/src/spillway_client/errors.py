@@ -1,0 +1,68 @@
+"""Reading Spillway's machine-readable error details from a gRPC error."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf.any_pb2 import Any as AnyPb
+
+from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+
+_DETAILS_KEY = "grpc-status-details-bin"
+_ERROR_INFO_TYPE = "spillway.v1.ErrorInfo"
+
+
+def error_info(err: grpc.RpcError) -> types_pb.ErrorInfo | None:
+    """error_info returns the `spillway.v1.ErrorInfo` detail of a failed call, or None.
+
+    The detail travels in the `grpc-status-details-bin` trailer as a `google.rpc.Status`, whose
+    `details` (field 3) are `Any` messages; the Status is decoded by hand because the protobuf
+    runtime does not ship google.rpc.
+    """
+    trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key != _DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        for detail in _status_details(value):
+            if detail.type_url.rsplit("/", 1)[-1] == _ERROR_INFO_TYPE:
+                info = types_pb.ErrorInfo()
+                detail.Unpack(info)
+                return info
+    return None
+
+
+def error_reason(err: grpc.RpcError) -> str | None:
+    """error_reason returns the ErrorInfo reason of a failed call (e.g. `invalid_deferred_handle`), or None."""
+    info = error_info(err)
+    return info.reason if info is not None else None
+
+
+def _status_details(status: bytes) -> list[AnyPb]:
+    details: list[AnyPb] = []
+    pos = 0
+    while pos < len(status):
+        tag, pos = _varint(status, pos)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _, pos = _varint(status, pos)
+        elif wire == 2:
+            size, pos = _varint(status, pos)
+            if field == 3:
+                details.append(AnyPb.FromString(status[pos : pos + size]))
+            pos += size
+        else:
+            # google.rpc.Status has only varint and length-delimited fields.
+            break
+    return details
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint in grpc-status-details-bin")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7

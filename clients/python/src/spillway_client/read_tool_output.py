@@ -1,0 +1,215 @@
+"""The `read_tool_output` model tool: the same definition and argument rules as the TS SDK
+(clients/ts/src/read-tool-output-tool.ts), and executors returning the server-rendered text."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+
+from spillway_client.client import AsyncSpillwayClient, SpillwayClient
+from spillway_client.errors import error_reason
+
+READ_TOOL_OUTPUT_NAME = "read_tool_output"
+"""The model tool's name; its results must never be offloaded again."""
+
+READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
+    "name": READ_TOOL_OUTPUT_NAME,
+    "description": " ".join(
+        [
+            "Read a window of a large tool output that was stored instead of shown in full.",
+            "Pass the handle from its preview (for example res_call-1).",
+            "Lines: offset is the 0-based line to start at and limit the number of lines; with",
+            "from_end=true both count back from the last line (a tail). Lines are numbered from 1 like",
+            "`cat -n`, and every window ends with how to ask for the next one.",
+            "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
+            "ignore_case, context lines around each match, skip matches already seen, limit matches).",
+            "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
+            "and very long lines. The service caps every window, whatever limit you ask for.",
+        ]
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "The output's handle, as shown in its preview."},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "0-based line (or byte, with bytes=true) to start at. Default 0.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Lines, bytes or matches to return; the service caps it.",
+            },
+            "from_end": {"type": "boolean", "description": "Count offset and limit back from the last line."},
+            "pattern": {"type": "string", "minLength": 1, "description": "Search for this text."},
+            "regex": {"type": "boolean", "description": "Treat pattern as an RE2 regular expression."},
+            "ignore_case": {"type": "boolean", "description": "Match the pattern case-insensitively."},
+            "context": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 20,
+                "description": "Lines of context before and after each match.",
+            },
+            "skip": {"type": "integer", "minimum": 0, "description": "Matches to skip (to page a search)."},
+            "bytes": {"type": "boolean", "description": "Read raw bytes; offset and limit are then bytes."},
+            "mode": {"type": "string", "enum": ["lines", "bytes"], "description": 'Same as bytes=true when "bytes".'},
+        },
+        "required": ["handle"],
+        "additionalProperties": False,
+    },
+}
+"""The ready `read_tool_output` definition (name, description, JSON Schema), identical to the TS SDK's.
+
+`handle` is required and no other properties are allowed; `mode: "bytes"` is an alias of
+`bytes: true`, because the server's previews and hints spell bytes reads that way.
+"""
+
+_KNOWN = tuple(READ_TOOL_OUTPUT_TOOL["parameters"]["properties"])
+_MAX_SAFE_INTEGER = 2**53 - 1
+_INT32_MAX = 2**31 - 1
+
+
+def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
+    """parse_read_tool_output_args maps the model's arguments to read_tool_output keyword arguments.
+
+    Returns a dict with `handle` and one window (`lines`, `bytes` or `search`), or a short
+    sentence saying what is wrong, worded exactly as the TS SDK words it.
+    """
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return "arguments are not valid JSON"
+    if not isinstance(args, Mapping):
+        return "arguments must be an object with a handle"
+    a: Mapping[str, Any] = args
+    unknown = next((k for k in a if k not in _KNOWN), None)
+    if unknown is not None:
+        return f"unknown argument {json.dumps(unknown, ensure_ascii=False)}"
+    handle = a.get("handle")
+    if not isinstance(handle, str) or handle == "":
+        return "handle must be a non-empty string"
+    problem = (
+        _check_int(a, "offset", 0)
+        or _check_int(a, "limit", 1)
+        or _check_int(a, "context", 0, 20)
+        or _check_int(a, "skip", 0)
+        or _check_bool(a, "from_end")
+        or _check_bool(a, "regex")
+        or _check_bool(a, "ignore_case")
+        or _check_bool(a, "bytes")
+    )
+    if problem is not None:
+        return problem
+    if "mode" in a and a["mode"] not in ("lines", "bytes"):
+        return 'mode must be "lines" or "bytes"'
+    offset = _int(a.get("offset"))
+    limit = _int(a.get("limit"))
+    # Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
+    small_limit = None if limit is None else min(limit, _INT32_MAX)
+    as_bytes = a.get("bytes") is True or a.get("mode") == "bytes"
+    search_only = next((k for k in ("regex", "ignore_case", "context", "skip") if k in a), None)
+    if "pattern" in a:
+        pattern = a["pattern"]
+        if not isinstance(pattern, str) or pattern == "":
+            return "pattern must be a non-empty string"
+        if as_bytes or "from_end" in a or offset is not None:
+            return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)"
+        search: dict[str, Any] = {
+            "pattern": pattern,
+            "regex": a.get("regex") is True,
+            "ignore_case": a.get("ignore_case") is True,
+            "skip": _int(a.get("skip")) or 0,
+            "context_lines": _int(a.get("context")) or 0,
+        }
+        if small_limit is not None:
+            search["max_matches"] = small_limit
+        return {"handle": handle, "search": search}
+    if search_only is not None:
+        return f"{search_only} needs a pattern"
+    if as_bytes:
+        if "from_end" in a:
+            return "from_end applies to lines, not bytes"
+        window: dict[str, Any] = {"offset": offset or 0}
+        if limit is not None:
+            window["limit"] = limit
+        return {"handle": handle, "bytes": window}
+    lines: dict[str, Any] = {"offset": offset or 0, "from_end": a.get("from_end") is True}
+    if small_limit is not None:
+        lines["limit"] = small_limit
+    return {"handle": handle, "lines": lines}
+
+
+def execute_read_tool_output(client: SpillwayClient, run_id: str, args: object, *, timeout: float | None = None) -> str:
+    """execute_read_tool_output runs the tool for run `run_id` and returns exactly the server-rendered text.
+
+    The run comes from the runtime, never from the model. Bad arguments and server refusals
+    never raise: they return one short line starting with `error: ` (a forged handle gives
+    `error: invalid_deferred_handle: …`). Only errors that are not gRPC errors are raised.
+    """
+    parsed = parse_read_tool_output_args(args)
+    if isinstance(parsed, str):
+        return f"error: {parsed}"
+    try:
+        return client.read_tool_output(run_id, parsed.pop("handle"), timeout=timeout, **parsed).rendered
+    except grpc.RpcError as err:
+        return f"error: {describe_error(err)}"
+
+
+async def execute_read_tool_output_async(
+    client: AsyncSpillwayClient, run_id: str, args: object, *, timeout: float | None = None
+) -> str:
+    """execute_read_tool_output_async is execute_read_tool_output for the async client."""
+    parsed = parse_read_tool_output_args(args)
+    if isinstance(parsed, str):
+        return f"error: {parsed}"
+    try:
+        return (await client.read_tool_output(run_id, parsed.pop("handle"), timeout=timeout, **parsed)).rendered
+    except grpc.RpcError as err:
+        return f"error: {describe_error(err)}"
+
+
+def describe_error(err: grpc.RpcError) -> str:
+    """describe_error names the ErrorInfo reason (or else the snake_case code) and the server's message."""
+    message = err.details() if hasattr(err, "details") else str(err)
+    message = message or ""
+    reason = error_reason(err)
+    if reason:
+        # The server's messages for reasoned errors already start with the reason.
+        return message if message.startswith(f"{reason}:") else f"{reason}: {message}"
+    code = err.code().name.lower() if hasattr(err, "code") else "unknown"
+    return f"{code}: {message}"
+
+
+def _check_int(a: Mapping[str, Any], name: str, minimum: int, maximum: int = _MAX_SAFE_INTEGER) -> str | None:
+    if name not in a:
+        return None
+    v = _int(a[name])
+    if v is None or v < minimum or v > maximum:
+        return (
+            f"{name} must be an integer >= {minimum}"
+            if maximum == _MAX_SAFE_INTEGER
+            else f"{name} must be an integer from {minimum} to {maximum}"
+        )
+    return None
+
+
+def _int(v: object) -> int | None:
+    """An integral JSON number as int (JSON has one number type: 3.0 is 3), else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int) and abs(v) <= _MAX_SAFE_INTEGER:
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) <= _MAX_SAFE_INTEGER:
+        return int(v)
+    return None
+
+
+def _check_bool(a: Mapping[str, Any], name: str) -> str | None:
+    v = a.get(name)
+    return None if name not in a or isinstance(v, bool) else f"{name} must be true or false"

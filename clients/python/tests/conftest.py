@@ -1,0 +1,94 @@
+"""Starts one real Spillway server (memory backend) for the test session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from spillway_client import AsyncSpillwayClient, SpillwayClient
+
+REPO = Path(__file__).resolve().parents[3]
+CLI = REPO / "dist" / "server" / "cli.js"
+START_SECONDS = 30
+
+
+def _build_if_stale() -> None:
+    """Compile the server and TS SDK when dist/ is missing or older than one of their sources."""
+    sources = [
+        p for d in ("server", "clients/ts/src") for p in (REPO / d).rglob("*.ts") if not p.name.endswith(".test.ts")
+    ]
+    if CLI.exists() and CLI.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return
+    subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=REPO, check=True)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """The URL of a `spillway serve --backend memory` started for the session, on a free port."""
+    _build_if_stale()
+    proc = subprocess.Popen(
+        ["node", str(CLI), "serve", "--backend", "memory", "--port", "0", "--grace-ms", "1000"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "SPILLWAY_LOG_LEVEL": "info"},
+    )
+    found: dict[str, str] = {}
+    ready = threading.Event()
+
+    def pump() -> None:
+        # Keeps draining the log so the server never blocks on a full pipe.
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if not ready.is_set():
+                try:
+                    url = json.loads(line).get("url")
+                except ValueError:
+                    url = None
+                if isinstance(url, str):
+                    found["url"] = url
+                    ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(START_SECONDS) or "url" not in found:
+        proc.kill()
+        raise RuntimeError("spillway serve did not log its URL")
+    try:
+        yield found["url"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def client(server_url: str) -> Iterator[SpillwayClient]:
+    """A blocking client of the session's server."""
+    with SpillwayClient(server_url) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(server_url: str) -> AsyncIterator[AsyncSpillwayClient]:
+    """An async client of the session's server, on the test's event loop."""
+    async with AsyncSpillwayClient(server_url) as c:
+        yield c
+
+
+@pytest.fixture
+def run_id() -> str:
+    """A run id no other test uses."""
+    return f"run-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,121 @@
+"""End to end: Spillway as the OverflowStore of pydantic-ai-harness's ToolOutputLimits.
+
+A tool returns several MB; the agent (driven by FunctionModel, no network) sees a preview and a
+handle; the model reads windows back with read_tool_result; the bytes that went through gRPC
+are the tool's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai_harness.tool_output_limits import OverflowStore, ToolOutputLimits
+
+from spillway_client import AsyncSpillwayClient
+from spillway_client.harness import SpillwayOverflowStore
+
+LOG = "".join(f"build step {i + 1}: compiled module_{i % 977}.o\n" for i in range(120_000))
+HANDLE = re.compile(r"stored to handle '([^']+)'")
+
+
+def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
+    return [
+        part
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == tool
+    ]
+
+
+def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Calls the big tool, then reads a deep window and a search through the handle it was shown."""
+    dumped = returns(messages, "dump_build_log")
+    if not dumped:
+        return ModelResponse(parts=[ToolCallPart("dump_build_log", {}, tool_call_id="call-dump")])
+    reads = returns(messages, "read_tool_result")
+    if not reads:
+        match = HANDLE.search(str(dumped[0].content))
+        assert match is not None, dumped[0].content
+        handle = match.group(1)
+        return ModelResponse(
+            parts=[
+                ToolCallPart("read_tool_result", {"handle": handle, "offset": 99_999, "limit": 3}, tool_call_id="r1"),
+                ToolCallPart(
+                    "read_tool_result", {"handle": handle, "pattern": "module_976.o", "limit": 2}, tool_call_id="r2"
+                ),
+                ToolCallPart("read_tool_result", {"handle": "other-run/res_call-dump"}, tool_call_id="r3"),
+            ]
+        )
+    return ModelResponse(parts=[TextPart("done")])
+
+
+async def test_agent_spills_to_spillway_and_reads_windows_back(aclient: AsyncSpillwayClient) -> None:
+    store = SpillwayOverflowStore(aclient)
+    assert isinstance(store, OverflowStore)
+    agent = Agent(FunctionModel(scripted_model), capabilities=[ToolOutputLimits(store=store)])
+
+    @agent.tool_plain
+    def dump_build_log() -> str:
+        """Return the whole build log."""
+        return LOG
+
+    result = await agent.run("build it")
+    messages = result.all_messages()
+    assert result.output == "done"
+    assert len(LOG.encode()) > 4_000_000
+
+    shown = returns(messages, "dump_build_log")[0]
+    text = str(shown.content)
+    assert len(text) < 5_000
+    assert "build step 1: compiled module_0.o" in text
+    assert "build step 120000: compiled module_805.o" in text
+    handle = HANDLE.search(text).group(1)  # type: ignore[union-attr]
+    run, _, spillway_handle = handle.rpartition("/")
+    assert spillway_handle.startswith("res_call-dump")
+    assert shown.metadata["overflow_handle"] == handle
+
+    reads = {part.tool_call_id: str(part.content) for part in returns(messages, "read_tool_result")}
+    assert reads["r1"].splitlines()[1:] == [
+        "build step 100000: compiled module_345.o",
+        "build step 100001: compiled module_346.o",
+        "build step 100002: compiled module_347.o",
+    ]
+    assert reads["r2"].splitlines()[1:] == [
+        "build step 977: compiled module_976.o",
+        "build step 1954: compiled module_976.o",
+    ]
+    assert reads["r3"].startswith("[No stored tool result for handle 'other-run/res_call-dump'")
+
+    # The spill lives in Spillway: its record and the bytes read back over gRPC are the tool's.
+    digest = hashlib.sha256(LOG.encode()).hexdigest()
+    record = await aclient.stat(run, spillway_handle)
+    assert record.sha256 == digest and record.size_bytes == len(LOG.encode())
+    assert hashlib.sha256(await store.read(handle)).hexdigest() == digest
+    window = await aclient.read_tool_output(run, spillway_handle, lines={"offset": 99_999, "limit": 1})
+    assert "build step 100000: compiled module_345.o" in window.rendered
+
+
+async def test_store_refuses_foreign_and_malformed_handles(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    store = SpillwayOverflowStore(aclient)
+    handle = await store.write(f"{run_id}/call-1.0", b"payload\n")
+    assert handle == f"{run_id}/res_call-1.0"
+    assert await store.read(handle) == b"payload\n"
+    with pytest.raises(PermissionError):
+        await store.read(f"{run_id}-other/res_call-1.0")
+    with pytest.raises(PermissionError):
+        await store.read(f"{run_id}/res_call-2.0")
+    with pytest.raises(FileNotFoundError):
+        await store.read("res_call-1.0")
+
+    pinned = SpillwayOverflowStore(aclient, run_id=f"{run_id}-pinned")
+    pinned_handle = await pinned.write("agent-run/call-9.0.content", b"\x00\x01binary\xff")
+    assert pinned_handle == "res_call-9.0.content"
+    assert await pinned.read(pinned_handle) == b"\x00\x01binary\xff"
+    with pytest.raises(PermissionError):
+        await pinned.read(handle)

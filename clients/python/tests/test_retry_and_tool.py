@@ -1,0 +1,212 @@
+"""Offload retries through a draining replica, and the read_tool_output tool executor."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+
+from conftest import REPO
+from spillway_client import (
+    READ_TOOL_OUTPUT_TOOL,
+    AsyncSpillwayClient,
+    SpillwayClient,
+    execute_read_tool_output,
+    execute_read_tool_output_async,
+)
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
+
+
+@pytest.fixture(scope="module")
+def ts_tool(server_url: str) -> dict:
+    """The TS SDK's readToolOutputTool, as the compiled SDK exports it."""
+    del server_url  # the session server's setup compiles dist/ when it is stale
+    script = (
+        'import("./dist/clients/ts/src/read-tool-output-tool.js")'
+        ".then((m) => process.stdout.write(JSON.stringify(m.readToolOutputTool)))"
+    )
+    out = subprocess.run(["node", "-e", script], cwd=REPO, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+class DrainingReplica(pb_grpc.SpillwayServiceServicer):
+    """A replica that answers the first `refusals` Offloads UNAVAILABLE (as a draining server
+    does) and forwards the rest to the real server."""
+
+    def __init__(self, upstream: SpillwayClient, refusals: int) -> None:
+        self.upstream = upstream
+        self.refusals = refusals
+        self.attempts = 0
+
+    def Offload(
+        self, request_iterator: Iterator[pb.OffloadRequest], context: grpc.ServicerContext
+    ) -> pb.OffloadResponse:
+        self.attempts += 1
+        requests = list(request_iterator)
+        if self.attempts <= self.refusals:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "server is draining")
+        return self.upstream.raw.Offload(iter(requests))
+
+
+@pytest.fixture
+def replica(client: SpillwayClient) -> Iterator[tuple[DrainingReplica, str]]:
+    servicer = DrainingReplica(client, refusals=1)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_SpillwayServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield servicer, f"127.0.0.1:{port}"
+    finally:
+        server.stop(None)
+
+
+def test_offload_of_replayable_data_retries_unavailable(client: SpillwayClient, replica, run_id: str) -> None:
+    servicer, target = replica
+    payload = b"x" * (3 * 1024 * 1024 + 5)
+    with SpillwayClient(target) as via_replica:
+        att = via_replica.offload({"tenant": "dev", "run_id": run_id, "call_id": "r"}, payload)
+    assert servicer.attempts == 2
+    assert att.sha256 == hashlib.sha256(payload).hexdigest()
+    assert client.read_tool_output(run_id, "res_r", bytes={"offset": 0}).data == payload
+
+
+async def test_async_offload_retries_unavailable(replica, run_id: str, client: SpillwayClient) -> None:
+    servicer, target = replica
+    async with AsyncSpillwayClient(target) as via_replica:
+        att = await via_replica.offload({"tenant": "dev", "run_id": run_id, "call_id": "ra"}, "hello\n")
+    assert servicer.attempts == 2
+    assert client.stat(run_id, "res_ra").sha256 == att.sha256
+
+
+def test_streamed_offload_is_not_replayed(replica, run_id: str) -> None:
+    servicer, target = replica
+    with SpillwayClient(target) as via_replica, pytest.raises(grpc.RpcError) as caught:
+        via_replica.offload({"tenant": "dev", "run_id": run_id, "call_id": "s"}, iter([b"a", b"b"]))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert servicer.attempts == 1
+
+
+class StalledReplica(pb_grpc.SpillwayServiceServicer):
+    """A replica that holds every Offload and GetServerInfo until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def Offload(self, request_iterator, context):
+        self.release.wait()
+        context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+
+    def GetServerInfo(self, request, context):
+        self.release.wait()
+        return pb.GetServerInfoResponse()
+
+
+@pytest.fixture
+def stalled() -> Iterator[tuple[StalledReplica, str]]:
+    servicer = StalledReplica()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_SpillwayServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield servicer, f"127.0.0.1:{port}"
+    finally:
+        servicer.release.set()
+        server.stop(None)
+
+
+def test_timeout_is_the_call_deadline(stalled) -> None:
+    _, target = stalled
+    with SpillwayClient(target) as c:
+        with pytest.raises(grpc.RpcError) as caught:
+            c.server_info(timeout=0.2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        with pytest.raises(grpc.RpcError) as caught:
+            c.offload({"tenant": "dev", "run_id": "r", "call_id": "c"}, b"data", timeout=0.2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_async_timeout_is_the_call_deadline(stalled) -> None:
+    _, target = stalled
+    async with AsyncSpillwayClient(target) as c:
+        with pytest.raises(grpc.RpcError) as caught:
+            await c.server_info(timeout=0.2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_tool_definition_is_the_ts_sdks(ts_tool: dict) -> None:
+    assert READ_TOOL_OUTPUT_TOOL == ts_tool
+    assert READ_TOOL_OUTPUT_TOOL["name"] == "read_tool_output"
+    assert READ_TOOL_OUTPUT_TOOL["parameters"]["required"] == ["handle"]
+
+
+@pytest.mark.parametrize(
+    ("args", "window"),
+    [
+        ({"offset": 5, "limit": 3}, {"lines": pb.LinesWindow(offset=5, limit=3)}),
+        ({"offset": 2, "limit": 4, "from_end": True}, {"lines": pb.LinesWindow(offset=2, limit=4, from_end=True)}),
+        ({"bytes": True, "offset": 7, "limit": 20}, {"bytes": pb.BytesWindow(offset=7, limit=20)}),
+        ({"mode": "bytes", "offset": 7.0}, {"bytes": pb.BytesWindow(offset=7)}),
+        (
+            {"pattern": "item 1\\d", "regex": True, "context": 1, "skip": 2, "limit": 3},
+            {"search": pb.SearchWindow(pattern="item 1\\d", regex=True, context_lines=1, skip=2, max_matches=3)},
+        ),
+    ],
+)
+def test_tool_executor_returns_server_rendered_text(client: SpillwayClient, run_id: str, args, window) -> None:
+    client.offload({"tenant": "dev", "run_id": run_id, "call_id": "t"}, "".join(f"item {i}\n" for i in range(40)))
+    text = execute_read_tool_output(client, run_id, json.dumps({"handle": "res_t", **args}))
+    raw = list(client.raw.ReadToolOutput(pb.ReadToolOutputRequest(run_id=run_id, handle="res_t", **window)))
+    assert raw[-1].WhichOneof("frame") == "trailer"
+    assert text == raw[-1].trailer.rendered
+    assert text.startswith("[res_t]")
+
+
+async def test_async_tool_executor_matches_sync(
+    aclient: AsyncSpillwayClient, client: SpillwayClient, run_id: str
+) -> None:
+    await aclient.offload({"tenant": "dev", "run_id": run_id, "call_id": "u"}, "alpha\nbeta\ngamma\n")
+    args = {"handle": "res_u", "pattern": "a", "limit": 2}
+    text = await execute_read_tool_output_async(aclient, run_id, args)
+    assert text == execute_read_tool_output(client, run_id, args)
+    assert "alpha" in text and "beta" in text and "gamma" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "answer"),
+    [
+        ("{not json", "error: arguments are not valid JSON"),
+        ([1], "error: arguments must be an object with a handle"),
+        ({"handle": "res_v", "grep": "x"}, 'error: unknown argument "grep"'),
+        ({"handle": ""}, "error: handle must be a non-empty string"),
+        ({"handle": "res_v", "offset": -1}, "error: offset must be an integer >= 0"),
+        ({"handle": "res_v", "limit": 1.5}, "error: limit must be an integer >= 1"),
+        ({"handle": "res_v", "context": 21, "pattern": "a"}, "error: context must be an integer from 0 to 20"),
+        ({"handle": "res_v", "from_end": "yes"}, "error: from_end must be true or false"),
+        ({"handle": "res_v", "mode": "search"}, 'error: mode must be "lines" or "bytes"'),
+        (
+            {"handle": "res_v", "pattern": "a", "offset": 3},
+            "error: pattern cannot be combined with bytes, from_end or offset (use skip to page matches)",
+        ),
+        ({"handle": "res_v", "skip": 2}, "error: skip needs a pattern"),
+        ({"handle": "res_v", "bytes": True, "from_end": True}, "error: from_end applies to lines, not bytes"),
+    ],
+)
+def test_tool_executor_answers_bad_arguments_in_one_line(
+    client: SpillwayClient, run_id: str, args, answer: str
+) -> None:
+    assert execute_read_tool_output(client, run_id, args) == answer
+
+
+def test_tool_executor_reports_refusals(client: SpillwayClient, run_id: str) -> None:
+    text = execute_read_tool_output(client, run_id, {"handle": "res_forged"})
+    assert text.startswith("error: invalid_deferred_handle: ")
+    assert "\n" not in text

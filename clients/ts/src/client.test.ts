@@ -1,0 +1,174 @@
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
+import { createSpillwayClient, type SpillwayClient } from "./client.js";
+import { Storage } from "./gen/spillway/v1/types_pb.js";
+
+type Fault = "before" | "after" | "none";
+
+/**
+ * faultyOffloads fails Offload calls at the wire boundary, one planned fault per call: "before"
+ * refuses the call without sending it, "after" lets it commit and then loses the response.
+ */
+function faultyOffloads(plan: Fault[]): Interceptor {
+  return (next) => async (req) => {
+    if (req.method.name !== "Offload") return next(req);
+    const fault = plan.shift() ?? "none";
+    if (fault === "before") throw new ConnectError("injected before send", Code.Unavailable);
+    const res = await next(req);
+    if (fault === "after" && res.stream) {
+      for await (const _ of res.message) {
+        // Drained so the server has committed before the response is "lost".
+      }
+      throw new ConnectError("injected after commit", Code.Unavailable);
+    }
+    return res;
+  };
+}
+
+async function codeOf(p: Promise<unknown>): Promise<Code | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return err instanceof ConnectError ? err.code : undefined;
+  }
+}
+
+async function* stream(...parts: string[]): AsyncGenerator<Uint8Array> {
+  for (const part of parts) yield Buffer.from(part);
+}
+
+describe("SpillwayClient", () => {
+  let t: TestServer;
+  let sdk: SpillwayClient;
+  const key = (runId: string, callId: string) => ({ tenant: "dev", runId, callId });
+
+  beforeAll(async () => {
+    t = await startTestServer();
+    sdk = createSpillwayClient({ baseUrl: t.url });
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it("offloads, stats and reports whether a call created the record", async () => {
+    const first = await sdk.offloadResult(key("c1", "a"), "alpha\nbeta\n", { name: "ls" });
+    const again = await sdk.offloadResult(key("c1", "a"), "alpha\nbeta\n", { name: "ls" });
+    expect(first.created).toBe(true);
+    expect(again.created).toBe(false);
+    expect(again.attachment.sha256).toBe(first.attachment.sha256);
+    const stat = await sdk.stat("c1", "res_a");
+    expect(stat.handle).toBe("res_a");
+    expect(stat.lineCount).toBe(2n);
+    expect(stat.name).toBe("ls");
+  });
+
+  it("lists one page at a time and all pages with listAll", async () => {
+    for (let i = 0; i < 5; i++) await sdk.offload(key("c2", `call${i}`), `output ${i}\n`);
+    const page = await sdk.list("c2", { pageSize: 2 });
+    expect(page.attachments.map((a) => a.handle)).toEqual(["res_call0", "res_call1"]);
+    expect(page.nextPageToken).not.toBe("");
+    const next = await sdk.list("c2", { pageSize: 2, pageToken: page.nextPageToken });
+    expect(next.attachments.map((a) => a.handle)).toEqual(["res_call2", "res_call3"]);
+    const all: string[] = [];
+    for await (const a of sdk.listAll("c2", { pageSize: 2 })) all.push(a.handle);
+    expect(all).toEqual(["res_call0", "res_call1", "res_call2", "res_call3", "res_call4"]);
+  });
+
+  it("forks, expires and deletes runs", async () => {
+    await sdk.offload(key("c3", "x"), "parent output\n");
+    const fork = await sdk.forkRun("c3", "c3-child", { ttlSeconds: 3600 });
+    expect(fork.forkedAttachments).toBe(1n);
+    expect((await sdk.stat("c3-child", "res_x")).handle).toBe("res_x");
+    const ttl = await sdk.setRunTtl("c3", 600);
+    expect(ttl.expireTime).toBeDefined();
+    expect(await codeOf(sdk.forkRun("c3", "c3-child"))).toBe(Code.AlreadyExists);
+    const deleted = await sdk.deleteRun("c3");
+    expect(deleted.deletedAttachments).toBe(1n);
+    expect(await codeOf(sdk.stat("c3", "res_x"))).toBe(Code.PermissionDenied);
+    const child = await sdk.readToolOutput({ runId: "c3-child", handle: "res_x" });
+    expect(child.rendered).toContain("parent output");
+  });
+
+  it("describes the server", async () => {
+    const info = await sdk.serverInfo();
+    expect(info.backend).toBe("filesystem");
+    expect(info.caps?.maxWindowLines).toBeGreaterThan(0);
+  });
+
+  it("passes cancellation and deadlines through", async () => {
+    expect(await codeOf(sdk.stat("c1", "res_a", { signal: AbortSignal.abort() }))).toBe(
+      Code.Canceled,
+    );
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    async function* stalled(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from("started\n");
+      await held;
+    }
+    const code = await codeOf(sdk.offload(key("c4", "slow"), stalled(), {}, { timeoutMs: 300 }));
+    release();
+    expect(code).toBe(Code.DeadlineExceeded);
+    expect(await codeOf(sdk.stat("c4", "res_slow"))).toBe(Code.PermissionDenied);
+  });
+
+  describe("offload retries", () => {
+    const faulty = (plan: Fault[]) =>
+      createSpillwayClient({
+        baseUrl: t.url,
+        interceptors: [faultyOffloads(plan)],
+        retry: { baseDelayMs: 1 },
+      });
+
+    it("retries a lost response and ends with one committed copy", async () => {
+      const plan: Fault[] = ["after"];
+      const res = await faulty(plan).offloadResult(key("r1", "lost"), "committed once\n");
+      expect(plan).toEqual([]);
+      // The first attempt committed; the retry found the identical record.
+      expect(res.created).toBe(false);
+      expect(res.attachment.stored).not.toBe(Storage.PREVIEW_ONLY);
+      const page = await sdk.list("r1");
+      expect(page.attachments.map((a) => a.handle)).toEqual(["res_lost"]);
+      const w = await sdk.readToolOutput({ runId: "r1", handle: "res_lost" });
+      expect(w.rendered).toContain("committed once");
+    });
+
+    it("retries a refused call, which then creates the record", async () => {
+      const res = await faulty(["before", "before"]).offloadResult(
+        key("r2", "refused"),
+        { json: { ok: true } },
+        { contentType: "application/json" },
+      );
+      expect(res.created).toBe(true);
+      expect((await sdk.stat("r2", "res_refused")).sizeBytes).toBe(11n);
+    });
+
+    it("gives up after maxAttempts", async () => {
+      const code = await codeOf(
+        faulty(["before", "before", "before"]).offload(key("r3", "never"), "x"),
+      );
+      expect(code).toBe(Code.Unavailable);
+      expect(await codeOf(sdk.stat("r3", "res_never"))).toBe(Code.PermissionDenied);
+    });
+
+    it("retries a stream that was not read yet", async () => {
+      const res = await faulty(["before"]).offloadResult(key("r4", "s"), stream("one\n", "two\n"));
+      expect(res.created).toBe(true);
+      expect(res.attachment.lineCount).toBe(2n);
+    });
+
+    it("does not replay a stream that an attempt already read", async () => {
+      const code = await codeOf(
+        faulty(["after", "none"]).offload(key("r5", "s"), stream("only once\n")),
+      );
+      expect(code).toBe(Code.Unavailable);
+      // The one attempt committed; nothing retried it.
+      const all: string[] = [];
+      for await (const a of sdk.listAll("r5")) all.push(a.handle);
+      expect(all).toEqual(["res_s"]);
+    });
+  });
+});

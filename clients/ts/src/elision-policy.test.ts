@@ -1,0 +1,158 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
+import { createSpillwayClient, type SpillwayClient } from "./client.js";
+import { createElisionPolicy } from "./elision-policy.js";
+
+const bands = [
+  { upTo: 100, action: "passthrough" as const },
+  { upTo: 1000, action: { truncate: "head+tail" as const } },
+  { action: "spill" as const },
+];
+
+const lines = (n: number) => Array.from({ length: n }, (_, i) => `line ${i + 1}`).join("\n");
+
+describe("ElisionPolicy against a live server", () => {
+  let t: TestServer;
+  let client: SpillwayClient;
+  const key = (callId: string) => ({ tenant: "dev", runId: "elide", callId });
+
+  beforeAll(async () => {
+    t = await startTestServer();
+    client = createSpillwayClient({ baseUrl: t.url });
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it("passes small results through unchanged", async () => {
+    const policy = createElisionPolicy({ bands });
+    const r = await policy.apply({ key: key("small"), content: "short output", client });
+    expect(r).toEqual({ kind: "passthrough", text: "short output", size: 12 });
+  });
+
+  it("truncates the middle band to its budget with a marker", async () => {
+    const policy = createElisionPolicy({ bands, truncateBudget: 40 });
+    const content = "a".repeat(300) + "z".repeat(300);
+    const r = await policy.apply({ key: key("mid"), content, client });
+    expect(r.kind).toBe("truncated");
+    expect(r.text).toBe(`${"a".repeat(20)}\n[… 560 of 600 chars omitted …]\n${"z".repeat(20)}`);
+    expect(r.attachment).toBeUndefined();
+    expect(await client.list("elide").then((p) => p.attachments.length)).toBe(0);
+  });
+
+  it("spills large results and shows the server's preview", async () => {
+    const policy = createElisionPolicy({ bands });
+    const content = lines(500);
+    const r = await policy.apply({ key: key("big"), content, client, offload: { name: "build" } });
+    expect(r.kind).toBe("spilled");
+    expect(r.attachment?.handle).toBe("res_big");
+    const stat = await client.stat("elide", "res_big");
+    expect(r.text).toBe(stat.preview?.text);
+    expect(r.text).toContain('read_tool_output(handle="res_big"');
+    expect(stat.lineCount).toBe(500n);
+  });
+
+  it("spills JSON values as compact application/json", async () => {
+    const policy = createElisionPolicy({ bands: [{ action: "spill" }] });
+    const value = { items: Array.from({ length: 3 }, (_, i) => ({ id: i })) };
+    const r = await policy.apply({ key: key("json"), content: { json: value }, client });
+    expect(r.attachment?.contentType).toBe("application/json");
+    expect(r.attachment?.sizeBytes).toBe(BigInt(JSON.stringify(value).length));
+    expect(r.text).toContain("shape:");
+  });
+
+  it("measures estimated tokens as ceil(chars / 4)", async () => {
+    const policy = createElisionPolicy({ bands, measure: "tokens" });
+    const r = await policy.apply({ key: key("tokens"), content: "x".repeat(401), client });
+    // 401 chars are 101 estimated tokens: past the 100-token passthrough band.
+    expect(r.size).toBe(101);
+    expect(r.kind).toBe("truncated");
+    const within = await policy.apply({ key: key("tokens2"), content: "x".repeat(400), client });
+    expect(within.kind).toBe("passthrough");
+  });
+
+  it("always passes read_tool_output results through", async () => {
+    const policy = createElisionPolicy({ bands: [{ action: "spill" }] });
+    const content = lines(2000);
+    const r = await policy.apply({
+      key: key("reader"),
+      content,
+      client,
+      toolName: "read_tool_output",
+    });
+    expect(r.kind).toBe("passthrough");
+    expect(r.text).toBe(content);
+    expect((await client.list("elide")).attachments.map((a) => a.handle)).not.toContain(
+      "res_reader",
+    );
+  });
+
+  it("rethrows a spill the service refused", async () => {
+    const policy = createElisionPolicy({ bands: [{ action: "spill" }] });
+    await policy.apply({ key: key("once"), content: "first", client });
+    const err = await policy
+      .apply({ key: key("once"), content: "different", client })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.AlreadyExists);
+  });
+
+  it("refuses invalid bands", () => {
+    expect(() => createElisionPolicy({ bands: [] })).toThrow(/must not be empty/);
+    expect(() => createElisionPolicy({ bands: [{ upTo: 5, action: "spill" }] })).toThrow(
+      /last band/,
+    );
+    expect(() =>
+      createElisionPolicy({
+        bands: [
+          { upTo: 50, action: "passthrough" },
+          { upTo: 10, action: "passthrough" },
+          { action: "spill" },
+        ],
+      }),
+    ).toThrow(/larger than the one before/);
+  });
+});
+
+describe("ElisionPolicy when the service is down", () => {
+  let client: SpillwayClient;
+  const key = { tenant: "dev", runId: "down", callId: "c" };
+  const content = lines(1000);
+
+  beforeAll(async () => {
+    const t = await startTestServer();
+    const url = t.url;
+    await t.stop();
+    client = createSpillwayClient({ baseUrl: url, retry: { baseDelayMs: 1 } });
+  });
+
+  it("falls back to a local preview without a handle under best_effort", async () => {
+    const policy = createElisionPolicy({
+      bands,
+      truncateBudget: 20,
+      fallback: { truncate: "tail" },
+    });
+    const r = await policy.apply({ key, content, client });
+    expect(r.kind).toBe("preview_only");
+    expect(r.attachment).toBeUndefined();
+    expect(r.text).toMatch(/^\[… \d+ of \d+ chars omitted …\]\n/);
+    expect(r.text).toContain("line 1000");
+    expect(r.text).toContain("full output not stored");
+    expect(r.text).not.toContain("res_c");
+  });
+
+  it("fails with blob_store_required when preservation is required", async () => {
+    const policy = createElisionPolicy({ bands, preservation: "required" });
+    const err = await policy.apply({ key, content, client }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.Unavailable);
+    expect((err as ConnectError).message).toContain("blob_store_required");
+  });
+
+  it("still passes through and truncates without the service", async () => {
+    const policy = createElisionPolicy({ bands, preservation: "required" });
+    expect((await policy.apply({ key, content: "tiny", client })).kind).toBe("passthrough");
+    expect((await policy.apply({ key, content: lines(50), client })).kind).toBe("truncated");
+  });
+});

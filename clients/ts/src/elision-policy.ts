@@ -1,0 +1,167 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import type { ResultAttachment } from "./gen/spillway/v1/types_pb.js";
+import { readToolOutputToolName } from "./read-tool-output-tool.js";
+import { countChars, type TruncateMode, truncateText } from "./truncate-text.js";
+
+/** ElisionAction is what a band does with a tool result: keep it, cut it, or offload it. */
+export type ElisionAction = "passthrough" | "spill" | { readonly truncate: TruncateMode };
+
+/** ElisionBand applies action to results whose measured size is at most upTo (no upTo: any size). */
+export interface ElisionBand {
+  /** Inclusive upper bound in the policy's measure; omitted on the last, catch-all band. */
+  readonly upTo?: number;
+  /** What to do with a result in this band. */
+  readonly action: ElisionAction;
+}
+
+/** ElisionPolicyOptions configure createElisionPolicy. */
+export interface ElisionPolicyOptions {
+  /** Bands in ascending upTo order; the last one must have no upTo. */
+  readonly bands: readonly ElisionBand[];
+  /**
+   * Unit of upTo and truncateBudget: `chars` (Unicode code points) or `tokens`, estimated as
+   * ceil(chars / 4) — a cheap, tokenizer-free estimate that every SDK computes the same way.
+   * Default `chars`.
+   */
+  readonly measure?: "chars" | "tokens";
+  /**
+   * What a spill does when the service is unavailable (after offload's retries): `truncate`
+   * keeps head and tail; `{ truncate: mode }` picks the part. Default `truncate`.
+   */
+  readonly fallback?: "truncate" | { readonly truncate: TruncateMode };
+  /**
+   * `best_effort` (default) lets a spill fall back when the service is down; `required` fails
+   * it instead with a ConnectError (UNAVAILABLE) whose message starts with `blob_store_required`.
+   */
+  readonly preservation?: "best_effort" | "required";
+  /** Characters (or tokens) a truncation keeps, marker excluded; default 2000. */
+  readonly truncateBudget?: number;
+}
+
+/** ElisionInput is one tool result for ElisionPolicy.apply. */
+export interface ElisionInput {
+  /** Where a spill offloads the result. */
+  readonly key: OffloadKey;
+  /** The result: text, or a JSON value (measured and shown as compact JSON). */
+  readonly content: string | { readonly json: unknown };
+  /** The client a spill offloads through. */
+  readonly client: SpillwayClient;
+  /** The tool that produced the result; `read_tool_output` results always pass through. */
+  readonly toolName?: string;
+  /** Header fields for a spill (name, content type, TTL, preview sizes, …). */
+  readonly offload?: OffloadOptions;
+  /** Deadline and cancellation of a spill. */
+  readonly call?: SpillwayCallOptions;
+}
+
+/** ElisionResult is what goes into the model's context in place of a tool result. */
+export interface ElisionResult {
+  /**
+   * `passthrough`: text is the content; `truncated`: a cut version with a marker; `spilled`:
+   * the server's preview text naming the handle; `preview_only`: the service was down, so a
+   * locally cut version, with no handle, stands in for the result.
+   */
+  readonly kind: "passthrough" | "truncated" | "spilled" | "preview_only";
+  /** The text to give the model. */
+  readonly text: string;
+  /** The committed record, for `spilled` only. */
+  readonly attachment?: ResultAttachment;
+  /** The content's size in the policy's measure. */
+  readonly size: number;
+}
+
+/** ElisionPolicy decides, per tool result, what the model sees. */
+export interface ElisionPolicy {
+  /**
+   * apply measures input.content, picks the first band it fits and applies its action. It
+   * throws only for a spill that the service refused (for example ALREADY_EXISTS), or that was
+   * UNAVAILABLE under `required` preservation (`blob_store_required`).
+   */
+  apply(input: ElisionInput): Promise<ElisionResult>;
+}
+
+/**
+ * createElisionPolicy validates opts (INVALID_ARGUMENT for no bands, bands out of order, or a
+ * last band with an upTo) and returns the policy.
+ */
+export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
+  validateBands(opts.bands);
+  const measure = opts.measure ?? "chars";
+  const fallback: TruncateMode =
+    opts.fallback === undefined || opts.fallback === "truncate"
+      ? "head+tail"
+      : opts.fallback.truncate;
+  const budgetUnits = opts.truncateBudget ?? 2000;
+  const budgetChars = measure === "tokens" ? budgetUnits * 4 : budgetUnits;
+  const measureText = (text: string) => {
+    const chars = countChars(text);
+    return measure === "tokens" ? Math.ceil(chars / 4) : chars;
+  };
+
+  return {
+    async apply(input) {
+      const text =
+        typeof input.content === "string" ? input.content : JSON.stringify(input.content.json);
+      const size = measureText(text);
+      if (input.toolName === readToolOutputToolName) return { kind: "passthrough", text, size };
+      const band = opts.bands.find((b) => b.upTo === undefined || size <= b.upTo);
+      const action = band?.action ?? "spill";
+      if (action === "passthrough") return { kind: "passthrough", text, size };
+      if (action !== "spill") {
+        return { kind: "truncated", text: truncateText(text, action.truncate, budgetChars), size };
+      }
+      const isJson = typeof input.content !== "string";
+      const offloadOptions: OffloadOptions = {
+        ...(isJson ? { contentType: "application/json" } : {}),
+        ...input.offload,
+      };
+      try {
+        const attachment = await input.client.offload(
+          input.key,
+          typeof input.content === "string" ? input.content : { json: input.content.json },
+          offloadOptions,
+          input.call,
+        );
+        return { kind: "spilled", text: attachment.preview?.text ?? "", attachment, size };
+      } catch (err) {
+        if (!(err instanceof ConnectError) || err.code !== Code.Unavailable) throw err;
+        if (opts.preservation === "required") {
+          throw new ConnectError(
+            `blob_store_required: the result of call "${input.key.callId}" must be stored, but Spillway is unavailable: ${err.rawMessage}`,
+            Code.Unavailable,
+            undefined,
+            undefined,
+            err,
+          );
+        }
+        const cut = truncateText(text, fallback, budgetChars);
+        const note = "[full output not stored: the output store is unavailable; no handle to read]";
+        return { kind: "preview_only", text: `${cut}\n${note}`, size };
+      }
+    },
+  };
+}
+
+function validateBands(bands: readonly ElisionBand[]): void {
+  const last = bands[bands.length - 1];
+  if (last === undefined) {
+    throw new ConnectError("elision policy: bands must not be empty", Code.InvalidArgument);
+  }
+  if (last.upTo !== undefined) {
+    throw new ConnectError(
+      "elision policy: the last band must have no upTo (it catches every larger result)",
+      Code.InvalidArgument,
+    );
+  }
+  let previous = -1;
+  for (const band of bands.slice(0, -1)) {
+    if (band.upTo === undefined || !(band.upTo > previous)) {
+      throw new ConnectError(
+        "elision policy: every band but the last needs an upTo larger than the one before",
+        Code.InvalidArgument,
+      );
+    }
+    previous = band.upTo;
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * The Spillway TypeScript SDK: the client, the elision policy, the `read_tool_output` model
+ * tool and the retry helper, as named re-exports. Generated messages stay under `./gen/`.
+ */
+export {
+  createSpillwayClient,
+  type ForkRunOptions,
+  type ListOptions,
+  type ListPage,
+  type OffloadData,
+  type OffloadKey,
+  type OffloadOptions,
+  type OffloadResult,
+  type ReadToolOutputInit,
+  type SpillwayCallOptions,
+  type SpillwayClient,
+  type SpillwayClientOptions,
+  type Window,
+} from "./client.js";
+export {
+  createElisionPolicy,
+  type ElisionAction,
+  type ElisionBand,
+  type ElisionInput,
+  type ElisionPolicy,
+  type ElisionPolicyOptions,
+  type ElisionResult,
+} from "./elision-policy.js";
+export {
+  createReadToolOutputExecutor,
+  type ReadToolOutputExecutorOptions,
+  readToolOutputTool,
+  readToolOutputToolName,
+  type ToolDefinition,
+} from "./read-tool-output-tool.js";
+export { type RetryCall, type RetryOptions, retryUnavailable } from "./retry.js";
+export { createWideWindowSessionManager } from "./session-manager.js";
+export { countChars, type TruncateMode, truncateText } from "./truncate-text.js";

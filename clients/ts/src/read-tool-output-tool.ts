@@ -1,0 +1,223 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { SpillwayCallOptions, SpillwayClient } from "./client.js";
+import type { ReadToolOutputRequestSchema } from "./gen/spillway/v1/spillway_pb.js";
+import { ErrorInfoSchema } from "./gen/spillway/v1/types_pb.js";
+
+/** readToolOutputToolName is the model tool's name; its results must never be offloaded again. */
+export const readToolOutputToolName = "read_tool_output";
+
+/** ToolDefinition is a model tool as function-calling APIs declare it: name, description, JSON Schema. */
+export interface ToolDefinition {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * readToolOutputTool is the ready `read_tool_output` definition. Its parameters are a JSON
+ * Schema object with `handle` required and no other properties allowed; `mode: "bytes"` is an
+ * alias of `bytes: true`, because the server's previews and hints spell bytes reads that way.
+ */
+export const readToolOutputTool: ToolDefinition = {
+  name: readToolOutputToolName,
+  description: [
+    "Read a window of a large tool output that was stored instead of shown in full.",
+    "Pass the handle from its preview (for example res_call-1).",
+    "Lines: offset is the 0-based line to start at and limit the number of lines; with",
+    "from_end=true both count back from the last line (a tail). Lines are numbered from 1 like",
+    "`cat -n`, and every window ends with how to ask for the next one.",
+    "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
+    "ignore_case, context lines around each match, skip matches already seen, limit matches).",
+    "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
+    "and very long lines. The service caps every window, whatever limit you ask for.",
+  ].join(" "),
+  parameters: {
+    type: "object",
+    properties: {
+      handle: { type: "string", description: "The output's handle, as shown in its preview." },
+      offset: {
+        type: "integer",
+        minimum: 0,
+        description: "0-based line (or byte, with bytes=true) to start at. Default 0.",
+      },
+      limit: {
+        type: "integer",
+        minimum: 1,
+        description: "Lines, bytes or matches to return; the service caps it.",
+      },
+      from_end: { type: "boolean", description: "Count offset and limit back from the last line." },
+      pattern: { type: "string", minLength: 1, description: "Search for this text." },
+      regex: { type: "boolean", description: "Treat pattern as an RE2 regular expression." },
+      ignore_case: { type: "boolean", description: "Match the pattern case-insensitively." },
+      context: {
+        type: "integer",
+        minimum: 0,
+        maximum: 20,
+        description: "Lines of context before and after each match.",
+      },
+      skip: { type: "integer", minimum: 0, description: "Matches to skip (to page a search)." },
+      bytes: { type: "boolean", description: "Read raw bytes; offset and limit are then bytes." },
+      mode: {
+        type: "string",
+        enum: ["lines", "bytes"],
+        description: 'Same as bytes=true when "bytes".',
+      },
+    },
+    required: ["handle"],
+    additionalProperties: false,
+  },
+};
+
+/** ReadToolOutputExecutorOptions configure createReadToolOutputExecutor. */
+export interface ReadToolOutputExecutorOptions {
+  /** The reading run: handles resolve only through its registry. */
+  readonly runId: string;
+  /** Deadline and cancellation of every read. */
+  readonly call?: SpillwayCallOptions;
+}
+
+/**
+ * createReadToolOutputExecutor returns the tool's executor. Given the model's arguments (an
+ * object or its JSON text) it returns exactly the server-rendered window text. Bad arguments
+ * and server refusals never throw: they return one short line for the model starting with
+ * `error: ` (for a forged handle, `error: invalid_deferred_handle: …`). Its output is already
+ * bounded by the server's caps and must go to the model as is — an ElisionPolicy given
+ * toolName `read_tool_output` passes it through. Only errors that are not ConnectErrors
+ * (programming faults) are thrown.
+ */
+export function createReadToolOutputExecutor(
+  client: SpillwayClient,
+  opts: ReadToolOutputExecutorOptions,
+): (args: unknown) => Promise<string> {
+  return async (args) => {
+    const parsed = parseArgs(args);
+    if (typeof parsed === "string") return `error: ${parsed}`;
+    try {
+      const window = await client.readToolOutput({ runId: opts.runId, ...parsed }, opts.call);
+      return window.rendered;
+    } catch (err) {
+      if (!(err instanceof ConnectError)) throw err;
+      return `error: ${describeError(err)}`;
+    }
+  };
+}
+
+type Request = MessageInitShape<typeof ReadToolOutputRequestSchema> & { handle: string };
+
+const known = new Set(Object.keys(readToolOutputTool.parameters.properties as object));
+
+/** parseArgs maps the model's arguments to a request, or says in a short sentence what is wrong. */
+function parseArgs(input: unknown): Request | string {
+  let args = input;
+  if (typeof args === "string") {
+    try {
+      args = JSON.parse(args);
+    } catch {
+      return "arguments are not valid JSON";
+    }
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args)) {
+    return "arguments must be an object with a handle";
+  }
+  const a = args as Record<string, unknown>;
+  const unknownKey = Object.keys(a).find((k) => !known.has(k));
+  if (unknownKey !== undefined) return `unknown argument ${JSON.stringify(unknownKey)}`;
+  if (typeof a.handle !== "string" || a.handle === "") return "handle must be a non-empty string";
+  const problem =
+    checkInt(a, "offset", 0) ??
+    checkInt(a, "limit", 1) ??
+    checkInt(a, "context", 0, 20) ??
+    checkInt(a, "skip", 0) ??
+    checkBool(a, "from_end") ??
+    checkBool(a, "regex") ??
+    checkBool(a, "ignore_case") ??
+    checkBool(a, "bytes");
+  if (problem !== undefined) return problem;
+  if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes") {
+    return 'mode must be "lines" or "bytes"';
+  }
+  const offset = a.offset as number | undefined;
+  const limit = a.limit as number | undefined;
+  // Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
+  const smallLimit = limit === undefined ? undefined : Math.min(limit, 2 ** 31 - 1);
+  const bytes = a.bytes === true || a.mode === "bytes";
+  const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
+  if (a.pattern !== undefined) {
+    if (typeof a.pattern !== "string" || a.pattern === "") {
+      return "pattern must be a non-empty string";
+    }
+    if (bytes || a.from_end !== undefined || offset !== undefined) {
+      return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)";
+    }
+    return {
+      handle: a.handle,
+      window: {
+        case: "search",
+        value: {
+          pattern: a.pattern,
+          regex: a.regex === true,
+          ignoreCase: a.ignore_case === true,
+          maxMatches: smallLimit,
+          skip: BigInt((a.skip as number | undefined) ?? 0),
+          contextLines: (a.context as number | undefined) ?? 0,
+        },
+      },
+    };
+  }
+  if (searchOnly !== undefined) return `${searchOnly} needs a pattern`;
+  if (bytes) {
+    if (a.from_end !== undefined) return "from_end applies to lines, not bytes";
+    return {
+      handle: a.handle,
+      window: {
+        case: "bytes",
+        value: {
+          offset: BigInt(offset ?? 0),
+          limit: limit === undefined ? undefined : BigInt(limit),
+        },
+      },
+    };
+  }
+  return {
+    handle: a.handle,
+    window: {
+      case: "lines",
+      value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },
+    },
+  };
+}
+
+function checkInt(
+  a: Record<string, unknown>,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): string | undefined {
+  const v = a[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) {
+    return max === Number.MAX_SAFE_INTEGER
+      ? `${name} must be an integer >= ${min}`
+      : `${name} must be an integer from ${min} to ${max}`;
+  }
+  return undefined;
+}
+
+function checkBool(a: Record<string, unknown>, name: string): string | undefined {
+  const v = a[name];
+  return v === undefined || typeof v === "boolean" ? undefined : `${name} must be true or false`;
+}
+
+/** describeError names the ErrorInfo reason (or else the code) and the server's message. */
+function describeError(err: ConnectError): string {
+  const reason = err.findDetails(ErrorInfoSchema)[0]?.reason;
+  if (reason !== undefined && reason !== "") {
+    // The server's messages for reasoned errors already start with the reason.
+    return err.rawMessage.startsWith(`${reason}:`)
+      ? err.rawMessage
+      : `${reason}: ${err.rawMessage}`;
+  }
+  const code = (Code[err.code] ?? "unknown").replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+  return `${code}: ${err.rawMessage}`;
+}

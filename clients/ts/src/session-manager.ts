@@ -1,0 +1,32 @@
+import type * as http2 from "node:http2";
+import { Http2SessionManager } from "@connectrpc/connect-node";
+
+/** RECEIVE_WINDOW is the HTTP/2 receive window, per stream and per connection. */
+const RECEIVE_WINDOW = 32 * 1024 * 1024;
+
+/**
+ * createWideWindowSessionManager returns connect-node's HTTP/2 session manager with the
+ * receive windows raised from HTTP/2's 64 KiB default to 32 MiB, per stream (a SETTINGS value)
+ * and for the whole connection (a WINDOW_UPDATE once the session exists). With the default
+ * connection window a bulk read stalls every 64 KiB waiting for the client's event loop to
+ * acknowledge it; measured on loopback, a 256 MiB bytes-mode read ran about 1.6x faster.
+ */
+export function createWideWindowSessionManager(baseUrl: string): Http2SessionManager {
+  const manager = new Http2SessionManager(
+    baseUrl,
+    {},
+    { settings: { initialWindowSize: RECEIVE_WINDOW } },
+  );
+  const widened = new WeakSet<http2.Http2Session>();
+  const request = manager.request.bind(manager);
+  manager.request = async (...args) => {
+    const stream = await request(...args);
+    const session = stream.session;
+    if (session !== undefined && !widened.has(session)) {
+      widened.add(session);
+      session.setLocalWindowSize(RECEIVE_WINDOW);
+    }
+    return stream;
+  };
+  return manager;
+}

@@ -1,0 +1,179 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { PayloadSpec } from "./payload.js";
+
+/** RunRef names a run: `run` is scoped to the case (prefixed per execution), `runRaw` is sent as is. */
+export interface RunRef {
+  readonly run?: string;
+  readonly runRaw?: string;
+}
+
+/** OffloadSpec describes one Offload stream. */
+export interface OffloadSpec extends RunRef {
+  readonly call: string;
+  readonly slot?: string;
+  /** Actor whose tenant goes into the key; default the calling actor. */
+  readonly tenant?: string;
+  /** A literal tenant for the key, overriding `tenant`. */
+  readonly tenantRaw?: string;
+  readonly data?: PayloadSpec;
+  readonly name?: string;
+  readonly contentType?: string;
+  /** A number, or `"$size"` for the payload's real size. */
+  readonly expectedSize?: number | "$size";
+  /** A hex digest, or `"$sha256"` for the payload's real digest. */
+  readonly expectedSha256?: string;
+  readonly observedBytes?: number;
+  readonly truncated?: boolean;
+  readonly ttlSeconds?: number;
+  readonly previewOnly?: boolean;
+  readonly preview?: { readonly headChars?: number; readonly tailChars?: number };
+  /** Bytes per chunk message; default 65536. */
+  readonly chunkBytes?: number;
+  /** Send one chunk of the server's max_chunk_bytes + 1 instead of the payload. */
+  readonly oversizeChunk?: boolean;
+  /** Send the chunks without a header first. */
+  readonly omitHeader?: boolean;
+  /** Send the header twice. */
+  readonly duplicateHeader?: boolean;
+}
+
+/** ReadSpec describes one ReadToolOutput call; at most one window. */
+export interface ReadSpec extends RunRef {
+  readonly handle: string;
+  readonly lines?: {
+    readonly offset?: number;
+    readonly limit?: number;
+    readonly fromEnd?: boolean;
+  };
+  readonly bytes?: { readonly offset?: number; readonly limit?: number };
+  readonly search?: {
+    readonly pattern?: string;
+    /** The pattern is `pattern` repeated this many times (long-pattern cases). */
+    readonly patternRepeat?: number;
+    readonly regex?: boolean;
+    readonly ignoreCase?: boolean;
+    readonly maxMatches?: number;
+    readonly skip?: number;
+    readonly contextLines?: number;
+  };
+  readonly omitRendered?: boolean;
+}
+
+/** Expect is what a step must produce; unset fields are not checked. */
+export interface Expect {
+  /** gRPC code name (`OK`, `PERMISSION_DENIED`, …); default `OK`. */
+  readonly code?: string;
+  /** `spillway.v1.ErrorInfo` reason of a failed call. */
+  readonly reason?: string;
+  readonly messageContains?: readonly string[];
+  readonly messageNotContains?: readonly string[];
+  /** Offload: whether the record was newly created. */
+  readonly created?: boolean;
+  /** Offload and stat: partial ResultAttachment in proto JSON form (`$present`/`$absent` allowed). */
+  readonly attachment?: Readonly<Record<string, unknown>>;
+  /** Offload and stat: the attachment's sha256 equals the digest of the offloaded payload. */
+  readonly sha256OfPayload?: boolean;
+  /** Read: the exact rendered text. */
+  readonly rendered?: string;
+  readonly renderedContains?: readonly string[];
+  readonly renderedNotContains?: readonly string[];
+  /** Read: rendered equals the text an earlier step saved under this label. */
+  readonly renderedEquals?: string;
+  /** Read: partial WindowHeader / WindowTrailer in proto JSON form. */
+  readonly header?: Readonly<Record<string, unknown>>;
+  readonly trailer?: Readonly<Record<string, unknown>>;
+  /** Read (lines mode): the returned lines' texts and numbers. */
+  readonly lineTexts?: readonly string[];
+  readonly lineNumbers?: readonly number[];
+  /** Read (search mode): the matching lines' numbers. */
+  readonly matchNumbers?: readonly number[];
+  /** Read (bytes mode): the returned bytes as UTF-8 text. */
+  readonly bytesText?: string;
+  /** Read (bytes mode): sha256 of the returned bytes equals the payload digest saved under this label. */
+  readonly bytesSha256Of?: string;
+  /** List: handles of the page (or of all pages for listAll), in order. */
+  readonly handles?: readonly string[];
+  /** List: whether a next page token was returned. */
+  readonly nextPage?: boolean;
+  /** ListAll: number of pages read. */
+  readonly pages?: number;
+  readonly deletedAttachments?: number;
+  readonly forkedAttachments?: number;
+  /** SetRunTtl: an expiry time was returned. */
+  readonly expireTimeSet?: boolean;
+  /** ServerInfo: partial GetServerInfoResponse in proto JSON form. */
+  readonly info?: Readonly<Record<string, unknown>>;
+}
+
+/** StepAction is the one operation of a step. */
+export type StepAction =
+  | { readonly offload: OffloadSpec }
+  | { readonly read: ReadSpec }
+  | { readonly stat: RunRef & { readonly handle: string } }
+  | { readonly list: RunRef & { readonly pageSize?: number; readonly pageToken?: string } }
+  | { readonly listAll: RunRef & { readonly pageSize?: number } }
+  | { readonly deleteRun: RunRef }
+  | {
+      readonly forkRun: {
+        readonly parent: string;
+        readonly child: string;
+        readonly ttlSeconds?: number;
+      };
+    }
+  | { readonly setRunTtl: RunRef & { readonly ttlSeconds: number } }
+  | { readonly serverInfo: Readonly<Record<string, never>> }
+  | { readonly sleepMs: number };
+
+/** Step is one call of a case, the actor making it, and what it must produce. */
+export type Step = StepAction & {
+  /** Actor name (`A`, `B`, `anonymous`, `unknown-token`); default `A`. */
+  readonly as?: string;
+  readonly expect?: Expect;
+  /** Label under which an offload saves its payload digest, or a read its rendered text. */
+  readonly save?: string;
+};
+
+/** ConformanceCase is one independent, named scenario. */
+export interface ConformanceCase {
+  readonly name: string;
+  /** Features the target must declare for the case to run. */
+  readonly features?: readonly string[];
+  readonly steps: readonly Step[];
+}
+
+/**
+ * loadCases reads every `*.json` file of dir (each a JSON array of cases), in file-name order,
+ * and guarantees unique, non-empty case names with at least one step each.
+ */
+export async function loadCases(dir: string): Promise<ConformanceCase[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".json")).sort();
+  const cases: ConformanceCase[] = [];
+  for (const file of files) {
+    const parsed: unknown = JSON.parse(await readFile(join(dir, file), "utf8"));
+    if (!Array.isArray(parsed)) {
+      throw new ConnectError(`${file}: expected a JSON array of cases`, Code.InvalidArgument);
+    }
+    cases.push(...(parsed as ConformanceCase[]));
+  }
+  checkCases(cases);
+  return cases;
+}
+
+/** checkCases throws INVALID_ARGUMENT unless every case has a unique name and steps. */
+export function checkCases(cases: readonly ConformanceCase[]): void {
+  const seen = new Set<string>();
+  for (const c of cases) {
+    if (typeof c.name !== "string" || c.name === "") {
+      throw new ConnectError("a case has no name", Code.InvalidArgument);
+    }
+    if (seen.has(c.name)) {
+      throw new ConnectError(`duplicate case name ${c.name}`, Code.InvalidArgument);
+    }
+    if (!Array.isArray(c.steps) || c.steps.length === 0) {
+      throw new ConnectError(`case ${c.name} has no steps`, Code.InvalidArgument);
+    }
+    seen.add(c.name);
+  }
+}

@@ -1,0 +1,72 @@
+import { readFile } from "node:fs/promises";
+import type { ConformanceCase, ReadSpec } from "./case.js";
+import type { PayloadSpec } from "./payload.js";
+
+/** VectorCaps are the window caps the expected texts were rendered with. */
+export interface VectorCaps {
+  readonly maxWindowLines: number;
+  readonly maxWindowChars: number;
+  readonly maxLineChars: number;
+  readonly maxMatches: number;
+}
+
+/**
+ * WindowVector is one cross-language parity vector: a payload offloaded under `call` (and
+ * `slot`), one window read from it, and the exact text the server renders for it.
+ */
+export interface WindowVector {
+  readonly name: string;
+  readonly call: string;
+  readonly slot?: string;
+  readonly contentType?: string;
+  readonly payload: PayloadSpec;
+  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search">;
+  readonly rendered: string;
+}
+
+/** WindowVectorFile is the shape of conformance/window-vectors.json. */
+export interface WindowVectorFile {
+  readonly description?: string;
+  readonly caps: VectorCaps;
+  readonly vectors: readonly WindowVector[];
+}
+
+/** defaultCapsFeature is the feature a target has when its window caps equal the vectors' caps. */
+export const defaultCapsFeature = "default-caps";
+
+/** loadWindowVectors reads a window-vectors JSON file. */
+export async function loadWindowVectors(file: string): Promise<WindowVectorFile> {
+  return JSON.parse(await readFile(file, "utf8")) as WindowVectorFile;
+}
+
+/** vectorHandle is the handle a vector's payload is offloaded under. */
+export function vectorHandle(v: WindowVector): string {
+  return v.slot === undefined ? `res_${v.call}` : `out_${v.call}_${v.slot}`;
+}
+
+/**
+ * vectorCases turns each vector into a case named `vectors/<name>`: offload the payload, read
+ * the window, expect the exact rendered text. The cases need the `default-caps` feature (and
+ * `regex` for regex searches), since the texts depend on the caps.
+ */
+export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
+  return file.vectors.map((v) => ({
+    name: `vectors/${v.name}`,
+    features: [defaultCapsFeature, ...(v.window.search?.regex ? ["regex"] : [])],
+    steps: [
+      {
+        offload: {
+          run: "v",
+          call: v.call,
+          ...(v.slot === undefined ? {} : { slot: v.slot }),
+          ...(v.contentType === undefined ? {} : { contentType: v.contentType }),
+          data: v.payload,
+        },
+      },
+      {
+        read: { run: "v", handle: vectorHandle(v), ...v.window },
+        expect: { rendered: v.rendered },
+      },
+    ],
+  }));
+}

@@ -4,10 +4,9 @@ import { mkdir, mkdtemp, open, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
-import { createFilesystemBackend } from "../../server/backends/filesystem.js";
-import { startSpillwayServer } from "../../server/server.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { type BenchResult, throughputResult } from "../result.js";
+import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 const CHUNK = 1024 * 1024;
@@ -48,10 +47,7 @@ export async function filesystemScenarios(opts: {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-fs-"));
   const raw = join(dir, "raw");
   await mkdir(raw);
-  const server = await startSpillwayServer({
-    backend: createFilesystemBackend({ root: join(dir, "store") }),
-    port: 0,
-  });
+  const server = await spawnServer(["--data-dir", join(dir, "store")]);
   try {
     const client = createSpillwayClient({ baseUrl: server.url });
     const payloads = [textPayload(opts.bytes), randomPayload(opts.bytes)];
@@ -98,7 +94,7 @@ export async function filesystemScenarios(opts: {
       }),
     ];
   } finally {
-    await server.close(1000);
+    await server.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }

@@ -1,12 +1,11 @@
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
-import { createS3Backend } from "../../server/backends/s3.js";
-import { startSpillwayServer } from "../../server/server.js";
 import { startObjectServer } from "../../test/support/object-server.js";
 import { createTestS3Client } from "../../test/support/s3-client.js";
 import { textPayload } from "../payload.js";
 import { type BenchResult, throughputResult } from "../result.js";
+import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 /**
@@ -22,17 +21,24 @@ export async function minioScenarios(opts: {
   const bucket = "spillway-bench";
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   const credentials = { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey };
-  const server = await startSpillwayServer({
-    backend: createS3Backend({
+  const server = await spawnServer(
+    [
+      "--backend",
+      "s3",
+      "--s3-bucket",
       bucket,
-      prefix: "spillway",
-      endpoint: minio.endpoint,
-      region: minio.region,
-      forcePathStyle: true,
-      credentials,
-    }),
-    port: 0,
-  });
+      "--s3-prefix",
+      "spillway",
+      "--s3-endpoint",
+      minio.endpoint,
+      "--s3-region",
+      minio.region,
+    ],
+    {
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    },
+  );
   try {
     const client = createSpillwayClient({ baseUrl: server.url });
     const data = textPayload(opts.bytes);
@@ -57,7 +63,7 @@ export async function minioScenarios(opts: {
       }),
     ];
   } finally {
-    await server.close(1000);
+    await server.stop();
     s3.destroy();
     await minio.stop();
   }

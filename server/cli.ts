@@ -2,6 +2,8 @@
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, BACKEND_USAGE, backendFromOptions } from "./backend-config.js";
+import { createMetrics } from "./metrics.js";
+import { startMetricsServer } from "./metrics-server.js";
 import { startSpillwayServer } from "./server.js";
 import { SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -23,6 +25,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
   --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
   --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
+  --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
+  --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
 `;
 
 const flags = {
@@ -39,6 +43,8 @@ const flags = {
   "max-line-chars": "SPILLWAY_MAX_LINE_CHARS",
   "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
   "grace-ms": "SPILLWAY_GRACE_MS",
+  "metrics-port": "SPILLWAY_METRICS_PORT",
+  "metrics-host": "SPILLWAY_METRICS_HOST",
 } as const;
 type Flag = keyof typeof flags;
 
@@ -83,6 +89,8 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxWindowChars", intOption(opt("max-window-chars"), "max-window-chars")),
     ...defined("maxLineChars", intOption(opt("max-line-chars"), "max-line-chars")),
   };
+  const metricsPort = intOption(opt("metrics-port"), "metrics-port");
+  const metrics = metricsPort === undefined ? undefined : createMetrics();
   const server = await startSpillwayServer({
     backend,
     host: opt("host") ?? "127.0.0.1",
@@ -92,7 +100,17 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
+    ...(metrics === undefined ? {} : { metrics }),
   });
+  const metricsServer =
+    metrics === undefined || metricsPort === undefined
+      ? undefined
+      : await startMetricsServer({
+          host: opt("metrics-host") ?? "127.0.0.1",
+          port: metricsPort,
+          registry: metrics.registry,
+        });
+  if (metricsServer !== undefined) log.info({ url: metricsServer.url }, "metrics served");
   const sweeper = createSweeper(server.core, {
     intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
     orphanAgeMs: 60 * 60 * 1000,
@@ -111,6 +129,7 @@ async function main(argv: string[]): Promise<void> {
     void sweeper
       .stop()
       .then(() => server.close(graceMs))
+      .then(() => metricsServer?.close())
       .then(() => {
         log.info("stopped");
         process.exit(0);

@@ -13,9 +13,11 @@ import {
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
+import { instrumentBackend } from "./backends/instrumented.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
+import type { Metrics } from "./metrics.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
@@ -36,6 +38,8 @@ export interface SpillwayServerOptions {
   readonly now?: () => number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
+  /** Prometheus metrics: every call and every backend failure is recorded when set. */
+  readonly metrics?: Metrics;
 }
 
 /** SpillwayServer is a running server. */
@@ -82,7 +86,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
   const caps: WindowCaps = createWindowCaps(opts.caps);
   const core = createSpillwayCore({
-    backend: opts.backend,
+    backend:
+      opts.metrics === undefined ? opts.backend : instrumentBackend(opts.backend, opts.metrics),
     limits,
     caps,
     ...(opts.now === undefined ? {} : { now: opts.now }),
@@ -103,6 +108,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       router.service(Health, health.service);
     },
     interceptors: [
+      ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
       createAuthInterceptor(auth),

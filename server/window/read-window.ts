@@ -12,12 +12,16 @@ import { renderBinary } from "./render.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 
-/** Converts a non-negative int64 request field; a negative one is INVALID_ARGUMENT. */
+/**
+ * Converts a non-negative int64 request field; a negative one is INVALID_ARGUMENT. Values past
+ * Number.MAX_SAFE_INTEGER are clamped to it: they lie beyond any payload either way, and an
+ * unclamped one rounds up past int64 and could not be echoed back in a response.
+ */
 function count(value: bigint, field: string): number {
   if (value < 0n) {
     throw new ConnectError(`${field} must not be negative, got ${value}`, Code.InvalidArgument);
   }
-  return Number(value);
+  return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
 }
 
 /** The frames of a lines or search window over a binary payload: no content, a pointer to bytes mode. */

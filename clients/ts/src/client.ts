@@ -18,7 +18,7 @@ import {
   type WindowTrailer,
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
-import { type RetryOptions, retryUnavailable } from "./retry.js";
+import { isTransientReadError, type RetryOptions, retryUnavailable } from "./retry.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
@@ -209,16 +209,27 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       return (await offloadResult(key, data, options, call)).attachment;
     },
     offloadResult,
-    async readToolOutput(request, call = {}) {
-      const frames: ReadToolOutputResponse[] = [];
-      let header: WindowHeader | undefined;
-      let trailer: WindowTrailer | undefined;
-      for await (const frame of raw.readToolOutput(request, callOptions(call))) {
-        frames.push(frame);
-        if (frame.frame.case === "header") header = frame.frame.value;
-        if (frame.frame.case === "trailer") trailer = frame.frame.value;
-      }
-      return { header, frames, trailer, rendered: trailer?.rendered ?? "" };
+    readToolOutput(request, call = {}) {
+      // A window read is idempotent, so a replica lost mid-stream is retried from the start.
+      return retryUnavailable(
+        async (timeoutMs) => {
+          const frames: ReadToolOutputResponse[] = [];
+          let header: WindowHeader | undefined;
+          let trailer: WindowTrailer | undefined;
+          for await (const frame of raw.readToolOutput(request, callOptions(call, timeoutMs))) {
+            frames.push(frame);
+            if (frame.frame.case === "header") header = frame.frame.value;
+            if (frame.frame.case === "trailer") trailer = frame.frame.value;
+          }
+          return { header, frames, trailer, rendered: trailer?.rendered ?? "" };
+        },
+        {
+          retry: opts.retry,
+          signal: call.signal,
+          timeoutMs: call.timeoutMs,
+          retryable: isTransientReadError,
+        },
+      );
     },
     async stat(runId, handle, call = {}) {
       const res = await raw.statToolOutput({ runId, handle }, callOptions(call));

@@ -33,6 +33,11 @@ export {
   readToolOutputToolName,
   type ToolDefinition,
 } from "./read-tool-output-tool.js";
-export { type RetryCall, type RetryOptions, retryUnavailable } from "./retry.js";
+export {
+  isTransientReadError,
+  type RetryCall,
+  type RetryOptions,
+  retryUnavailable,
+} from "./retry.js";
 export { createWideWindowSessionManager } from "./session-manager.js";
 export { countChars, type TruncateMode, truncateText } from "./truncate-text.js";

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { retryUnavailable } from "./retry.js";
+import { isTransientReadError, retryUnavailable } from "./retry.js";
 
 const unavailable = () => new ConnectError("down", Code.Unavailable);
 
@@ -101,5 +101,37 @@ describe("retryUnavailable", () => {
     );
     expect(code).toBe(Code.Canceled);
     expect(attempts).toBe(1);
+  });
+});
+
+describe("isTransientReadError", () => {
+  it("accepts UNAVAILABLE and a proxy's stream reset, nothing else", () => {
+    expect(isTransientReadError(new ConnectError("down", Code.Unavailable))).toBe(true);
+    expect(
+      isTransientReadError(
+        new ConnectError("Stream closed with error code NGHTTP2_INTERNAL_ERROR", Code.Internal),
+      ),
+    ).toBe(true);
+    expect(isTransientReadError(new ConnectError("bug", Code.Internal))).toBe(false);
+    expect(isTransientReadError(new ConnectError("no", Code.PermissionDenied))).toBe(false);
+  });
+
+  it("lets retryUnavailable repeat a reset read", async () => {
+    let attempts = 0;
+    const value = await retryUnavailable(
+      async () => {
+        attempts++;
+        if (attempts === 1) {
+          throw new ConnectError(
+            "Stream closed with error code NGHTTP2_INTERNAL_ERROR",
+            Code.Internal,
+          );
+        }
+        return "window";
+      },
+      { retryable: isTransientReadError, retry: { baseDelayMs: 1 } },
+    );
+    expect(value).toBe("window");
+    expect(attempts).toBe(2);
   });
 });

@@ -20,10 +20,27 @@ export interface RetryCall {
   readonly timeoutMs?: number;
   /** Whether the request can be sent again; checked before each retry. Default: always. */
   readonly replayable?: () => boolean;
+  /** Which failures are worth another attempt. Default: UNAVAILABLE only. */
+  readonly retryable?: (err: ConnectError) => boolean;
 }
 
 /**
- * retryUnavailable runs attempt and repeats it only after an UNAVAILABLE ConnectError, at most
+ * isTransientReadError tells whether a failed read is safe and worth repeating: UNAVAILABLE,
+ * or the HTTP/2 stream reset (RST_STREAM INTERNAL_ERROR, which gRPC reports as INTERNAL) that a
+ * proxy such as nginx sends when the replica behind an already-started response dies. Only
+ * idempotent calls — reads — may treat the reset as transient.
+ */
+export function isTransientReadError(err: ConnectError): boolean {
+  return (
+    err.code === Code.Unavailable ||
+    (err.code === Code.Internal &&
+      /stream closed with error code (NGHTTP2_)?INTERNAL_ERROR/i.test(err.rawMessage))
+  );
+}
+
+/**
+ * retryUnavailable runs attempt and repeats it only after an UNAVAILABLE ConnectError (or what
+ * `retryable` accepts), at most
  * maxAttempts times in all, sleeping an exponential backoff with full jitter in between. It
  * never retries another code (a DEADLINE_EXCEEDED may have committed, and only idempotent calls
  * should be given to it), never retries once `replayable()` says the request cannot be sent
@@ -49,7 +66,7 @@ export async function retryUnavailable<T>(
     } catch (err) {
       const retryable =
         err instanceof ConnectError &&
-        err.code === Code.Unavailable &&
+        (call.retryable?.(err) ?? err.code === Code.Unavailable) &&
         n < maxAttempts &&
         (call.replayable?.() ?? true) &&
         call.signal?.aborted !== true;

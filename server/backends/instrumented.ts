@@ -1,0 +1,62 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeLabel, type Metrics } from "../metrics.js";
+import { observeIterable } from "../observe-iterable.js";
+import type { Backend, BackendCallOptions } from "./backend.js";
+
+/** Codes the Backend contract uses for ordinary answers: a missing key, a key already taken. */
+const contractOutcomes: ReadonlySet<Code> = new Set([Code.NotFound, Code.AlreadyExists]);
+
+/**
+ * instrumentBackend returns `base` with every failed call counted in
+ * `spillway_backend_errors_total{backend,code}`: a rejected promise, or a `get` stream that
+ * fails while it is read. Results and errors pass through unchanged. Not counted, because the
+ * store did not fail: `NOT_FOUND` and `ALREADY_EXISTS` (the contract's answers for a missing
+ * key and a taken one), a call whose signal was aborted (the caller went away), and a `put`
+ * whose body — the caller's upload — failed.
+ */
+export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
+  const count = (err: unknown, opts: BackendCallOptions | undefined) => {
+    const code = ConnectError.from(err).code;
+    if (contractOutcomes.has(code) || opts?.signal?.aborted === true) return;
+    metrics.backendErrors.inc({ backend: base.kind, code: codeLabel(code) });
+  };
+  // A thunk, so a backend that throws synchronously is counted too.
+  const counted = async <T>(call: () => Promise<T>, opts?: BackendCallOptions): Promise<T> => {
+    try {
+      return await call();
+    } catch (err) {
+      count(err, opts);
+      throw err;
+    }
+  };
+  return {
+    ...base,
+    async put(key, body, opts) {
+      let bodyFailed = false;
+      const observed = observeIterable(body, {
+        onEnd: (ending) => {
+          bodyFailed ||= ending.kind === "failed";
+        },
+      });
+      try {
+        return await base.put(key, observed, opts);
+      } catch (err) {
+        if (!bodyFailed) count(err, opts);
+        throw err;
+      }
+    },
+    async get(key, opts) {
+      const stream = await counted(() => base.get(key, opts), opts);
+      return observeIterable(stream, {
+        onEnd: (ending) => {
+          if (ending.kind === "failed") count(ending.error, opts);
+        },
+      });
+    },
+    head: (key, opts) => counted(() => base.head(key, opts), opts),
+    list: (prefix, opts) => counted(() => base.list(prefix, opts), opts),
+    delete: (key, opts) => counted(() => base.delete(key, opts), opts),
+    deleteMany: (keys, opts) => counted(() => base.deleteMany(keys, opts), opts),
+    close: () => counted(() => base.close()),
+  };
+}

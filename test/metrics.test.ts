@@ -1,0 +1,151 @@
+import { rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMetrics, type Metrics } from "../server/metrics.js";
+import { type MetricsServer, startMetricsServer } from "../server/metrics-server.js";
+import { codeOf } from "./support/code-of.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+const SERVICE = "spillway.v1.SpillwayService";
+
+/** Sample is one line of the text exposition format. */
+interface Sample {
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly value: number;
+}
+
+function parseExposition(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (m === null) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[l[1] as string] = l[2] as string;
+    }
+    samples.push({ name: m[1] as string, labels, value: Number(m[3]) });
+  }
+  return samples;
+}
+
+/** value returns the one sample named `name` whose labels include `labels`, or undefined. */
+function value(samples: Sample[], name: string, labels: Record<string, string> = {}) {
+  const found = samples.filter(
+    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+  );
+  if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} is ambiguous`);
+  return found[0]?.value;
+}
+
+describe("Prometheus metrics of a real server", () => {
+  let metrics: Metrics;
+  let t: TestServer;
+  let endpoint: MetricsServer;
+
+  const scrape = async () => {
+    const res = await fetch(endpoint.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/plain");
+    return parseExposition(await res.text());
+  };
+
+  beforeAll(async () => {
+    metrics = createMetrics();
+    t = await startTestServer({ backend: "filesystem", metrics });
+    endpoint = await startMetricsServer({ host: "127.0.0.1", port: 0, registry: metrics.registry });
+  });
+  afterAll(async () => {
+    await endpoint.close();
+    await t.stop();
+  });
+
+  it("counts calls by procedure and code, bytes in and out, durations and in-flight streams", async () => {
+    const sdk = t.sdk();
+    const text = Array.from({ length: 20_000 }, (_, i) => `line ${i + 1} ünïcode\n`).join("");
+    const binary = new Uint8Array(300_000).map((_, i) => (i * 7) % 256);
+    const key = (callId: string) => ({ tenant: "dev", runId: "m", callId });
+    await sdk.offload(key("text"), text);
+    await sdk.offload(key("bin"), binary, { contentType: "application/octet-stream" });
+    const bytesIn = Buffer.byteLength(text) + binary.byteLength;
+
+    const lines = await sdk.readToolOutput({
+      runId: "m",
+      handle: "res_text",
+      window: { case: "lines", value: { offset: 100n, limit: 50 } },
+    });
+    const bytes = await sdk.readToolOutput({
+      runId: "m",
+      handle: "res_bin",
+      window: { case: "bytes", value: { offset: 1000n, limit: 200_000n } },
+    });
+    expect(await codeOf(sdk.readToolOutput({ runId: "m", handle: "res_forged" }))).toBe(
+      Code.PermissionDenied,
+    );
+    const dataBytes = bytes.frames.reduce(
+      (n, f) =>
+        f.frame.case === "content" && f.frame.value.body.case === "data"
+          ? n + f.frame.value.body.value.byteLength
+          : n,
+      0,
+    );
+    expect(dataBytes).toBe(200_000);
+    const renderedBytes = Buffer.byteLength(lines.rendered) + Buffer.byteLength(bytes.rendered);
+    expect(renderedBytes).toBeGreaterThan(0);
+
+    const s = await scrape();
+    const offload = `${SERVICE}/Offload`;
+    const read = `${SERVICE}/ReadToolOutput`;
+    expect(value(s, "spillway_requests_total", { procedure: offload, code: "OK" })).toBe(2);
+    expect(value(s, "spillway_requests_total", { procedure: read, code: "OK" })).toBe(2);
+    expect(
+      value(s, "spillway_requests_total", { procedure: read, code: "PERMISSION_DENIED" }),
+    ).toBe(1);
+    expect(value(s, "spillway_bytes_in_total")).toBe(bytesIn);
+    expect(value(s, "spillway_bytes_out_total")).toBe(dataBytes + renderedBytes);
+    expect(value(s, "spillway_request_duration_seconds_count", { procedure: read })).toBe(3);
+    expect(value(s, "spillway_request_duration_seconds_count", { procedure: offload })).toBe(2);
+    expect(
+      value(s, "spillway_request_duration_seconds_bucket", { procedure: read, le: "+Inf" }),
+    ).toBe(3);
+    expect(
+      value(s, "spillway_request_duration_seconds_bucket", { procedure: read, le: "0.001" }),
+    ).toBeDefined();
+    expect(value(s, "spillway_inflight_streams", { procedure: read })).toBe(0);
+    expect(value(s, "spillway_inflight_streams", { procedure: offload })).toBe(0);
+    expect(value(s, "spillway_process_cpu_user_seconds_total")).toBeGreaterThan(0);
+    expect(value(s, "spillway_backend_errors_total")).toBeUndefined();
+  });
+
+  it("answers 404 for anything but GET /metrics", async () => {
+    const base = new URL(endpoint.url);
+    expect((await fetch(new URL("/", base))).status).toBe(404);
+    expect((await fetch(new URL("/metrics/x", base))).status).toBe(404);
+    expect((await fetch(endpoint.url, { method: "POST", body: "x" })).status).toBe(404);
+    expect((await fetch(`${endpoint.url}?name[]=x`)).status).toBe(200);
+  });
+
+  it("counts backend failures by backend and code", async () => {
+    // A file where the store's root directory should be: every filesystem call fails.
+    const root = join(t.dataDir, "store");
+    await rm(root, { recursive: true, force: true });
+    await writeFile(root, "not a directory");
+
+    const offload = t.sdk().offload({ tenant: "dev", runId: "m", callId: "c" }, "x\n");
+    expect(await codeOf(offload)).toBe(Code.FailedPrecondition);
+    const s = await scrape();
+    expect(
+      value(s, "spillway_backend_errors_total", {
+        backend: "filesystem",
+        code: "FAILED_PRECONDITION",
+      }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      value(s, "spillway_requests_total", {
+        procedure: `${SERVICE}/Offload`,
+        code: "FAILED_PRECONDITION",
+      }),
+    ).toBe(1);
+  });
+});

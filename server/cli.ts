@@ -25,6 +25,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
   --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
   --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
+  --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
+                                                        default 1800000; 0 = never
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
 `;
@@ -43,6 +45,7 @@ const flags = {
   "max-line-chars": "SPILLWAY_MAX_LINE_CHARS",
   "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
   "grace-ms": "SPILLWAY_GRACE_MS",
+  "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
 } as const;
@@ -100,6 +103,10 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
+    ...defined(
+      "maxConnectionAgeMs",
+      intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),
+    ),
     ...(metrics === undefined ? {} : { metrics }),
   });
   const metricsServer =

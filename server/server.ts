@@ -36,6 +36,12 @@ export interface SpillwayServerOptions {
   readonly caps?: Partial<WindowCaps>;
   /** Clock, for tests of expiry. */
   readonly now?: () => number;
+  /**
+   * Close each connection gracefully (GOAWAY; in-flight streams finish) after about this long,
+   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas. Default 30 min;
+   * 0 keeps connections open indefinitely.
+   */
+  readonly maxConnectionAgeMs?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -141,9 +147,17 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
+  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
   server.on("session", (session) => {
     sessions.add(session);
-    session.once("close", () => sessions.delete(session));
+    const aged =
+      maxAgeMs > 0
+        ? setTimeout(() => session.close(), maxAgeMs * (0.9 + Math.random() * 0.2)).unref()
+        : undefined;
+    session.once("close", () => {
+      sessions.delete(session);
+      clearTimeout(aged);
+    });
     session.once("connect", () => session.setLocalWindowSize(FLOW_CONTROL_WINDOW));
     // A session that is already connected gets the larger window at once.
     if (!session.connecting) session.setLocalWindowSize(FLOW_CONTROL_WINDOW);

@@ -18,6 +18,7 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>";
                                                         without it: loopback only, tenant "dev"
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
+  --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
   --max-blob-bytes <n>            SPILLWAY_MAX_BLOB_BYTES
   --inline-bytes <n>              SPILLWAY_INLINE_BYTES
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
@@ -38,6 +39,7 @@ const flags = {
   "token-file": "SPILLWAY_TOKEN_FILE",
   "tls-cert": "SPILLWAY_TLS_CERT",
   "tls-key": "SPILLWAY_TLS_KEY",
+  "tls-client-ca": "SPILLWAY_TLS_CLIENT_CA",
   "max-blob-bytes": "SPILLWAY_MAX_BLOB_BYTES",
   "inline-bytes": "SPILLWAY_INLINE_BYTES",
   "max-window-lines": "SPILLWAY_MAX_WINDOW_LINES",
@@ -99,7 +101,10 @@ async function main(argv: string[]): Promise<void> {
     host: opt("host") ?? "127.0.0.1",
     port: intOption(opt("port"), "port") ?? 50051,
     tokenFile: opt("token-file"),
-    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+    tls:
+      certFile !== undefined && keyFile !== undefined
+        ? { certFile, keyFile, clientCaFile: opt("tls-client-ca") }
+        : undefined,
     limits,
     caps,
     logger: log,

@@ -31,7 +31,17 @@ export interface SpillwayServerOptions {
   /** Operator token file (`<sha256 hex> <tenant>` lines). Unset: dev mode, one tenant. */
   readonly tokenFile?: string | undefined;
   /** PEM certificate and key; set both to serve TLS instead of h2c. */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly tls?:
+    | {
+        readonly certFile: string;
+        readonly keyFile: string;
+        /**
+         * PEM CA bundle; when set, clients must present a certificate it signed (mTLS). The
+         * tenant still comes from the bearer token.
+         */
+        readonly clientCaFile?: string | undefined;
+      }
+    | undefined;
   readonly limits?: Partial<ServerLimits>;
   readonly caps?: Partial<WindowCaps>;
   /** Clock, for tests of expiry. */
@@ -137,6 +147,13 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
             cert: readFileSync(opts.tls.certFile),
             key: readFileSync(opts.tls.keyFile),
             allowHTTP1: true,
+            ...(opts.tls.clientCaFile === undefined
+              ? {}
+              : {
+                  ca: readFileSync(opts.tls.clientCaFile),
+                  requestCert: true,
+                  rejectUnauthorized: true,
+                }),
           },
           handler,
         );

@@ -70,3 +70,108 @@ describe("TLS", () => {
     expect((err as ConnectError).rawMessage).toMatch(/certificate/i);
   });
 });
+
+describe("mTLS", () => {
+  let dir: string;
+  let server: SpillwayServer;
+  let serverCert: Buffer;
+  let clientCert: Buffer;
+  let clientKey: Buffer;
+  let strangerCert: Buffer;
+  let strangerKey: Buffer;
+
+  const openssl = (args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
+  const selfSigned = (name: string, cn: string) =>
+    openssl([
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      `/CN=${cn}`,
+      "-keyout",
+      join(dir, `${name}.key`),
+      "-out",
+      join(dir, `${name}.pem`),
+      ...(cn === "localhost" ? ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"] : []),
+    ]);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-mtls-"));
+    selfSigned("server", "localhost");
+    selfSigned("ca", "spillway test CA");
+    selfSigned("stranger", "stranger");
+    openssl([
+      "req",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-subj",
+      "/CN=runtime",
+      "-keyout",
+      join(dir, "client.key"),
+      "-out",
+      join(dir, "client.csr"),
+    ]);
+    openssl([
+      "x509",
+      "-req",
+      "-in",
+      join(dir, "client.csr"),
+      "-CA",
+      join(dir, "ca.pem"),
+      "-CAkey",
+      join(dir, "ca.key"),
+      "-CAcreateserial",
+      "-days",
+      "1",
+      "-out",
+      join(dir, "client.pem"),
+    ]);
+    [serverCert, clientCert, clientKey, strangerCert, strangerKey] = (await Promise.all(
+      ["server.pem", "client.pem", "client.key", "stranger.pem", "stranger.key"].map((f) =>
+        readFile(join(dir, f)),
+      ),
+    )) as [Buffer, Buffer, Buffer, Buffer, Buffer];
+    server = await startSpillwayServer({
+      backend: createMemoryBackend(),
+      port: 0,
+      tls: {
+        certFile: join(dir, "server.pem"),
+        keyFile: join(dir, "server.key"),
+        clientCaFile: join(dir, "ca.pem"),
+      },
+    });
+  });
+  afterAll(async () => {
+    await server.close(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const clientWith = (cert?: Buffer, key?: Buffer) =>
+    createClient(
+      SpillwayService,
+      createGrpcTransport({
+        baseUrl: server.url,
+        nodeOptions: { ca: serverCert, ...(cert === undefined ? {} : { cert, key }) },
+      }),
+    );
+
+  it("serves a client whose certificate the configured CA signed", async () => {
+    expect((await clientWith(clientCert, clientKey).getServerInfo({})).backend).toBe("memory");
+  });
+
+  it("refuses clients without a certificate or with one the CA did not sign", async () => {
+    for (const client of [clientWith(), clientWith(strangerCert, strangerKey)]) {
+      const err = await client.getServerInfo({}).catch((e: unknown) => ConnectError.from(e));
+      expect(err).toBeInstanceOf(ConnectError);
+    }
+  });
+});

@@ -28,6 +28,7 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
+  --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
 `;
@@ -48,6 +49,7 @@ const flags = {
   "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
   "grace-ms": "SPILLWAY_GRACE_MS",
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
+  "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
 } as const;
@@ -108,6 +110,7 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
+    ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
     ...defined(
       "maxConnectionAgeMs",
       intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),

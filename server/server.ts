@@ -19,6 +19,7 @@ import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
+import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
 /** SpillwayServerOptions configure one Spillway server process. */
@@ -52,6 +53,8 @@ export interface SpillwayServerOptions {
    * 0 keeps connections open indefinitely.
    */
   readonly maxConnectionAgeMs?: number;
+  /** Calls one tenant may have in flight at once on this server; default 256. */
+  readonly maxCallsPerTenant?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -128,6 +131,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
       createAuthInterceptor(auth),
+      createTenantCallLimit(opts.maxCallsPerTenant ?? 256),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.

@@ -1,0 +1,46 @@
+import type { Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { tenantKey } from "./auth.js";
+import { observeIterable } from "./observe-iterable.js";
+
+/**
+ * createTenantCallLimit bounds how many calls one tenant may have in flight on this replica;
+ * the call past the limit is refused at once with RESOURCE_EXHAUSTED, so one tenant's burst of
+ * slow streams cannot take every stream slot from the others. A call holds its slot until its
+ * response ends, including a streamed response read to its end or abandoned. It must run after
+ * the auth interceptor; calls without a tenant (health checks) are not counted.
+ */
+export function createTenantCallLimit(maxCalls: number): Interceptor {
+  const inFlight = new Map<string, number>();
+  return (next) => async (req) => {
+    const tenant = req.contextValues.get(tenantKey);
+    if (tenant === undefined) return next(req);
+    const held = inFlight.get(tenant) ?? 0;
+    if (held >= maxCalls) {
+      throw new ConnectError(
+        `tenant "${tenant}" has ${held} calls in flight on this server; the limit is ${maxCalls}`,
+        Code.ResourceExhausted,
+      );
+    }
+    inFlight.set(tenant, held + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      const left = (inFlight.get(tenant) ?? 1) - 1;
+      if (left <= 0) inFlight.delete(tenant);
+      else inFlight.set(tenant, left);
+    };
+    try {
+      const res = await next(req);
+      if (!res.stream) {
+        release();
+        return res;
+      }
+      return { ...res, message: observeIterable(res.message, { onEnd: release }) };
+    } catch (err) {
+      release();
+      throw err;
+    }
+  };
+}

@@ -87,12 +87,15 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     size: record.sizeBytes,
     lineCount: record.lineCount,
     binary: record.binary,
-    read: (offset, length, signal) =>
-      backend.get(blob.key, {
-        offset,
-        ...(length === undefined ? {} : { length }),
-        ...(signal === undefined ? {} : { signal }),
-      }),
+    read: async (offset, length, signal) =>
+      releaseOnAbort(
+        await backend.get(blob.key, {
+          offset,
+          ...(length === undefined ? {} : { length }),
+          ...(signal === undefined ? {} : { signal }),
+        }),
+        signal,
+      ),
     async seekLine(line, signal) {
       const entry = Math.floor(line / blob.stride);
       if (entry === 0 || blob.indexKey === undefined) return { line: 0, offset: 0 };
@@ -113,5 +116,32 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
         offset: Buffer.from(bytes.buffer, bytes.byteOffset, 8).readDoubleLE(0),
       };
     },
+  };
+}
+
+/**
+ * releaseOnAbort closes a body's source (its file handle or HTTP response) as soon as the
+ * signal aborts. A reader that cancels leaves the window generator suspended mid-stream, where
+ * its own cleanup would only run if it were resumed; the abort must free the source instead.
+ */
+function releaseOnAbort(
+  body: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+): AsyncIterable<Uint8Array> {
+  if (signal === undefined) return body;
+  const iterator = body[Symbol.asyncIterator]();
+  const release = () => {
+    void iterator.return?.()?.catch(() => undefined);
+  };
+  if (signal.aborted) release();
+  else signal.addEventListener("abort", release, { once: true });
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: () => iterator.next(),
+      return: async (value?: unknown) => {
+        signal.removeEventListener("abort", release);
+        return (await iterator.return?.(value)) ?? { done: true, value: undefined };
+      },
+    }),
   };
 }

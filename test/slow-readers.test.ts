@@ -1,0 +1,125 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const MiB = 1024 * 1024;
+
+/** rssBytes reads a process's resident set size from /proc. */
+async function rssBytes(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kib = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
+  if (kib === undefined) throw new Error("no VmRSS in /proc status");
+  return Number(kib) * 1024;
+}
+
+/** openFiles counts the regular files a process holds open (payload blobs, not sockets). */
+async function openFiles(pid: number, under: string): Promise<number> {
+  let count = 0;
+  for (const fd of await readdir(`/proc/${pid}/fd`)) {
+    try {
+      if ((await readlink(`/proc/${pid}/fd/${fd}`)).startsWith(under)) count++;
+    } catch {
+      // The descriptor closed while we looked.
+    }
+  }
+  return count;
+}
+
+/**
+ * Slow and abandoned readers: the server streams with backpressure, so readers that stop
+ * consuming cost it at most their flow-control windows, not the payload; readers that cancel
+ * release their file handles. Measured on the real `spillway serve` process.
+ */
+describe("slow and abandoned readers", () => {
+  let child: ChildProcess;
+  let dataDir: string;
+  let client: SpillwayClient;
+
+  beforeAll(async () => {
+    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], { cwd: root });
+    dataDir = await mkdtemp(join(tmpdir(), "spillway-slow-"));
+    child = spawn(
+      process.execPath,
+      [join(root, "dist/server/cli.js"), "serve", "--port", "0", "--data-dir", join(dataDir, "d")],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      child.stdout?.on("data", (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /"url":"([^"]+)"/.exec(out);
+        if (match?.[1] !== undefined) resolve(match[1]);
+      });
+      child.once("exit", () => reject(new Error(`server exited: ${out}`)));
+    });
+    client = createSpillwayClient({ baseUrl: url });
+  });
+  afterAll(async () => {
+    child.kill("SIGKILL");
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("keeps server memory bounded under stalled full reads and frees cancelled ones", async () => {
+    const pid = child.pid;
+    if (pid === undefined) throw new Error("server has no pid");
+    const payload = randomBytes(192 * MiB);
+    await client.offload({ tenant: "dev", runId: "slow", callId: "big" }, payload);
+    const idle = await rssBytes(pid);
+
+    // Six readers each ask for all 192 MiB and then stop reading after their first frame.
+    const controllers = Array.from({ length: 6 }, () => new AbortController());
+    const stalled = controllers.map(async (controller) => {
+      const frames = client.raw.readToolOutput(
+        {
+          runId: "slow",
+          handle: "res_big",
+          window: { case: "bytes", value: { offset: 0n } },
+          omitRendered: true,
+        },
+        { signal: controller.signal },
+      );
+      const iterator = frames[Symbol.asyncIterator]();
+      await iterator.next();
+      return iterator;
+    });
+    const iterators = await Promise.all(stalled);
+    // Let the server push whatever flow control allows into the stalled streams.
+    let peak = 0;
+    for (let i = 0; i < 20; i++) {
+      peak = Math.max(peak, await rssBytes(pid));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const opened = await openFiles(pid, dataDir);
+
+    for (const controller of controllers) controller.abort();
+    for (const iterator of iterators) {
+      await iterator.next().catch((err: unknown) => {
+        expect(ConnectError.from(err).code).toBe(Code.Canceled);
+      });
+    }
+    let left = opened;
+    for (let i = 0; i < 100 && left > 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      left = await openFiles(pid, dataDir);
+    }
+
+    // Six full reads of 192 MiB would be 1.1 GiB if the server buffered them.
+    expect(peak - idle).toBeLessThan(256 * MiB);
+    expect(opened).toBeGreaterThan(0);
+    expect(left).toBe(0);
+    // The server still serves after the cancelled streams.
+    const head = await client.readToolOutput({
+      runId: "slow",
+      handle: "res_big",
+      window: { case: "bytes", value: { offset: 0n, limit: 16n } },
+    });
+    expect(head.trailer?.returnedBytes).toBe(16n);
+  });
+});

@@ -28,11 +28,10 @@ export const BACKEND_USAGE = `  --backend <memory|filesystem|s3|minio>   SPILLWA
   instance roles (s3); the same two variables for the minio backend.
 `;
 
-/** ConfiguredBackend is a backend built from flags, with its crash-leftover sweeper if any. */
+/** ConfiguredBackend is a backend built from flags (its `sweepLeftovers`, if any, included). */
 export interface ConfiguredBackend {
   readonly backend: Backend;
   readonly kind: string;
-  readonly sweepTempFiles?: (olderThanMs: number) => Promise<number>;
 }
 
 /**
@@ -47,8 +46,10 @@ export function backendFromOptions(
     case "memory":
       return { kind, backend: createMemoryBackend() };
     case "filesystem": {
-      const fs = createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") });
-      return { kind, backend: fs, sweepTempFiles: (age) => fs.sweepTempFiles(age) };
+      return {
+        kind,
+        backend: createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") }),
+      };
     }
     case "s3":
     case "minio": {

@@ -2,15 +2,24 @@
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, BACKEND_USAGE, backendFromOptions } from "./backend-config.js";
+import { defaultLimits } from "./limits.js";
 import { createMetrics } from "./metrics.js";
 import { startMetricsServer } from "./metrics-server.js";
 import { startSpillwayServer } from "./server.js";
-import { SPILLWAY_VERSION } from "./service.js";
+import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
+import { createWindowCaps } from "./window/caps.js";
 
 const usage = `spillway ${SPILLWAY_VERSION}
 
 Usage: spillway serve [flags]
+       spillway sweep [backend flags] [--orphan-age-ms <n>]
+
+serve answers gRPC calls and sweeps every --sweep-interval-ms. sweep runs one sweep and exits:
+it removes expired runs and outputs, blobs no output refers to and leftovers of interrupted
+writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (default 3600000;
+0 removes every orphan, so run it only while no offload is in flight), then prints the report
+as one JSON line.
 
 Flags (each also read from the environment variable shown):
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
@@ -31,6 +40,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
+  --orphan-age-ms <n>             SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
+                                                        is swept, default 3600000
 `;
 
 const flags = {
@@ -52,6 +63,7 @@ const flags = {
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
+  "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
 } as const;
 type Flag = keyof typeof flags;
 
@@ -71,16 +83,22 @@ async function main(argv: string[]): Promise<void> {
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help === true || positionals[0] !== "serve") {
+  const command = positionals[0];
+  if (values.help === true || (command !== "serve" && command !== "sweep")) {
     process.stdout.write(usage);
     process.exitCode = values.help === true ? 0 : 2;
     return;
   }
   const opt = (flag: Flag): string | undefined =>
     (values as Record<string, string | undefined>)[flag] ?? process.env[flags[flag]];
+  const orphanAgeMs = intOption(opt("orphan-age-ms"), "orphan-age-ms") ?? 60 * 60 * 1000;
+  if (command === "sweep") {
+    await sweepOnce(opt, orphanAgeMs);
+    return;
+  }
 
   const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
-  const { backend, kind, sweepTempFiles } = backendFromOptions(opt);
+  const { backend, kind } = backendFromOptions(opt);
 
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
@@ -128,9 +146,8 @@ async function main(argv: string[]): Promise<void> {
   if (metricsServer !== undefined) log.info({ url: metricsServer.url }, "metrics served");
   const sweeper = createSweeper(server.core, {
     intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
-    orphanAgeMs: 60 * 60 * 1000,
+    orphanAgeMs,
     onError: (err) => log.error({ err }, "sweep failed"),
-    ...(sweepTempFiles === undefined ? {} : { sweepTempFiles }),
   });
   sweeper.start();
   log.info(
@@ -160,6 +177,26 @@ async function main(argv: string[]): Promise<void> {
   });
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+/** Runs one sweep over the configured backend and prints its report as one JSON line. */
+async function sweepOnce(
+  opt: (flag: Flag) => string | undefined,
+  orphanAgeMs: number,
+): Promise<void> {
+  const { backend } = backendFromOptions(opt);
+  try {
+    const core = createSpillwayCore({
+      backend,
+      limits: defaultLimits,
+      caps: createWindowCaps(),
+    });
+    // intervalMs is unused: the sweeper's timer is never started here.
+    const report = await createSweeper(core, { intervalMs: 60_000, orphanAgeMs }).sweepOnce();
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } finally {
+    await backend.close();
+  }
 }
 
 function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {

@@ -8,7 +8,8 @@ export interface SweepReport {
   readonly expiredRuns: number;
   readonly expiredRecords: number;
   readonly orphanBlobs: number;
-  readonly tempFiles: number;
+  /** Temp files and incomplete multipart uploads removed by the backend's sweepLeftovers. */
+  readonly leftovers: number;
 }
 
 /** Sweeper deletes data that expiry or crashes left behind. */
@@ -24,7 +25,9 @@ export interface Sweeper {
 /**
  * createSweeper removes expired runs and records (already invisible to readers) and blobs
  * that no record refers to once they are older than orphanAgeMs (uploads cut off by a crash
- * before their commit). Blobs of a run that forks still refer to are left alone.
+ * before their commit), then asks the backend to sweep what interrupted writes left behind
+ * (`sweepLeftovers`: temp files, incomplete multipart uploads) older than orphanAgeMs, when the
+ * backend has such leftovers. Blobs of a run that forks still refer to are left alone.
  */
 export function createSweeper(
   core: SpillwayCore,
@@ -32,7 +35,6 @@ export function createSweeper(
     intervalMs: number;
     orphanAgeMs: number;
     onError?: (err: unknown) => void;
-    sweepTempFiles?: (olderThanMs: number) => Promise<number>;
   },
 ): Sweeper {
   const { backend, runs } = core;
@@ -127,9 +129,11 @@ export function createSweeper(
         orphanBlobs++;
       }
     }
-    const tempFiles =
-      opts.sweepTempFiles === undefined ? 0 : await opts.sweepTempFiles(opts.orphanAgeMs);
-    return { expiredRuns, expiredRecords, orphanBlobs, tempFiles };
+    const leftovers =
+      backend.sweepLeftovers === undefined
+        ? 0
+        : await backend.sweepLeftovers(opts.orphanAgeMs, signal === undefined ? {} : { signal });
+    return { expiredRuns, expiredRecords, orphanBlobs, leftovers };
   };
 
   let timer: NodeJS.Timeout | undefined;

@@ -110,6 +110,10 @@ describe("slow and abandoned readers", () => {
       left = await openFiles(pid, dataDir);
     }
 
+    console.info(
+      `slow readers: idle RSS ${Math.round(idle / MiB)} MiB, peak ${Math.round(peak / MiB)} MiB, ` +
+        `${opened} payload files open while stalled, ${left} after cancel`,
+    );
     // Six full reads of 192 MiB would be 1.1 GiB if the server buffered them.
     expect(peak - idle).toBeLessThan(256 * MiB);
     expect(opened).toBeGreaterThan(0);

@@ -75,6 +75,12 @@ export interface Backend {
    * missing objects are not an error. Resolves once every key is gone.
    */
   deleteMany(keys: readonly string[], opts?: BackendCallOptions): Promise<void>;
+  /**
+   * Removes what interrupted writes left behind — temp files, incomplete multipart uploads —
+   * that are older than `olderThanMs`; resolves with how many it removed. Never touches a
+   * visible object. Absent on backends whose writes leave nothing behind.
+   */
+  sweepLeftovers?(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
   /** Releases clients, handles and timers. */
   close(): Promise<void>;
 }

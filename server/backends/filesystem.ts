@@ -49,6 +49,8 @@ export type FilesystemBackend = Backend & {
    * `olderThanMs` ago, anywhere under the root, without following symlinks; returns how many.
    */
   sweepTempFiles(olderThanMs: number): Promise<number>;
+  /** Same as sweepTempFiles, with a signal checked between directories. */
+  sweepLeftovers(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
 };
 
 /**
@@ -209,7 +211,12 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     }
   }
 
-  async function sweepDirectory(dir: string, cutoffMs: number): Promise<number> {
+  async function sweepDirectory(
+    dir: string,
+    cutoffMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
+    throwIfAborted(signal);
     let entries: Dirent[];
     try {
       entries = await readdir(dir, { withFileTypes: true });
@@ -222,7 +229,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     for (const entry of entries) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) {
-        removed += await sweepDirectory(path, cutoffMs);
+        removed += await sweepDirectory(path, cutoffMs, signal);
       } else if (entry.isFile() && entry.name.startsWith(tempPrefix)) {
         const stats = await lstatOrUndefined(path);
         if (stats?.isFile() === true && stats.mtimeMs < cutoffMs && (await unlinkIfPresent(path))) {
@@ -390,14 +397,14 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     async close(): Promise<void> {},
 
     async sweepTempFiles(olderThanMs: number): Promise<number> {
-      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-        throw new ConnectError(
-          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-          Code.InvalidArgument,
-        );
-      }
+      return backend.sweepLeftovers(olderThanMs);
+    },
+
+    async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
+      checkAge(olderThanMs);
       try {
-        return await sweepDirectory(root, Date.now() - olderThanMs);
+        throwIfAborted(callOpts?.signal);
+        return await sweepDirectory(root, Date.now() - olderThanMs, callOpts?.signal);
       } catch (err) {
         throw fromNodeError(err);
       }
@@ -425,6 +432,16 @@ function diskSegment(segment: string, key: string): string {
     throw invalidKey(key, `has a reserved '${tempPrefix}' segment`);
   if (Buffer.byteLength(segment, "utf8") <= maxSegmentBytes) return segment;
   return `~${createHash("sha256").update(segment, "utf8").digest("hex")}`;
+}
+
+/** Refuses a sweep age that is negative or not a number. */
+function checkAge(olderThanMs: number): void {
+  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new ConnectError(
+      `olderThanMs must be a non-negative number, got ${olderThanMs}`,
+      Code.InvalidArgument,
+    );
+  }
 }
 
 function invalidKey(key: string, why: string): ConnectError {

@@ -71,6 +71,10 @@ export interface MinioBackendOptions {
  *   after a put's final request has been sent no longer cancels that put;
  * - a stream returned by get is destroyed when its signal aborts, when the caller stops early,
  *   or on `close()`;
+ * - sweepLeftovers aborts the incomplete multipart uploads under the prefix that were initiated
+ *   at least `olderThanMs` ago (uploads cut off by a crash), each by its own upload id; it
+ *   pages through the whole bucket's incomplete uploads and filters by prefix itself, because
+ *   MinIO answers a prefix that is not a complete key with nothing;
  * - `ObjectInfo.modifiedMs` from put is the time the write finished on this replica; from head
  *   it is the server's Last-Modified (whole seconds);
  * - every client failure is reported through `fromMinioError`.
@@ -360,6 +364,52 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
             throw fromMinioError(entry, key);
           }
         }
+      }
+    },
+
+    async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
+      const signal = callOpts?.signal;
+      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+        throw new ConnectError(
+          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
+          Code.InvalidArgument,
+        );
+      }
+      const cutoffMs = Date.now() - olderThanMs;
+      let removed = 0;
+      let keyMarker = "";
+      let uploadIdMarker = "";
+      try {
+        for (;;) {
+          throwIfAborted(signal);
+          // listIncompleteUploads would also list every upload's parts; one page is enough here.
+          const page = await client.listIncompleteUploadsQuery(
+            bucket,
+            "",
+            keyMarker,
+            uploadIdMarker,
+            "",
+          );
+          for (const upload of page.uploads) {
+            if (!upload.key.startsWith(base) || upload.initiated.getTime() > cutoffMs) continue;
+            throwIfAborted(signal);
+            try {
+              // removeIncompleteUpload would pick one upload of the key, maybe a fresh one.
+              await client.abortMultipartUpload(bucket, upload.key, upload.uploadId);
+              removed++;
+            } catch (err) {
+              // Completed or aborted by its writer since the listing: nothing is left to remove.
+              if (fromMinioError(err).code !== Code.NotFound) throw err;
+            }
+          }
+          if (!page.isTruncated || (page.nextKeyMarker === "" && page.nextUploadIdMarker === "")) {
+            return removed;
+          }
+          keyMarker = page.nextKeyMarker;
+          uploadIdMarker = page.nextUploadIdMarker;
+        }
+      } catch (err) {
+        throw fromMinioError(err);
       }
     },
 

@@ -1,10 +1,12 @@
 import { Readable } from "node:stream";
 import type { _Object, S3ClientConfig } from "@aws-sdk/client-s3";
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
@@ -78,6 +80,10 @@ export interface S3BackendOptions {
  * - list pages through ListObjectsV2 (1,000 keys per call) up to the requested limit;
  * - deleteMany sends DeleteObjects in batches of 1,000 and fails on any per-key error other
  *   than a missing key;
+ * - sweepLeftovers aborts the incomplete multipart uploads under the prefix that were initiated
+ *   at least `olderThanMs` ago (uploads cut off by a crash); it pages through the whole
+ *   bucket's ListMultipartUploads and filters by prefix itself, because MinIO answers a
+ *   prefix that is not a complete key with nothing;
  * - the built client retries up to 3 attempts and times out connects after 3 s and idle
  *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
  *   works again as soon as the store is back;
@@ -319,6 +325,56 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
             });
             throw fail(err, failed.Key?.slice(rootPrefix.length));
           }
+        }
+      } catch (err) {
+        throw fail(err);
+      }
+    },
+
+    async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
+      const signal = callOpts?.signal;
+      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+        throw new ConnectError(
+          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
+          Code.InvalidArgument,
+        );
+      }
+      const cutoffMs = Date.now() - olderThanMs;
+      let removed = 0;
+      try {
+        let keyMarker: string | undefined;
+        let uploadIdMarker: string | undefined;
+        for (;;) {
+          throwIfAborted(signal);
+          const out = await client.send(
+            new ListMultipartUploadsCommand({
+              Bucket: bucket,
+              ...(keyMarker === undefined ? {} : { KeyMarker: keyMarker }),
+              ...(uploadIdMarker === undefined ? {} : { UploadIdMarker: uploadIdMarker }),
+            }),
+            { abortSignal: signal },
+          );
+          for (const upload of out.Uploads ?? []) {
+            const key = upload.Key;
+            const uploadId = upload.UploadId;
+            const initiated = upload.Initiated?.getTime();
+            if (key === undefined || uploadId === undefined || initiated === undefined) continue;
+            if (!key.startsWith(rootPrefix) || initiated > cutoffMs) continue;
+            try {
+              await client.send(
+                new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }),
+                { abortSignal: signal },
+              );
+              removed++;
+            } catch (err) {
+              // Completed or aborted by its writer since the listing: nothing is left to remove.
+              if (fail(err).code !== Code.NotFound) throw err;
+            }
+          }
+          if (out.IsTruncated !== true) return removed;
+          keyMarker = out.NextKeyMarker;
+          uploadIdMarker = out.NextUploadIdMarker;
+          if (keyMarker === undefined && uploadIdMarker === undefined) return removed;
         }
       } catch (err) {
         throw fail(err);

@@ -1,0 +1,390 @@
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import {
+  CreateBucketCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  type S3Client,
+} from "@aws-sdk/client-s3";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { type ObjectServer, startObjectServer } from "./support/object-server.js";
+import { createTestS3Client } from "./support/s3-client.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const cli = join(root, "dist/server/cli.js");
+const runId = "crash";
+const mib = 1024 * 1024;
+const offloadCount = 100;
+const killAfterAcks = 30;
+/** Leftovers wanted in the store at the kill, so the sweep has several to remove. */
+const minLeftoversAtKill = 3;
+/** Held offloads stop sending after this many bytes, past the S3 backend's 8 MiB part size. */
+const holdAtBytes = 9 * mib;
+/** One random source; each offload is a distinct slice of it, so no payload is built twice. */
+const source = randomBytes(24 * mib);
+
+/** Server is one `spillway serve` process of the compiled CLI. */
+interface Server {
+  readonly url: string;
+  readonly child: ChildProcess;
+  readonly exited: Promise<unknown>;
+}
+
+/** Planned is one offload of the load: its bytes, their digest, and whether it is held. */
+interface Planned {
+  readonly callId: string;
+  readonly data: Uint8Array;
+  readonly sha256: string;
+  readonly held: boolean;
+}
+
+/** Backend-specific parts of a crash scenario. */
+interface Target {
+  readonly args: string[];
+  readonly env: NodeJS.ProcessEnv;
+  /** Counts what interrupted writes left: `.tmp-*` files, or incomplete multipart uploads. */
+  leftovers(): Promise<number>;
+  /** Lists the keys under the run's blob prefix (payloads and line indexes), without the prefix. */
+  blobKeys(): Promise<string[]>;
+}
+
+const servers: Server[] = [];
+
+function spawnServe(target: Target): Promise<Server> {
+  const child = spawn(
+    process.execPath,
+    [cli, "serve", ...target.args, "--port", "0", "--grace-ms", "1000"],
+    { env: { ...process.env, ...target.env }, stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const exited = once(child, "exit");
+  return new Promise((resolve, reject) => {
+    let out = "";
+    // The pipe keeps being drained after the URL is known, so logging can never block the server.
+    child.stdout?.on("data", (chunk: Buffer) => {
+      if (out.length > 100_000) return;
+      out += chunk.toString();
+      const match = /"url":"([^"]+)"/.exec(out);
+      if (match?.[1] !== undefined) {
+        const server = { url: match[1], child, exited };
+        servers.push(server);
+        resolve(server);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`spillway serve exited (${code}): ${out}`)));
+  });
+}
+
+async function runSweep(target: Target): Promise<Record<string, number>> {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [cli, "sweep", ...target.args, "--orphan-age-ms", "0"],
+    { env: { ...process.env, ...target.env }, timeout: 60_000 },
+  );
+  const lines = stdout.trim().split("\n");
+  expect(lines).toHaveLength(1);
+  return JSON.parse(lines[0] ?? "") as Record<string, number>;
+}
+
+function sha256(data: Uint8Array): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/** plan makes 100 distinct payloads of 1–12 MiB; every fourth is held mid-stream. */
+function plan(): Planned[] {
+  return Array.from({ length: offloadCount }, (_, i) => {
+    const held = i % 4 === 0;
+    // Held ones are larger than the hold point; the rest spread over 1–12 MiB.
+    const size = held
+      ? holdAtBytes + mib + ((i * 7919) % (2 * mib))
+      : mib + ((i * 104_729) % (11 * mib));
+    const start = (i * 131_071) % (source.byteLength - size);
+    const data = source.subarray(start, start + size);
+    return { callId: `call-${i}`, data, sha256: sha256(data), held };
+  });
+}
+
+/**
+ * body streams data in 256 KiB chunks; a held body stops at holdAtBytes until `release`
+ * settles, so its upload is mid-stream (a temp file, a multipart upload) when the server dies.
+ */
+async function* body(p: Planned, release: Promise<void>): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < p.data.byteLength; at += 256 * 1024) {
+    if (p.held && at >= holdAtBytes) await release;
+    yield p.data.subarray(at, Math.min(at + 256 * 1024, p.data.byteLength));
+  }
+}
+
+/** readAll reads the whole payload behind handle in raw byte windows. */
+async function readAll(client: SpillwayClient, handle: string): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  let offset = 0n;
+  for (;;) {
+    const win = await client.readToolOutput({
+      runId,
+      handle,
+      omitRendered: true,
+      window: { case: "bytes", value: { offset } },
+    });
+    for (const frame of win.frames) {
+      if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
+        parts.push(frame.frame.value.body.value);
+      }
+    }
+    const next = win.trailer?.nextOffset;
+    if (win.trailer?.eof === true || next === undefined) return Buffer.concat(parts);
+    offset = next;
+  }
+}
+
+/** outcome reads an offload back: its size and sha256, or "absent" for an unknown handle. */
+async function outcome(
+  client: SpillwayClient,
+  callId: string,
+): Promise<{ size: number; sha256: string } | "absent"> {
+  try {
+    const bytes = await readAll(client, `res_${callId}`);
+    return { size: bytes.byteLength, sha256: sha256(bytes) };
+  } catch (err) {
+    const ce = ConnectError.from(err);
+    const reason = ce.findDetails(ErrorInfoSchema)[0]?.reason;
+    if (ce.code === Code.PermissionDenied && reason === "invalid_deferred_handle") return "absent";
+    throw err;
+  }
+}
+
+async function pool<T>(items: readonly T[], width: number, task: (item: T) => Promise<void>) {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++];
+      if (item !== undefined) await task(item);
+    }
+  };
+  await Promise.all(Array.from({ length: width }, worker));
+}
+
+/** callOf names the call a payload blob key belongs to (`t/dev/r/crash/b/<call>/<upload>`). */
+function callOf(key: string): string {
+  return key.split("/")[5] ?? "";
+}
+
+/**
+ * crashAndRecover runs the whole scenario against one backend and returns what it saw, for
+ * the summary line: offloads are started, the server is killed with SIGKILL once ~30 were
+ * acknowledged, restarted on the same store, checked, swept with `spillway sweep`, checked again.
+ */
+async function crashAndRecover(target: Target) {
+  const planned = plan();
+  const first = await spawnServe(target);
+  const client = createSpillwayClient({ baseUrl: first.url, retry: { maxAttempts: 1 } });
+  let releaseHeld: () => void = () => {};
+  const release = new Promise<void>((resolve) => {
+    releaseHeld = resolve;
+  });
+
+  const acked = new Map<string, string>();
+  let settled = 0;
+  const calls = planned.map(async (p) => {
+    try {
+      const att = await client.offload(
+        { tenant: "dev", runId, callId: p.callId },
+        body(p, release),
+        {},
+        {
+          timeoutMs: 60_000,
+        },
+      );
+      acked.set(p.callId, att.sha256);
+    } catch {
+      // Cut off by the kill: checked below against what the restarted server holds.
+    } finally {
+      settled++;
+    }
+  });
+
+  // Kill once ~30 are acknowledged and a few leftovers are visible in the store (or, if they
+  // never show up, once every offload that is not held has settled).
+  const unheld = planned.filter((p) => !p.held).length;
+  const deadline = Date.now() + 60_000;
+  let leftoversAtKill = 0;
+  for (;;) {
+    if (acked.size >= killAfterAcks) {
+      leftoversAtKill = await target.leftovers();
+      if (leftoversAtKill >= minLeftoversAtKill || settled >= unheld) break;
+    }
+    if (Date.now() > deadline) throw new Error(`only ${acked.size} offloads acknowledged in 60 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  first.child.kill("SIGKILL");
+  await first.exited;
+  const ackedAtKill = acked.size;
+  releaseHeld();
+  await Promise.all(calls);
+
+  const second = await spawnServe(target);
+  const reader = createSpillwayClient({ baseUrl: second.url });
+
+  // Every acknowledged offload is intact; every other one is absent or intact, never partial.
+  const committed = new Set<string>();
+  let committedUnacked = 0;
+  await pool(planned, 8, async (p) => {
+    const seen = await outcome(reader, p.callId);
+    if (acked.has(p.callId)) {
+      expect(acked.get(p.callId)).toBe(p.sha256);
+      expect(seen).toEqual({ size: p.data.byteLength, sha256: p.sha256 });
+    }
+    if (seen !== "absent") {
+      expect(seen).toEqual({ size: p.data.byteLength, sha256: p.sha256 });
+      committed.add(p.callId);
+      if (!acked.has(p.callId)) committedUnacked++;
+    }
+  });
+  expect(acked.size).toBeGreaterThanOrEqual(killAfterAcks);
+  expect(acked.size).toBeLessThan(offloadCount);
+
+  const leftoversBefore = await target.leftovers();
+  const blobsBefore = await target.blobKeys();
+  const orphansBefore = blobsBefore.filter((k) => !committed.has(callOf(k)));
+
+  const report = await runSweep(target);
+  expect(report.leftovers).toBe(leftoversBefore);
+  expect(report.orphanBlobs).toBe(orphansBefore.length);
+  expect(await target.leftovers()).toBe(0);
+  const blobsAfter = await target.blobKeys();
+  // Exactly one payload blob per committed offload remains, and nothing of any other call.
+  const payloads = blobsAfter.filter((k) => !k.endsWith(".idx"));
+  expect(payloads.map(callOf).sort()).toEqual([...committed].sort());
+  expect(blobsAfter.filter((k) => !committed.has(callOf(k)))).toEqual([]);
+
+  await pool([...committed], 8, async (callId) => {
+    const p = planned.find((q) => q.callId === callId);
+    expect(await outcome(reader, callId)).toEqual({
+      size: p?.data.byteLength,
+      sha256: p?.sha256,
+    });
+  });
+  second.child.kill("SIGKILL");
+  await second.exited;
+  return {
+    ackedAtKill,
+    acked: acked.size,
+    committedUnacked,
+    leftoversAtKill,
+    leftoversBefore,
+    orphansBefore: orphansBefore.length,
+    report,
+  };
+}
+
+/** Lists every file under dir, recursively, as paths relative to it. */
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
+}
+
+describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
+  let minio: ObjectServer | undefined;
+  let dataDir: string | undefined;
+
+  beforeAll(async () => {
+    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], {
+      cwd: root,
+    });
+    dataDir = await mkdtemp(join(tmpdir(), "spillway-crash-"));
+    minio = await startObjectServer("minio");
+  });
+
+  afterAll(async () => {
+    for (const server of servers) {
+      if (server.child.exitCode === null && server.child.signalCode === null) {
+        server.child.kill("SIGKILL");
+      }
+    }
+    await Promise.allSettled([...servers.map((s) => s.exited), minio?.stop()]);
+    if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("filesystem: acknowledged offloads survive, nothing partial shows, sweep cleans up", async () => {
+    const dir = dataDir ?? "";
+    const result = await crashAndRecover({
+      args: ["--backend", "filesystem", "--data-dir", dir],
+      env: {},
+      leftovers: async () =>
+        (await filesUnder(dir)).filter((f) => f.split("/").at(-1)?.startsWith(".tmp-")).length,
+      blobKeys: async () =>
+        (await filesUnder(dir)).filter(
+          (f) => f.startsWith(`t/dev/r/${runId}/b/`) && !f.split("/").at(-1)?.startsWith(".tmp-"),
+        ),
+    });
+    // Held uploads had each written 9 MiB to a temp file when the server died.
+    expect(result.leftoversBefore).toBeGreaterThan(0);
+    console.log(`crash-consistency filesystem: ${JSON.stringify(result)}`);
+  }, 120_000);
+
+  it("s3 on MinIO: acknowledged offloads survive, nothing partial shows, sweep cleans up", async () => {
+    const server = minio;
+    if (server === undefined) throw new Error("MinIO did not start");
+    const bucket = "spillway-crash";
+    const prefix = "crash-test";
+    const s3: S3Client = createTestS3Client(server);
+    try {
+      await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+      const result = await crashAndRecover({
+        args: [
+          "--backend",
+          "s3",
+          "--s3-endpoint",
+          server.endpoint,
+          "--s3-bucket",
+          bucket,
+          "--s3-prefix",
+          prefix,
+          "--s3-region",
+          server.region,
+        ],
+        env: {
+          AWS_ACCESS_KEY_ID: server.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: server.secretAccessKey,
+        },
+        // MinIO lists multipart uploads only for a whole key or the whole bucket.
+        leftovers: async () => {
+          const out = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+          expect(out.IsTruncated).not.toBe(true);
+          return (out.Uploads ?? []).filter((u) => u.Key?.startsWith(`${prefix}/`)).length;
+        },
+        blobKeys: async () => {
+          const keys: string[] = [];
+          let token: string | undefined;
+          do {
+            const out = await s3.send(
+              new ListObjectsV2Command({
+                Bucket: bucket,
+                Prefix: `${prefix}/t/dev/r/${runId}/b/`,
+                ...(token === undefined ? {} : { ContinuationToken: token }),
+              }),
+            );
+            for (const o of out.Contents ?? []) {
+              if (o.Key !== undefined) keys.push(o.Key.slice(prefix.length + 1));
+            }
+            token = out.IsTruncated === true ? out.NextContinuationToken : undefined;
+          } while (token !== undefined);
+          return keys;
+        },
+      });
+      console.log(`crash-consistency s3/minio: ${JSON.stringify(result)}`);
+    } finally {
+      s3.destroy();
+    }
+  }, 120_000);
+});

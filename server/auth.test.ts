@@ -8,8 +8,18 @@ import { createAuthenticator, DEV_TENANT, hashToken, parseTokenFile } from "./au
 describe("token file", () => {
   it("maps token digests to tenants, ignoring comments and blank lines", () => {
     const tokens = parseTokenFile(`# operators\n\n${hashToken("s3cret")} acme\n`);
-    expect(tokens.get(hashToken("s3cret"))).toBe("acme");
+    expect(tokens.get(hashToken("s3cret"))).toEqual({ tenant: "acme" });
     expect(tokens.size).toBe(1);
+  });
+
+  it("reads a tenant's own blob limit and refuses two different limits for one tenant", () => {
+    const tokens = parseTokenFile(
+      `${hashToken("a")} acme max_blob_bytes=1000\n${hashToken("b")} acme max_blob_bytes=1000\n`,
+    );
+    expect(tokens.get(hashToken("b"))).toEqual({ tenant: "acme", maxBlobBytes: 1000 });
+    expect(() =>
+      parseTokenFile(`${hashToken("a")} acme max_blob_bytes=1\n${hashToken("b")} acme\n`),
+    ).toThrow(/two different limits/);
   });
 
   it.each([

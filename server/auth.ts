@@ -17,32 +17,60 @@ export interface Authenticator {
   readonly enforcing: boolean;
   /** Returns the tenant of an `authorization` header value, or throws UNAUTHENTICATED. */
   tenantFor(authorization: string | null): string;
+  /** Returns what an `authorization` header grants: tenant and limits; UNAUTHENTICATED else. */
+  entryFor(authorization: string | null): TokenEntry;
   /** Re-reads the token file (for SIGHUP); a broken file keeps the previous tokens. */
   reload(): void;
 }
 
 /**
- * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>` per
- * line; blank lines and lines starting with `#` are ignored. Tokens themselves never appear
- * in the file, so a leaked file does not leak credentials.
+ * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
+ * [max_blob_bytes=<n>]` per line; blank lines and lines starting with `#` are ignored. Tokens
+ * themselves never appear in the file, so a leaked file does not leak credentials. A tenant's
+ * limit applies to every token of that tenant; two lines giving one tenant different limits
+ * are refused.
  */
-export function parseTokenFile(text: string): Map<string, string> {
-  const tokens = new Map<string, string>();
+export function parseTokenFile(text: string): Map<string, TokenEntry> {
+  const tokens = new Map<string, TokenEntry>();
+  const limitOf = new Map<string, number | undefined>();
   text.split("\n").forEach((raw, index) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
-    const match = /^([0-9a-fA-F]{64})\s+(\S+)$/.exec(line);
+    const match = /^([0-9a-fA-F]{64})\s+(\S+)(?:\s+max_blob_bytes=(\d+))?$/.exec(line);
     if (match === null || match[1] === undefined || match[2] === undefined) {
-      throw new Error(`token file line ${index + 1}: expected "<sha256 hex> <tenant>"`);
+      throw new Error(
+        `token file line ${index + 1}: expected "<sha256 hex> <tenant> [max_blob_bytes=<n>]"`,
+      );
     }
     const tenant = match[2];
     if (tenant === "." || tenant === ".." || /[/\\\0]/.test(tenant) || tenant.length > 64) {
       throw new Error(`token file line ${index + 1}: invalid tenant "${tenant}"`);
     }
-    tokens.set(match[1].toLowerCase(), tenant);
+    const maxBlobBytes = match[3] === undefined ? undefined : Number(match[3]);
+    if (limitOf.has(tenant) && limitOf.get(tenant) !== maxBlobBytes) {
+      throw new Error(`token file line ${index + 1}: tenant "${tenant}" has two different limits`);
+    }
+    limitOf.set(tenant, maxBlobBytes);
+    tokens.set(match[1].toLowerCase(), {
+      tenant,
+      ...(maxBlobBytes === undefined ? {} : { maxBlobBytes }),
+    });
   });
   return tokens;
 }
+
+/** TokenEntry is what one token grants: its tenant and that tenant's own limits. */
+export interface TokenEntry {
+  readonly tenant: string;
+  /** Largest payload the tenant may offload; unset: the server-wide limit. */
+  readonly maxBlobBytes?: number;
+}
+
+/** tenantLimitsKey carries the authenticated tenant's own limits to the handlers. */
+export const tenantLimitsKey = createContextKey<Omit<TokenEntry, "tenant">>(
+  {},
+  { description: "limits of the authenticated tenant" },
+);
 
 /** hashToken returns the lowercase hex SHA-256 of a token, as the token file stores it. */
 export function hashToken(token: string): string {
@@ -56,22 +84,29 @@ export function hashToken(token: string): string {
 export function createAuthenticator(opts: { tokenFile?: string | undefined }): Authenticator {
   const tokenFile = opts.tokenFile;
   if (tokenFile === undefined) {
-    return { enforcing: false, tenantFor: () => DEV_TENANT, reload: () => {} };
+    return {
+      enforcing: false,
+      tenantFor: () => DEV_TENANT,
+      entryFor: () => ({ tenant: DEV_TENANT }),
+      reload: () => {},
+    };
   }
   let tokens = parseTokenFile(readFileSync(tokenFile, "utf8"));
+  const entryFor = (authorization: string | null): TokenEntry => {
+    const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
+    if (match?.[1] === undefined) {
+      throw new ConnectError("missing bearer token", Code.Unauthenticated);
+    }
+    const digest = Buffer.from(hashToken(match[1]), "hex");
+    for (const [hash, entry] of tokens) {
+      if (timingSafeEqual(Buffer.from(hash, "hex"), digest)) return entry;
+    }
+    throw new ConnectError("unknown bearer token", Code.Unauthenticated);
+  };
   return {
     enforcing: true,
-    tenantFor(authorization) {
-      const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
-      if (match?.[1] === undefined) {
-        throw new ConnectError("missing bearer token", Code.Unauthenticated);
-      }
-      const digest = Buffer.from(hashToken(match[1]), "hex");
-      for (const [hash, tenant] of tokens) {
-        if (timingSafeEqual(Buffer.from(hash, "hex"), digest)) return tenant;
-      }
-      throw new ConnectError("unknown bearer token", Code.Unauthenticated);
-    },
+    entryFor,
+    tenantFor: (authorization) => entryFor(authorization).tenant,
     reload() {
       tokens = parseTokenFile(readFileSync(tokenFile, "utf8"));
     },
@@ -85,7 +120,9 @@ export function createAuthenticator(opts: { tokenFile?: string | undefined }): A
 export function createAuthInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
     if (req.service.typeName !== "grpc.health.v1.Health") {
-      req.contextValues.set(tenantKey, auth.tenantFor(req.header.get("authorization")));
+      const { tenant, ...limits } = auth.entryFor(req.header.get("authorization"));
+      req.contextValues.set(tenantKey, tenant);
+      req.contextValues.set(tenantLimitsKey, limits);
     }
     return next(req);
   };

@@ -43,6 +43,7 @@ export async function offload(
   tenant: string,
   requests: AsyncIterable<OffloadRequest>,
   signal: AbortSignal,
+  tenantMaxBlobBytes?: number,
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
   const first = await nextWithin(iterator, deps.limits.idleStreamMs);
@@ -81,7 +82,8 @@ export async function offload(
   }
 
   const pass = createPass(deps.limits, header, handle);
-  const chunks = chunkStream(iterator, deps.limits, header, pass);
+  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantMaxBlobBytes ?? Infinity);
+  const chunks = chunkStream(iterator, { ...deps.limits, maxBlobBytes }, header, pass);
 
   if (existing !== undefined || header.previewOnly) {
     for await (const _ of chunks) {

@@ -12,7 +12,7 @@ import {
   type SpillwayService,
   StatToolOutputRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { tenantOf } from "./auth.js";
+import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import type { ServerLimits } from "./limits.js";
 import { offload } from "./offload.js";
@@ -70,7 +70,8 @@ export function createSpillwayService(core: SpillwayCore): ServiceImpl<typeof Sp
 
   return {
     offload(requests, ctx) {
-      return offload(core, tenantOf(ctx), requests, ctx.signal);
+      const { maxBlobBytes } = ctx.values.get(tenantLimitsKey);
+      return offload(core, tenantOf(ctx), requests, ctx.signal, maxBlobBytes);
     },
 
     async *readToolOutput(req, ctx) {

@@ -75,3 +75,40 @@ describe("dev mode", () => {
     }
   });
 });
+
+describe("per-tenant limits from the token file", () => {
+  it("refuses a payload over the tenant's own max_blob_bytes, others keep the server's", async () => {
+    const { mkdtemp, rm, writeFile } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const { hashToken } = await import("../server/auth.js");
+    const { createSpillwayClient } = await import("../clients/ts/src/client.js");
+    const dir = await mkdtemp(join(tmpdir(), "spillway-limits-"));
+    const tokenFile = join(dir, "tokens");
+    await writeFile(
+      tokenFile,
+      `${hashToken("small")} small max_blob_bytes=100000\n${hashToken("big")} big\n`,
+    );
+    const server = await startSpillwayServer({
+      backend: createMemoryBackend(),
+      port: 0,
+      tokenFile,
+    });
+    try {
+      const small = createSpillwayClient({ baseUrl: server.url, token: "small" });
+      const big = createSpillwayClient({ baseUrl: server.url, token: "big" });
+      const payload = "x".repeat(150_000);
+      const err = await small
+        .offload({ tenant: "small", runId: "r", callId: "c" }, payload)
+        .catch((e: unknown) => ConnectError.from(e));
+      expect((err as ConnectError).code).toBe(Code.ResourceExhausted);
+      expect((err as ConnectError).rawMessage).toContain("max_blob_bytes 100000");
+      await small.offload({ tenant: "small", runId: "r", callId: "ok" }, "x".repeat(90_000));
+      const ok = await big.offload({ tenant: "big", runId: "r", callId: "c" }, payload);
+      expect(ok.sizeBytes).toBe(150_000n);
+    } finally {
+      await server.close(1000);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -266,9 +266,9 @@ describe("load balancer: replicas behind nginx", () => {
         `${retried.length} offloads retried, ${acked.length} offloads acknowledged`,
     );
     // A call the dead replica held before answering fails as nginx's 502, which gRPC clients
-    // read as UNAVAILABLE. A read whose response nginx had already started is reset
-    // (RST_STREAM INTERNAL_ERROR); the SDK repeats such idempotent reads, so callers see at most
-    // UNAVAILABLE, and only once retries are exhausted.
+    // read as UNAVAILABLE. A call whose stream nginx had already started is reset
+    // (RST_STREAM INTERNAL_ERROR); reads and offloads are idempotent and the SDK repeats them on
+    // either, so callers see at most UNAVAILABLE, and only once retries are exhausted.
     expect(errors.filter((e) => e.code !== Code.Unavailable)).toEqual([]);
     expect(errors.length).toBeLessThan(operations / 10);
 

@@ -18,7 +18,7 @@ import {
   type WindowTrailer,
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
-import { isTransientReadError, type RetryOptions, retryUnavailable } from "./retry.js";
+import { isTransientError, type RetryOptions, retryUnavailable } from "./retry.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
@@ -187,6 +187,8 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         signal: call.signal,
         timeoutMs: call.timeoutMs,
         replayable: () => isReplayable(data) || !source.started,
+        // Offload is idempotent, so a proxy's reset of a stream whose replica died is retried too.
+        retryable: isTransientError,
       },
     );
     if (res.attachment === undefined) {
@@ -227,7 +229,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           retry: opts.retry,
           signal: call.signal,
           timeoutMs: call.timeoutMs,
-          retryable: isTransientReadError,
+          retryable: isTransientError,
         },
       );
     },

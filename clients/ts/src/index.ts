@@ -34,7 +34,7 @@ export {
   type ToolDefinition,
 } from "./read-tool-output-tool.js";
 export {
-  isTransientReadError,
+  isTransientError,
   type RetryCall,
   type RetryOptions,
   retryUnavailable,

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { isTransientReadError, retryUnavailable } from "./retry.js";
+import { isTransientError, retryUnavailable } from "./retry.js";
 
 const unavailable = () => new ConnectError("down", Code.Unavailable);
 
@@ -104,16 +104,16 @@ describe("retryUnavailable", () => {
   });
 });
 
-describe("isTransientReadError", () => {
+describe("isTransientError", () => {
   it("accepts UNAVAILABLE and a proxy's stream reset, nothing else", () => {
-    expect(isTransientReadError(new ConnectError("down", Code.Unavailable))).toBe(true);
+    expect(isTransientError(new ConnectError("down", Code.Unavailable))).toBe(true);
     expect(
-      isTransientReadError(
+      isTransientError(
         new ConnectError("Stream closed with error code NGHTTP2_INTERNAL_ERROR", Code.Internal),
       ),
     ).toBe(true);
-    expect(isTransientReadError(new ConnectError("bug", Code.Internal))).toBe(false);
-    expect(isTransientReadError(new ConnectError("no", Code.PermissionDenied))).toBe(false);
+    expect(isTransientError(new ConnectError("bug", Code.Internal))).toBe(false);
+    expect(isTransientError(new ConnectError("no", Code.PermissionDenied))).toBe(false);
   });
 
   it("lets retryUnavailable repeat a reset read", async () => {
@@ -129,7 +129,7 @@ describe("isTransientReadError", () => {
         }
         return "window";
       },
-      { retryable: isTransientReadError, retry: { baseDelayMs: 1 } },
+      { retryable: isTransientError, retry: { baseDelayMs: 1 } },
     );
     expect(value).toBe("window");
     expect(attempts).toBe(2);

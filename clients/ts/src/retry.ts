@@ -25,12 +25,13 @@ export interface RetryCall {
 }
 
 /**
- * isTransientReadError tells whether a failed read is safe and worth repeating: UNAVAILABLE,
- * or the HTTP/2 stream reset (RST_STREAM INTERNAL_ERROR, which gRPC reports as INTERNAL) that a
- * proxy such as nginx sends when the replica behind an already-started response dies. Only
- * idempotent calls — reads — may treat the reset as transient.
+ * isTransientError tells whether a failed call is worth repeating on another connection:
+ * UNAVAILABLE, or the HTTP/2 stream reset (RST_STREAM INTERNAL_ERROR, which gRPC reports as
+ * INTERNAL) that a proxy such as nginx sends when the replica behind an already-started call
+ * dies. Only idempotent calls may be repeated on it: reads, and offloads (the same key and
+ * bytes commit once).
  */
-export function isTransientReadError(err: ConnectError): boolean {
+export function isTransientError(err: ConnectError): boolean {
   return (
     err.code === Code.Unavailable ||
     (err.code === Code.Internal &&

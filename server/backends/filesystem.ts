@@ -22,7 +22,7 @@ const tempPrefix = ".tmp-";
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
 /** Size of each read a get performs. */
-const readChunkBytes = 256 * 1024;
+const readChunkBytes = 1024 * 1024;
 /** Attempts at opening a temp file when a concurrent delete pruned its fresh directory. */
 const openTempAttempts = 3;
 

@@ -68,14 +68,19 @@ export async function offload(
   if (header.slot !== undefined) checkSlotPath(header.slot);
   const handle = handleFor(key.callId, header.slot);
 
-  if (await deps.runs.isDeleted(tenant, key.runId, signal)) {
+  // Two independent lookups on every offload: one round trip to the store, not two.
+  const [deleted, recorded] = await Promise.all([
+    deps.runs.isDeleted(tenant, key.runId, signal),
+    deps.registry.get(tenant, key.runId, handle, signal),
+  ]);
+  if (deleted) {
     throw new ConnectError(
       `run "${key.runId}" was deleted and its id is still held by forks; use a new run id`,
       Code.FailedPrecondition,
     );
   }
 
-  let existing = await deps.registry.get(tenant, key.runId, handle, signal);
+  let existing = recorded;
   if (existing !== undefined && isExpired(existing, deps.now())) {
     await deps.registry.remove(tenant, key.runId, handle, signal);
     existing = undefined;

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody, readAllBytes } from "./backends/body.js";
+import { bytesBody, readObject } from "./backends/body.js";
 import { recordKey, registryPrefix } from "./keys.js";
 import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
 
@@ -54,22 +54,8 @@ export interface Registry {
 /** createRegistry stores run registries in backend. */
 export function createRegistry(backend: Backend): Registry {
   const readRecord = async (key: string, signal?: AbortSignal) => {
-    let body: AsyncIterable<Uint8Array>;
-    try {
-      body = await backend.get(key, signalOpt(signal));
-    } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
-      throw err;
-    }
-    let bytes: Uint8Array;
-    try {
-      bytes = await readAllBytes(body, MAX_RECORD_BYTES);
-    } catch (err) {
-      // A record deleted between open and read is simply gone.
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
-      throw err;
-    }
-    return decodeRecord(bytes);
+    const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal);
+    return bytes === undefined ? undefined : decodeRecord(bytes);
   };
 
   const get: Registry["get"] = async (tenant, runId, handle, signal) => {

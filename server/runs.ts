@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody, readAllBytes } from "./backends/body.js";
+import { bytesBody, readObject } from "./backends/body.js";
 import {
   blobPrefix,
   forkMarkerKey,
@@ -51,14 +51,8 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   const opt = (signal: AbortSignal | undefined) => (signal === undefined ? {} : { signal });
 
   const readJson = async (key: string, signal?: AbortSignal): Promise<unknown> => {
-    try {
-      return JSON.parse(
-        Buffer.from(await readAllBytes(await backend.get(key, opt(signal)), 65536)).toString(),
-      );
-    } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
-      throw err;
-    }
+    const bytes = await readObject(backend, key, 65536, signal);
+    return bytes === undefined ? undefined : JSON.parse(Buffer.from(bytes).toString());
   };
 
   const putJson = async (key: string, value: unknown, signal?: AbortSignal) => {

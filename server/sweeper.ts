@@ -1,5 +1,4 @@
-import { Code, ConnectError } from "@connectrpc/connect";
-import { readAllBytes } from "./backends/body.js";
+import { readObject } from "./backends/body.js";
 import { decodeRecord, isExpired } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
@@ -39,15 +38,8 @@ export function createSweeper(
 ): Sweeper {
   const { backend, runs } = core;
 
-  const readBytes = async (key: string, signal?: AbortSignal) => {
-    try {
-      const body = await backend.get(key, signal === undefined ? {} : { signal });
-      return await readAllBytes(body, 4 * 1024 * 1024);
-    } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
-      throw err;
-    }
-  };
+  const readBytes = (key: string, signal?: AbortSignal) =>
+    readObject(backend, key, 4 * 1024 * 1024, signal);
 
   const sweepOnce = async (signal?: AbortSignal): Promise<SweepReport> => {
     const nowMs = core.now();

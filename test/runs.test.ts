@@ -86,7 +86,12 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     await sdk.offload({ tenant: "dev", runId: "temp", callId: "x" }, big("temp run"));
     await sdk.raw.setRunTtl({ runId: "temp", ttl: { seconds: 120n, nanos: 0 } });
     const stat = await sdk.raw.statToolOutput({ runId: "r", handle: "res_short" });
-    expect(stat.attachment?.expireTime).toBeDefined();
+    const expires = stat.attachment?.expireTime;
+    expect(Number(expires?.seconds) * 1000 + Math.floor((expires?.nanos ?? 0) / 1e6)).toBe(
+      Number(stat.attachment?.createTime?.seconds) * 1000 +
+        Math.floor((stat.attachment?.createTime?.nanos ?? 0) / 1e6) +
+        60_000,
+    );
 
     clock += 61_000;
     expect(await codeOf(sdk.readToolOutput({ runId: "r", handle: "res_short" }))).toBe(

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Backend } from "./backend.js";
 
 /**
  * readAllBytes collects a byte stream into one fresh buffer.
@@ -137,5 +138,27 @@ function closeQuietly(source: AsyncIterator<Uint8Array>): void {
     source.return?.().catch(() => undefined);
   } catch {
     // Closing is a courtesy to the producer; the caller already has its answer.
+  }
+}
+
+/**
+ * readObject reads a whole small object (a record, run metadata), or returns undefined when it
+ * does not exist — including one deleted between opening and reading it. Larger objects than
+ * maxBytes are RESOURCE_EXHAUSTED.
+ */
+export async function readObject(
+  backend: Backend,
+  key: string,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<Uint8Array | undefined> {
+  try {
+    return await readAllBytes(
+      await backend.get(key, signal === undefined ? {} : { signal }),
+      maxBytes,
+    );
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+    throw err;
   }
 }

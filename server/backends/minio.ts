@@ -9,7 +9,7 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, throwIfAborted } from "./body.js";
+import { abortableBody, readAllBytes, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
 
@@ -192,7 +192,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
       [200],
     );
     // S3 may report a failed completion inside a 200 response, after keeping the socket alive.
-    const text = await readText(response);
+    const text = Buffer.from(await readAllBytes(response, 1024 * 1024)).toString("utf8");
     if (text.includes("<Error>")) {
       const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "InternalError";
       throw Object.assign(new Error("multipart completion failed"), { code });
@@ -238,7 +238,8 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
             // Copy: the producer may reuse its buffer for the next chunk.
             buffered.push(Buffer.from(next.value));
             bufferedBytes += next.value.byteLength;
-            if (bufferedBytes >= partSize) {
+            // Only a body larger than one part needs multipart; exactly one part is one PUT.
+            if (bufferedBytes > partSize) {
               const size = await putMultipart(name, buffered, source, signal);
               return { size, modifiedMs: Date.now() };
             }
@@ -509,12 +510,6 @@ function queryEscape(value: string): string {
 
 function xmlEscape(value: string): string {
   return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-}
-
-async function readText(stream: AsyncIterable<Uint8Array>): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(Buffer.from(chunk));
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 function codeField(err: unknown): string | undefined {

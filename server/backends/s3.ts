@@ -65,10 +65,10 @@ export interface S3BackendOptions {
  * - keys and list prefixes are re-checked (relative, no empty, `.` or `..` segment, no `\` or
  *   NUL) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on stores that
  *   normalise paths; list returns keys without the configured prefix;
- * - put is create-only: a HeadObject first answers `ALREADY_EXISTS` without sending the body,
- *   and the write itself carries `If-None-Match: *` (PutObject, or CompleteMultipartUpload),
- *   so a concurrent writer that wins the race makes this put `ALREADY_EXISTS`. On a store that
- *   ignores `If-None-Match` only the HeadObject check remains, which is racy;
+ * - put is create-only: the write carries `If-None-Match: *` (PutObject, or
+ *   CompleteMultipartUpload), so an existing object or a concurrent writer that wins the race
+ *   makes this put `ALREADY_EXISTS`; a multipart upload is also preceded by a HeadObject so an
+ *   upload doomed to be refused never sends its parts;
  * - put holds at most one part in memory before deciding: a body up to `partSizeBytes` is one
  *   PutObject, a larger one a multipart upload with at most `queueSize` parts in flight;
  *   chunks are copied as they arrive, so writers may reuse their buffers;
@@ -192,7 +192,6 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       let finished = false;
       try {
         throwIfAborted(signal);
-        if ((await headObject(key, signal)) !== undefined) throw alreadyExists(key);
         source = abortableBody(body, signal)[Symbol.asyncIterator]();
         const head: Buffer[] = [];
         let headBytes = 0;
@@ -211,6 +210,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
           await putSmall(key, Buffer.concat(head, headBytes), signal);
           size = headBytes;
         } else {
+          // A small put is refused by If-None-Match alone; a multipart upload first checks for
+          // an existing object so a doomed upload never sends its parts.
+          if ((await headObject(key, signal)) !== undefined) throw alreadyExists(key);
           size = await putMultipart(key, head, source, signal);
           finished = true;
         }

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
@@ -298,9 +298,6 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
   let dataDir: string | undefined;
 
   beforeAll(async () => {
-    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], {
-      cwd: root,
-    });
     dataDir = await mkdtemp(join(tmpdir(), "spillway-crash-"));
     minio = await startObjectServer("minio");
   });

@@ -1,3 +1,5 @@
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { TestProject } from "vitest/node";
 import {
@@ -17,11 +19,18 @@ declare module "vitest" {
 }
 
 /**
- * setup starts one MinIO, one SeaweedFS and one moto server for the whole run, provides their
- * connection info as `inject("objectServers")`, and returns the teardown that stops them all.
+ * setup builds dist/ once, starts one MinIO, one SeaweedFS and one moto server for the whole
+ * run, provides their connection info as `inject("objectServers")`, and returns the teardown
+ * that stops them all.
  * Any server failing to start fails the run; the others are stopped first.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Tests that run the compiled CLI share one build, made before any file starts: building in
+  // each file would rewrite dist/ while another file's server is loading it.
+  execFileSync(fileURLToPath(new URL("../node_modules/.bin/tsc", import.meta.url)), [
+    "-p",
+    fileURLToPath(new URL("../tsconfig.build.json", import.meta.url)),
+  ]);
   const started = await Promise.allSettled(
     objectServerKinds.map((kind) => startObjectServer(kind)),
   );

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { readFile } from "node:fs/promises";
@@ -143,9 +143,6 @@ describe("load balancer: replicas behind nginx", () => {
   const replicas: Replica[] = [];
 
   beforeAll(async () => {
-    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], {
-      cwd: root,
-    });
     minio = await startObjectServer("minio");
     const bucket = "spillway-lb";
     const s3 = createTestS3Client(minio);

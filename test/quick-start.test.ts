@@ -20,9 +20,6 @@ describe("quick start: spillway serve", () => {
   let exited: Promise<number | null>;
 
   beforeAll(async () => {
-    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], {
-      cwd: root,
-    });
     dataDir = await mkdtemp(join(tmpdir(), "spillway-cli-"));
     child = spawn(
       process.execPath,

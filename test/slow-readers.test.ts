@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -43,7 +43,6 @@ describe("slow and abandoned readers", () => {
   let client: SpillwayClient;
 
   beforeAll(async () => {
-    execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], { cwd: root });
     dataDir = await mkdtemp(join(tmpdir(), "spillway-slow-"));
     child = spawn(
       process.execPath,

@@ -7,7 +7,8 @@ import { truncateForMessage } from "./keys.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import type { Runs } from "./runs.js";
-import { lineIndexEntryRange } from "./window/line-index.js";
+import { createLineAnchors } from "./window/line-anchors.js";
+import { decodeLineIndexEntries, lineIndexEntryRange } from "./window/line-index.js";
 import { createBufferWindowSource, type WindowSource } from "./window/source.js";
 
 /** ResolvedHandle is a visible record and the run expiry that also bounds it. */
@@ -63,7 +64,7 @@ export async function resolveHandle(
 /**
  * windowSourceFor exposes a readable record to the window engine: inline bytes from the
  * record, blob bytes through ranged backend reads, line seeks through one 8-byte ranged read
- * of the line index.
+ * of the line index, anchors by streaming that index in order.
  */
 export function windowSourceFor(backend: Backend, record: StoredRecord): WindowSource {
   if (record.stored === "preview_only") {
@@ -115,6 +116,17 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
         line: entry * blob.stride,
         offset: Buffer.from(bytes.buffer, bytes.byteOffset, 8).readDoubleLE(0),
       };
+    },
+    lineAnchors(signal) {
+      const { indexKey } = blob;
+      return createLineAnchors(
+        blob.stride,
+        (async function* () {
+          if (indexKey === undefined) return;
+          const body = await backend.get(indexKey, signal === undefined ? {} : { signal });
+          yield* decodeLineIndexEntries(releaseOnAbort(body, signal));
+        })(),
+      );
     },
   };
 }

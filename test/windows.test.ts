@@ -92,6 +92,26 @@ describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (ba
     expect(re.trailer?.nextOffset).toBe(3n);
   });
 
+  it("numbers deep matches and their context exactly when it skips ahead through the stored index", async () => {
+    const last = 997 * Math.floor(total / 997);
+    const lit = await read({
+      window: { case: "search", value: { pattern: "NEEDLE", skip: 29n, contextLines: 2 } },
+    });
+    expect(lit.rendered).toContain(
+      [last - 2, last - 1].map((n) => ` ${n}-\t${lineText(n)}\n`).join("") +
+        ` ${last}:\t${lineText(last)}\n` +
+        [last + 1, last + 2].map((n) => ` ${n}-\t${lineText(n)}\n`).join(""),
+    );
+    const re = await read({
+      window: {
+        case: "search",
+        value: { pattern: "[0-9]+ needle", regex: true, ignoreCase: true },
+      },
+    });
+    expect(re.trailer?.totalMatches).toBe(BigInt(Math.floor(total / 997)));
+    expect(re.rendered).toContain(` ${last}:\t${lineText(last)}\n`);
+  });
+
   it("answers a ReDoS pattern promptly and refuses backtracking-only syntax", async () => {
     const w = await read({ window: { case: "search", value: { pattern: "(a+)+$", regex: true } } });
     expect(w.trailer?.totalMatches).toBe(0n);

@@ -144,3 +144,37 @@ export function decodeLineIndexEntry(bytes: Uint8Array, k: number): number {
   }
   return view.getFloat64(offset, true);
 }
+
+/**
+ * decodeLineIndexEntries streams the entries of a serialized index read from its first byte,
+ * in batches as the bytes arrive (whatever their chunking). A foreign header or a trailing
+ * partial entry is DATA_LOSS.
+ */
+export async function* decodeLineIndexEntries(
+  body: AsyncIterable<Uint8Array>,
+): AsyncGenerator<Float64Array> {
+  let carry: Buffer = Buffer.alloc(0);
+  let headerChecked = false;
+  for await (const chunk of body) {
+    const view = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let bytes = carry.length === 0 ? view : Buffer.concat([carry, view]);
+    if (!headerChecked) {
+      if (bytes.length < lineIndexHeaderBytes) {
+        carry = Buffer.from(bytes);
+        continue;
+      }
+      decodeLineIndexStride(bytes);
+      headerChecked = true;
+      bytes = bytes.subarray(lineIndexHeaderBytes);
+    }
+    const whole = bytes.length - (bytes.length % 8);
+    const entries = new Float64Array(whole / 8);
+    for (let k = 0; k < entries.length; k++) entries[k] = bytes.readDoubleLE(8 * k);
+    // A copy: the few bytes carried over must not pin (or alias) the whole chunk.
+    carry = Buffer.from(bytes.subarray(whole));
+    if (entries.length > 0) yield entries;
+  }
+  if (!headerChecked || carry.length > 0) {
+    throw new ConnectError("line index is truncated", Code.DataLoss);
+  }
+}

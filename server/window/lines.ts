@@ -7,6 +7,7 @@ import {
   ReadToolOutputResponseSchema,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { clipString, clipUtf8, countChars, type WindowCaps } from "./caps.js";
+import type { LineAnchors } from "./line-anchors.js";
 import {
   type LinesFooter,
   type RowLine,
@@ -54,6 +55,17 @@ export interface LineSplitterOptions {
   readonly keepBytes: number;
   /** Receives each line in order; returns false to stop. */
   readonly onLine: (line: ScannedLine) => boolean;
+  /**
+   * Lets the splitter skip lines nobody needs: given a chunk and the start of a line in it,
+   * returns the chunk offset of the first byte that may matter (a search candidate), or -1
+   * when nothing in the rest of the chunk does. Lines wholly before it are counted, not
+   * delivered. Unset, every line is delivered.
+   */
+  readonly nextOfInterest?: (chunk: Buffer, from: number) => number;
+  /** Lines delivered right before each line of interest anyway (search context). */
+  readonly linesBefore?: number;
+  /** Known line starts, so skipped lines are counted from the last one instead of one by one. */
+  readonly anchors?: LineAnchors;
 }
 
 const newline = 10;
@@ -66,9 +78,11 @@ const carriageReturn = 13;
  * chunking; a line is assembled only up to keepBytes (+2 to settle a final `\r`), so memory is
  * bounded by keepBytes; a line longer than that is delivered as soon as it is known to be
  * longer, and its remaining bytes are only scanned for `\n` if the callback asks for more.
+ * With nextOfInterest, the lines it rules out are never delivered, yet the lines that are
+ * keep their true numbers and offsets, and the linesBefore lines preceding each are delivered.
  */
 export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
-  const { skipUntil, keepBytes, onLine } = opts;
+  const { skipUntil, keepBytes, onLine, nextOfInterest, linesBefore = 0, anchors } = opts;
   let index = opts.firstLine;
   let lineStart = opts.firstOffset;
   let pos = opts.firstOffset;
@@ -92,6 +106,37 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
     lineStart = at + 1;
   }
 
+  /**
+   * From the line starting at buf[i], skips the lines before the next one of interest (less
+   * linesBefore) and returns where delivery resumes. Skipped lines are counted from the last
+   * indexed line inside the skipped stretch, so a skip costs at most one index stride of scanning.
+   */
+  function skipAhead(buf: Buffer, base: number, i: number, of: NonNullable<typeof nextOfInterest>) {
+    const found = of(buf, i);
+    if (found >= 0 && found <= i) return i;
+    let target = (found < 0 ? buf.lastIndexOf(newline) : buf.lastIndexOf(newline, found - 1)) + 1;
+    for (let kept = 0; kept < linesBefore && target > i; kept++) {
+      // buf[target - 1] ends the previous line; the one before it ends the line before that.
+      target = target < 2 ? 0 : Math.max(i, buf.lastIndexOf(newline, target - 2) + 1);
+    }
+    if (target <= i) return i;
+    const anchor = anchors?.floor(base + target);
+    let at = i;
+    if (anchor !== undefined && anchor.offset >= base + i) {
+      index = anchor.line;
+      at = anchor.offset - base;
+    }
+    for (
+      let nl = buf.indexOf(newline, at);
+      nl >= 0 && nl < target;
+      nl = buf.indexOf(newline, nl + 1)
+    ) {
+      index++;
+    }
+    lineStart = base + target;
+    return target;
+  }
+
   return {
     push(chunk) {
       const buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
@@ -99,6 +144,15 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
       pos += buf.length;
       let i = 0;
       while (i < buf.length && !stopped) {
+        if (
+          nextOfInterest !== undefined &&
+          partsLength === 0 &&
+          !discarding &&
+          index >= skipUntil
+        ) {
+          i = skipAhead(buf, base, i, nextOfInterest);
+          if (i >= buf.length) break;
+        }
         const nl = buf.indexOf(newline, i);
         if (index < skipUntil || discarding) {
           if (nl < 0) break;

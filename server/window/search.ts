@@ -47,6 +47,12 @@ export interface LineMatcher {
   beginChunk(chunk: Buffer, offset: number): void;
   /** True when the line (terminator excluded) contains a match. */
   test(line: ScannedLine): boolean;
+  /**
+   * Finds candidates in the announced chunk: the offset of the first byte at or after `from`
+   * (a line start) where a match may begin, -1 when none can in the rest of the chunk. Never
+   * misses a line that test() would accept; unset when the pattern cannot promise that.
+   */
+  readonly find?: (chunk: Buffer, from: number) => number;
 }
 
 /** maxContextLines is the most context lines a search shows on each side of a match. */
@@ -58,9 +64,9 @@ function escapeLiteral(pattern: string): string {
 }
 
 /** Compiles a pattern with RE2, turning its complaint into INVALID_ARGUMENT. */
-function compile(source: string, ignoreCase: boolean): RE2 {
+function compile(source: string, flags: string): RE2 {
   try {
-    return new RE2(source, ignoreCase ? "ui" : "u");
+    return new RE2(source, flags);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     throw new ConnectError(`invalid search pattern: ${reason}`, Code.InvalidArgument);
@@ -74,10 +80,16 @@ function compile(source: string, ignoreCase: boolean): RE2 {
  */
 function createLiteralMatcher(pattern: string): LineMatcher {
   const needle = Buffer.from(pattern, "utf8");
-  if (needle.includes(10)) return { beginChunk() {}, test: () => false };
+  if (needle.includes(10)) return { beginChunk() {}, test: () => false, find: () => -1 };
   let chunk: Buffer = Buffer.alloc(0);
   let chunkStart = 0;
   let candidate = -1;
+  /** Moves candidate to the first occurrence at or after chunk offset `from`. */
+  const advance = (from: number): void => {
+    if (candidate === Number.POSITIVE_INFINITY || candidate >= chunkStart + from) return;
+    const at = chunk.indexOf(needle, from);
+    candidate = at < 0 ? Number.POSITIVE_INFINITY : chunkStart + at;
+  };
   return {
     beginChunk(next, offset) {
       chunk = next;
@@ -87,12 +99,45 @@ function createLiteralMatcher(pattern: string): LineMatcher {
     test(line) {
       const contentEnd = line.start + line.head.length;
       if (!line.complete || line.start < chunkStart) return line.head.includes(needle);
-      if (candidate !== Number.POSITIVE_INFINITY && candidate < line.start) {
-        const at = chunk.indexOf(needle, line.start - chunkStart);
-        candidate = at < 0 ? Number.POSITIVE_INFINITY : chunkStart + at;
-      }
+      advance(line.start - chunkStart);
       return candidate + needle.length <= contentEnd;
     },
+    find(_chunk, from) {
+      advance(from);
+      return candidate === Number.POSITIVE_INFINITY ? -1 : candidate - chunkStart;
+    },
+  };
+}
+
+/**
+ * Patterns whose meaning inside one line differs from inside a chunk of lines: `\A` and `\z`
+ * (text start and end), flag groups that turn multi-line mode off, and `$` (a line's `\r\n`
+ * keeps its `\r` in the chunk, where `$` only matches before `\n`). Over a chunk they could
+ * miss a line that matches alone, so they are tested line by line.
+ */
+const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
+
+/**
+ * RE2 matcher: each line is tested alone; candidates come from one RE2 scan of the whole chunk
+ * in multi-line mode, where every line that matches alone also has a match starting inside it
+ * (a match across lines only adds a candidate that its line's own test then rejects).
+ */
+function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
+  const line = compile(source, ignoreCase ? "iu" : "u");
+  const chunked = lineBoundPattern.test(source)
+    ? undefined
+    : compile(source, ignoreCase ? "gimu" : "gmu");
+  return {
+    beginChunk() {},
+    test: (scanned) => line.test(scanned.head),
+    ...(chunked === undefined
+      ? {}
+      : {
+          find(chunk: Buffer, from: number) {
+            chunked.lastIndex = from;
+            return chunked.exec(chunk)?.index ?? -1;
+          },
+        }),
   };
 }
 
@@ -107,11 +152,10 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
     throw new ConnectError("search pattern must not be empty", Code.InvalidArgument);
   }
   if (!request.regex && !request.ignoreCase) return createLiteralMatcher(request.pattern);
-  const re = compile(
+  return createRegexMatcher(
     request.regex ? request.pattern : escapeLiteral(request.pattern),
     request.ignoreCase,
   );
-  return { beginChunk() {}, test: (line) => re.test(line.head) };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */
@@ -310,6 +354,8 @@ export async function* searchWindow(
   };
 
   const onLine = (line: ScannedLine): boolean => {
+    // Skipped lines leave a gap: lines kept from before it are no longer context.
+    if (line.index !== lastScanned + 1) ring.length = 0;
     const matched = matcher.test(line);
     if (matched) seen++;
     lastScanned = line.index;
@@ -328,25 +374,41 @@ export async function* searchWindow(
   };
 
   yield windowHeaderFrame(source, 0);
+  const { find } = matcher;
+  const anchors = find === undefined ? undefined : source.lineAnchors(signal);
   const splitter = createLineSplitter({
     firstLine: 0,
     firstOffset: 0,
     skipUntil: 0,
     keepBytes: Math.max(caps.maxSearchLineBytes, displayBytes),
     onLine,
+    ...(find === undefined || anchors === undefined
+      ? {}
+      : {
+          // Lines owed as after-context are never skipped.
+          nextOfInterest: (chunk: Buffer, from: number) =>
+            open.some((entry) => entry.need > 0) ? from : find(chunk, from),
+          linesBefore: context,
+          anchors,
+        }),
   });
   let exhausted = true;
   let offset = 0;
-  for await (const chunk of await source.read(0, undefined, signal)) {
-    if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
-    matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
-    offset += chunk.length;
-    const more = splitter.push(chunk);
-    yield* frames.splice(0);
-    if (!more) {
-      exhausted = false;
-      break;
+  try {
+    for await (const chunk of await source.read(0, undefined, signal)) {
+      if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+      matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
+      offset += chunk.length;
+      await anchors?.reach(offset);
+      const more = splitter.push(chunk);
+      yield* frames.splice(0);
+      if (!more) {
+        exhausted = false;
+        break;
+      }
     }
+  } finally {
+    await anchors?.close();
   }
   if (exhausted) splitter.finish();
   for (const entry of open) finished.push(entry.match);

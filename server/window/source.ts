@@ -3,6 +3,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createLineAnchors, type LineAnchors } from "./line-anchors.js";
 import { createLineIndexer, defaultLineIndexStride, nearestIndexedLine } from "./line-index.js";
 
 /**
@@ -28,6 +29,11 @@ export interface WindowSource {
   ): Promise<AsyncIterable<Uint8Array>>;
   /** Returns the nearest indexed line <= line and the byte offset where it starts. */
   seekLine(line: number, signal?: AbortSignal): Promise<{ line: number; offset: number }>;
+  /**
+   * Walks the whole line index forward (streamed, not loaded at once), for scans that skip
+   * ahead; a payload stored without an index yields no anchors.
+   */
+  lineAnchors(signal?: AbortSignal): LineAnchors;
 }
 
 /** Largest piece a buffer source hands out per chunk, so readers see a realistic stream. */
@@ -66,6 +72,14 @@ export function createBufferWindowSource(
     async seekLine(line) {
       const nearest = nearestIndexedLine(index.stride, index.lineCount, line);
       return { line: nearest.line, offset: index.offsets[nearest.entry] ?? 0 };
+    },
+    lineAnchors() {
+      return createLineAnchors(
+        index.stride,
+        (async function* () {
+          yield index.offsets;
+        })(),
+      );
     },
   };
 }

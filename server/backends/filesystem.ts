@@ -15,6 +15,7 @@ import type {
 } from "./backend.js";
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
+import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 
 /** Temp files start with this; the service never produces a segment starting with `.`. */
@@ -68,7 +69,8 @@ export type FilesystemBackend = Backend & {
  *   files are opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
  *   `FAILED_PRECONDITION` instead of touching anything outside the root;
  * - put writes a temp file beside the target, fsyncs it, publishes it create-only with a hard
- *   link, then fsyncs the directory; a failed or aborted put leaves neither object nor temp file;
+ *   link, then fsyncs the directory (concurrent puts into one directory share directory
+ *   fsyncs); a failed or aborted put leaves neither object nor temp file;
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
  *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
  *   list prefixes whose segments are short;
@@ -80,6 +82,7 @@ export type FilesystemBackend = Backend & {
 export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
   const root = resolve(opts.root);
   const fsync = opts.fsync ?? true;
+  const directorySync = createDirectorySync();
   try {
     mkdirSync(root, { recursive: true, mode: 0o700 });
     chmodSync(root, 0o700);
@@ -155,14 +158,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   }
 
   async function syncDirectories(dirs: Iterable<string>): Promise<void> {
-    for (const dir of new Set(dirs)) {
-      const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    }
+    await Promise.all([...new Set(dirs)].map((dir) => directorySync.sync(dir)));
   }
 
   async function collectKeys(

@@ -14,6 +14,7 @@ import {
   showLine,
   toLineMessage,
 } from "./lines.js";
+import { createLiteralFinder } from "./literal-finder.js";
 import {
   groupSeparator,
   renderLineRow,
@@ -74,20 +75,21 @@ function compile(source: string, flags: string): RE2 {
 }
 
 /**
- * Case-sensitive literal matcher: candidates come from `Buffer.indexOf` of the pattern bytes
- * over the whole chunk, so lines before the next candidate are rejected without being looked
- * at; lines that straddle chunks are searched on their own.
+ * Case-sensitive literal matcher: candidates come from a LiteralFinder run over the whole
+ * chunk, so lines before the next candidate are rejected without being looked at; lines that
+ * straddle chunks are searched on their own.
  */
 function createLiteralMatcher(pattern: string): LineMatcher {
   const needle = Buffer.from(pattern, "utf8");
   if (needle.includes(10)) return { beginChunk() {}, test: () => false, find: () => -1 };
+  const finder = createLiteralFinder(needle);
   let chunk: Buffer = Buffer.alloc(0);
   let chunkStart = 0;
   let candidate = -1;
   /** Moves candidate to the first occurrence at or after chunk offset `from`. */
   const advance = (from: number): void => {
     if (candidate === Number.POSITIVE_INFINITY || candidate >= chunkStart + from) return;
-    const at = chunk.indexOf(needle, from);
+    const at = finder.indexOf(chunk, from);
     candidate = at < 0 ? Number.POSITIVE_INFINITY : chunkStart + at;
   };
   return {

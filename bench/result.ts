@@ -10,7 +10,7 @@ export interface BenchResult {
   readonly baseline: string;
   /** The baseline's median figure. */
   readonly baseline_value: number;
-  /** value / baseline_value for throughputs (higher is better for Spillway). */
+  /** The scenario's ratio: value / baseline_value, or baseline_value / value for speedups. */
   readonly ratio: number;
   /** The target, e.g. `ratio >= 0.8`. */
   readonly target: string;
@@ -30,7 +30,7 @@ export function median(samples: readonly number[]): number {
 
 /**
  * throughputResult turns timed samples (seconds) of moving `bytes` into a MiB/s row with a
- * minimum-ratio target.
+ * minimum-ratio target (Spillway / baseline).
  */
 export function throughputResult(opts: {
   name: string;
@@ -41,21 +41,48 @@ export function throughputResult(opts: {
   minRatio: number;
 }): BenchResult {
   const mib = opts.bytes / (1024 * 1024);
-  const spillway = opts.spillwaySeconds.map((s) => mib / s);
-  const baseline = opts.baselineSeconds.map((s) => mib / s);
-  const value = median(spillway);
-  const baselineValue = median(baseline);
-  const ratio = value / baselineValue;
+  return ratioResult({
+    name: opts.name,
+    unit: "MiB/s",
+    baseline: opts.baseline,
+    spillway: opts.spillwaySeconds.map((s) => mib / s),
+    baselineSamples: opts.baselineSeconds.map((s) => mib / s),
+    ratioOf: (value, baseline) => value / baseline,
+    target: `ratio >= ${opts.minRatio}`,
+    meets: (ratio) => ratio >= opts.minRatio,
+  });
+}
+
+/**
+ * ratioResult builds a row from raw samples: medians of each side, `ratioOf` of the medians,
+ * and whether `meets` accepts it (given the ratio and Spillway's median).
+ */
+export function ratioResult(opts: {
+  name: string;
+  unit: string;
+  baseline: string;
+  spillway: number[];
+  baselineSamples: number[];
+  ratioOf: (value: number, baseline: number) => number;
+  target: string;
+  meets: (ratio: number, value: number) => boolean;
+}): BenchResult {
+  const value = median(opts.spillway);
+  const baselineValue = median(opts.baselineSamples);
+  const ratio = opts.ratioOf(value, baselineValue);
   return {
     name: opts.name,
     value: round(value),
-    unit: "MiB/s",
+    unit: opts.unit,
     baseline: opts.baseline,
     baseline_value: round(baselineValue),
     ratio: round(ratio, 3),
-    target: `ratio >= ${opts.minRatio}`,
-    met: ratio >= opts.minRatio,
-    samples: { spillway: spillway.map((v) => round(v)), baseline: baseline.map((v) => round(v)) },
+    target: opts.target,
+    met: opts.meets(ratio, value),
+    samples: {
+      spillway: opts.spillway.map((v) => round(v)),
+      baseline: opts.baselineSamples.map((v) => round(v)),
+    },
   };
 }
 

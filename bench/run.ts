@@ -2,11 +2,22 @@ import { writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { type LogFixture, openLogFixture } from "./log-fixture.js";
 import type { BenchResult } from "./result.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
+import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
+import { searchScenarios } from "./scenarios/search.js";
+import { smallOffloadScenario } from "./scenarios/small-offloads.js";
+import { windowScenarios } from "./scenarios/windows.js";
 
 const MiB = 1024 * 1024;
+
+/** A set of scenarios that share their setup. */
+interface Group {
+  readonly names: readonly string[];
+  readonly run: () => Promise<BenchResult[]>;
+}
 
 /**
  * The benchmark runner: each scenario measures Spillway and its baseline in the same run,
@@ -17,21 +28,49 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: { quick: { type: "boolean" }, only: { type: "string" }, runs: { type: "string" } },
   });
-  const runs = Number(values.runs ?? (values.quick === true ? 3 : 5));
+  const quick = values.quick === true;
+  const runs = Number(values.runs ?? (quick ? 3 : 5));
   const bytes = 256 * MiB;
-  const groups: { names: string[]; run: () => Promise<BenchResult[]> }[] = [
+  // The 1 GiB log is written and offloaded once, for every scenario that reads it.
+  let fixture: Promise<LogFixture> | undefined;
+  const log = () => {
+    fixture ??= openLogFixture(1024 * MiB);
+    return fixture;
+  };
+  const groups: Group[] = [
     {
       names: ["offload_256mib_fs", "read_full_256mib_fs"],
       run: () => filesystemScenarios({ runs, bytes }),
     },
     { names: ["offload_256mib_minio"], run: () => minioScenarios({ runs, bytes }) },
+    { names: ["small_offloads"], run: async () => [await smallOffloadScenario(runs)] },
+    {
+      names: ["deep_window_1gib", "tail_window_1gib", "deep_window_vs_anchor"],
+      run: async () => windowScenarios(await log(), runs),
+    },
+    {
+      names: ["search_literal_1gib", "search_regex_1gib"],
+      run: async () => searchScenarios(await log(), runs),
+    },
+    {
+      names: ["memory_under_load"],
+      run: async () => [await memoryScenario(await log(), quick ? 1 : 3)],
+    },
   ];
   const results: BenchResult[] = [];
-  for (const group of groups) {
-    if (values.only !== undefined && !group.names.some((n) => n.includes(values.only ?? ""))) {
-      continue;
+  try {
+    for (const group of groups) {
+      if (values.only !== undefined && !group.names.some((n) => n.includes(values.only ?? ""))) {
+        continue;
+      }
+      const started = Date.now();
+      results.push(...(await group.run()));
+      process.stderr.write(
+        `bench: ${group.names.join(", ")} in ${Math.round((Date.now() - started) / 1000)} s\n`,
+      );
     }
-    results.push(...(await group.run()));
+  } finally {
+    await (await fixture)?.close();
   }
   const out = fileURLToPath(new URL("../../bench/results.json", import.meta.url));
   await writeFile(out, `${JSON.stringify(results, null, 2)}\n`);

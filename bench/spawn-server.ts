@@ -4,6 +4,8 @@ import { fileURLToPath } from "node:url";
 /** SpawnedServer is `spillway serve` running in its own process, as in a deployment. */
 export interface SpawnedServer {
   readonly url: string;
+  /** The server's process id, to read its memory from /proc. */
+  readonly pid: number;
   /** Sends SIGTERM and waits for the process to exit. */
   stop(): Promise<void>;
 }
@@ -29,6 +31,7 @@ export function spawnServer(args: string[], env: NodeJS.ProcessEnv = {}): Promis
       if (match?.[1] !== undefined) {
         resolve({
           url: match[1],
+          pid: child.pid ?? -1,
           stop: async () => {
             child.kill("SIGTERM");
             await exited;

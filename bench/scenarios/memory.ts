@@ -1,0 +1,93 @@
+import { createReadStream } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { LogFixture } from "../log-fixture.js";
+import { type BenchResult, ratioResult } from "../result.js";
+
+const MiB = 1024 * 1024;
+const fastReaders = 7;
+
+/** Reads one figure (kB) from a process's /proc status, in MiB. */
+async function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kib = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1];
+  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return (Number(kib) * 1024) / MiB;
+}
+
+/** Reads the whole log in bytes mode; `pause` ms between frames makes a slow reader. */
+async function fullRead(fx: LogFixture, signal: AbortSignal, pause = 0): Promise<number> {
+  let bytes = 0;
+  for await (const frame of fx.client.raw.readToolOutput(
+    {
+      runId: fx.runId,
+      handle: fx.handle,
+      window: { case: "bytes", value: { offset: 0n } },
+      omitRendered: true,
+    },
+    { signal },
+  )) {
+    if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
+      bytes += frame.frame.value.body.value.byteLength;
+      if (pause > 0) await sleep(pause);
+    }
+  }
+  return bytes;
+}
+
+/**
+ * memoryScenario measures `memory_under_load`: the server's peak resident memory while one
+ * 1 GiB offload and 8 full reads of the 1 GiB log (one of them deliberately slow, cancelled
+ * once the others are done) run at once, against its idle RSS. The peak is the kernel's
+ * high-water mark (VmHWM, reset before each run) or the highest 20 ms sample, whichever is higher.
+ */
+export async function memoryScenario(fx: LogFixture, runs: number): Promise<BenchResult> {
+  const { pid } = fx.server;
+  const idle: number[] = [];
+  const peaks: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    await sleep(500);
+    idle.push(await statusMiB(pid, "VmRSS"));
+    // Writing 5 to clear_refs resets the high-water mark (Linux >= 4.0); sampling covers the rest.
+    const resetWorked = await writeFile(`/proc/${pid}/clear_refs`, "5").then(
+      () => true,
+      () => false,
+    );
+    let sampled = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        sampled = Math.max(sampled, await statusMiB(pid, "VmRSS"));
+        await sleep(20);
+      }
+    })();
+    const slow = new AbortController();
+    const slowRead = fullRead(fx, slow.signal, 50).catch(() => 0);
+    const done = new AbortController();
+    const reads = Array.from({ length: fastReaders }, () => fullRead(fx, done.signal));
+    const offload = fx.client.offload(
+      { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
+      createReadStream(fx.log.path, { highWaterMark: MiB }),
+    );
+    const read = await Promise.all(reads);
+    await offload;
+    slow.abort();
+    await slowRead;
+    sampling = false;
+    await sampler;
+    if (read.some((n) => n !== fx.log.bytes))
+      throw new Error(`a full read came back short: ${read}`);
+    const hwm = resetWorked ? await statusMiB(pid, "VmHWM") : 0;
+    peaks.push(Math.max(hwm, sampled));
+  }
+  return ratioResult({
+    name: "memory_under_load",
+    unit: "MiB",
+    baseline: "the same server's idle RSS before the load",
+    spillway: peaks,
+    baselineSamples: idle,
+    ratioOf: (value, baseline) => value / baseline,
+    target: "peak <= 256 MiB",
+    meets: (_ratio, value) => value <= 256,
+  });
+}

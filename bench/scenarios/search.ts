@@ -1,0 +1,65 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import type { LogFixture } from "../log-fixture.js";
+import { type BenchResult, throughputResult } from "../result.js";
+import { alternate } from "../timing.js";
+
+const run = promisify(execFile);
+
+/** Runs `grep <flag> -c` on the log and checks it counts the rare lines. */
+async function grepCount(fx: LogFixture, flag: "-F" | "-E", pattern: string): Promise<void> {
+  const { stdout } = await run("grep", [flag, "-c", pattern, fx.log.path], {
+    env: { ...process.env, LC_ALL: "C" },
+  });
+  if (Number(stdout.trim()) !== fx.log.rareLines) {
+    throw new Error(`grep ${flag} counted ${stdout.trim()}, expected ${fx.log.rareLines}`);
+  }
+}
+
+/** Searches the whole offloaded log and checks it reports every rare line. */
+async function spillwaySearch(fx: LogFixture, pattern: string, regex: boolean): Promise<void> {
+  const w = await fx.client.readToolOutput({
+    runId: fx.runId,
+    handle: fx.handle,
+    window: { case: "search", value: { pattern, regex, maxMatches: 100 } },
+  });
+  if (w.trailer?.totalMatches !== BigInt(fx.log.rareLines)) {
+    throw new Error(`search found ${w.trailer?.totalMatches}, expected ${fx.log.rareLines}`);
+  }
+}
+
+/**
+ * searchScenarios measures `search_literal_1gib` and `search_regex_1gib`: a search window over
+ * the whole 1 GiB log (rare matches, so every byte is scanned) against `grep -F -c` and
+ * `grep -E -c` on the same file (C locale, page cache warm), alternating.
+ */
+export async function searchScenarios(fx: LogFixture, runs: number): Promise<BenchResult[]> {
+  const { rareLiteral, rareRegex, bytes } = fx.log;
+  await grepCount(fx, "-F", rareLiteral);
+  const literal = await alternate(
+    runs,
+    () => spillwaySearch(fx, rareLiteral, false),
+    () => grepCount(fx, "-F", rareLiteral),
+  );
+  const regex = await alternate(
+    runs,
+    () => spillwaySearch(fx, rareRegex, true),
+    () => grepCount(fx, "-E", rareRegex),
+  );
+  return [
+    throughputResult({
+      name: "search_literal_1gib",
+      baseline: "grep -F -c on the same file",
+      bytes,
+      ...literal,
+      minRatio: 0.5,
+    }),
+    throughputResult({
+      name: "search_regex_1gib",
+      baseline: "grep -E -c on the same file",
+      bytes,
+      ...regex,
+      minRatio: 0.25,
+    }),
+  ];
+}

@@ -1,0 +1,115 @@
+import { execFile } from "node:child_process";
+import { link, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import type { LogFixture } from "../log-fixture.js";
+import { type BenchResult, ratioResult } from "../result.js";
+import { timeSeconds } from "../timing.js";
+
+const run = promisify(execFile);
+const windowLines = 100;
+const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
+
+/** Reads one lines window of 100 and checks it starts where it must; returns milliseconds. */
+async function timeWindow(
+  fx: LogFixture,
+  offset: number,
+  fromEnd: boolean,
+  firstLine: number,
+): Promise<number> {
+  let rendered = "";
+  const seconds = await timeSeconds(async () => {
+    const w = await fx.client.readToolOutput({
+      runId: fx.runId,
+      handle: fx.handle,
+      window: { case: "lines", value: { offset: BigInt(offset), limit: windowLines, fromEnd } },
+    });
+    rendered = w.rendered;
+  });
+  if (!rendered.includes(`\n${String(firstLine).padStart(6)}\t`)) {
+    throw new Error(`window at ${offset} (fromEnd ${fromEnd}) does not start at line ${firstLine}`);
+  }
+  return seconds * 1000;
+}
+
+/** Times pydantic-ai-harness's read_tool_result on a LocalFileStore holding the same file. */
+async function harnessWindowMs(fx: LogFixture, offset: number, runs: number): Promise<number[]> {
+  const root = join(fx.dir, "harness-store");
+  await mkdir(join(root, "bench"), { recursive: true, mode: 0o700 });
+  await link(fx.log.path, join(root, "bench", "log"));
+  await run("bash", [join(repoRoot, "scripts/setup-python.sh")]);
+  const { stdout } = await run(
+    join(repoRoot, ".venv-python/bin/python"),
+    [
+      join(repoRoot, "bench/harness-read-window.py"),
+      root,
+      "bench/log",
+      String(offset),
+      String(windowLines),
+      String(runs),
+    ],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  const out = JSON.parse(stdout) as { seconds: number[]; lines: number; first: string };
+  // Line `offset` (0-based) of the generated log carries `req=<offset>` (or `line=<offset>`).
+  if (out.lines !== windowLines || !new RegExp(`(req|line)=${offset}\\b`).test(out.first)) {
+    throw new Error(`harness window is not the expected one: ${stdout.slice(0, 300)}`);
+  }
+  return out.seconds.map((s) => s * 1000);
+}
+
+/**
+ * windowScenarios measures `deep_window_1gib` and `tail_window_1gib` (a 100-line window deep
+ * in, or at the end of, the 1 GiB log, against the same window at line 0, alternating) and
+ * `deep_window_vs_anchor` (the deep window against pydantic-ai-harness's read_tool_result on
+ * the same file).
+ */
+export async function windowScenarios(fx: LogFixture, runs: number): Promise<BenchResult[]> {
+  const deep = Math.min(11_000_000, Math.floor(fx.log.lines * 0.92));
+  const reps = runs * 10;
+  // Warm both paths once (connection, page cache of the index and the bytes read).
+  await timeWindow(fx, 0, false, 1);
+  await timeWindow(fx, deep, false, deep + 1);
+  await timeWindow(fx, 0, true, fx.log.lines - windowLines + 1);
+  const head: number[] = [];
+  const deepMs: number[] = [];
+  const tail: number[] = [];
+  for (let rep = 0; rep < reps; rep++) {
+    head.push(await timeWindow(fx, 0, false, 1));
+    deepMs.push(await timeWindow(fx, deep, false, deep + 1));
+    tail.push(await timeWindow(fx, 0, true, fx.log.lines - windowLines + 1));
+  }
+  const harness = await harnessWindowMs(fx, deep, runs);
+  const depthIndependent = {
+    unit: "ms",
+    baseline: "the same 100-line window at line 0, same run",
+    baselineSamples: head,
+    ratioOf: (value: number, baseline: number) => value / baseline,
+    target: "ratio <= 2",
+    meets: (ratio: number) => ratio <= 2,
+  };
+  return [
+    ratioResult({
+      name: "deep_window_1gib",
+      spillway: deepMs,
+      ...depthIndependent,
+    }),
+    ratioResult({
+      name: "tail_window_1gib",
+      spillway: tail,
+      ...depthIndependent,
+    }),
+    ratioResult({
+      name: "deep_window_vs_anchor",
+      unit: "ms",
+      baseline:
+        "pydantic-ai-harness 0.62.0 read_tool_result on LocalFileStore, same file, same window",
+      spillway: deepMs,
+      baselineSamples: harness,
+      ratioOf: (value, baseline) => baseline / value,
+      target: "ratio (harness / Spillway) >= 100",
+      meets: (ratio) => ratio >= 100,
+    }),
+  ];
+}

@@ -46,7 +46,7 @@ export async function offload(
   tenantMaxBlobBytes?: number,
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
-  const first = await nextWithin(iterator, deps.limits.idleStreamMs);
+  const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
   if (first.done === true || first.value.msg.case !== "header") {
     throw new ConnectError(
       first.done === true
@@ -88,7 +88,7 @@ export async function offload(
 
   const pass = createPass(deps.limits, header, handle);
   const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantMaxBlobBytes ?? Infinity);
-  const chunks = chunkStream(iterator, { ...deps.limits, maxBlobBytes }, header, pass);
+  const chunks = chunkStream(iterator, { ...deps.limits, maxBlobBytes }, header, pass, signal);
 
   if (existing !== undefined || header.previewOnly) {
     for await (const _ of chunks) {
@@ -213,9 +213,10 @@ async function* chunkStream(
   limits: ServerLimits,
   header: OffloadHeader,
   pass: Pass,
+  signal: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
-    const next = await nextWithin(iterator, limits.idleStreamMs);
+    const next = await nextWithin(iterator, limits.idleStreamMs, signal);
     if (next.done === true) return;
     const msg = next.value.msg;
     if (msg.case === "header") {
@@ -258,14 +259,20 @@ async function* chunkStream(
 /**
  * nextWithin waits for the next message of a client stream, failing with DEADLINE_EXCEEDED
  * when the client goes quiet for longer than idleMs: an abandoned stream must not hold a
- * partial upload open forever.
+ * partial upload open forever. It fails with the signal's reason as soon as the call is
+ * aborted (a cancelled call, a request deadline), without waiting for the client.
  */
 async function nextWithin<T>(
   iterator: AsyncIterator<T>,
   idleMs: number,
+  signal: AbortSignal,
 ): Promise<IteratorResult<T>> {
   let timer: NodeJS.Timeout | undefined;
+  let onAbort = () => {};
   const idle = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortError(signal));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
     timer = setTimeout(
       () =>
         reject(
@@ -281,7 +288,14 @@ async function nextWithin<T>(
     return await Promise.race([iterator.next(), idle]);
   } finally {
     clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
   }
+}
+
+function abortError(signal: AbortSignal): ConnectError {
+  return signal.reason instanceof ConnectError
+    ? signal.reason
+    : new ConnectError("the Offload call was cancelled", Code.Canceled);
 }
 
 async function* concatStreams(

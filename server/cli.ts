@@ -24,11 +24,13 @@ as one JSON line.
 Flags (each also read from the environment variable shown):
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
-  --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>";
+  --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
+                                                        [max_blob_bytes=<n>] [max_run_bytes=<n>]";
                                                         without it: loopback only, tenant "dev"
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
   --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
   --max-blob-bytes <n>            SPILLWAY_MAX_BLOB_BYTES
+  --max-run-bytes <n>             SPILLWAY_MAX_RUN_BYTES  payload bytes one run may hold; unset: no limit
   --inline-bytes <n>              SPILLWAY_INLINE_BYTES
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
@@ -53,6 +55,7 @@ const flags = {
   "tls-key": "SPILLWAY_TLS_KEY",
   "tls-client-ca": "SPILLWAY_TLS_CLIENT_CA",
   "max-blob-bytes": "SPILLWAY_MAX_BLOB_BYTES",
+  "max-run-bytes": "SPILLWAY_MAX_RUN_BYTES",
   "inline-bytes": "SPILLWAY_INLINE_BYTES",
   "max-window-lines": "SPILLWAY_MAX_WINDOW_LINES",
   "max-window-chars": "SPILLWAY_MAX_WINDOW_CHARS",
@@ -108,6 +111,7 @@ async function main(argv: string[]): Promise<void> {
   const limits = {
     ...defined("maxBlobBytes", intOption(opt("max-blob-bytes"), "max-blob-bytes")),
     ...defined("inlineBytes", intOption(opt("inline-bytes"), "inline-bytes")),
+    ...defined("maxRunBytes", intOption(opt("max-run-bytes"), "max-run-bytes")),
   };
   const caps = {
     ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),

@@ -16,6 +16,7 @@ import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
 import { isExpired, type StoredRecord, toAttachment } from "./record.js";
 import type { Registry } from "./registry.js";
+import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
 import type { Runs } from "./runs.js";
 import { validateRequest } from "./validation.js";
 import { createLineIndexer, encodeLineIndex } from "./window/line-index.js";
@@ -29,6 +30,12 @@ export interface OffloadDeps {
   readonly now: () => number;
 }
 
+/** TenantOffloadLimits are the caller's own limits; each one only lowers the server's. */
+export interface TenantOffloadLimits {
+  readonly maxBlobBytes?: number;
+  readonly maxRunBytes?: number;
+}
+
 /**
  * offload commits one Offload stream for tenant and returns the committed record.
  *
@@ -37,13 +44,19 @@ export interface OffloadDeps {
  * create-only registry write is the commit point: a failure or cancellation before it leaves
  * nothing visible (the partial blob is deleted), and an identical retry returns the record
  * already committed.
+ *
+ * With a run limit (`maxRunBytes`, the server's or the tenant's), an offload that would take its
+ * run past the limit is refused with RESOURCE_EXHAUSTED before anything is committed: at once
+ * when the header's expected size is already too large, as soon as the streamed bytes pass the
+ * room the run had when the stream began, and once more right before the commit against what
+ * the run holds then. Replays of a committed record are never refused.
  */
 export async function offload(
   deps: OffloadDeps,
   tenant: string,
   requests: AsyncIterable<OffloadRequest>,
   signal: AbortSignal,
-  tenantMaxBlobBytes?: number,
+  tenantLimits: TenantOffloadLimits = {},
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
   const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
@@ -68,10 +81,18 @@ export async function offload(
   if (header.slot !== undefined) checkSlotPath(header.slot);
   const handle = handleFor(key.callId, header.slot);
 
-  // Two independent lookups on every offload: one round trip to the store, not two.
-  const [deleted, recorded] = await Promise.all([
+  const maxRunBytes = lowest(deps.limits.maxRunBytes, tenantLimits.maxRunBytes);
+  const runBytes = (exceptHandle?: string) =>
+    storedRunBytes(deps.registry, tenant, key.runId, {
+      nowMs: deps.now(),
+      signal,
+      ...(exceptHandle === undefined ? {} : { exceptHandle }),
+    });
+  // Independent lookups on every offload: one round trip to the store, not several.
+  const [deleted, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
     deps.registry.get(tenant, key.runId, handle, signal),
+    maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {
     throw new ConnectError(
@@ -87,10 +108,36 @@ export async function offload(
   }
 
   const pass = createPass(deps.limits, header, handle);
-  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantMaxBlobBytes ?? Infinity);
-  const chunks = chunkStream(iterator, { ...deps.limits, maxBlobBytes }, header, pass, signal);
+  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantLimits.maxBlobBytes ?? Infinity);
+  const keepsBytes = existing === undefined && !header.previewOnly;
+  const runRoom =
+    maxRunBytes === undefined || !keepsBytes
+      ? undefined
+      : { runId: key.runId, held: heldAtStart, limit: maxRunBytes };
+  if (
+    runRoom !== undefined &&
+    header.expectedSize !== undefined &&
+    runRoom.held + Number(header.expectedSize) > runRoom.limit
+  ) {
+    throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
+  }
+  const chunks = chunkStream(
+    iterator,
+    { ...deps.limits, maxBlobBytes },
+    header,
+    pass,
+    runRoom,
+    signal,
+  );
+  // Right before the commit the run is measured again: offloads that committed to it while
+  // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
+  const checkRunRoom = async (size: number) => {
+    if (runRoom === undefined) return;
+    const held = await runBytes(handle);
+    if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
+  };
 
-  if (existing !== undefined || header.previewOnly) {
+  if (!keepsBytes) {
     for await (const _ of chunks) {
       // Consumed for the digest only: the bytes are either already committed or not kept.
     }
@@ -114,6 +161,7 @@ export async function offload(
   }
   if (ended) {
     const facts = pass.finish();
+    await checkRunRoom(facts.size);
     const inline = Buffer.concat(head).toString("base64");
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
   }
@@ -128,6 +176,7 @@ export async function offload(
       indexKey = lineIndexKey(key_);
       await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
     }
+    await checkRunRoom(facts.size);
     const blob = {
       key: key_,
       stride: facts.index.stride,
@@ -213,6 +262,7 @@ async function* chunkStream(
   limits: ServerLimits,
   header: OffloadHeader,
   pass: Pass,
+  runRoom: { runId: string; held: number; limit: number } | undefined,
   signal: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
@@ -239,6 +289,14 @@ async function* chunkStream(
       throw new ConnectError(
         `payload exceeds max_blob_bytes ${limits.maxBlobBytes}`,
         Code.ResourceExhausted,
+      );
+    }
+    if (runRoom !== undefined && runRoom.held + pass.size() + chunk.byteLength > runRoom.limit) {
+      throw runBytesExceeded(
+        runRoom.runId,
+        runRoom.held,
+        pass.size() + chunk.byteLength,
+        runRoom.limit,
       );
     }
     if (
@@ -296,6 +354,12 @@ function abortError(signal: AbortSignal): ConnectError {
   return signal.reason instanceof ConnectError
     ? signal.reason
     : new ConnectError("the Offload call was cancelled", Code.Canceled);
+}
+
+function lowest(server: number | undefined, tenant: number | undefined): number | undefined {
+  if (server === undefined) return tenant;
+  if (tenant === undefined) return server;
+  return Math.min(server, tenant);
 }
 
 async function* concatStreams(

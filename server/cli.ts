@@ -40,6 +40,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
+  --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
+                                                        DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
   --orphan-age-ms <n>             SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
@@ -64,6 +66,7 @@ const flags = {
   "grace-ms": "SPILLWAY_GRACE_MS",
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
+  "request-deadline-ms": "SPILLWAY_REQUEST_DEADLINE_MS",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
@@ -133,6 +136,7 @@ async function main(argv: string[]): Promise<void> {
     caps,
     logger: log,
     ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
+    ...defined("requestDeadlineMs", intOption(opt("request-deadline-ms"), "request-deadline-ms")),
     ...defined(
       "maxConnectionAgeMs",
       intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),

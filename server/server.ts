@@ -18,6 +18,7 @@ import { createHealthState, type HealthState } from "./health.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { createRequestDeadlines } from "./request-deadline.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
@@ -55,6 +56,11 @@ export interface SpillwayServerOptions {
   readonly maxConnectionAgeMs?: number;
   /** Calls one tenant may have in flight at once on this server; default 256. */
   readonly maxCallsPerTenant?: number;
+  /**
+   * Longest a call may run, from its arrival to the end of its response, before it ends with
+   * DEADLINE_EXCEEDED; unset or 0: only the client's deadline and the Offload idle timeout apply.
+   */
+  readonly requestDeadlineMs?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -121,7 +127,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
-  const handler = connectNodeAdapter({
+  const deadlines = createRequestDeadlines(opts.requestDeadlineMs);
+  const connectHandler = connectNodeAdapter({
     routes: (router: ConnectRouter) => {
       router.service(SpillwayService, createSpillwayService(core));
       router.service(Health, health.service);
@@ -130,13 +137,16 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
+      deadlines.interceptor,
       createAuthInterceptor(auth),
       createTenantCallLimit(opts.maxCallsPerTenant ?? 256),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
+    contextValues: deadlines.contextValues,
   });
+  const handler = deadlines.wrap(connectHandler);
 
   const settings: http2.Settings = {
     initialWindowSize: FLOW_CONTROL_WINDOW,

@@ -40,6 +40,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
+  --max-inflight-bytes <n>        SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
+                                                        flight, default 1073741824; 0 = no limit
   --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
                                                         DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
@@ -67,6 +69,7 @@ const flags = {
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
   "request-deadline-ms": "SPILLWAY_REQUEST_DEADLINE_MS",
+  "max-inflight-bytes": "SPILLWAY_MAX_INFLIGHT_BYTES",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
@@ -136,6 +139,7 @@ async function main(argv: string[]): Promise<void> {
     caps,
     logger: log,
     ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
+    ...defined("maxInflightBytes", intOption(opt("max-inflight-bytes"), "max-inflight-bytes")),
     ...defined("requestDeadlineMs", intOption(opt("request-deadline-ms"), "request-deadline-ms")),
     ...defined(
       "maxConnectionAgeMs",

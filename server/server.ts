@@ -15,12 +15,14 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createRequestDeadlines } from "./request-deadline.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
+import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
 /** SpillwayServerOptions configure one Spillway server process. */
@@ -61,6 +63,12 @@ export interface SpillwayServerOptions {
    * DEADLINE_EXCEEDED; unset or 0: only the client's deadline and the Offload idle timeout apply.
    */
   readonly requestDeadlineMs?: number;
+  /**
+   * Bytes this server may hold for Offload and ReadToolOutput calls in flight (each reserves
+   * one chunk plus the inline limit, or one 1 MiB read frame); a call past it is refused with
+   * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
+   */
+  readonly maxInflightBytes?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -140,6 +148,10 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       deadlines.interceptor,
       createAuthInterceptor(auth),
       createTenantCallLimit(opts.maxCallsPerTenant ?? 256),
+      createInflightBytesLimit(opts.maxInflightBytes ?? 1024 ** 3, {
+        offload: limits.maxChunkBytes + limits.inlineBytes,
+        read: dataFrameBytes,
+      }),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.

@@ -1,11 +1,15 @@
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
 import {
   OffloadRequestSchema,
   type ReadToolOutputResponse,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createFilesystemBackend } from "../server/backends/filesystem.js";
 import { createMetrics, type Metrics } from "../server/metrics.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
 import { codeOf } from "./support/code-of.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
@@ -45,16 +49,25 @@ async function serverFinished(metrics: Metrics, procedure: string, code: string)
 describe("server request deadline", () => {
   let t: TestServer;
   let metrics: Metrics;
+  // A second replica on the same store, without a deadline, writes and checks large payloads,
+  // so only the calls under test can reach the deadline however busy the machine is.
+  let unbounded: SpillwayServer;
   beforeAll(async () => {
     metrics = createMetrics();
     t = await startTestServer({
-      backend: "memory",
       requestDeadlineMs: 2000,
       limits: { idleStreamMs: 600_000 },
       metrics,
     });
+    unbounded = await startSpillwayServer({
+      backend: createFilesystemBackend({ root: join(t.dataDir, "store") }),
+      port: 0,
+    });
   });
-  afterAll(() => t.stop());
+  afterAll(async () => {
+    await unbounded.close(1000);
+    await t.stop();
+  });
 
   it("ends an Offload stream still open at the deadline with DEADLINE_EXCEEDED, nothing committed", async () => {
     const { gate, release } = gated();
@@ -80,8 +93,9 @@ describe("server request deadline", () => {
   });
 
   it("resets a read whose client stopped consuming once the deadline passes, and keeps serving", async () => {
+    const writer = createSpillwayClient({ baseUrl: unbounded.url });
     const payload = new Uint8Array(32 * 1024 * 1024).fill(0x61);
-    await t.sdk().offload({ tenant: "dev", runId: "r", callId: "big" }, payload);
+    await writer.offload({ tenant: "dev", runId: "r", callId: "big" }, payload);
     const stream = t.raw().readToolOutput({
       runId: "r",
       handle: "res_big",
@@ -108,7 +122,8 @@ describe("server request deadline", () => {
     // client sees its stream reset.
     expect(err?.code).toBe(Code.Canceled);
     expect(received).toBeLessThan(payload.byteLength);
-    expect(sha256(await readBack(t.sdk(), "r", "res_big"))).toBe(sha256(payload));
+    expect(sha256(await readBack(writer, "r", "res_big"))).toBe(sha256(payload));
+    expect((await t.sdk().stat("r", "res_big")).sizeBytes).toBe(BigInt(payload.byteLength));
   });
 });
 

@@ -22,6 +22,28 @@ describe("token file", () => {
     ).toThrow(/two different limits/);
   });
 
+  it("reads both limits in any order and refuses unknown, repeated or malformed ones", () => {
+    const tokens = parseTokenFile(
+      `${hashToken("a")} acme max_run_bytes=5000 max_blob_bytes=1000\n${hashToken("b")} acme max_blob_bytes=1000 max_run_bytes=5000\n`,
+    );
+    expect(tokens.get(hashToken("a"))).toEqual({
+      tenant: "acme",
+      maxBlobBytes: 1000,
+      maxRunBytes: 5000,
+    });
+    expect(() =>
+      parseTokenFile(`${hashToken("a")} acme max_run_bytes=5\n${hashToken("b")} acme\n`),
+    ).toThrow(/two different limits/);
+    for (const attributes of [
+      "max_files=3",
+      "max_run_bytes=1 max_run_bytes=2",
+      "max_run_bytes=-1",
+      "max_run_bytes=99999999999999999999",
+    ]) {
+      expect(() => parseTokenFile(`${hashToken("a")} acme ${attributes}\n`)).toThrow(/line 1/);
+    }
+  });
+
   it.each([
     ["a plain token instead of a digest", "s3cret acme"],
     ["a traversing tenant", `${hashToken("x")} ..`],

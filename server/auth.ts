@@ -23,38 +23,52 @@ export interface Authenticator {
   reload(): void;
 }
 
+/** The per-tenant limits a token file line may set, by attribute name. */
+const LIMIT_ATTRIBUTES = {
+  max_blob_bytes: "maxBlobBytes",
+  max_run_bytes: "maxRunBytes",
+} as const;
+
+const LINE_FORMAT = "<sha256 hex> <tenant> [max_blob_bytes=<n>] [max_run_bytes=<n>]";
+
 /**
  * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
- * [max_blob_bytes=<n>]` per line; blank lines and lines starting with `#` are ignored. Tokens
- * themselves never appear in the file, so a leaked file does not leak credentials. A tenant's
- * limit applies to every token of that tenant; two lines giving one tenant different limits
- * are refused.
+ * [max_blob_bytes=<n>] [max_run_bytes=<n>]` per line, the limits in any order, each at most
+ * once; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
+ * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
+ * of that tenant; two lines giving one tenant different limits are refused.
  */
 export function parseTokenFile(text: string): Map<string, TokenEntry> {
   const tokens = new Map<string, TokenEntry>();
-  const limitOf = new Map<string, number | undefined>();
+  const limitsOf = new Map<string, string>();
   text.split("\n").forEach((raw, index) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
-    const match = /^([0-9a-fA-F]{64})\s+(\S+)(?:\s+max_blob_bytes=(\d+))?$/.exec(line);
-    if (match === null || match[1] === undefined || match[2] === undefined) {
-      throw new Error(
-        `token file line ${index + 1}: expected "<sha256 hex> <tenant> [max_blob_bytes=<n>]"`,
-      );
+    const [hash, tenant, ...attributes] = line.split(/\s+/);
+    if (hash === undefined || tenant === undefined || !/^[0-9a-fA-F]{64}$/.test(hash)) {
+      throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
     }
-    const tenant = match[2];
     if (tenant === "." || tenant === ".." || /[/\\\0]/.test(tenant) || tenant.length > 64) {
       throw new Error(`token file line ${index + 1}: invalid tenant "${tenant}"`);
     }
-    const maxBlobBytes = match[3] === undefined ? undefined : Number(match[3]);
-    if (limitOf.has(tenant) && limitOf.get(tenant) !== maxBlobBytes) {
+    const limits: { maxBlobBytes?: number; maxRunBytes?: number } = {};
+    for (const attribute of attributes) {
+      const [name = "", value = ""] = attribute.split("=", 2);
+      const field = Object.hasOwn(LIMIT_ATTRIBUTES, name)
+        ? LIMIT_ATTRIBUTES[name as keyof typeof LIMIT_ATTRIBUTES]
+        : undefined;
+      const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+      if (field === undefined || limits[field] !== undefined || !Number.isSafeInteger(n)) {
+        throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
+      }
+      limits[field] = n;
+    }
+    const key = JSON.stringify([limits.maxBlobBytes ?? null, limits.maxRunBytes ?? null]);
+    if (limitsOf.has(tenant) && limitsOf.get(tenant) !== key) {
       throw new Error(`token file line ${index + 1}: tenant "${tenant}" has two different limits`);
     }
-    limitOf.set(tenant, maxBlobBytes);
-    tokens.set(match[1].toLowerCase(), {
-      tenant,
-      ...(maxBlobBytes === undefined ? {} : { maxBlobBytes }),
-    });
+    limitsOf.set(tenant, key);
+    tokens.set(hash.toLowerCase(), { tenant, ...limits });
   });
   return tokens;
 }
@@ -64,6 +78,8 @@ export interface TokenEntry {
   readonly tenant: string;
   /** Largest payload the tenant may offload; unset: the server-wide limit. */
   readonly maxBlobBytes?: number;
+  /** Most payload bytes one of the tenant's runs may hold; unset: the server-wide limit. */
+  readonly maxRunBytes?: number;
 }
 
 /** tenantLimitsKey carries the authenticated tenant's own limits to the handlers. */

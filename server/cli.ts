@@ -24,11 +24,13 @@ as one JSON line.
 Flags (each also read from the environment variable shown):
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
-  --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>";
+  --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
+                                                        [max_blob_bytes=<n>] [max_run_bytes=<n>]";
                                                         without it: loopback only, tenant "dev"
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
   --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
   --max-blob-bytes <n>            SPILLWAY_MAX_BLOB_BYTES
+  --max-run-bytes <n>             SPILLWAY_MAX_RUN_BYTES  payload bytes one run may hold; unset: no limit
   --inline-bytes <n>              SPILLWAY_INLINE_BYTES
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
@@ -38,6 +40,10 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
+  --max-inflight-bytes <n>        SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
+                                                        flight, default 1073741824; 0 = no limit
+  --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
+                                                        DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
   --orphan-age-ms <n>             SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
@@ -53,6 +59,7 @@ const flags = {
   "tls-key": "SPILLWAY_TLS_KEY",
   "tls-client-ca": "SPILLWAY_TLS_CLIENT_CA",
   "max-blob-bytes": "SPILLWAY_MAX_BLOB_BYTES",
+  "max-run-bytes": "SPILLWAY_MAX_RUN_BYTES",
   "inline-bytes": "SPILLWAY_INLINE_BYTES",
   "max-window-lines": "SPILLWAY_MAX_WINDOW_LINES",
   "max-window-chars": "SPILLWAY_MAX_WINDOW_CHARS",
@@ -61,6 +68,8 @@ const flags = {
   "grace-ms": "SPILLWAY_GRACE_MS",
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
+  "request-deadline-ms": "SPILLWAY_REQUEST_DEADLINE_MS",
+  "max-inflight-bytes": "SPILLWAY_MAX_INFLIGHT_BYTES",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
@@ -108,6 +117,7 @@ async function main(argv: string[]): Promise<void> {
   const limits = {
     ...defined("maxBlobBytes", intOption(opt("max-blob-bytes"), "max-blob-bytes")),
     ...defined("inlineBytes", intOption(opt("inline-bytes"), "inline-bytes")),
+    ...defined("maxRunBytes", intOption(opt("max-run-bytes"), "max-run-bytes")),
   };
   const caps = {
     ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),
@@ -129,6 +139,8 @@ async function main(argv: string[]): Promise<void> {
     caps,
     logger: log,
     ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
+    ...defined("maxInflightBytes", intOption(opt("max-inflight-bytes"), "max-inflight-bytes")),
+    ...defined("requestDeadlineMs", intOption(opt("request-deadline-ms"), "request-deadline-ms")),
     ...defined(
       "maxConnectionAgeMs",
       intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),

@@ -10,6 +10,8 @@ export interface ServerLimits {
   readonly indexStride: number;
   /** How long an Offload stream may go without a message before it is cancelled. */
   readonly idleStreamMs: number;
+  /** Most payload bytes one run may hold (see server/run-bytes.ts); unset: no limit. */
+  readonly maxRunBytes?: number;
 }
 
 /** defaultLimits are the limits of a server started without overrides. */

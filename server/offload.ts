@@ -16,6 +16,7 @@ import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
 import { isExpired, type StoredRecord, toAttachment } from "./record.js";
 import type { Registry } from "./registry.js";
+import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
 import type { Runs } from "./runs.js";
 import { validateRequest } from "./validation.js";
 import { createLineIndexer, encodeLineIndex } from "./window/line-index.js";
@@ -29,6 +30,12 @@ export interface OffloadDeps {
   readonly now: () => number;
 }
 
+/** TenantOffloadLimits are the caller's own limits; each one only lowers the server's. */
+export interface TenantOffloadLimits {
+  readonly maxBlobBytes?: number;
+  readonly maxRunBytes?: number;
+}
+
 /**
  * offload commits one Offload stream for tenant and returns the committed record.
  *
@@ -37,16 +44,22 @@ export interface OffloadDeps {
  * create-only registry write is the commit point: a failure or cancellation before it leaves
  * nothing visible (the partial blob is deleted), and an identical retry returns the record
  * already committed.
+ *
+ * With a run limit (`maxRunBytes`, the server's or the tenant's), an offload that would take its
+ * run past the limit is refused with RESOURCE_EXHAUSTED before anything is committed: at once
+ * when the header's expected size is already too large, as soon as the streamed bytes pass the
+ * room the run had when the stream began, and once more right before the commit against what
+ * the run holds then. Replays of a committed record are never refused.
  */
 export async function offload(
   deps: OffloadDeps,
   tenant: string,
   requests: AsyncIterable<OffloadRequest>,
   signal: AbortSignal,
-  tenantMaxBlobBytes?: number,
+  tenantLimits: TenantOffloadLimits = {},
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
-  const first = await nextWithin(iterator, deps.limits.idleStreamMs);
+  const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
   if (first.done === true || first.value.msg.case !== "header") {
     throw new ConnectError(
       first.done === true
@@ -68,10 +81,18 @@ export async function offload(
   if (header.slot !== undefined) checkSlotPath(header.slot);
   const handle = handleFor(key.callId, header.slot);
 
-  // Two independent lookups on every offload: one round trip to the store, not two.
-  const [deleted, recorded] = await Promise.all([
+  const maxRunBytes = lowest(deps.limits.maxRunBytes, tenantLimits.maxRunBytes);
+  const runBytes = (exceptHandle?: string) =>
+    storedRunBytes(deps.registry, tenant, key.runId, {
+      nowMs: deps.now(),
+      signal,
+      ...(exceptHandle === undefined ? {} : { exceptHandle }),
+    });
+  // Independent lookups on every offload: one round trip to the store, not several.
+  const [deleted, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
     deps.registry.get(tenant, key.runId, handle, signal),
+    maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {
     throw new ConnectError(
@@ -87,10 +108,36 @@ export async function offload(
   }
 
   const pass = createPass(deps.limits, header, handle);
-  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantMaxBlobBytes ?? Infinity);
-  const chunks = chunkStream(iterator, { ...deps.limits, maxBlobBytes }, header, pass);
+  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantLimits.maxBlobBytes ?? Infinity);
+  const keepsBytes = existing === undefined && !header.previewOnly;
+  const runRoom =
+    maxRunBytes === undefined || !keepsBytes
+      ? undefined
+      : { runId: key.runId, held: heldAtStart, limit: maxRunBytes };
+  if (
+    runRoom !== undefined &&
+    header.expectedSize !== undefined &&
+    runRoom.held + Number(header.expectedSize) > runRoom.limit
+  ) {
+    throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
+  }
+  const chunks = chunkStream(
+    iterator,
+    { ...deps.limits, maxBlobBytes },
+    header,
+    pass,
+    runRoom,
+    signal,
+  );
+  // Right before the commit the run is measured again: offloads that committed to it while
+  // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
+  const checkRunRoom = async (size: number) => {
+    if (runRoom === undefined) return;
+    const held = await runBytes(handle);
+    if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
+  };
 
-  if (existing !== undefined || header.previewOnly) {
+  if (!keepsBytes) {
     for await (const _ of chunks) {
       // Consumed for the digest only: the bytes are either already committed or not kept.
     }
@@ -114,6 +161,7 @@ export async function offload(
   }
   if (ended) {
     const facts = pass.finish();
+    await checkRunRoom(facts.size);
     const inline = Buffer.concat(head).toString("base64");
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
   }
@@ -128,6 +176,7 @@ export async function offload(
       indexKey = lineIndexKey(key_);
       await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
     }
+    await checkRunRoom(facts.size);
     const blob = {
       key: key_,
       stride: facts.index.stride,
@@ -213,9 +262,11 @@ async function* chunkStream(
   limits: ServerLimits,
   header: OffloadHeader,
   pass: Pass,
+  runRoom: { runId: string; held: number; limit: number } | undefined,
+  signal: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
-    const next = await nextWithin(iterator, limits.idleStreamMs);
+    const next = await nextWithin(iterator, limits.idleStreamMs, signal);
     if (next.done === true) return;
     const msg = next.value.msg;
     if (msg.case === "header") {
@@ -240,6 +291,14 @@ async function* chunkStream(
         Code.ResourceExhausted,
       );
     }
+    if (runRoom !== undefined && runRoom.held + pass.size() + chunk.byteLength > runRoom.limit) {
+      throw runBytesExceeded(
+        runRoom.runId,
+        runRoom.held,
+        pass.size() + chunk.byteLength,
+        runRoom.limit,
+      );
+    }
     if (
       header.expectedSize !== undefined &&
       pass.size() + chunk.byteLength > Number(header.expectedSize)
@@ -258,14 +317,20 @@ async function* chunkStream(
 /**
  * nextWithin waits for the next message of a client stream, failing with DEADLINE_EXCEEDED
  * when the client goes quiet for longer than idleMs: an abandoned stream must not hold a
- * partial upload open forever.
+ * partial upload open forever. It fails with the signal's reason as soon as the call is
+ * aborted (a cancelled call, a request deadline), without waiting for the client.
  */
 async function nextWithin<T>(
   iterator: AsyncIterator<T>,
   idleMs: number,
+  signal: AbortSignal,
 ): Promise<IteratorResult<T>> {
   let timer: NodeJS.Timeout | undefined;
+  let onAbort = () => {};
   const idle = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortError(signal));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
     timer = setTimeout(
       () =>
         reject(
@@ -281,7 +346,20 @@ async function nextWithin<T>(
     return await Promise.race([iterator.next(), idle]);
   } finally {
     clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
   }
+}
+
+function abortError(signal: AbortSignal): ConnectError {
+  return signal.reason instanceof ConnectError
+    ? signal.reason
+    : new ConnectError("the Offload call was cancelled", Code.Canceled);
+}
+
+function lowest(server: number | undefined, tenant: number | undefined): number | undefined {
+  if (server === undefined) return tenant;
+  if (tenant === undefined) return server;
+  return Math.min(server, tenant);
 }
 
 async function* concatStreams(

@@ -15,11 +15,14 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { createRequestDeadlines } from "./request-deadline.js";
 import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
+import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 
 /** SpillwayServerOptions configure one Spillway server process. */
@@ -55,6 +58,17 @@ export interface SpillwayServerOptions {
   readonly maxConnectionAgeMs?: number;
   /** Calls one tenant may have in flight at once on this server; default 256. */
   readonly maxCallsPerTenant?: number;
+  /**
+   * Longest a call may run, from its arrival to the end of its response, before it ends with
+   * DEADLINE_EXCEEDED; unset or 0: only the client's deadline and the Offload idle timeout apply.
+   */
+  readonly requestDeadlineMs?: number;
+  /**
+   * Bytes this server may hold for Offload and ReadToolOutput calls in flight (each reserves
+   * one chunk plus the inline limit, or one 1 MiB read frame); a call past it is refused with
+   * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
+   */
+  readonly maxInflightBytes?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -121,7 +135,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
-  const handler = connectNodeAdapter({
+  const deadlines = createRequestDeadlines(opts.requestDeadlineMs);
+  const connectHandler = connectNodeAdapter({
     routes: (router: ConnectRouter) => {
       router.service(SpillwayService, createSpillwayService(core));
       router.service(Health, health.service);
@@ -130,13 +145,20 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
+      deadlines.interceptor,
       createAuthInterceptor(auth),
       createTenantCallLimit(opts.maxCallsPerTenant ?? 256),
+      createInflightBytesLimit(opts.maxInflightBytes ?? 1024 ** 3, {
+        offload: limits.maxChunkBytes + limits.inlineBytes,
+        read: dataFrameBytes,
+      }),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
+    contextValues: deadlines.contextValues,
   });
+  const handler = deadlines.wrap(connectHandler);
 
   const settings: http2.Settings = {
     initialWindowSize: FLOW_CONTROL_WINDOW,

@@ -70,8 +70,7 @@ export function createSpillwayService(core: SpillwayCore): ServiceImpl<typeof Sp
 
   return {
     offload(requests, ctx) {
-      const { maxBlobBytes } = ctx.values.get(tenantLimitsKey);
-      return offload(core, tenantOf(ctx), requests, ctx.signal, maxBlobBytes);
+      return offload(core, tenantOf(ctx), requests, ctx.signal, ctx.values.get(tenantLimitsKey));
     },
 
     async *readToolOutput(req, ctx) {

@@ -164,6 +164,20 @@ describe("filesystem backend", () => {
       expect(await codeOf(backend.list("t"))).toBe(Code.FailedPrecondition);
     });
 
+    it("refuses a directory swapped for a symlink after use, once the second it was trusted has passed", async () => {
+      const { backend, base } = fresh();
+      const outside = join(base, "outside-later");
+      await mkdir(outside);
+      await backend.put("t/run/a", bytesBody(text("inside")));
+      await rm(join(backend.root, "t", "run"), { recursive: true });
+      await symlink(outside, join(backend.root, "t", "run"));
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect(await codeOf(backend.put("t/run/b", bytesBody(text("escape"))))).toBe(
+        Code.FailedPrecondition,
+      );
+      expect(await readdir(outside)).toEqual([]);
+    });
+
     it("a symlink in place of an object is neither read, overwritten nor deleted", async () => {
       const { backend, outside } = await planted();
       await mkdir(join(backend.root, "a"));

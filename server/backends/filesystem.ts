@@ -17,6 +17,7 @@ import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
+import { createKnownDirectories } from "./known-directories.js";
 
 /** Temp files start with this; the service never produces a segment starting with `.`. */
 const tempPrefix = ".tmp-";
@@ -65,8 +66,9 @@ export type FilesystemBackend = Backend & {
  *   `.tmp-` name) and absolute keys are refused, all with `INVALID_ARGUMENT`; a segment longer
  *   than 200 UTF-8 bytes is stored as `~` + sha256hex(segment), a name the service's encoded
  *   segments never take;
- * - no call follows a symlink under the root: directories are checked with lstat while walking,
- *   files are opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
+ * - no call follows a symlink under the root: directories are checked with lstat while walking
+ *   (a directory checked less than a second ago is trusted, so bursts walk once), files are
+ *   opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
  *   `FAILED_PRECONDITION` instead of touching anything outside the root;
  * - put writes a temp file beside the target, fsyncs it, publishes it create-only with a hard
  *   link, then fsyncs the directory (concurrent puts into one directory share directory
@@ -83,6 +85,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   const root = resolve(opts.root);
   const fsync = opts.fsync ?? true;
   const directorySync = createDirectorySync();
+  // Directories verified within the last second are not walked again (see walkDirs).
+  const knownDirectories = createKnownDirectories();
   try {
     mkdirSync(root, { recursive: true, mode: 0o700 });
     chmodSync(root, 0o700);
@@ -109,6 +113,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     const created: string[] = [];
     for (const segment of dirSegments) {
       dir = join(dir, segment);
+      if (knownDirectories.has(dir)) continue;
       let stats = await lstatOrUndefined(dir);
       if (stats === undefined) {
         if (!create) return undefined;
@@ -129,6 +134,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           Code.FailedPrecondition,
         );
       }
+      knownDirectories.add(dir);
     }
     return { dir, created };
   }
@@ -153,6 +159,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       } catch (err) {
         // A concurrent delete may prune the directory between walking and opening; walk again.
         if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
+        knownDirectories.forget(walked.dir);
       }
     }
   }
@@ -245,6 +252,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     ) {
       try {
         await rmdir(current);
+        knownDirectories.forget(current);
       } catch {
         // Not empty (a sibling or an in-flight temp file) or already gone: stop pruning.
         return;

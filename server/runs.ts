@@ -75,6 +75,9 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     }
   };
 
+  const exists = async (key: string, signal?: AbortSignal) =>
+    (await backend.head(key, opt(signal))) !== undefined;
+
   const hasAny = async (prefix: string, signal?: AbortSignal) =>
     (await backend.list(prefix, { limit: 1, ...opt(signal) })).keys.length > 0;
 
@@ -102,7 +105,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     ownerRunId: string,
     signal?: AbortSignal,
   ) => {
-    if (!(await hasAny(runPrefix(tenant, ownerRunId) + deletedSuffix, signal))) return;
+    if (!(await exists(runPrefix(tenant, ownerRunId) + deletedSuffix, signal))) return;
     if (await hasAny(forkMarkerPrefix(tenant, ownerRunId), signal)) return;
     await deleteAll(blobPrefix(tenant, ownerRunId), signal);
     await backend.delete(runPrefix(tenant, ownerRunId) + deletedSuffix, opt(signal));
@@ -118,7 +121,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   return {
     expiresMs,
     async isDeleted(tenant, runId, signal) {
-      return hasAny(runPrefix(tenant, runId) + deletedSuffix, signal);
+      return exists(runPrefix(tenant, runId) + deletedSuffix, signal);
     },
     async setTtl(tenant, runId, ttlMs, signal) {
       const current = await expiresMs(tenant, runId, signal);

@@ -87,7 +87,7 @@ export function createRequestDeadlines(deadlineMs: number | undefined): RequestD
           stopWatching();
           return res;
         }
-        return { ...res, message: endAtDeadline(res.message, expired, stopWatching) };
+        return { ...res, message: endAtDeadline(res.message, signal, stopWatching) };
       } catch (err) {
         stopWatching();
         throw err;
@@ -120,10 +120,31 @@ function reasonOf(signal: AbortSignal): ConnectError {
     : new ConnectError("the call was cancelled", Code.Canceled);
 }
 
-/** Yields the source's messages until it ends or the deadline passes, then calls release once. */
+/** Resolves with `step`, or rejects with the signal's reason if it aborts first. */
+function settleUnlessAborted<T>(step: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(reasonOf(signal));
+  // Not Promise.race with one long-lived deadline promise: every race would leave a reaction on
+  // it holding its result, so a long stream would keep every message it sent until it ended.
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(reasonOf(signal));
+    signal.addEventListener("abort", onAbort, { once: true });
+    step.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** Yields the source's messages until it ends or the signal aborts, then calls release once. */
 function endAtDeadline<T>(
   source: AsyncIterable<T>,
-  expired: Promise<never>,
+  signal: AbortSignal,
   release: () => void,
 ): AsyncIterable<T> {
   return {
@@ -132,7 +153,7 @@ function endAtDeadline<T>(
       return {
         async next() {
           try {
-            const step = await Promise.race([it.next(), expired]);
+            const step = await settleUnlessAborted(it.next(), signal);
             if (step.done === true) release();
             return step;
           } catch (err) {

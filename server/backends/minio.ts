@@ -12,6 +12,7 @@ import type {
 import { abortableBody, readAllBytes, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
+import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 
 /** S3's smallest part (every part but the last) and largest part. */
 const minPartBytes = 5 * 1024 * 1024;
@@ -35,7 +36,7 @@ export interface MinioBackendOptions {
   readonly useSSL?: boolean;
   /** Bucket that holds every object; it must already exist. */
   readonly bucket: string;
-  /** Key prefix inside the bucket (a `/` is appended when missing). Default none. */
+  /** Key prefix inside the bucket, following the key rules; a `/` is appended when missing. */
   readonly prefix?: string;
   /** Region of the bucket; unset lets the client discover it. */
   readonly region?: string;
@@ -64,8 +65,8 @@ export interface MinioBackendOptions {
  *   part is sent as one PUT, a larger one as a multipart upload whose completion carries the
  *   condition; a failed, refused or aborted put aborts its multipart upload before it rejects,
  *   so neither an object nor an incomplete upload is left behind;
- * - keys are refused with `INVALID_ARGUMENT` when empty, absolute, or when they hold an empty,
- *   `.` or `..` segment, a `\` or a NUL, so no key can leave the prefix;
+ * - keys, list prefixes and the configured prefix are checked by the shared key rules
+ *   (`object-key.ts`) with `INVALID_ARGUMENT`, so no key can leave the prefix;
  * - the signal is checked before and after every request to the server and while the body is
  *   read; a request already sent runs to its end (the client cannot cancel it), and an abort
  *   after a put's final request has been sent no longer cancels that put;
@@ -84,7 +85,7 @@ export interface MinioBackendOptions {
  */
 export function createMinioBackend(opts: MinioBackendOptions): Backend {
   const bucket = opts.bucket;
-  const base = normalizePrefix(opts.prefix ?? "");
+  const base = checkRootPrefix(opts.prefix ?? "");
   const partSize = opts.partSizeBytes ?? defaultPartBytes;
   if (!Number.isSafeInteger(partSize) || partSize < minPartBytes || partSize > maxPartBytes) {
     throw new ConnectError(
@@ -96,8 +97,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
   const openStreams = new Set<Readable>();
 
   function objectName(key: string): string {
-    checkKey(key);
-    return `${base}${key}`;
+    return `${base}${checkKey(key)}`;
   }
 
   /**
@@ -447,39 +447,6 @@ function buildClient(opts: MinioBackendOptions): Minio.Client {
   } catch (err) {
     throw fromMinioError(err);
   }
-}
-
-function normalizePrefix(prefix: string): string {
-  if (prefix === "") return "";
-  checkKey(prefix.endsWith("/") ? prefix.slice(0, -1) : prefix);
-  return prefix.endsWith("/") ? prefix : `${prefix}/`;
-}
-
-/** Refuses keys that are empty, absolute, or hold a segment that could climb out of the prefix. */
-function checkKey(key: string): void {
-  if (key === "") throw invalidKey(key, "must not be empty");
-  if (key.startsWith("/")) throw invalidKey(key, "must be relative");
-  if (key.includes("\0") || key.includes("\\")) throw invalidKey(key, "holds a NUL or `\\`");
-  for (const segment of key.split("/")) {
-    if (segment === "" || segment === "." || segment === "..") {
-      throw invalidKey(key, "holds an empty, `.` or `..` segment");
-    }
-  }
-}
-
-/** A list prefix may end mid-segment or with `/`; its complete segments follow the key rules. */
-function checkListPrefix(prefix: string): void {
-  if (prefix === "") return;
-  const cut = prefix.lastIndexOf("/");
-  if (cut >= 0) checkKey(prefix.slice(0, cut));
-  const tail = prefix.slice(cut + 1);
-  if (tail.includes("\0") || tail.includes("\\") || tail === "." || tail === "..") {
-    throw invalidKey(prefix, "holds a NUL, `\\`, `.` or `..` segment");
-  }
-}
-
-function invalidKey(key: string, why: string): ConnectError {
-  return new ConnectError(`invalid key "${key}": ${why}`, Code.InvalidArgument);
 }
 
 function notFound(key: string): ConnectError {

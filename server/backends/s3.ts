@@ -25,6 +25,7 @@ import type {
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromS3Error } from "./from-s3-error.js";
+import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 
 /** Default multipart part size; a body up to this size is sent with one PutObject. */
 const defaultPartSizeBytes = 8 * 1024 * 1024;
@@ -39,7 +40,7 @@ const s3BatchLimit = 1000;
 export interface S3BackendOptions {
   /** Bucket that holds every object; it must already exist. */
   readonly bucket: string;
-  /** Key prefix inside the bucket (`<prefix>/<key>`); slashes at either end are ignored. */
+  /** Key prefix inside the bucket (`<prefix>/<key>`), by the key rules; a final `/` is optional. */
   readonly prefix?: string;
   /** Endpoint URL of an S3-compatible store; unset uses AWS S3 for the region. */
   readonly endpoint?: string;
@@ -62,9 +63,9 @@ export interface S3BackendOptions {
  * one bucket, through `@aws-sdk/client-s3`.
  *
  * Guarantees, beyond the Backend contract:
- * - keys and list prefixes are re-checked (relative, no empty, `.` or `..` segment, no `\` or
- *   NUL) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on stores that
- *   normalise paths; list returns keys without the configured prefix;
+ * - keys, list prefixes and the configured prefix are re-checked by the shared key rules
+ *   (`object-key.ts`) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on
+ *   stores that normalise paths; list returns keys without the configured prefix;
  * - put is create-only: the write carries `If-None-Match: *` (PutObject, or
  *   CompleteMultipartUpload), so an existing object or a concurrent writer that wins the race
  *   makes this put `ALREADY_EXISTS`; a multipart upload is also preceded by a HeadObject so an
@@ -94,7 +95,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
   if (bucket === "") {
     throw new ConnectError("bucket must not be empty", Code.InvalidArgument);
   }
-  const rootPrefix = normalizePrefix(opts.prefix ?? "");
+  const rootPrefix = checkRootPrefix(opts.prefix ?? "");
   const partSize = opts.partSizeBytes ?? defaultPartSizeBytes;
   if (!Number.isSafeInteger(partSize) || partSize < minPartSizeBytes) {
     throw new ConnectError(
@@ -398,45 +399,6 @@ function clientConfig(opts: S3BackendOptions): S3ClientConfig {
     maxAttempts: 3,
     requestHandler: { connectionTimeout: 3_000, requestTimeout: 30_000 },
   };
-}
-
-/** Strips slashes at both ends and checks each segment; the result is `""` or ends in `/`. */
-function normalizePrefix(prefix: string): string {
-  const trimmed = prefix.replace(/^\/+|\/+$/g, "");
-  if (trimmed === "") return "";
-  for (const segment of trimmed.split("/")) checkSegment(segment, prefix, "prefix");
-  return `${trimmed}/`;
-}
-
-function checkKey(key: string): string {
-  if (key === "") throw invalid("key", key, "must not be empty");
-  if (key.startsWith("/")) throw invalid("key", key, "must be relative");
-  for (const segment of key.split("/")) checkSegment(segment, key, "key");
-  return key;
-}
-
-/** A list prefix may end mid-segment or with `/`; every complete segment must be valid. */
-function checkListPrefix(prefix: string): void {
-  if (prefix === "") return;
-  if (prefix.startsWith("/")) throw invalid("prefix", prefix, "must be relative");
-  const segments = prefix.split("/");
-  const last = segments.pop() ?? "";
-  for (const segment of segments) checkSegment(segment, prefix, "prefix");
-  if (last.includes("\\") || last.includes("\0")) {
-    throw invalid("prefix", prefix, "has a backslash or NUL byte");
-  }
-}
-
-function checkSegment(segment: string, whole: string, what: string): void {
-  if (segment === "") throw invalid(what, whole, "has an empty segment");
-  if (segment === "." || segment === "..") throw invalid(what, whole, "has a '.' or '..' segment");
-  if (segment.includes("\\")) throw invalid(what, whole, "has a backslash");
-  if (segment.includes("\0")) throw invalid(what, whole, "has a NUL byte");
-}
-
-function invalid(what: string, value: string, why: string): ConnectError {
-  const shown = JSON.stringify(value.length > 128 ? `${value.slice(0, 128)}…` : value);
-  return new ConnectError(`${what} ${shown} ${why}`, Code.InvalidArgument);
 }
 
 function unprefixed(entry: _Object, rootPrefix: string): string {

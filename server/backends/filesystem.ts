@@ -14,10 +14,11 @@ import type {
   ObjectInfo,
 } from "./backend.js";
 import { abortableBody, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 import { createKnownDirectories } from "./known-directories.js";
+import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, reservedSegmentPrefix as tempPrefix } from "./object-key.js";
 
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
@@ -400,10 +401,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
-      checkAge(olderThanMs);
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       try {
         throwIfAborted(callOpts?.signal);
-        return await sweepDirectory(root, Date.now() - olderThanMs, callOpts?.signal);
+        return await sweepDirectory(root, cutoffMs, callOpts?.signal);
       } catch (err) {
         throw fromNodeError(err);
       }
@@ -426,20 +427,6 @@ function diskName(segment: string): string {
   return `~${createHash("sha256").update(segment, "utf8").digest("hex")}`;
 }
 
-/** Refuses a sweep age that is negative or not a number. */
-function checkAge(olderThanMs: number): void {
-  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-    throw new ConnectError(
-      `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-      Code.InvalidArgument,
-    );
-  }
-}
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
-}
-
 function symlinkRefused(key: string): ConnectError {
   return new ConnectError(
     `refusing a symlink under the storage root (key "${key}")`,
@@ -449,9 +436,7 @@ function symlinkRefused(key: string): ConnectError {
 
 function occupied(stats: Stats, key: string): ConnectError {
   if (stats.isSymbolicLink()) return symlinkRefused(key);
-  if (stats.isFile()) {
-    return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
-  }
+  if (stats.isFile()) return alreadyExists(key);
   return new ConnectError(
     `the key is a prefix of other objects, so it cannot be stored (key "${key}")`,
     Code.FailedPrecondition,

@@ -1,4 +1,3 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import type {
   Backend,
   BackendCallOptions,
@@ -10,6 +9,7 @@ import type {
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromNodeError } from "./from-node-error.js";
+import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix } from "./object-key.js";
 
 /** Largest chunk a memory get yields, so readers see a stream rather than one huge buffer. */
@@ -70,9 +70,7 @@ export function createMemoryBackend(): Backend {
       throwIfAborted(signal);
       const { offset, length } = checkRange(opts);
       const stored = objects.get(key);
-      if (stored === undefined) {
-        throw new ConnectError(`object not found (key "${key}")`, Code.NotFound);
-      }
+      if (stored === undefined) throw notFound(key);
       const start = Math.min(offset, stored.bytes.byteLength);
       const end =
         length === undefined
@@ -115,10 +113,6 @@ export function createMemoryBackend(): Backend {
 
     async close(): Promise<void> {},
   };
-}
-
-function alreadyExists(key: string): ConnectError {
-  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
 }
 
 async function* readSlices(

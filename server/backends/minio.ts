@@ -9,9 +9,10 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, readAllBytes, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { abortableBody, emptyBody, readAllBytes, responseBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
+import { notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 
 /** S3's smallest part (every part but the last) and largest part. */
@@ -199,27 +200,6 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
     }
   }
 
-  /** Wraps a response body so it maps its errors and is destroyed on abort, early stop or close. */
-  function track(
-    stream: Readable,
-    signal: AbortSignal | undefined,
-    key: string,
-  ): AsyncIterable<Uint8Array> {
-    openStreams.add(stream);
-    return (async function* (): AsyncGenerator<Uint8Array> {
-      try {
-        for await (const chunk of abortableBody(stream as AsyncIterable<Uint8Array>, signal)) {
-          yield chunk;
-        }
-      } catch (err) {
-        throw fromMinioError(err, key);
-      } finally {
-        stream.destroy();
-        openStreams.delete(stream);
-      }
-    })();
-  }
-
   const backend: Backend = {
     kind: "minio",
 
@@ -279,7 +259,10 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
           stream.destroy();
           throwIfAborted(signal);
         }
-        return track(stream, signal, key);
+        // close() destroys the streams still open; a destroyed stream leaves the set.
+        openStreams.add(stream);
+        stream.once("close", () => openStreams.delete(stream));
+        return responseBody(stream, signal, (err) => fromMinioError(err, key));
       } catch (err) {
         // The object exists but the range starts at or past its end.
         if (codeField(err) === "InvalidRange") return emptyBody();
@@ -370,13 +353,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
       const signal = callOpts?.signal;
-      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-        throw new ConnectError(
-          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-          Code.InvalidArgument,
-        );
-      }
-      const cutoffMs = Date.now() - olderThanMs;
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       let removed = 0;
       let keyMarker = "";
       let uploadIdMarker = "";
@@ -448,12 +425,6 @@ function buildClient(opts: MinioBackendOptions): Minio.Client {
     throw fromMinioError(err);
   }
 }
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`not found (key "${key}")`, Code.NotFound);
-}
-
-async function* emptyBody(): AsyncGenerator<Uint8Array> {}
 
 function sumBytes(chunks: readonly Buffer[]): number {
   let total = 0;

@@ -22,9 +22,10 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { abortableBody, emptyBody, responseBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromS3Error } from "./from-s3-error.js";
+import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 
 /** Default multipart part size; a body up to this size is sent with one PutObject. */
@@ -246,7 +247,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         if (!(stream instanceof Readable)) {
           throw new ConnectError(`object store returned no body (key "${key}")`, Code.Internal);
         }
-        return streamBody(stream, signal, (err) => fail(err, key));
+        return responseBody(stream, signal, (err) => fail(err, key));
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code === Code.OutOfRange) return emptyBody();
@@ -336,13 +337,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
       const signal = callOpts?.signal;
-      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-        throw new ConnectError(
-          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-          Code.InvalidArgument,
-        );
-      }
-      const cutoffMs = Date.now() - olderThanMs;
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       let removed = 0;
       try {
         let keyMarker: string | undefined;
@@ -404,35 +399,4 @@ function clientConfig(opts: S3BackendOptions): S3ClientConfig {
 function unprefixed(entry: _Object, rootPrefix: string): string {
   const key = entry.Key ?? "";
   return key.startsWith(rootPrefix) ? key.slice(rootPrefix.length) : key;
-}
-
-function alreadyExists(key: string): ConnectError {
-  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
-}
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
-}
-
-function emptyBody(): AsyncIterable<Uint8Array> {
-  return {
-    async *[Symbol.asyncIterator]() {},
-  };
-}
-
-/** Streams a response body, mapping failures and closing the socket when abandoned. */
-async function* streamBody(
-  stream: Readable,
-  signal: AbortSignal | undefined,
-  fail: (err: unknown) => ConnectError,
-): AsyncGenerator<Uint8Array> {
-  try {
-    for await (const chunk of abortableBody(stream, signal)) {
-      yield chunk;
-    }
-  } catch (err) {
-    throw fail(err);
-  } finally {
-    stream.destroy();
-  }
 }

@@ -76,6 +76,16 @@ for (const kind of ["minio", "seaweedfs"] as const) {
       expect(await incompleteUploads(client, bucket)).toEqual([]);
     });
 
+    it("uploads one 40 MiB chunk as eight 5 MiB parts, byte for byte", async () => {
+      const key = `${unique()}one-chunk`;
+      const payload = new Uint8Array(randomBytes(40 * mib));
+      expect((await backend.put(key, bytesBody(payload))).size).toBe(payload.byteLength);
+      expect(sha256(await readAllBytes(await backend.get(key)))).toBe(sha256(payload));
+      // A multipart object's ETag ends in its part count.
+      expect((await client.statObject(bucket, `own/${key}`)).etag).toMatch(/-8$/);
+      expect(await incompleteUploads(client, bucket)).toEqual([]);
+    });
+
     it("a body failing after several parts leaves no object and no incomplete upload", async () => {
       const key = `${unique()}failing`;
       async function* failing(): AsyncGenerator<Uint8Array> {

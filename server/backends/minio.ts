@@ -14,6 +14,7 @@ import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
 import { notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
+import { splitParts } from "./split-parts.js";
 
 /** S3's smallest part (every part but the last) and largest part. */
 const minPartBytes = 5 * 1024 * 1024;
@@ -136,24 +137,20 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         etags.push({ part, etag: sent.etag });
         throwIfAborted(signal);
       };
-      let pending = buffered;
-      let pendingBytes = sumBytes(pending);
-      let size = pendingBytes;
-      for (;;) {
-        while (pendingBytes >= partSize) {
-          const [part, remainder] = takeBytes(pending, partSize);
-          pending = remainder;
-          pendingBytes -= partSize;
-          await sendPart(part);
+      async function* chunks(): AsyncGenerator<Buffer> {
+        yield* buffered;
+        for (;;) {
+          const next = await rest.next();
+          if (next.done === true) return;
+          // Copy: the producer may reuse its buffer, and a part may be a view of this chunk.
+          yield Buffer.from(next.value);
         }
-        const next = await rest.next();
-        if (next.done === true) break;
-        // Copy: the producer may reuse its buffer for the next chunk.
-        pending.push(Buffer.from(next.value));
-        pendingBytes += next.value.byteLength;
-        size += next.value.byteLength;
       }
-      if (pendingBytes > 0) await sendPart(Buffer.concat(pending, pendingBytes));
+      let size = 0;
+      for await (const part of splitParts(chunks(), partSize)) {
+        await sendPart(part);
+        size += part.byteLength;
+      }
       throwIfAborted(signal);
       await completeCreateOnly(name, uploadId, etags);
       return size;
@@ -424,18 +421,6 @@ function buildClient(opts: MinioBackendOptions): Minio.Client {
   } catch (err) {
     throw fromMinioError(err);
   }
-}
-
-function sumBytes(chunks: readonly Buffer[]): number {
-  let total = 0;
-  for (const chunk of chunks) total += chunk.byteLength;
-  return total;
-}
-
-/** Splits the first `count` bytes off a list of chunks: the part, and what remains. */
-function takeBytes(chunks: readonly Buffer[], count: number): [Buffer, Buffer[]] {
-  const all = Buffer.concat(chunks);
-  return [all.subarray(0, count), all.byteLength > count ? [all.subarray(count)] : []];
 }
 
 /** Percent-encodes a query value the way S3 signs it (RFC 3986 unreserved characters kept). */

@@ -1,6 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,23 +10,15 @@ import type { OffloadRequest } from "../clients/ts/src/gen/spillway/v1/spillway_
 import { nginxGrpcProxyConfig, type RunningNginx, startNginx } from "./support/nginx.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
 import { createTestS3Client } from "./support/s3-client.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tenant = "dev";
 
-/** Replica is one `spillway serve` process of the compiled CLI. */
-interface Replica {
-  readonly url: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<unknown>;
-}
-
-function spawnReplica(minio: ObjectServer, bucket: string): Promise<Replica> {
-  const child = spawn(
-    process.execPath,
+/** spawnReplica starts one `spillway serve` replica on the shared bucket. */
+function spawnReplica(minio: ObjectServer, bucket: string): Promise<SpillwayProcess> {
+  return spawnSpillway(
     [
-      join(root, "dist/server/cli.js"),
-      "serve",
       "--backend",
       "s3",
       "--s3-endpoint",
@@ -37,32 +27,11 @@ function spawnReplica(minio: ObjectServer, bucket: string): Promise<Replica> {
       bucket,
       "--s3-region",
       minio.region,
-      "--port",
-      "0",
       "--grace-ms",
       "1000",
     ],
-    {
-      env: {
-        ...process.env,
-        AWS_ACCESS_KEY_ID: minio.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: minio.secretAccessKey,
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
+    { AWS_ACCESS_KEY_ID: minio.accessKeyId, AWS_SECRET_ACCESS_KEY: minio.secretAccessKey },
   );
-  const exited = once(child, "exit");
-  return new Promise((resolve, reject) => {
-    let out = "";
-    // The pipe keeps being drained after the URL is known, so logging can never block the replica.
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (out.length > 100_000) return;
-      out += chunk.toString();
-      const match = /"url":"([^"]+)"/.exec(out);
-      if (match?.[1] !== undefined) resolve({ url: match[1], child, exited });
-    });
-    child.once("exit", (code) => reject(new Error(`spillway serve exited (${code}): ${out}`)));
-  });
 }
 
 function sha256(data: Uint8Array): string {
@@ -140,7 +109,7 @@ function offloadAttempts(): { interceptor: Interceptor; counts: Map<string, numb
 describe("load balancer: replicas behind nginx", () => {
   let minio: ObjectServer | undefined;
   let nginx: RunningNginx | undefined;
-  const replicas: Replica[] = [];
+  const replicas: SpillwayProcess[] = [];
 
   beforeAll(async () => {
     minio = await startObjectServer("minio");
@@ -157,11 +126,7 @@ describe("load balancer: replicas behind nginx", () => {
   });
 
   afterAll(async () => {
-    for (const replica of replicas) {
-      if (replica.child.exitCode === null && replica.child.signalCode === null) {
-        replica.child.kill("SIGKILL");
-      }
-    }
+    for (const replica of replicas) replica.kill();
     await Promise.allSettled([...replicas.map((r) => r.exited), nginx?.stop(), minio?.stop()]);
   });
 
@@ -248,12 +213,11 @@ describe("load balancer: replicas behind nginx", () => {
         done++;
         if (done === killAfter) {
           inFlightAtKill = inFlight;
-          victim.child.kill("SIGKILL");
+          victim.kill();
         }
       }
     });
-    await victim.exited;
-    expect(victim.child.signalCode).toBe("SIGKILL");
+    expect((await victim.exited).signal).toBe("SIGKILL");
     expect(inFlightAtKill).toBeGreaterThan(0);
 
     const retried = [...counts].filter(([, n]) => n > 1).map(([id]) => id);

@@ -14,19 +14,8 @@ import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
 import { notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
+import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
 import { splitParts } from "./split-parts.js";
-
-/** S3's smallest part (every part but the last) and largest part. */
-const minPartBytes = 5 * 1024 * 1024;
-const maxPartBytes = 5 * 1024 * 1024 * 1024;
-/** S3 allows at most this many parts in one multipart upload. */
-const maxParts = 10_000;
-/** Part size used when the options name none. */
-const defaultPartBytes = 8 * 1024 * 1024;
-/** Largest batch DeleteObjects accepts. */
-const deleteBatch = 1000;
-/** Largest page ListObjectsV2 returns. */
-const listPageMax = 1000;
 
 /** MinioBackendOptions configure createMinioBackend. */
 export interface MinioBackendOptions {
@@ -88,13 +77,7 @@ export interface MinioBackendOptions {
 export function createMinioBackend(opts: MinioBackendOptions): Backend {
   const bucket = opts.bucket;
   const base = checkRootPrefix(opts.prefix ?? "");
-  const partSize = opts.partSizeBytes ?? defaultPartBytes;
-  if (!Number.isSafeInteger(partSize) || partSize < minPartBytes || partSize > maxPartBytes) {
-    throw new ConnectError(
-      `partSizeBytes must be an integer from ${minPartBytes} to ${maxPartBytes}, got ${partSize}`,
-      Code.InvalidArgument,
-    );
-  }
+  const partSize = checkPartSize(opts.partSizeBytes);
   const client = opts.client ?? buildClient(opts);
   const openStreams = new Set<Readable>();
 
@@ -292,7 +275,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         // One key past the limit tells whether more follow.
         while (keys.length <= limit) {
           throwIfAborted(signal);
-          const want = Math.min(listPageMax, limit + 1 - keys.length);
+          const want = Math.min(s3BatchLimit, limit + 1 - keys.length);
           const page = await client.listObjectsV2Query(
             bucket,
             `${base}${prefix}`,
@@ -329,8 +312,8 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
       const names = keys.map(objectName);
-      for (let i = 0; i < names.length; i += deleteBatch) {
-        const batch = names.slice(i, i + deleteBatch);
+      for (let i = 0; i < names.length; i += s3BatchLimit) {
+        const batch = names.slice(i, i + s3BatchLimit);
         let failures: unknown[];
         try {
           throwIfAborted(callOpts?.signal);

@@ -27,15 +27,10 @@ import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromS3Error } from "./from-s3-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
+import { checkPartSize, s3BatchLimit } from "./s3-limits.js";
 
-/** Default multipart part size; a body up to this size is sent with one PutObject. */
-const defaultPartSizeBytes = 8 * 1024 * 1024;
-/** The smallest part S3 accepts for every part but the last. */
-const minPartSizeBytes = 5 * 1024 * 1024;
 /** Parts a multipart upload keeps in flight by default. */
 const defaultQueueSize = 4;
-/** Most keys one ListObjectsV2 or DeleteObjects call handles. */
-const s3BatchLimit = 1000;
 
 /** S3BackendOptions configure createS3Backend. */
 export interface S3BackendOptions {
@@ -51,7 +46,7 @@ export interface S3BackendOptions {
   readonly forcePathStyle?: boolean;
   /** Fixed credentials, for tests; production leaves this unset and uses the default chain. */
   readonly credentials?: AwsCredentialIdentity;
-  /** Multipart part size in bytes, at least 5 MiB. Default 8 MiB. */
+  /** Multipart part size, 5 MiB to 5 GiB; a body up to it is one PutObject. Default 8 MiB. */
   readonly partSizeBytes?: number;
   /** Parts uploaded concurrently. Default 4. */
   readonly queueSize?: number;
@@ -97,13 +92,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     throw new ConnectError("bucket must not be empty", Code.InvalidArgument);
   }
   const rootPrefix = checkRootPrefix(opts.prefix ?? "");
-  const partSize = opts.partSizeBytes ?? defaultPartSizeBytes;
-  if (!Number.isSafeInteger(partSize) || partSize < minPartSizeBytes) {
-    throw new ConnectError(
-      `partSizeBytes must be an integer of at least ${minPartSizeBytes}, got ${partSize}`,
-      Code.InvalidArgument,
-    );
-  }
+  const partSize = checkPartSize(opts.partSizeBytes);
   const queueSize = opts.queueSize ?? defaultQueueSize;
   if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
     throw new ConnectError(

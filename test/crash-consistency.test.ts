@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
+import { readBack, sha256 } from "./support/read-back.js";
 import { createTestS3Client } from "./support/s3-client.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
@@ -66,10 +67,6 @@ async function runSweep(target: Target): Promise<Record<string, number>> {
   return JSON.parse(lines[0] ?? "") as Record<string, number>;
 }
 
-function sha256(data: Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
-}
-
 /** plan makes 100 distinct payloads of 1–12 MiB; every fourth is held mid-stream. */
 function plan(): Planned[] {
   return Array.from({ length: offloadCount }, (_, i) => {
@@ -95,35 +92,13 @@ async function* body(p: Planned, release: Promise<void>): AsyncGenerator<Uint8Ar
   }
 }
 
-/** readAll reads the whole payload behind handle in raw byte windows. */
-async function readAll(client: SpillwayClient, handle: string): Promise<Buffer> {
-  const parts: Uint8Array[] = [];
-  let offset = 0n;
-  for (;;) {
-    const win = await client.readToolOutput({
-      runId,
-      handle,
-      omitRendered: true,
-      window: { case: "bytes", value: { offset } },
-    });
-    for (const frame of win.frames) {
-      if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
-        parts.push(frame.frame.value.body.value);
-      }
-    }
-    const next = win.trailer?.nextOffset;
-    if (win.trailer?.eof === true || next === undefined) return Buffer.concat(parts);
-    offset = next;
-  }
-}
-
 /** outcome reads an offload back: its size and sha256, or "absent" for an unknown handle. */
 async function outcome(
   client: SpillwayClient,
   callId: string,
 ): Promise<{ size: number; sha256: string } | "absent"> {
   try {
-    const bytes = await readAll(client, `res_${callId}`);
+    const bytes = await readBack(client, runId, `res_${callId}`);
     return { size: bytes.byteLength, sha256: sha256(bytes) };
   } catch (err) {
     const ce = ConnectError.from(err);

@@ -1,10 +1,8 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import { once } from "node:events";
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import {
   CreateBucketCommand,
@@ -17,10 +15,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
+import { readBack, sha256 } from "./support/read-back.js";
 import { createTestS3Client } from "./support/s3-client.js";
+import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const cli = join(root, "dist/server/cli.js");
 const runId = "crash";
 const mib = 1024 * 1024;
 const offloadCount = 100;
@@ -31,13 +29,6 @@ const minLeftoversAtKill = 3;
 const holdAtBytes = 9 * mib;
 /** One random source; each offload is a distinct slice of it, so no payload is built twice. */
 const source = randomBytes(24 * mib);
-
-/** Server is one `spillway serve` process of the compiled CLI. */
-interface Server {
-  readonly url: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<unknown>;
-}
 
 /** Planned is one offload of the load: its bytes, their digest, and whether it is held. */
 interface Planned {
@@ -57,45 +48,23 @@ interface Target {
   blobKeys(): Promise<string[]>;
 }
 
-const servers: Server[] = [];
+const servers: SpillwayProcess[] = [];
 
-function spawnServe(target: Target): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [cli, "serve", ...target.args, "--port", "0", "--grace-ms", "1000"],
-    { env: { ...process.env, ...target.env }, stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const exited = once(child, "exit");
-  return new Promise((resolve, reject) => {
-    let out = "";
-    // The pipe keeps being drained after the URL is known, so logging can never block the server.
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (out.length > 100_000) return;
-      out += chunk.toString();
-      const match = /"url":"([^"]+)"/.exec(out);
-      if (match?.[1] !== undefined) {
-        const server = { url: match[1], child, exited };
-        servers.push(server);
-        resolve(server);
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`spillway serve exited (${code}): ${out}`)));
-  });
+async function spawnServe(target: Target): Promise<SpillwayProcess> {
+  const server = await spawnSpillway([...target.args, "--grace-ms", "1000"], target.env);
+  servers.push(server);
+  return server;
 }
 
 async function runSweep(target: Target): Promise<Record<string, number>> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    [cli, "sweep", ...target.args, "--orphan-age-ms", "0"],
+    [spillwayCli, "sweep", ...target.args, "--orphan-age-ms", "0"],
     { env: { ...process.env, ...target.env }, timeout: 60_000 },
   );
   const lines = stdout.trim().split("\n");
   expect(lines).toHaveLength(1);
   return JSON.parse(lines[0] ?? "") as Record<string, number>;
-}
-
-function sha256(data: Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
 }
 
 /** plan makes 100 distinct payloads of 1–12 MiB; every fourth is held mid-stream. */
@@ -123,35 +92,13 @@ async function* body(p: Planned, release: Promise<void>): AsyncGenerator<Uint8Ar
   }
 }
 
-/** readAll reads the whole payload behind handle in raw byte windows. */
-async function readAll(client: SpillwayClient, handle: string): Promise<Buffer> {
-  const parts: Uint8Array[] = [];
-  let offset = 0n;
-  for (;;) {
-    const win = await client.readToolOutput({
-      runId,
-      handle,
-      omitRendered: true,
-      window: { case: "bytes", value: { offset } },
-    });
-    for (const frame of win.frames) {
-      if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
-        parts.push(frame.frame.value.body.value);
-      }
-    }
-    const next = win.trailer?.nextOffset;
-    if (win.trailer?.eof === true || next === undefined) return Buffer.concat(parts);
-    offset = next;
-  }
-}
-
 /** outcome reads an offload back: its size and sha256, or "absent" for an unknown handle. */
 async function outcome(
   client: SpillwayClient,
   callId: string,
 ): Promise<{ size: number; sha256: string } | "absent"> {
   try {
-    const bytes = await readAll(client, `res_${callId}`);
+    const bytes = await readBack(client, runId, `res_${callId}`);
     return { size: bytes.byteLength, sha256: sha256(bytes) };
   } catch (err) {
     const ce = ConnectError.from(err);
@@ -224,7 +171,7 @@ async function crashAndRecover(target: Target) {
     if (Date.now() > deadline) throw new Error(`only ${acked.size} offloads acknowledged in 60 s`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  first.child.kill("SIGKILL");
+  first.kill();
   await first.exited;
   const ackedAtKill = acked.size;
   releaseHeld();
@@ -272,7 +219,7 @@ async function crashAndRecover(target: Target) {
       sha256: p?.sha256,
     });
   });
-  second.child.kill("SIGKILL");
+  second.kill();
   await second.exited;
   return {
     ackedAtKill,
@@ -303,11 +250,7 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
   });
 
   afterAll(async () => {
-    for (const server of servers) {
-      if (server.child.exitCode === null && server.child.signalCode === null) {
-        server.child.kill("SIGKILL");
-      }
-    }
+    for (const server of servers) server.kill();
     await Promise.allSettled([...servers.map((s) => s.exited), minio?.stop()]);
     if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true });
   });

@@ -1,34 +1,24 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
 import type { OffloadRequest } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { nginxGrpcProxyConfig, type RunningNginx, startNginx } from "./support/nginx.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
+import { readBack, sha256 } from "./support/read-back.js";
 import { createTestS3Client } from "./support/s3-client.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tenant = "dev";
 
-/** Replica is one `spillway serve` process of the compiled CLI. */
-interface Replica {
-  readonly url: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<unknown>;
-}
-
-function spawnReplica(minio: ObjectServer, bucket: string): Promise<Replica> {
-  const child = spawn(
-    process.execPath,
+/** spawnReplica starts one `spillway serve` replica on the shared bucket. */
+function spawnReplica(minio: ObjectServer, bucket: string): Promise<SpillwayProcess> {
+  return spawnSpillway(
     [
-      join(root, "dist/server/cli.js"),
-      "serve",
       "--backend",
       "s3",
       "--s3-endpoint",
@@ -37,64 +27,17 @@ function spawnReplica(minio: ObjectServer, bucket: string): Promise<Replica> {
       bucket,
       "--s3-region",
       minio.region,
-      "--port",
-      "0",
       "--grace-ms",
       "1000",
     ],
-    {
-      env: {
-        ...process.env,
-        AWS_ACCESS_KEY_ID: minio.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: minio.secretAccessKey,
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
+    { AWS_ACCESS_KEY_ID: minio.accessKeyId, AWS_SECRET_ACCESS_KEY: minio.secretAccessKey },
   );
-  const exited = once(child, "exit");
-  return new Promise((resolve, reject) => {
-    let out = "";
-    // The pipe keeps being drained after the URL is known, so logging can never block the replica.
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (out.length > 100_000) return;
-      out += chunk.toString();
-      const match = /"url":"([^"]+)"/.exec(out);
-      if (match?.[1] !== undefined) resolve({ url: match[1], child, exited });
-    });
-    child.once("exit", (code) => reject(new Error(`spillway serve exited (${code}): ${out}`)));
-  });
-}
-
-function sha256(data: Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
 }
 
 /** payload makes `size` bytes of lines that differ per seed, so every offload is distinct. */
 function payload(seed: string, size: number): Uint8Array {
-  const line = `${seed} ${createHash("sha256").update(seed).digest("hex")}\n`;
+  const line = `${seed} ${sha256(seed)}\n`;
   return Buffer.from(line.repeat(Math.ceil(size / line.length)).slice(0, size));
-}
-
-/** readAll reads the whole payload behind handle in raw byte windows. */
-async function readAll(client: SpillwayClient, runId: string, handle: string): Promise<Buffer> {
-  const parts: Uint8Array[] = [];
-  let offset = 0n;
-  for (;;) {
-    const win = await client.readToolOutput({
-      runId,
-      handle,
-      omitRendered: true,
-      window: { case: "bytes", value: { offset } },
-    });
-    for (const frame of win.frames) {
-      if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
-        parts.push(frame.frame.value.body.value);
-      }
-    }
-    const next = win.trailer?.nextOffset;
-    if (win.trailer?.eof === true || next === undefined) return Buffer.concat(parts);
-    offset = next;
-  }
 }
 
 /** pool runs task(0..count-1) with at most `width` in flight and settles every one. */
@@ -140,7 +83,7 @@ function offloadAttempts(): { interceptor: Interceptor; counts: Map<string, numb
 describe("load balancer: replicas behind nginx", () => {
   let minio: ObjectServer | undefined;
   let nginx: RunningNginx | undefined;
-  const replicas: Replica[] = [];
+  const replicas: SpillwayProcess[] = [];
 
   beforeAll(async () => {
     minio = await startObjectServer("minio");
@@ -157,11 +100,7 @@ describe("load balancer: replicas behind nginx", () => {
   });
 
   afterAll(async () => {
-    for (const replica of replicas) {
-      if (replica.child.exitCode === null && replica.child.signalCode === null) {
-        replica.child.kill("SIGKILL");
-      }
-    }
+    for (const replica of replicas) replica.kill();
     await Promise.allSettled([...replicas.map((r) => r.exited), nginx?.stop(), minio?.stop()]);
   });
 
@@ -183,7 +122,7 @@ describe("load balancer: replicas behind nginx", () => {
       const w = written[n % written.length];
       const reader = readers[Math.floor(n / written.length)];
       if (w === undefined || reader === undefined) throw new Error("index out of range");
-      expect(sha256(await readAll(reader, w.runId, w.handle))).toBe(w.sha);
+      expect(sha256(await readBack(reader, w.runId, w.handle))).toBe(w.sha);
     });
 
     // nginx's access log names the replica behind each call: the offloads went to all three.
@@ -222,7 +161,7 @@ describe("load balancer: replicas behind nginx", () => {
       const isRead = i % 4 === 3 && readable !== undefined;
       try {
         if (isRead) {
-          const data = await readAll(proxy, readable.runId, readable.handle);
+          const data = await readBack(proxy, readable.runId, readable.handle);
           expect(sha256(data)).toBe(readable.sha);
         } else {
           const callId = `call-${i}`;
@@ -248,12 +187,11 @@ describe("load balancer: replicas behind nginx", () => {
         done++;
         if (done === killAfter) {
           inFlightAtKill = inFlight;
-          victim.child.kill("SIGKILL");
+          victim.kill();
         }
       }
     });
-    await victim.exited;
-    expect(victim.child.signalCode).toBe("SIGKILL");
+    expect((await victim.exited).signal).toBe("SIGKILL");
     expect(inFlightAtKill).toBeGreaterThan(0);
 
     const retried = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
@@ -278,7 +216,7 @@ describe("load balancer: replicas behind nginx", () => {
       const a = acked[n % acked.length];
       const reader = readers[Math.floor(n / acked.length)];
       if (a === undefined || reader === undefined) throw new Error("index out of range");
-      expect(sha256(await readAll(reader, a.runId, a.handle))).toBe(a.sha);
+      expect(sha256(await readBack(reader, a.runId, a.handle))).toBe(a.sha);
     });
 
     // One committed record per call id, with the bytes that were sent; acknowledged (and

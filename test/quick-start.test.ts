@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
@@ -14,39 +15,18 @@ const root = fileURLToPath(new URL("..", import.meta.url));
  * (filesystem backend, loopback), a 50 MB offload, line 400,000 read back, a clean SIGTERM.
  */
 describe("quick start: spillway serve", () => {
-  let child: ChildProcess;
+  let server: SpillwayProcess | undefined;
   let url: string;
   let dataDir: string;
-  let exited: Promise<number | null>;
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "spillway-cli-"));
-    child = spawn(
-      process.execPath,
-      [
-        join(root, "dist/server/cli.js"),
-        "serve",
-        "--port",
-        "0",
-        "--data-dir",
-        join(dataDir, "data"),
-      ],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
-    url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout?.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /"url":"([^"]+)"/.exec(out);
-        if (match?.[1] !== undefined) resolve(match[1]);
-      });
-      child.once("exit", () => reject(new Error(`server exited early: ${out}`)));
-    });
+    server = await spawnSpillway(["--data-dir", join(dataDir, "data")]);
+    url = server.url;
   });
 
   afterAll(async () => {
-    if (child.exitCode === null) child.kill("SIGKILL");
+    server?.kill();
     await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -83,7 +63,7 @@ describe("quick start: spillway serve", () => {
   });
 
   it("drains and exits 0 on SIGTERM", async () => {
-    child.kill("SIGTERM");
-    expect(await exited).toBe(0);
+    server?.kill("SIGTERM");
+    expect(await server?.exited).toEqual({ code: 0, signal: null });
   });
 });

@@ -1,14 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 const MiB = 1024 * 1024;
 
 /** rssBytes reads a process's resident set size from /proc. */
@@ -38,36 +36,23 @@ async function openFiles(pid: number, under: string): Promise<number> {
  * release their file handles. Measured on the real `spillway serve` process.
  */
 describe("slow and abandoned readers", () => {
-  let child: ChildProcess;
+  let server: SpillwayProcess | undefined;
   let dataDir: string;
   let client: SpillwayClient;
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "spillway-slow-"));
-    child = spawn(
-      process.execPath,
-      [join(root, "dist/server/cli.js"), "serve", "--port", "0", "--data-dir", join(dataDir, "d")],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout?.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /"url":"([^"]+)"/.exec(out);
-        if (match?.[1] !== undefined) resolve(match[1]);
-      });
-      child.once("exit", () => reject(new Error(`server exited: ${out}`)));
-    });
-    client = createSpillwayClient({ baseUrl: url });
+    server = await spawnSpillway(["--data-dir", join(dataDir, "d")]);
+    client = createSpillwayClient({ baseUrl: server.url });
   });
   afterAll(async () => {
-    child.kill("SIGKILL");
+    server?.kill();
     await rm(dataDir, { recursive: true, force: true });
   });
 
   it("keeps server memory bounded under stalled full reads and frees cancelled ones", async () => {
-    const pid = child.pid;
-    if (pid === undefined) throw new Error("server has no pid");
+    const pid = server?.pid;
+    if (pid === undefined) throw new Error("the server did not start");
     const payload = randomBytes(192 * MiB);
     await client.offload({ tenant: "dev", runId: "slow", callId: "big" }, payload);
     const idle = await rssBytes(pid);

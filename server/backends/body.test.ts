@@ -1,6 +1,15 @@
+import { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { abortableBody, abortReason, bytesBody, readAllBytes, throwIfAborted } from "./body.js";
+import {
+  abortableBody,
+  abortReason,
+  bytesBody,
+  emptyBody,
+  readAllBytes,
+  responseBody,
+  throwIfAborted,
+} from "./body.js";
 
 async function* chunks(...parts: number[][]): AsyncGenerator<Uint8Array> {
   for (const part of parts) yield Uint8Array.from(part);
@@ -62,6 +71,64 @@ describe("bytesBody", () => {
     const seen: Uint8Array[] = [];
     for await (const chunk of bytesBody(new Uint8Array(0))) seen.push(chunk);
     expect(seen).toEqual([]);
+  });
+});
+
+describe("emptyBody", () => {
+  it("yields nothing, every time it is read", async () => {
+    const body = emptyBody();
+    expect(await readAllBytes(body)).toEqual(new Uint8Array(0));
+    expect(await readAllBytes(body)).toEqual(new Uint8Array(0));
+  });
+});
+
+describe("responseBody", () => {
+  // Like every backend's mapping function, it passes a ConnectError (an abort's) through.
+  const mapped = (err: unknown) =>
+    err instanceof ConnectError
+      ? err
+      : new ConnectError(`mapped: ${String(err)}`, Code.Unavailable, undefined, undefined, err);
+
+  it("streams the response and destroys it once read to the end", async () => {
+    const stream = Readable.from([Buffer.from([1, 2]), Buffer.from([3])]);
+    expect(await readAllBytes(responseBody(stream, undefined, mapped))).toEqual(
+      Uint8Array.of(1, 2, 3),
+    );
+    expect(stream.destroyed).toBe(true);
+  });
+
+  it("destroys the response when the reader stops early", async () => {
+    const stream = new Readable({ read() {} });
+    stream.push(Buffer.from([1]));
+    for await (const chunk of responseBody(stream, undefined, mapped)) {
+      expect(chunk).toEqual(Buffer.from([1]));
+      break;
+    }
+    expect(stream.destroyed).toBe(true);
+  });
+
+  it("maps a failing response through fail and destroys it", async () => {
+    const stream = new Readable({
+      read() {
+        this.destroy(new Error("socket reset"));
+      },
+    });
+    const err = await readAllBytes(responseBody(stream, undefined, mapped)).catch((e) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(err.code).toBe(Code.Unavailable);
+    expect(err.rawMessage).toBe("mapped: Error: socket reset");
+    expect(stream.destroyed).toBe(true);
+  });
+
+  it("ends at once with CANCELED when the signal aborts while the response is stalled", async () => {
+    const stream = new Readable({ read() {} });
+    stream.push(Buffer.from([1]));
+    const controller = new AbortController();
+    const reading = (async () => {
+      for await (const _ of responseBody(stream, controller.signal, mapped)) controller.abort();
+    })();
+    expect(await codeOf(reading)).toBe(Code.Canceled);
+    expect(stream.destroyed).toBe(true);
   });
 });
 

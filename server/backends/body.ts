@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backend.js";
 
@@ -42,6 +43,33 @@ export function bytesBody(bytes: Uint8Array): AsyncIterable<Uint8Array> {
       if (bytes.byteLength > 0) yield bytes;
     },
   };
+}
+
+/** emptyBody is a byte stream that yields nothing, for an empty range of an existing object. */
+export function emptyBody(): AsyncIterable<Uint8Array> {
+  return bytesBody(new Uint8Array(0));
+}
+
+/**
+ * responseBody streams an object store's response body to a reader.
+ *
+ * Guarantees: the reader sees the body's bytes until it ends; an abort of `signal` ends the
+ * stream at once (as `abortableBody` does); every failure, the abort's included, is rethrown
+ * through `fail`, the backend's error mapping; the response stream is destroyed (freeing its connection) when the
+ * body ends, fails, aborts, or the reader stops early with `break`/`return`.
+ */
+export async function* responseBody(
+  stream: Readable,
+  signal: AbortSignal | undefined,
+  fail: (err: unknown) => ConnectError,
+): AsyncGenerator<Uint8Array> {
+  try {
+    yield* abortableBody(stream, signal);
+  } catch (err) {
+    throw fail(err);
+  } finally {
+    stream.destroy();
+  }
 }
 
 /**

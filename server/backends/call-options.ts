@@ -46,6 +46,23 @@ export function checkListLimit(opts: ListOptions | undefined): number {
   return limit;
 }
 
+/**
+ * sweepCutoffMs validates a sweep's `olderThanMs` and returns the cutoff: leftovers last
+ * touched before this time (milliseconds since the epoch) are old enough to remove.
+ *
+ * Guarantees: a negative, infinite or NaN age is `INVALID_ARGUMENT`; every backend's
+ * `sweepLeftovers` checks its age through it.
+ */
+export function sweepCutoffMs(olderThanMs: number): number {
+  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new ConnectError(
+      `olderThanMs must be a non-negative number, got ${olderThanMs}`,
+      Code.InvalidArgument,
+    );
+  }
+  return Date.now() - olderThanMs;
+}
+
 function isCount(value: number): boolean {
   return Number.isSafeInteger(value) && value >= 0;
 }

@@ -312,6 +312,40 @@ export function describeBackendContract(
       });
     });
 
+    describe("key rules", () => {
+      const badKeys = ["../x", "a/../../x", "a/./b", ".", "a//b", "a/", "a\\b", "a\0b", "a/.tmp-x"];
+      for (const bad of ["", "/abs", ...badKeys]) {
+        it(`refuses key ${JSON.stringify(bad)} with INVALID_ARGUMENT on every call`, async () => {
+          const prefix = uniquePrefix();
+          const key = bad === "" || bad.startsWith("/") ? bad : `${prefix}${bad}`;
+          const kept = `${prefix}kept`;
+          await backend().put(kept, bytesBody(text("kept")));
+          expect(await codeOf(backend().put(key, bytesBody(text("x"))))).toBe(Code.InvalidArgument);
+          expect(await codeOf(backend().get(key))).toBe(Code.InvalidArgument);
+          expect(await codeOf(backend().head(key))).toBe(Code.InvalidArgument);
+          expect(await codeOf(backend().delete(key))).toBe(Code.InvalidArgument);
+          expect(await codeOf(backend().deleteMany([kept, key]))).toBe(Code.InvalidArgument);
+          expect((await backend().list(prefix)).keys).toEqual([kept]);
+        });
+      }
+
+      it("refuses list prefixes that break the key rules", async () => {
+        const prefix = uniquePrefix();
+        for (const bad of ["/", "/abs/", "../", "a/../", "a//", "a\\b/", "a\0", "a/.tmp-"]) {
+          const listed = bad.startsWith("/") ? bad : `${prefix}${bad}`;
+          expect(await codeOf(backend().list(listed))).toBe(Code.InvalidArgument);
+        }
+      });
+
+      it("accepts segments that only look unusual", async () => {
+        const prefix = uniquePrefix();
+        const keys = [`${prefix}.b`, `${prefix}a..b`, `${prefix}~x/..y`].sort(byBytes);
+        for (const key of keys) await backend().put(key, bytesBody(text(key)));
+        for (const key of keys) expect(await getBytes(backend(), key)).toEqual(text(key));
+        expect([...(await backend().list(prefix)).keys].sort(byBytes)).toEqual(keys);
+      });
+    });
+
     describe("failed and aborted puts leave nothing visible", () => {
       it("a body that throws mid-stream", async () => {
         const prefix = uniquePrefix();

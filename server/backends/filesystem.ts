@@ -14,13 +14,13 @@ import type {
   ObjectInfo,
 } from "./backend.js";
 import { abortableBody, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 import { createKnownDirectories } from "./known-directories.js";
+import { alreadyExists, notFound } from "./object-errors.js";
+import { checkKey, checkListPrefix, reservedSegmentPrefix as tempPrefix } from "./object-key.js";
 
-/** Temp files start with this; the service never produces a segment starting with `.`. */
-const tempPrefix = ".tmp-";
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
 /** Size of each read a get performs. */
@@ -62,9 +62,9 @@ export type FilesystemBackend = Backend & {
  * Guarantees, beyond the Backend contract:
  * - the root is created (recursively) and chmodded to `0700` before this returns; directories
  *   are created `0700` and files `0600`;
- * - every key segment is re-checked (non-empty, not `.`/`..`, no `\` or NUL, not a reserved
- *   `.tmp-` name) and absolute keys are refused, all with `INVALID_ARGUMENT`; a segment longer
- *   than 200 UTF-8 bytes is stored as `~` + sha256hex(segment), a name the service's encoded
+ * - keys and list prefixes are re-checked by the shared key rules (`object-key.ts`, which also
+ *   reserves the `.tmp-` names of temp files) with `INVALID_ARGUMENT`; a segment longer than
+ *   200 UTF-8 bytes is stored as `~` + sha256hex(segment), a name the service's encoded
  *   segments never take;
  * - no call follows a symlink under the root: directories are checked with lstat while walking
  *   (a directory checked less than a second ago is trusted, so bursts walk once), files are
@@ -341,15 +341,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     async list(prefix: string, listOpts?: ListOptions): Promise<ListPage> {
       const signal = listOpts?.signal;
       const limit = checkListLimit(listOpts);
-      if (prefix.startsWith("/")) throw invalidKey(prefix, "must be relative");
+      checkListPrefix(prefix);
       const cut = prefix.lastIndexOf("/");
-      const dirSegments =
-        cut < 0
-          ? []
-          : prefix
-              .slice(0, cut)
-              .split("/")
-              .map((s) => diskSegment(s, prefix));
+      const dirSegments = cut < 0 ? [] : prefix.slice(0, cut).split("/").map(diskName);
       const namePrefix = prefix.slice(cut + 1);
       try {
         throwIfAborted(signal);
@@ -392,6 +386,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
+      // A bad key refuses the whole batch before anything is deleted, as on the object stores.
+      for (const key of keys) checkKey(key);
       // Unlinks are independent; a few at a time keeps file-descriptor use bounded.
       for (let i = 0; i < keys.length; i += 16) {
         await Promise.all(keys.slice(i, i + 16).map((key) => backend.delete(key, callOpts)));
@@ -405,10 +401,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
-      checkAge(olderThanMs);
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       try {
         throwIfAborted(callOpts?.signal);
-        return await sweepDirectory(root, Date.now() - olderThanMs, callOpts?.signal);
+        return await sweepDirectory(root, cutoffMs, callOpts?.signal);
       } catch (err) {
         throw fromNodeError(err);
       }
@@ -417,44 +413,18 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   return backend;
 }
 
-/** Splits and checks a key, mapping each segment to its on-disk name. */
+/** Checks a key and splits it into the on-disk names of its directories and its file. */
 function splitKey(key: string): { dirSegments: string[]; name: string } {
-  if (key === "") throw invalidKey(key, "must not be empty");
-  if (key.startsWith("/")) throw invalidKey(key, "must be relative");
-  const segments = key.split("/").map((s) => diskSegment(s, key));
-  const name = segments.pop();
-  if (name === undefined) throw invalidKey(key, "must not be empty");
+  const segments = checkKey(key).split("/").map(diskName);
+  // A checked key has at least one segment.
+  const name = segments.pop() ?? "";
   return { dirSegments: segments, name };
 }
 
-function diskSegment(segment: string, key: string): string {
-  if (segment === "") throw invalidKey(key, "has an empty segment");
-  if (segment === "." || segment === "..") throw invalidKey(key, "has a '.' or '..' segment");
-  if (segment.includes("\\")) throw invalidKey(key, "has a backslash");
-  if (segment.includes("\0")) throw invalidKey(key, "has a NUL byte");
-  if (segment.startsWith(tempPrefix))
-    throw invalidKey(key, `has a reserved '${tempPrefix}' segment`);
+/** The on-disk name of a checked segment: itself, or a digest when too long for a file name. */
+function diskName(segment: string): string {
   if (Buffer.byteLength(segment, "utf8") <= maxSegmentBytes) return segment;
   return `~${createHash("sha256").update(segment, "utf8").digest("hex")}`;
-}
-
-/** Refuses a sweep age that is negative or not a number. */
-function checkAge(olderThanMs: number): void {
-  if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-    throw new ConnectError(
-      `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-      Code.InvalidArgument,
-    );
-  }
-}
-
-function invalidKey(key: string, why: string): ConnectError {
-  const shown = JSON.stringify(key.length > 128 ? `${key.slice(0, 128)}…` : key);
-  return new ConnectError(`key ${shown} ${why}`, Code.InvalidArgument);
-}
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
 }
 
 function symlinkRefused(key: string): ConnectError {
@@ -466,9 +436,7 @@ function symlinkRefused(key: string): ConnectError {
 
 function occupied(stats: Stats, key: string): ConnectError {
   if (stats.isSymbolicLink()) return symlinkRefused(key);
-  if (stats.isFile()) {
-    return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
-  }
+  if (stats.isFile()) return alreadyExists(key);
   return new ConnectError(
     `the key is a prefix of other objects, so it cannot be stored (key "${key}")`,
     Code.FailedPrecondition,

@@ -1,4 +1,3 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import type {
   Backend,
   BackendCallOptions,
@@ -10,6 +9,8 @@ import type {
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromNodeError } from "./from-node-error.js";
+import { alreadyExists, notFound } from "./object-errors.js";
+import { checkKey, checkListPrefix } from "./object-key.js";
 
 /** Largest chunk a memory get yields, so readers see a stream rather than one huge buffer. */
 const chunkBytes = 256 * 1024;
@@ -22,9 +23,10 @@ interface StoredObject {
 /**
  * createMemoryBackend returns a Backend (kind `memory`) that keeps objects in this process.
  *
- * Guarantees: the full Backend contract; bytes are copied on put and on get, so neither the
- * writer reusing its buffers nor a reader mutating what it got can change a stored object;
- * an aborted or failed put stores nothing. Keys are compared by UTF-16 code unit, which is
+ * Guarantees: the full Backend contract, with keys and list prefixes checked by the shared key
+ * rules (`object-key.ts`) like every other backend's; bytes are copied on put and on get, so
+ * neither the writer reusing its buffers nor a reader mutating what it got can change a stored
+ * object; an aborted or failed put stores nothing. Keys are compared by UTF-16 code unit, which is
  * byte order for the ASCII keys the service produces. Nothing survives the process.
  */
 export function createMemoryBackend(): Backend {
@@ -35,6 +37,7 @@ export function createMemoryBackend(): Backend {
 
     async put(key: string, body: AsyncIterable<Uint8Array>, opts?: BackendCallOptions) {
       const signal = opts?.signal;
+      checkKey(key);
       throwIfAborted(signal);
       if (objects.has(key)) throw alreadyExists(key);
       const chunks: Uint8Array[] = [];
@@ -63,12 +66,11 @@ export function createMemoryBackend(): Backend {
 
     async get(key: string, opts?: GetOptions) {
       const signal = opts?.signal;
+      checkKey(key);
       throwIfAborted(signal);
       const { offset, length } = checkRange(opts);
       const stored = objects.get(key);
-      if (stored === undefined) {
-        throw new ConnectError(`object not found (key "${key}")`, Code.NotFound);
-      }
+      if (stored === undefined) throw notFound(key);
       const start = Math.min(offset, stored.bytes.byteLength);
       const end =
         length === undefined
@@ -78,6 +80,7 @@ export function createMemoryBackend(): Backend {
     },
 
     async head(key: string, opts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
+      checkKey(key);
       throwIfAborted(opts?.signal);
       const stored = objects.get(key);
       return stored === undefined
@@ -86,6 +89,7 @@ export function createMemoryBackend(): Backend {
     },
 
     async list(prefix: string, opts?: ListOptions): Promise<ListPage> {
+      checkListPrefix(prefix);
       throwIfAborted(opts?.signal);
       const limit = checkListLimit(opts);
       const startAfter = opts?.startAfter;
@@ -96,21 +100,19 @@ export function createMemoryBackend(): Backend {
     },
 
     async delete(key: string, opts?: BackendCallOptions): Promise<void> {
+      checkKey(key);
       throwIfAborted(opts?.signal);
       objects.delete(key);
     },
 
     async deleteMany(keys: readonly string[], opts?: BackendCallOptions): Promise<void> {
+      for (const key of keys) checkKey(key);
       throwIfAborted(opts?.signal);
       for (const key of keys) objects.delete(key);
     },
 
     async close(): Promise<void> {},
   };
-}
-
-function alreadyExists(key: string): ConnectError {
-  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
 }
 
 async function* readSlices(

@@ -76,6 +76,16 @@ for (const kind of ["minio", "seaweedfs"] as const) {
       expect(await incompleteUploads(client, bucket)).toEqual([]);
     });
 
+    it("uploads one 40 MiB chunk as eight 5 MiB parts, byte for byte", async () => {
+      const key = `${unique()}one-chunk`;
+      const payload = new Uint8Array(randomBytes(40 * mib));
+      expect((await backend.put(key, bytesBody(payload))).size).toBe(payload.byteLength);
+      expect(sha256(await readAllBytes(await backend.get(key)))).toBe(sha256(payload));
+      // A multipart object's ETag ends in its part count.
+      expect((await client.statObject(bucket, `own/${key}`)).etag).toMatch(/-8$/);
+      expect(await incompleteUploads(client, bucket)).toEqual([]);
+    });
+
     it("a body failing after several parts leaves no object and no incomplete upload", async () => {
       const key = `${unique()}failing`;
       async function* failing(): AsyncGenerator<Uint8Array> {
@@ -153,13 +163,6 @@ for (const kind of ["minio", "seaweedfs"] as const) {
       expect((await backend.list(prefix, { limit: 2000 })).keys).toHaveLength(1005);
       await backend.deleteMany(keys);
       expect((await backend.list(prefix)).keys).toEqual([]);
-    });
-
-    it("refuses keys that could leave the prefix", async () => {
-      for (const key of ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "a\0b"]) {
-        expect(await codeOf(backend.put(key, bytesBody(text("x"))))).toBe(Code.InvalidArgument);
-        expect(await codeOf(backend.get(key))).toBe(Code.InvalidArgument);
-      }
     });
 
     it("destroys open get streams on close", async () => {
@@ -337,7 +340,7 @@ describe("fromMinioError without an object server", () => {
     expect(err.cause).toBe(raw);
   });
 
-  it("refuses construction without credentials, and part sizes S3 cannot take", () => {
+  it("refuses construction without credentials, and part sizes or prefixes S3 cannot take", () => {
     const saved = { ...process.env };
     for (const name of [
       "MINIO_ACCESS_KEY",
@@ -364,6 +367,11 @@ describe("fromMinioError without an object server", () => {
     expect(() =>
       createMinioBackend({ ...stubConnection(9), bucket: "b", partSizeBytes: mib }),
     ).toThrow(ConnectError);
+    for (const prefix of ["/abs", "a//", "a/../b"]) {
+      expect(() => createMinioBackend({ ...stubConnection(9), bucket: "b", prefix })).toThrow(
+        expect.objectContaining({ code: Code.InvalidArgument }),
+      );
+    }
   });
 });
 

@@ -9,21 +9,13 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, readAllBytes, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { abortableBody, emptyBody, readAllBytes, responseBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
-
-/** S3's smallest part (every part but the last) and largest part. */
-const minPartBytes = 5 * 1024 * 1024;
-const maxPartBytes = 5 * 1024 * 1024 * 1024;
-/** S3 allows at most this many parts in one multipart upload. */
-const maxParts = 10_000;
-/** Part size used when the options name none. */
-const defaultPartBytes = 8 * 1024 * 1024;
-/** Largest batch DeleteObjects accepts. */
-const deleteBatch = 1000;
-/** Largest page ListObjectsV2 returns. */
-const listPageMax = 1000;
+import { notFound } from "./object-errors.js";
+import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
+import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
+import { splitParts } from "./split-parts.js";
 
 /** MinioBackendOptions configure createMinioBackend. */
 export interface MinioBackendOptions {
@@ -35,7 +27,7 @@ export interface MinioBackendOptions {
   readonly useSSL?: boolean;
   /** Bucket that holds every object; it must already exist. */
   readonly bucket: string;
-  /** Key prefix inside the bucket (a `/` is appended when missing). Default none. */
+  /** Key prefix inside the bucket, following the key rules; a `/` is appended when missing. */
   readonly prefix?: string;
   /** Region of the bucket; unset lets the client discover it. */
   readonly region?: string;
@@ -64,8 +56,8 @@ export interface MinioBackendOptions {
  *   part is sent as one PUT, a larger one as a multipart upload whose completion carries the
  *   condition; a failed, refused or aborted put aborts its multipart upload before it rejects,
  *   so neither an object nor an incomplete upload is left behind;
- * - keys are refused with `INVALID_ARGUMENT` when empty, absolute, or when they hold an empty,
- *   `.` or `..` segment, a `\` or a NUL, so no key can leave the prefix;
+ * - keys, list prefixes and the configured prefix are checked by the shared key rules
+ *   (`object-key.ts`) with `INVALID_ARGUMENT`, so no key can leave the prefix;
  * - the signal is checked before and after every request to the server and while the body is
  *   read; a request already sent runs to its end (the client cannot cancel it), and an abort
  *   after a put's final request has been sent no longer cancels that put;
@@ -84,20 +76,13 @@ export interface MinioBackendOptions {
  */
 export function createMinioBackend(opts: MinioBackendOptions): Backend {
   const bucket = opts.bucket;
-  const base = normalizePrefix(opts.prefix ?? "");
-  const partSize = opts.partSizeBytes ?? defaultPartBytes;
-  if (!Number.isSafeInteger(partSize) || partSize < minPartBytes || partSize > maxPartBytes) {
-    throw new ConnectError(
-      `partSizeBytes must be an integer from ${minPartBytes} to ${maxPartBytes}, got ${partSize}`,
-      Code.InvalidArgument,
-    );
-  }
+  const base = checkRootPrefix(opts.prefix ?? "");
+  const partSize = checkPartSize(opts.partSizeBytes);
   const client = opts.client ?? buildClient(opts);
   const openStreams = new Set<Readable>();
 
   function objectName(key: string): string {
-    checkKey(key);
-    return `${base}${key}`;
+    return `${base}${checkKey(key)}`;
   }
 
   /**
@@ -135,24 +120,20 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         etags.push({ part, etag: sent.etag });
         throwIfAborted(signal);
       };
-      let pending = buffered;
-      let pendingBytes = sumBytes(pending);
-      let size = pendingBytes;
-      for (;;) {
-        while (pendingBytes >= partSize) {
-          const [part, remainder] = takeBytes(pending, partSize);
-          pending = remainder;
-          pendingBytes -= partSize;
-          await sendPart(part);
+      async function* chunks(): AsyncGenerator<Buffer> {
+        yield* buffered;
+        for (;;) {
+          const next = await rest.next();
+          if (next.done === true) return;
+          // Copy: the producer may reuse its buffer, and a part may be a view of this chunk.
+          yield Buffer.from(next.value);
         }
-        const next = await rest.next();
-        if (next.done === true) break;
-        // Copy: the producer may reuse its buffer for the next chunk.
-        pending.push(Buffer.from(next.value));
-        pendingBytes += next.value.byteLength;
-        size += next.value.byteLength;
       }
-      if (pendingBytes > 0) await sendPart(Buffer.concat(pending, pendingBytes));
+      let size = 0;
+      for await (const part of splitParts(chunks(), partSize)) {
+        await sendPart(part);
+        size += part.byteLength;
+      }
       throwIfAborted(signal);
       await completeCreateOnly(name, uploadId, etags);
       return size;
@@ -197,27 +178,6 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
       const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "InternalError";
       throw Object.assign(new Error("multipart completion failed"), { code });
     }
-  }
-
-  /** Wraps a response body so it maps its errors and is destroyed on abort, early stop or close. */
-  function track(
-    stream: Readable,
-    signal: AbortSignal | undefined,
-    key: string,
-  ): AsyncIterable<Uint8Array> {
-    openStreams.add(stream);
-    return (async function* (): AsyncGenerator<Uint8Array> {
-      try {
-        for await (const chunk of abortableBody(stream as AsyncIterable<Uint8Array>, signal)) {
-          yield chunk;
-        }
-      } catch (err) {
-        throw fromMinioError(err, key);
-      } finally {
-        stream.destroy();
-        openStreams.delete(stream);
-      }
-    })();
   }
 
   const backend: Backend = {
@@ -279,7 +239,10 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
           stream.destroy();
           throwIfAborted(signal);
         }
-        return track(stream, signal, key);
+        // close() destroys the streams still open; a destroyed stream leaves the set.
+        openStreams.add(stream);
+        stream.once("close", () => openStreams.delete(stream));
+        return responseBody(stream, signal, (err) => fromMinioError(err, key));
       } catch (err) {
         // The object exists but the range starts at or past its end.
         if (codeField(err) === "InvalidRange") return emptyBody();
@@ -312,7 +275,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         // One key past the limit tells whether more follow.
         while (keys.length <= limit) {
           throwIfAborted(signal);
-          const want = Math.min(listPageMax, limit + 1 - keys.length);
+          const want = Math.min(s3BatchLimit, limit + 1 - keys.length);
           const page = await client.listObjectsV2Query(
             bucket,
             `${base}${prefix}`,
@@ -349,8 +312,8 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
       const names = keys.map(objectName);
-      for (let i = 0; i < names.length; i += deleteBatch) {
-        const batch = names.slice(i, i + deleteBatch);
+      for (let i = 0; i < names.length; i += s3BatchLimit) {
+        const batch = names.slice(i, i + s3BatchLimit);
         let failures: unknown[];
         try {
           throwIfAborted(callOpts?.signal);
@@ -370,13 +333,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
       const signal = callOpts?.signal;
-      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-        throw new ConnectError(
-          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-          Code.InvalidArgument,
-        );
-      }
-      const cutoffMs = Date.now() - olderThanMs;
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       let removed = 0;
       let keyMarker = "";
       let uploadIdMarker = "";
@@ -447,57 +404,6 @@ function buildClient(opts: MinioBackendOptions): Minio.Client {
   } catch (err) {
     throw fromMinioError(err);
   }
-}
-
-function normalizePrefix(prefix: string): string {
-  if (prefix === "") return "";
-  checkKey(prefix.endsWith("/") ? prefix.slice(0, -1) : prefix);
-  return prefix.endsWith("/") ? prefix : `${prefix}/`;
-}
-
-/** Refuses keys that are empty, absolute, or hold a segment that could climb out of the prefix. */
-function checkKey(key: string): void {
-  if (key === "") throw invalidKey(key, "must not be empty");
-  if (key.startsWith("/")) throw invalidKey(key, "must be relative");
-  if (key.includes("\0") || key.includes("\\")) throw invalidKey(key, "holds a NUL or `\\`");
-  for (const segment of key.split("/")) {
-    if (segment === "" || segment === "." || segment === "..") {
-      throw invalidKey(key, "holds an empty, `.` or `..` segment");
-    }
-  }
-}
-
-/** A list prefix may end mid-segment or with `/`; its complete segments follow the key rules. */
-function checkListPrefix(prefix: string): void {
-  if (prefix === "") return;
-  const cut = prefix.lastIndexOf("/");
-  if (cut >= 0) checkKey(prefix.slice(0, cut));
-  const tail = prefix.slice(cut + 1);
-  if (tail.includes("\0") || tail.includes("\\") || tail === "." || tail === "..") {
-    throw invalidKey(prefix, "holds a NUL, `\\`, `.` or `..` segment");
-  }
-}
-
-function invalidKey(key: string, why: string): ConnectError {
-  return new ConnectError(`invalid key "${key}": ${why}`, Code.InvalidArgument);
-}
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`not found (key "${key}")`, Code.NotFound);
-}
-
-async function* emptyBody(): AsyncGenerator<Uint8Array> {}
-
-function sumBytes(chunks: readonly Buffer[]): number {
-  let total = 0;
-  for (const chunk of chunks) total += chunk.byteLength;
-  return total;
-}
-
-/** Splits the first `count` bytes off a list of chunks: the part, and what remains. */
-function takeBytes(chunks: readonly Buffer[], count: number): [Buffer, Buffer[]] {
-  const all = Buffer.concat(chunks);
-  return [all.subarray(0, count), all.byteLength > count ? [all.subarray(count)] : []];
 }
 
 /** Percent-encodes a query value the way S3 signs it (RFC 3986 unreserved characters kept). */

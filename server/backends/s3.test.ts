@@ -383,6 +383,23 @@ describe("s3 backend while the store is down", () => {
   });
 });
 
+describe("createS3Backend options", () => {
+  it("refuses an empty bucket, a prefix that breaks the key rules and a too-small part size", () => {
+    const base = { endpoint: "http://127.0.0.1:9", forcePathStyle: true, bucket: "b" };
+    for (const opts of [
+      { ...base, bucket: "" },
+      { ...base, prefix: "/spillway" },
+      { ...base, prefix: "spillway//" },
+      { ...base, prefix: "a/../b" },
+      { ...base, partSizeBytes: MiB },
+    ]) {
+      expect(() => createS3Backend(opts)).toThrow(
+        expect.objectContaining({ code: Code.InvalidArgument }),
+      );
+    }
+  });
+});
+
 describe("fromS3Error", () => {
   function serviceError(name: string, status: number, fault: "client" | "server" = "client") {
     return new S3ServiceException({

@@ -22,24 +22,21 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, throwIfAborted } from "./body.js";
-import { checkListLimit, checkRange } from "./call-options.js";
+import { abortableBody, emptyBody, responseBody, throwIfAborted } from "./body.js";
+import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromS3Error } from "./from-s3-error.js";
+import { alreadyExists, notFound } from "./object-errors.js";
+import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
+import { checkPartSize, s3BatchLimit } from "./s3-limits.js";
 
-/** Default multipart part size; a body up to this size is sent with one PutObject. */
-const defaultPartSizeBytes = 8 * 1024 * 1024;
-/** The smallest part S3 accepts for every part but the last. */
-const minPartSizeBytes = 5 * 1024 * 1024;
 /** Parts a multipart upload keeps in flight by default. */
 const defaultQueueSize = 4;
-/** Most keys one ListObjectsV2 or DeleteObjects call handles. */
-const s3BatchLimit = 1000;
 
 /** S3BackendOptions configure createS3Backend. */
 export interface S3BackendOptions {
   /** Bucket that holds every object; it must already exist. */
   readonly bucket: string;
-  /** Key prefix inside the bucket (`<prefix>/<key>`); slashes at either end are ignored. */
+  /** Key prefix inside the bucket (`<prefix>/<key>`), by the key rules; a final `/` is optional. */
   readonly prefix?: string;
   /** Endpoint URL of an S3-compatible store; unset uses AWS S3 for the region. */
   readonly endpoint?: string;
@@ -49,7 +46,7 @@ export interface S3BackendOptions {
   readonly forcePathStyle?: boolean;
   /** Fixed credentials, for tests; production leaves this unset and uses the default chain. */
   readonly credentials?: AwsCredentialIdentity;
-  /** Multipart part size in bytes, at least 5 MiB. Default 8 MiB. */
+  /** Multipart part size, 5 MiB to 5 GiB; a body up to it is one PutObject. Default 8 MiB. */
   readonly partSizeBytes?: number;
   /** Parts uploaded concurrently. Default 4. */
   readonly queueSize?: number;
@@ -62,9 +59,9 @@ export interface S3BackendOptions {
  * one bucket, through `@aws-sdk/client-s3`.
  *
  * Guarantees, beyond the Backend contract:
- * - keys and list prefixes are re-checked (relative, no empty, `.` or `..` segment, no `\` or
- *   NUL) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on stores that
- *   normalise paths; list returns keys without the configured prefix;
+ * - keys, list prefixes and the configured prefix are re-checked by the shared key rules
+ *   (`object-key.ts`) with `INVALID_ARGUMENT`, so no key escapes the configured prefix on
+ *   stores that normalise paths; list returns keys without the configured prefix;
  * - put is create-only: the write carries `If-None-Match: *` (PutObject, or
  *   CompleteMultipartUpload), so an existing object or a concurrent writer that wins the race
  *   makes this put `ALREADY_EXISTS`; a multipart upload is also preceded by a HeadObject so an
@@ -94,14 +91,8 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
   if (bucket === "") {
     throw new ConnectError("bucket must not be empty", Code.InvalidArgument);
   }
-  const rootPrefix = normalizePrefix(opts.prefix ?? "");
-  const partSize = opts.partSizeBytes ?? defaultPartSizeBytes;
-  if (!Number.isSafeInteger(partSize) || partSize < minPartSizeBytes) {
-    throw new ConnectError(
-      `partSizeBytes must be an integer of at least ${minPartSizeBytes}, got ${partSize}`,
-      Code.InvalidArgument,
-    );
-  }
+  const rootPrefix = checkRootPrefix(opts.prefix ?? "");
+  const partSize = checkPartSize(opts.partSizeBytes);
   const queueSize = opts.queueSize ?? defaultQueueSize;
   if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
     throw new ConnectError(
@@ -245,7 +236,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         if (!(stream instanceof Readable)) {
           throw new ConnectError(`object store returned no body (key "${key}")`, Code.Internal);
         }
-        return streamBody(stream, signal, (err) => fail(err, key));
+        return responseBody(stream, signal, (err) => fail(err, key));
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code === Code.OutOfRange) return emptyBody();
@@ -335,13 +326,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
 
     async sweepLeftovers(olderThanMs: number, callOpts?: BackendCallOptions): Promise<number> {
       const signal = callOpts?.signal;
-      if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
-        throw new ConnectError(
-          `olderThanMs must be a non-negative number, got ${olderThanMs}`,
-          Code.InvalidArgument,
-        );
-      }
-      const cutoffMs = Date.now() - olderThanMs;
+      const cutoffMs = sweepCutoffMs(olderThanMs);
       let removed = 0;
       try {
         let keyMarker: string | undefined;
@@ -400,77 +385,7 @@ function clientConfig(opts: S3BackendOptions): S3ClientConfig {
   };
 }
 
-/** Strips slashes at both ends and checks each segment; the result is `""` or ends in `/`. */
-function normalizePrefix(prefix: string): string {
-  const trimmed = prefix.replace(/^\/+|\/+$/g, "");
-  if (trimmed === "") return "";
-  for (const segment of trimmed.split("/")) checkSegment(segment, prefix, "prefix");
-  return `${trimmed}/`;
-}
-
-function checkKey(key: string): string {
-  if (key === "") throw invalid("key", key, "must not be empty");
-  if (key.startsWith("/")) throw invalid("key", key, "must be relative");
-  for (const segment of key.split("/")) checkSegment(segment, key, "key");
-  return key;
-}
-
-/** A list prefix may end mid-segment or with `/`; every complete segment must be valid. */
-function checkListPrefix(prefix: string): void {
-  if (prefix === "") return;
-  if (prefix.startsWith("/")) throw invalid("prefix", prefix, "must be relative");
-  const segments = prefix.split("/");
-  const last = segments.pop() ?? "";
-  for (const segment of segments) checkSegment(segment, prefix, "prefix");
-  if (last.includes("\\") || last.includes("\0")) {
-    throw invalid("prefix", prefix, "has a backslash or NUL byte");
-  }
-}
-
-function checkSegment(segment: string, whole: string, what: string): void {
-  if (segment === "") throw invalid(what, whole, "has an empty segment");
-  if (segment === "." || segment === "..") throw invalid(what, whole, "has a '.' or '..' segment");
-  if (segment.includes("\\")) throw invalid(what, whole, "has a backslash");
-  if (segment.includes("\0")) throw invalid(what, whole, "has a NUL byte");
-}
-
-function invalid(what: string, value: string, why: string): ConnectError {
-  const shown = JSON.stringify(value.length > 128 ? `${value.slice(0, 128)}…` : value);
-  return new ConnectError(`${what} ${shown} ${why}`, Code.InvalidArgument);
-}
-
 function unprefixed(entry: _Object, rootPrefix: string): string {
   const key = entry.Key ?? "";
   return key.startsWith(rootPrefix) ? key.slice(rootPrefix.length) : key;
-}
-
-function alreadyExists(key: string): ConnectError {
-  return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
-}
-
-function notFound(key: string): ConnectError {
-  return new ConnectError(`object not found (key "${key}")`, Code.NotFound);
-}
-
-function emptyBody(): AsyncIterable<Uint8Array> {
-  return {
-    async *[Symbol.asyncIterator]() {},
-  };
-}
-
-/** Streams a response body, mapping failures and closing the socket when abandoned. */
-async function* streamBody(
-  stream: Readable,
-  signal: AbortSignal | undefined,
-  fail: (err: unknown) => ConnectError,
-): AsyncGenerator<Uint8Array> {
-  try {
-    for await (const chunk of abortableBody(stream, signal)) {
-      yield chunk;
-    }
-  } catch (err) {
-    throw fail(err);
-  } finally {
-    stream.destroy();
-  }
 }

@@ -1,0 +1,87 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/**
+ * spillwayCli is the compiled CLI, `dist/server/cli.js`: test/global-setup.ts builds it before
+ * any test file runs, and `npm run bench` compiles it beside the benchmarks.
+ */
+export const spillwayCli = fileURLToPath(
+  // Run from source (vitest) this module is test/support/*.ts; compiled for the benchmarks it
+  // is dist/test/support/*.js, beside dist/server.
+  new URL(
+    import.meta.url.endsWith(".ts") ? "../../dist/server/cli.js" : "../../server/cli.js",
+    import.meta.url,
+  ),
+);
+
+/** Most of the server's output kept for the error that reports an early exit. */
+const keptOutputChars = 100_000;
+
+/** How a process ended: its exit code, or the signal that ended it. */
+export interface ProcessExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** SpillwayProcess is one `spillway serve` process of the compiled CLI, as in a deployment. */
+export interface SpillwayProcess {
+  /** The URL the server logged that it listens on. */
+  readonly url: string;
+  /** The process id, for reading the process's /proc entries. */
+  readonly pid: number;
+  /** Settles once the process has exited. */
+  readonly exited: Promise<ProcessExit>;
+  /** Sends `signal` (default SIGKILL) unless the process has already exited. */
+  kill(signal?: NodeJS.Signals): void;
+  /** Sends SIGTERM (a graceful drain) and resolves once the process has exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * spawnSpillway starts `spillway serve --port 0 ...args` in its own process, with `env` over
+ * this process's environment, and resolves once the server logs the URL it listens on.
+ *
+ * Guarantees: the server gets a free loopback port; its stdout is read for as long as it runs,
+ * so logging can never block it, and its stderr goes to this process's; if it exits (or cannot
+ * start) before logging its URL, the promise rejects with what it wrote. The caller ends it
+ * with `kill` or `stop`.
+ */
+export function spawnSpillway(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<SpillwayProcess> {
+  const child = spawn(process.execPath, [spillwayCli, "serve", "--port", "0", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = new Promise<ProcessExit>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+  const kill = (signal: NodeJS.Signals = "SIGKILL"): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  };
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      if (out.length > keptOutputChars) return;
+      out += chunk.toString();
+      const url = /"url":"([^"]+)"/.exec(out)?.[1];
+      if (url !== undefined && child.pid !== undefined) {
+        resolve({
+          url,
+          pid: child.pid,
+          exited,
+          kill,
+          stop: async () => {
+            kill("SIGTERM");
+            await exited;
+          },
+        });
+      }
+    });
+    child.once("error", reject);
+    child.once("exit", (code, signal) =>
+      reject(new Error(`spillway serve exited (${code ?? signal}) before listening: ${out}`)),
+    );
+  });
+}

@@ -112,6 +112,18 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     expect(ok.sha256).toBe(sha(bytes));
   });
 
+  it("keeps observed_bytes exact up to 2^53 - 1 and refuses more with INVALID_ARGUMENT", async () => {
+    const max = BigInt(Number.MAX_SAFE_INTEGER);
+    const kept = await t.sdk().offload(key("observed-max"), "abc", { observedBytes: max });
+    expect(kept.observedBytes).toBe(max);
+    const err = await t
+      .sdk()
+      .offload(key("observed-huge"), "abc", { observedBytes: 2n ** 63n - 1n })
+      .catch((e: unknown) => ConnectError.from(e));
+    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((err as ConnectError).rawMessage).toContain("observed_bytes");
+  });
+
   it("leaves nothing visible and no temp file when the client cancels mid-stream", async () => {
     const controller = new AbortController();
     let sent = 0;

@@ -111,3 +111,47 @@ describe("slow and abandoned readers", () => {
     expect(head.trailer?.returnedBytes).toBe(16n);
   });
 });
+
+/**
+ * A fast reader: the server must drop each frame once sent. Its payload is written through a
+ * second server on the same data dir, so the reading process starts from its idle footprint.
+ */
+describe("fast readers", () => {
+  it("holds none of the frames it already sent while a reader takes the whole payload", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "spillway-fast-"));
+    const writer = await spawnSpillway(["--data-dir", join(dataDir, "d")]);
+    const reader = await spawnSpillway(["--data-dir", join(dataDir, "d")]);
+    try {
+      await createSpillwayClient({ baseUrl: writer.url }).offload(
+        { tenant: "dev", runId: "fast", callId: "big" },
+        randomBytes(192 * MiB),
+      );
+      const client = createSpillwayClient({ baseUrl: reader.url });
+      const idle = await rssBytes(reader.pid);
+      let peak = idle;
+      let received = 0;
+      let frames = 0;
+      for await (const frame of client.raw.readToolOutput({
+        runId: "fast",
+        handle: "res_big",
+        window: { case: "bytes", value: { offset: 0n } },
+        omitRendered: true,
+      })) {
+        if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
+          received += frame.frame.value.body.value.byteLength;
+          if (++frames % 8 === 0) peak = Math.max(peak, await rssBytes(reader.pid));
+        }
+      }
+      console.info(
+        `fast reader: idle RSS ${Math.round(idle / MiB)} MiB, peak ${Math.round(peak / MiB)} MiB`,
+      );
+      expect(received).toBe(192 * MiB);
+      // A server that kept what it sent would grow by the whole 192 MiB read.
+      expect(peak - idle).toBeLessThan(128 * MiB);
+    } finally {
+      writer.kill();
+      reader.kill();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -93,6 +93,8 @@ export interface SpillwayServer {
 
 /** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
+/** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
+const MAX_FRAME_SIZE = 1024 * 1024;
 
 /** isLoopback tells whether a bind address only accepts local connections. */
 export function isLoopback(host: string): boolean {
@@ -163,6 +165,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const settings: http2.Settings = {
     initialWindowSize: FLOW_CONTROL_WINDOW,
     maxConcurrentStreams: 1000,
+    maxFrameSize: MAX_FRAME_SIZE,
   };
   const server =
     opts.tls === undefined

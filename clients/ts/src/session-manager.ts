@@ -3,6 +3,8 @@ import { Http2SessionManager } from "@connectrpc/connect-node";
 
 /** RECEIVE_WINDOW is the HTTP/2 receive window, per stream and per connection. */
 const RECEIVE_WINDOW = 32 * 1024 * 1024;
+/** MAX_FRAME_SIZE lets the server send a 1 MiB message in a few DATA frames, not 64. */
+const MAX_FRAME_SIZE = 1024 * 1024;
 
 /**
  * createWideWindowSessionManager returns connect-node's HTTP/2 session manager with the
@@ -15,7 +17,7 @@ export function createWideWindowSessionManager(baseUrl: string): Http2SessionMan
   const manager = new Http2SessionManager(
     baseUrl,
     {},
-    { settings: { initialWindowSize: RECEIVE_WINDOW } },
+    { settings: { initialWindowSize: RECEIVE_WINDOW, maxFrameSize: MAX_FRAME_SIZE } },
   );
   const widened = new WeakSet<http2.Http2Session>();
   const request = manager.request.bind(manager);

@@ -13,6 +13,8 @@ import { timeSeconds } from "./timing.js";
  */
 export interface LogFixture {
   readonly dir: string;
+  /** The server's data directory: another replica started on it serves the same log. */
+  readonly dataDir: string;
   readonly log: LogFile;
   readonly server: SpawnedServer;
   readonly client: SpillwayClient;
@@ -29,7 +31,8 @@ export interface LogFixture {
 export async function openLogFixture(bytes: number): Promise<LogFixture> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-log-"));
   const log = await writeLogFile(join(dir, "log.txt"), bytes);
-  const server = await spawnServer(["--data-dir", join(dir, "store")]);
+  const dataDir = join(dir, "store");
+  const server = await spawnServer(["--data-dir", dataDir]);
   const client = createSpillwayClient({ baseUrl: server.url });
   const runId = "bench-log";
   const offloadSeconds = await timeSeconds(() =>
@@ -41,6 +44,7 @@ export async function openLogFixture(bytes: number): Promise<LogFixture> {
   );
   return {
     dir,
+    dataDir,
     log,
     server,
     client,

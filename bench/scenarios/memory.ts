@@ -1,8 +1,10 @@
 import { createReadStream } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createSpillwayClient } from "../../clients/ts/src/client.js";
 import type { LogFixture } from "../log-fixture.js";
 import { type BenchResult, ratioResult } from "../result.js";
+import { spawnServer } from "../spawn-server.js";
 
 const MiB = 1024 * 1024;
 const fastReaders = 7;
@@ -15,10 +17,20 @@ async function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): Promise<number>
   return (Number(kib) * 1024) / MiB;
 }
 
-/** Reads the whole log in bytes mode; `pause` ms between frames makes a slow reader. */
-async function fullRead(fx: LogFixture, signal: AbortSignal, pause = 0): Promise<number> {
+/**
+ * Reads the whole log in bytes mode; `pause` ms between frames makes a slow reader. Each reader
+ * has its own client, and so its own HTTP/2 connection, as separate agents would: readers
+ * sharing one connection also share its flow-control window, where a slow one stalls the rest.
+ */
+async function fullRead(
+  fx: LogFixture,
+  url: string,
+  signal: AbortSignal,
+  pause = 0,
+): Promise<number> {
+  const client = createSpillwayClient({ baseUrl: url });
   let bytes = 0;
-  for await (const frame of fx.client.raw.readToolOutput(
+  for await (const frame of client.raw.readToolOutput(
     {
       runId: fx.runId,
       handle: fx.handle,
@@ -36,54 +48,63 @@ async function fullRead(fx: LogFixture, signal: AbortSignal, pause = 0): Promise
 }
 
 /**
- * memoryScenario measures `memory_under_load`: the server's peak resident memory while one
- * 1 GiB offload and 8 full reads of the 1 GiB log (one of them deliberately slow, cancelled
- * once the others are done) run at once, against its idle RSS. The peak is the kernel's
- * high-water mark (VmHWM, reset before each run) or the highest 20 ms sample, whichever is higher.
+ * memoryScenario measures `memory_under_load`: the peak resident memory of a fresh replica
+ * (started on the fixture's data directory, so it serves the 1 GiB log it did not write) while
+ * one 1 GiB offload and 8 full reads of the log (one of them deliberately slow, cancelled once
+ * the others are done) run at once, against its idle RSS. The peak is the kernel's high-water
+ * mark (VmHWM, reset before each run) or the highest 20 ms sample, whichever is higher.
  */
 export async function memoryScenario(fx: LogFixture, runs: number): Promise<BenchResult> {
-  const { pid } = fx.server;
   const idle: number[] = [];
   const peaks: number[] = [];
   for (let run = 0; run < runs; run++) {
-    await sleep(500);
-    idle.push(await statusMiB(pid, "VmRSS"));
-    // Writing 5 to clear_refs resets the high-water mark (Linux >= 4.0); sampling covers the rest.
-    const resetWorked = await writeFile(`/proc/${pid}/clear_refs`, "5").then(
-      () => true,
-      () => false,
-    );
-    let sampled = 0;
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        sampled = Math.max(sampled, await statusMiB(pid, "VmRSS"));
-        await sleep(20);
+    const replica = await spawnServer(["--data-dir", fx.dataDir]);
+    try {
+      const { pid } = replica;
+      await sleep(500);
+      idle.push(await statusMiB(pid, "VmRSS"));
+      // Writing 5 to clear_refs resets the high-water mark (Linux >= 4.0); sampling covers the rest.
+      const resetWorked = await writeFile(`/proc/${pid}/clear_refs`, "5").then(
+        () => true,
+        () => false,
+      );
+      let sampled = 0;
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          sampled = Math.max(sampled, await statusMiB(pid, "VmRSS"));
+          await sleep(20);
+        }
+      })();
+      const slow = new AbortController();
+      const slowRead = fullRead(fx, replica.url, slow.signal, 50).catch(() => 0);
+      const done = new AbortController();
+      const reads = Array.from({ length: fastReaders }, () =>
+        fullRead(fx, replica.url, done.signal),
+      );
+      const offload = createSpillwayClient({ baseUrl: replica.url }).offload(
+        { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
+        createReadStream(fx.log.path, { highWaterMark: MiB }),
+      );
+      const read = await Promise.all(reads);
+      await offload;
+      slow.abort();
+      await slowRead;
+      sampling = false;
+      await sampler;
+      if (read.some((n) => n !== fx.log.bytes)) {
+        throw new Error(`a full read came back short: ${read}`);
       }
-    })();
-    const slow = new AbortController();
-    const slowRead = fullRead(fx, slow.signal, 50).catch(() => 0);
-    const done = new AbortController();
-    const reads = Array.from({ length: fastReaders }, () => fullRead(fx, done.signal));
-    const offload = fx.client.offload(
-      { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
-      createReadStream(fx.log.path, { highWaterMark: MiB }),
-    );
-    const read = await Promise.all(reads);
-    await offload;
-    slow.abort();
-    await slowRead;
-    sampling = false;
-    await sampler;
-    if (read.some((n) => n !== fx.log.bytes))
-      throw new Error(`a full read came back short: ${read}`);
-    const hwm = resetWorked ? await statusMiB(pid, "VmHWM") : 0;
-    peaks.push(Math.max(hwm, sampled));
+      const hwm = resetWorked ? await statusMiB(pid, "VmHWM") : 0;
+      peaks.push(Math.max(hwm, sampled));
+    } finally {
+      await replica.stop();
+    }
   }
   return ratioResult({
     name: "memory_under_load",
     unit: "MiB",
-    baseline: "the same server's idle RSS before the load",
+    baseline: "the same replica's idle RSS before the load",
     spillway: peaks,
     baselineSamples: idle,
     ratioOf: (value, baseline) => value / baseline,

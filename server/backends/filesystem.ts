@@ -478,20 +478,31 @@ async function* readRange(
   signal: AbortSignal | undefined,
   key: string,
 ): AsyncGenerator<Uint8Array> {
+  const readAt = async (position: number): Promise<Uint8Array> => {
+    throwIfAborted(signal);
+    const want = Math.min(readChunkBytes, end - position);
+    // Not zero-filled: only the bytes the read wrote are ever handed out.
+    const buffer = Buffer.allocUnsafe(want);
+    const { bytesRead } = await handle.read(buffer, 0, want, position);
+    return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
+  };
+  // The next chunk is read while the consumer works on this one, so the disk and the consumer
+  // (a search scan, encoding for the wire) overlap instead of taking turns.
+  let ahead: Promise<Uint8Array> | undefined = start < end ? readAt(start) : undefined;
   try {
     let position = start;
-    while (position < end) {
-      throwIfAborted(signal);
-      const want = Math.min(readChunkBytes, end - position);
-      const buffer = new Uint8Array(want);
-      const { bytesRead } = await handle.read(buffer, 0, want, position);
-      if (bytesRead === 0) return;
-      position += bytesRead;
-      yield bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
+    while (ahead !== undefined) {
+      const chunk = await ahead;
+      if (chunk.byteLength === 0) return;
+      position += chunk.byteLength;
+      ahead = position < end ? readAt(position) : undefined;
+      yield chunk;
     }
   } catch (err) {
     throw fromNodeError(err, key);
   } finally {
+    // A consumer that stops early leaves a read in flight: let it settle before closing.
+    await ahead?.catch(() => undefined);
     await handle.close().catch(() => undefined);
   }
 }

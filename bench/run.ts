@@ -1,4 +1,4 @@
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -22,7 +22,8 @@ interface Group {
 /**
  * The benchmark runner: each scenario measures Spillway and its baseline in the same run,
  * alternating, and reports medians and their ratio. `--quick` keeps the whole run short;
- * `--only <name>` runs the scenarios whose name contains it.
+ * `--only <name>` runs the scenarios whose name contains it and updates just their rows of
+ * bench/results.json.
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -77,7 +78,18 @@ async function main(): Promise<void> {
     await (await fixture)?.close();
   }
   const out = fileURLToPath(new URL("../../bench/results.json", import.meta.url));
-  await writeFile(out, `${JSON.stringify(results, null, 2)}\n`);
+  // A partial run (--only) replaces its own rows and keeps the others of the last full run.
+  const kept =
+    values.only === undefined
+      ? []
+      : (JSON.parse(await readFile(out, "utf8").catch(() => "[]")) as BenchResult[]).filter(
+          (old) => !results.some((r) => r.name === old.name),
+        );
+  const order = groups.flatMap((g) => g.names);
+  const merged = [...kept, ...results].sort(
+    (a, b) => order.indexOf(a.name) - order.indexOf(b.name),
+  );
+  await writeFile(out, `${JSON.stringify(merged, null, 2)}\n`);
   const cpu = cpus()[0]?.model ?? "unknown CPU";
   process.stdout.write(
     `\nmachine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB; runs: ${runs} (medians)\n\n`,

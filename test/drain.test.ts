@@ -22,11 +22,12 @@ describe("graceful drain", () => {
     const running = new Promise<void>((resolve) => {
       handlerRunning = resolve;
     });
+    // Its first store call is the deleted-run check, a head.
     const backend = {
       ...base,
-      list: (...args: Parameters<typeof base.list>) => {
+      head: (...args: Parameters<typeof base.head>) => {
         handlerRunning();
-        return base.list(...args);
+        return base.head(...args);
       },
     };
     const server = await startSpillwayServer({ backend, port: 0 });

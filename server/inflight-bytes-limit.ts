@@ -1,6 +1,6 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { observeIterable } from "./observe-iterable.js";
+import { holdForCall } from "./hold-for-call.js";
 
 /** InflightBytesWeights are the bytes each kind of call reserves while it is in flight. */
 export interface InflightBytesWeights {
@@ -43,22 +43,8 @@ export function createInflightBytesLimit(
       );
     }
     held += weight;
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
+    return holdForCall(next, req, () => {
       held -= weight;
-    };
-    try {
-      const res = await next(req);
-      if (!res.stream) {
-        release();
-        return res;
-      }
-      return { ...res, message: observeIterable(res.message, { onEnd: release }) };
-    } catch (err) {
-      release();
-      throw err;
-    }
+    });
   };
 }

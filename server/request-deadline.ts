@@ -3,6 +3,7 @@ import * as http2 from "node:http2";
 import type { ContextValues, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey, createContextValues } from "@connectrpc/connect";
 import { Health } from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
+import { abortReason, raceAbort } from "./backends/body.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -74,7 +75,7 @@ export function createRequestDeadlines(deadlineMs: number | undefined): RequestD
         serverDeadline === undefined ? req.signal : AbortSignal.any([req.signal, serverDeadline]);
       let stopWatching = () => {};
       const expired = new Promise<never>((_, reject) => {
-        const fail = () => reject(reasonOf(signal));
+        const fail = () => reject(abortReason(signal));
         if (signal.aborted) fail();
         else signal.addEventListener("abort", fail, { once: true });
         stopWatching = () => signal.removeEventListener("abort", fail);
@@ -113,34 +114,6 @@ function resetStalled(res: NodeResponse, reason: ConnectError): void {
   if (res.listenerCount("error") > 0) res.emit("error", reason);
 }
 
-/** The abort reason as a ConnectError: connect's own deadline and cancel reasons already are. */
-function reasonOf(signal: AbortSignal): ConnectError {
-  return signal.reason instanceof ConnectError
-    ? signal.reason
-    : new ConnectError("the call was cancelled", Code.Canceled);
-}
-
-/** Resolves with `step`, or rejects with the signal's reason if it aborts first. */
-function settleUnlessAborted<T>(step: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(reasonOf(signal));
-  // Not Promise.race with one long-lived deadline promise: every race would leave a reaction on
-  // it holding its result, so a long stream would keep every message it sent until it ended.
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(reasonOf(signal));
-    signal.addEventListener("abort", onAbort, { once: true });
-    step.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
 /** Yields the source's messages until it ends or the signal aborts, then calls release once. */
 function endAtDeadline<T>(
   source: AsyncIterable<T>,
@@ -153,7 +126,9 @@ function endAtDeadline<T>(
       return {
         async next() {
           try {
-            const step = await settleUnlessAborted(it.next(), signal);
+            // Not Promise.race against one long-lived deadline promise: each race would leave a
+            // reaction on it holding its message, so a stream would keep all it sent until the end.
+            const step = await raceAbort(it.next(), signal);
             if (step.done === true) release();
             return step;
           } catch (err) {

@@ -1,7 +1,7 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { tenantKey } from "./auth.js";
-import { observeIterable } from "./observe-iterable.js";
+import { holdForCall } from "./hold-for-call.js";
 
 /**
  * createTenantCallLimit bounds how many calls one tenant may have in flight on this replica;
@@ -23,24 +23,10 @@ export function createTenantCallLimit(maxCalls: number): Interceptor {
       );
     }
     inFlight.set(tenant, held + 1);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
+    return holdForCall(next, req, () => {
       const left = (inFlight.get(tenant) ?? 1) - 1;
       if (left <= 0) inFlight.delete(tenant);
       else inFlight.set(tenant, left);
-    };
-    try {
-      const res = await next(req);
-      if (!res.stream) {
-        release();
-        return res;
-      }
-      return { ...res, message: observeIterable(res.message, { onEnd: release }) };
-    } catch (err) {
-      release();
-      throw err;
-    }
+    });
   };
 }

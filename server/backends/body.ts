@@ -138,7 +138,12 @@ export function abortReason(signal: AbortSignal): ConnectError {
   return new ConnectError("operation canceled", Code.Canceled, undefined, undefined, reason);
 }
 
-function raceAbort<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
+/**
+ * raceAbort settles like `pending`, unless the signal aborts first: then it rejects at once
+ * with `abortReason(signal)`. Its abort listener is removed as soon as `pending` settles, so
+ * racing many steps of a long stream against one signal holds nothing after each step.
+ */
+export function raceAbort<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(abortReason(signal));
     // Producing `pending` may itself have aborted the signal, before anyone could listen.

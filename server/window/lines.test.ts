@@ -9,6 +9,7 @@ import {
   ReadToolOutputRequestSchema,
   type WindowTrailer,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { rechunked } from "../../test/support/rechunked-source.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineSplitter, type ScannedLine } from "./lines.js";
 import { readWindow } from "./read-window.js";
@@ -45,27 +46,6 @@ async function readLines(
   expect(out.frames.at(-1)).toBe("trailer");
   expect(out.frames.filter((f) => f === "header" || f === "trailer")).toHaveLength(2);
   return out;
-}
-
-/** Wraps a source so reads come back in chunks of the given sizes (cycled). */
-function rechunked(source: WindowSource, sizes: readonly number[]): WindowSource {
-  return {
-    ...source,
-    read: async (offset, length, signal) => {
-      const inner = await source.read(offset, length, signal);
-      return (async function* () {
-        const all: Uint8Array[] = [];
-        for await (const chunk of inner) all.push(chunk);
-        const bytes = Buffer.concat(all);
-        let at = 0;
-        for (let k = 0; at < bytes.length; k++) {
-          const size = sizes[k % sizes.length] ?? 1;
-          yield bytes.subarray(at, at + size);
-          at += size;
-        }
-      })();
-    },
-  };
 }
 
 const wideCaps = createWindowCaps({ maxLineChars: 20_000, maxWindowChars: 10_000_000 });

@@ -3,32 +3,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ReadToolOutputResponseSchema } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { rechunked } from "../../test/support/rechunked-source.js";
 import { createWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineAnchors } from "./line-anchors.js";
 import { createLineIndexer, decodeLineIndexEntries, encodeLineIndex } from "./line-index.js";
 import { createLineMatcher, type LineMatcher, type SearchRequest, searchWindow } from "./search.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
-
-/** Wraps a source so reads come back in chunks of the given sizes (cycled). */
-function rechunked(source: WindowSource, sizes: readonly number[]): WindowSource {
-  return {
-    ...source,
-    read: async (offset, length, signal) => {
-      const inner = await source.read(offset, length, signal);
-      return (async function* () {
-        const all: Uint8Array[] = [];
-        for await (const chunk of inner) all.push(chunk);
-        const bytes = Buffer.concat(all);
-        let at = 0;
-        for (let k = 0; at < bytes.length; k++) {
-          const size = sizes[k % sizes.length] ?? 1;
-          yield bytes.subarray(at, at + size);
-          at += size;
-        }
-      })();
-    },
-  };
-}
 
 /** Runs a search and returns every frame as JSON, for exact comparison. */
 async function frames(

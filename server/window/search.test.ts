@@ -10,6 +10,7 @@ import {
   ReadToolOutputRequestSchema,
   type WindowTrailer,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { rechunked } from "../../test/support/rechunked-source.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
@@ -67,27 +68,6 @@ async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
     return ConnectError.from(err).code;
   }
   return undefined;
-}
-
-/** Wraps a source so reads come back in chunks of the given sizes (cycled). */
-function rechunked(source: WindowSource, sizes: readonly number[]): WindowSource {
-  return {
-    ...source,
-    read: async (offset, length, signal) => {
-      const inner = await source.read(offset, length, signal);
-      return (async function* () {
-        const all: Uint8Array[] = [];
-        for await (const chunk of inner) all.push(chunk);
-        const bytes = Buffer.concat(all);
-        let at = 0;
-        for (let k = 0; at < bytes.length; k++) {
-          const size = sizes[k % sizes.length] ?? 1;
-          yield bytes.subarray(at, at + size);
-          at += size;
-        }
-      })();
-    },
-  };
 }
 
 const words = ["alpha", "Beta", "gamma", "delta", "ALPHA beta", "épsilon", "zeta"];

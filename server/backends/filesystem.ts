@@ -274,9 +274,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const opened = await openTemp(dirSegments, name, key);
         handle = opened.handle;
         tempPath = opened.tempPath;
+        // Write-behind: one chunk is written while the producer makes the next (a copy, since
+        // a producer may reuse its buffer once it is asked for more), so hashing and the disk
+        // overlap instead of taking turns.
+        let writing: Promise<void> = Promise.resolve();
         for await (const chunk of abortableBody(body, signal)) {
-          await writeAll(handle, chunk);
+          await writing;
+          writing = writeAll(handle, Buffer.from(chunk));
+          // An error surfaces at the next await; until then it must not count as unhandled.
+          writing.catch(() => undefined);
         }
+        await writing;
         throwIfAborted(signal);
         if (fsync) await handle.sync();
         const stats = await handle.stat();

@@ -9,7 +9,7 @@ import {
   OffloadResponseSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody } from "./backends/body.js";
+import { bytesBody, raceAbort } from "./backends/body.js";
 import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
 import type { ServerLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
@@ -326,11 +326,7 @@ async function nextWithin<T>(
   signal: AbortSignal,
 ): Promise<IteratorResult<T>> {
   let timer: NodeJS.Timeout | undefined;
-  let onAbort = () => {};
   const idle = new Promise<never>((_, reject) => {
-    onAbort = () => reject(abortError(signal));
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
     timer = setTimeout(
       () =>
         reject(
@@ -343,17 +339,10 @@ async function nextWithin<T>(
     );
   });
   try {
-    return await Promise.race([iterator.next(), idle]);
+    return await raceAbort(Promise.race([iterator.next(), idle]), signal);
   } finally {
     clearTimeout(timer);
-    signal.removeEventListener("abort", onAbort);
   }
-}
-
-function abortError(signal: AbortSignal): ConnectError {
-  return signal.reason instanceof ConnectError
-    ? signal.reason
-    : new ConnectError("the Offload call was cancelled", Code.Canceled);
 }
 
 function lowest(server: number | undefined, tenant: number | undefined): number | undefined {

@@ -6,6 +6,8 @@ import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
 
 /** The largest record the registry reads back (inline payloads included). */
 const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+/** Record reads a list page runs at once. */
+const listReadsInFlight = 16;
 
 /** RegistryPage is one page of a run's records. */
 export interface RegistryPage {
@@ -89,11 +91,16 @@ export function createRegistry(backend: Backend): Registry {
         ...(opts.after === undefined ? {} : { startAfter: prefix + opts.after }),
         ...signalOpt(opts.signal),
       });
-      const records: StoredRecord[] = [];
-      for (const key of page.keys) {
-        const record = await readRecord(key, opts.signal);
-        if (record !== undefined && record.tenant === tenant) records.push(record);
+      // Records are independent reads: a few at a time, not one round trip after another
+      // (a page is up to 1,000 records, and run limits, forks and deletes read whole runs).
+      const read: (StoredRecord | undefined)[] = [];
+      for (let i = 0; i < page.keys.length; i += listReadsInFlight) {
+        const batch = page.keys.slice(i, i + listReadsInFlight);
+        read.push(...(await Promise.all(batch.map((key) => readRecord(key, opts.signal)))));
       }
+      const records = read.filter(
+        (record): record is StoredRecord => record !== undefined && record.tenant === tenant,
+      );
       const last = page.keys.at(-1);
       return {
         records,

@@ -9,6 +9,30 @@ import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.j
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
 
+const openssl = (args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
+
+/** Writes `<dir>/<name>.pem` and `.key`: a self-signed EC certificate for `cn` (with localhost SANs for "localhost"). */
+function selfSigned(dir: string, name: string, cn: string): void {
+  openssl([
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-days",
+    "1",
+    "-subj",
+    `/CN=${cn}`,
+    "-keyout",
+    join(dir, `${name}.key`),
+    "-out",
+    join(dir, `${name}.pem`),
+    ...(cn === "localhost" ? ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"] : []),
+  ]);
+}
+
 describe("TLS", () => {
   let dir: string;
   let server: SpillwayServer;
@@ -16,31 +40,9 @@ describe("TLS", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-tls-"));
+    selfSigned(dir, "cert", "localhost");
     const cert = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-      ],
-      { stdio: "ignore" },
-    );
+    const key = join(dir, "cert.key");
     ca = await readFile(cert);
     server = await startSpillwayServer({
       backend: createMemoryBackend(),
@@ -80,32 +82,11 @@ describe("mTLS", () => {
   let strangerCert: Buffer;
   let strangerKey: Buffer;
 
-  const openssl = (args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
-  const selfSigned = (name: string, cn: string) =>
-    openssl([
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      `/CN=${cn}`,
-      "-keyout",
-      join(dir, `${name}.key`),
-      "-out",
-      join(dir, `${name}.pem`),
-      ...(cn === "localhost" ? ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"] : []),
-    ]);
-
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-mtls-"));
-    selfSigned("server", "localhost");
-    selfSigned("ca", "spillway test CA");
-    selfSigned("stranger", "stranger");
+    selfSigned(dir, "server", "localhost");
+    selfSigned(dir, "ca", "spillway test CA");
+    selfSigned(dir, "stranger", "stranger");
     openssl([
       "req",
       "-newkey",

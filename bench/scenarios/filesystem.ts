@@ -1,34 +1,16 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, mkdtemp, open, rename, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
 import { randomPayload, textPayload } from "../payload.js";
+import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, throughputResult } from "../result.js";
 import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 const CHUNK = 1024 * 1024;
-
-/** rawAtomicWrite is the baseline: what a runtime would do itself — hash, temp, fsync, rename. */
-async function rawAtomicWrite(dir: string, name: string, data: Buffer): Promise<string> {
-  const hash = createHash("sha256");
-  const temp = join(dir, `.tmp-${randomBytes(6).toString("hex")}`);
-  const file = await open(temp, "wx", 0o600);
-  try {
-    for (let i = 0; i < data.byteLength; i += CHUNK) {
-      const chunk = data.subarray(i, i + CHUNK);
-      hash.update(chunk);
-      await file.write(chunk);
-    }
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(temp, join(dir, name));
-  return hash.digest("hex");
-}
 
 async function rawRead(path: string): Promise<string> {
   const hash = createHash("sha256");

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, open, rename, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, ratioResult } from "../result.js";
 import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
@@ -20,22 +21,10 @@ async function pool(task: (i: number) => Promise<unknown>): Promise<void> {
   await Promise.all(Array.from({ length: inFlight }, worker));
 }
 
-/** The baseline's one write: what a runtime would do itself — temp, fsync, rename. */
-async function atomicWrite(path: string, data: Buffer): Promise<void> {
-  const temp = `${path}.tmp-${randomBytes(6).toString("hex")}`;
-  const file = await open(temp, "wx", 0o600);
-  try {
-    await file.write(data);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(temp, path);
-}
-
 /**
  * smallOffloadScenario measures `small_offloads`: 10,000 offloads of 4 KiB with 32 in flight
- * to the filesystem backend, against the same number of atomic file writes from Node at the
+ * to the filesystem backend, against the same number of atomic file writes (rawAtomicWrite)
+ * from Node at the
  * same concurrency on the same disk. Target: ratio >= 0.5 and at least 2,000 offloads/s.
  */
 export async function smallOffloadScenario(runs: number): Promise<BenchResult> {
@@ -56,16 +45,15 @@ export async function smallOffloadScenario(runs: number): Promise<BenchResult> {
       async (run) => {
         const target = join(dir, "raw", String(run));
         await mkdir(target, { recursive: true });
-        await pool((i) =>
-          atomicWrite(join(target, `c${i}`), payloads[i % payloads.length] as Buffer),
-        );
+        await pool((i) => rawAtomicWrite(target, `c${i}`, payloads[i % payloads.length] as Buffer));
       },
     );
     const perSecond = (seconds: number[]) => seconds.map((s) => count / s);
     return ratioResult({
       name: "small_offloads",
       unit: "offloads/s",
-      baseline: "atomic file writes (temp, fsync, rename) from Node, 32 in flight, same disk",
+      baseline:
+        "atomic file writes (sha256, temp, fsync, rename) from Node, 32 in flight, same disk",
       spillway: perSecond(timed.spillwaySeconds),
       baselineSamples: perSecond(timed.baselineSeconds),
       ratioOf: (value, baseline) => value / baseline,

@@ -65,10 +65,10 @@ describe("authenticator", () => {
 
   it("resolves a bearer token and refuses others with UNAUTHENTICATED", () => {
     const auth = createAuthenticator({ tokenFile: file });
-    expect(auth.tenantFor("Bearer alpha")).toBe("tenant-a");
+    expect(auth.entryFor("Bearer alpha").tenant).toBe("tenant-a");
     for (const header of [null, "alpha", "Bearer beta", "Basic alpha"]) {
       try {
-        auth.tenantFor(header);
+        auth.entryFor(header).tenant;
         expect.unreachable();
       } catch (err) {
         expect(ConnectError.from(err).code).toBe(Code.Unauthenticated);
@@ -80,13 +80,13 @@ describe("authenticator", () => {
     const auth = createAuthenticator({ tokenFile: file });
     await writeFile(file, `${hashToken("gamma")} tenant-c\n`);
     auth.reload();
-    expect(auth.tenantFor("Bearer gamma")).toBe("tenant-c");
-    expect(() => auth.tenantFor("Bearer alpha")).toThrow();
+    expect(auth.entryFor("Bearer gamma").tenant).toBe("tenant-c");
+    expect(() => auth.entryFor("Bearer alpha").tenant).toThrow();
   });
 
   it("maps everyone to the dev tenant without a token file", () => {
     const auth = createAuthenticator({});
     expect(auth.enforcing).toBe(false);
-    expect(auth.tenantFor(null)).toBe(DEV_TENANT);
+    expect(auth.entryFor(null).tenant).toBe(DEV_TENANT);
   });
 });

@@ -15,8 +15,6 @@ export const tenantKey = createContextKey<string | undefined>(undefined, {
 export interface Authenticator {
   /** True when tokens are checked; false for the loopback-only dev mode. */
   readonly enforcing: boolean;
-  /** Returns the tenant of an `authorization` header value, or throws UNAUTHENTICATED. */
-  tenantFor(authorization: string | null): string;
   /** Returns what an `authorization` header grants: tenant and limits; UNAUTHENTICATED else. */
   entryFor(authorization: string | null): TokenEntry;
   /** Re-reads the token file (for SIGHUP); a broken file keeps the previous tokens. */
@@ -102,7 +100,6 @@ export function createAuthenticator(opts: { tokenFile?: string | undefined }): A
   if (tokenFile === undefined) {
     return {
       enforcing: false,
-      tenantFor: () => DEV_TENANT,
       entryFor: () => ({ tenant: DEV_TENANT }),
       reload: () => {},
     };
@@ -122,7 +119,6 @@ export function createAuthenticator(opts: { tokenFile?: string | undefined }): A
   return {
     enforcing: true,
     entryFor,
-    tenantFor: (authorization) => entryFor(authorization).tenant,
     reload() {
       tokens = parseTokenFile(readFileSync(tokenFile, "utf8"));
     },

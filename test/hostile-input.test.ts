@@ -620,7 +620,12 @@ describe("hostile input over the wire (filesystem backend)", () => {
   it("checks every header field and commits only what was declared", async () => {
     const int64 = fc.oneof(
       fc.bigInt({ min: -5n, max: 40n }),
-      fc.constantFrom(-(2n ** 63n), 2n ** 63n - 1n),
+      fc.constantFrom(
+        -(2n ** 63n),
+        2n ** 63n - 1n,
+        BigInt(Number.MAX_SAFE_INTEGER),
+        BigInt(Number.MAX_SAFE_INTEGER) + 1n,
+      ),
     );
     const header = fc.record({
       expectedSize: fc.option(int64, { nil: undefined }),
@@ -673,7 +678,8 @@ describe("hostile input over the wire (filesystem backend)", () => {
           h.ttl === undefined ? undefined : h.ttl.seconds * 1_000_000_000n + BigInt(h.ttl.nanos);
         const shapeOk =
           (h.expectedSize === undefined || h.expectedSize >= 0n) &&
-          (h.observedBytes === undefined || h.observedBytes >= 0n) &&
+          (h.observedBytes === undefined ||
+            (h.observedBytes >= 0n && h.observedBytes <= BigInt(Number.MAX_SAFE_INTEGER))) &&
           (sha === undefined || /^[0-9a-f]{64}$/.test(sha)) &&
           utf8Bytes(h.name) <= 256 &&
           utf8Bytes(h.contentType) <= 256 &&

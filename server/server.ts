@@ -3,7 +3,10 @@ import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
+import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
+import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc/connect/protocol-connect";
+import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { type Logger, pino } from "pino";
 import {
@@ -14,6 +17,7 @@ import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.j
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { instrumentBackend } from "./backends/instrumented.js";
+import { createGrpcHandlerFactory } from "./grpc-handler-factory.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
@@ -24,6 +28,7 @@ import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
+import { wireDataFrame } from "./window/data-frame-wire.js";
 
 /** SpillwayServerOptions configure one Spillway server process. */
 export interface SpillwayServerOptions {
@@ -138,11 +143,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
 
   const deadlines = createRequestDeadlines(opts.requestDeadlineMs);
-  const connectHandler = connectNodeAdapter({
-    routes: (router: ConnectRouter) => {
-      router.service(SpillwayService, createSpillwayService(core));
-      router.service(Health, health.service);
-    },
+  const handlerOptions = {
     interceptors: [
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
@@ -158,6 +159,27 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
+  };
+  const connectHandler = connectNodeAdapter({
+    ...handlerOptions,
+    routes: (router: ConnectRouter) => {
+      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
+      // gRPC-Web and Connect requests take connect's own handlers.
+      router.handlers.push(
+        ...createUniversalServiceHandlers(
+          createServiceImplSpec<typeof SpillwayService>(
+            SpillwayService,
+            createSpillwayService(core),
+          ),
+          [
+            createGrpcHandlerFactory(handlerOptions, wireDataFrame),
+            createGrpcWebHandlerFactory(handlerOptions),
+            createConnectHandlerFactory(handlerOptions),
+          ],
+        ),
+      );
+      router.service(Health, health.service);
+    },
     contextValues: deadlines.contextValues,
   });
   const handler = deadlines.wrap(connectHandler);

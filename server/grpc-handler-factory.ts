@@ -1,0 +1,227 @@
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createHandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import {
+  type AsyncIterableTransform,
+  assertByteStreamRequest,
+  compressionNegotiate,
+  contentTypeMatcher,
+  createMethodSerializationLookup,
+  createMethodUrl,
+  encodeEnvelope,
+  type ProtocolHandlerFactory,
+  pipe,
+  type Serialization,
+  transformCatchFinally,
+  transformCompressEnvelope,
+  transformDecompressEnvelope,
+  transformInvokeImplementation,
+  transformJoinEnvelopes,
+  transformParseEnvelope,
+  transformPrepend,
+  transformSerializeEnvelope,
+  transformSplitEnvelope,
+  type UniversalHandler,
+  type UniversalHandlerOptions,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+  untilFirst,
+  uResponseMethodNotAllowed,
+  uResponseOk,
+  uResponseUnsupportedMediaType,
+  validateUniversalHandlerOptions,
+} from "@connectrpc/connect/protocol";
+import {
+  contentTypeJson,
+  contentTypeProto,
+  contentTypeRegExp,
+  grpcStatusOk,
+  headerAcceptEncoding,
+  headerContentType,
+  headerEncoding,
+  headerGrpcStatus,
+  headerTimeout,
+  parseContentType,
+  parseTimeout,
+  setTrailerStatus,
+} from "@connectrpc/connect/protocol-grpc";
+
+/**
+ * WireFramer returns a response message as the gRPC body bytes it stands for (envelope
+ * included), in parts written one after another, or undefined to let the message be serialized
+ * the usual way. Parts are written as they are, so a part may be the very buffer the message
+ * holds: a 1 MiB data frame then costs a 13-byte prefix instead of four 1 MiB copies.
+ */
+export type WireFramer = (message: MessageShape<DescMessage>) => readonly Uint8Array[] | undefined;
+
+const protocolName = "grpc";
+/** A gRPC envelope: one flags byte and a 4-byte big-endian message length. */
+const envelopeHeaderBytes = 5;
+const methodPost = "POST";
+
+/**
+ * createGrpcHandlerFactory returns a gRPC protocol handler factory that behaves as connect's own
+ * (`createHandlerFactory` of `@connectrpc/connect/protocol-grpc`: the same content types,
+ * timeouts, compression negotiation, interceptors and trailer statuses) with one difference: an
+ * uncompressed binary response message that `framer` recognises is written as the parts it
+ * returns instead of being serialized. protobuf-es writes a bytes field into a growing buffer,
+ * shifts it once per enclosing message and slices it, and connect copies it once more into the
+ * envelope; for bulk reads those copies were most of the server's CPU and of its transient
+ * memory. Every other message, and every response of the gRPC-Web and Connect protocols, is
+ * encoded by connect.
+ */
+export function createGrpcHandlerFactory(
+  options: Partial<UniversalHandlerOptions>,
+  framer: WireFramer,
+): ProtocolHandlerFactory {
+  const opt = validateUniversalHandlerOptions(options);
+  const factory = (spec: MethodImplSpec): UniversalHandler =>
+    Object.assign(createHandler(opt, spec, framer), {
+      protocolNames: [protocolName],
+      allowedMethods: [methodPost],
+      supportedContentType: contentTypeMatcher(contentTypeRegExp),
+      requestPath: createMethodUrl("/", spec.method),
+      service: spec.method.parent,
+      method: spec.method,
+    });
+  return Object.assign(factory, { protocolName });
+}
+
+function createHandler(
+  opt: UniversalHandlerOptions,
+  spec: MethodImplSpec,
+  framer: WireFramer,
+): (req: UniversalServerRequest) => Promise<UniversalServerResponse> {
+  const serialization = createMethodSerializationLookup(
+    spec.method,
+    opt.binaryOptions,
+    opt.jsonOptions,
+    opt,
+  );
+  return async function handle(req) {
+    assertByteStreamRequest(req);
+    const type = parseContentType(req.header.get(headerContentType));
+    if (type === undefined) return uResponseUnsupportedMediaType;
+    if (req.method !== methodPost) return uResponseMethodNotAllowed;
+    const timeout = parseTimeout(req.header.get(headerTimeout), opt.maxTimeoutMs);
+    const context = createHandlerContext({
+      ...spec,
+      service: spec.method.parent,
+      requestMethod: req.method,
+      protocolName,
+      timeoutMs: timeout.timeoutMs,
+      shutdownSignal: opt.shutdownSignal,
+      requestSignal: req.signal,
+      requestHeader: req.header,
+      url: req.url,
+      responseHeader: { [headerContentType]: type.binary ? contentTypeProto : contentTypeJson },
+      responseTrailer: { [headerGrpcStatus]: grpcStatusOk },
+      contextValues: req.contextValues,
+    });
+    const compression = compressionNegotiate(
+      opt.acceptCompression,
+      req.header.get(headerEncoding),
+      req.header.get(headerAcceptEncoding),
+      headerAcceptEncoding,
+    );
+    if (compression.response) {
+      context.responseHeader.set(headerEncoding, compression.response.name);
+    }
+    // As in connect: the request and the response are separate pipelines, so a failure to
+    // write the response does not surface as a failure to read the request.
+    const input = pipe(
+      req.body,
+      transformPrepend<Uint8Array>(() => {
+        // Raised here so they reach the client as the trailer status, as connect does.
+        if (compression.error) throw compression.error;
+        if (timeout.error) throw timeout.error;
+        return undefined;
+      }),
+      transformSplitEnvelope(opt.readMaxBytes),
+      transformDecompressEnvelope(compression.request, opt.readMaxBytes),
+      transformParseEnvelope(serialization.getI(type.binary)),
+    );
+    const it = transformInvokeImplementation(
+      spec,
+      context,
+      opt.interceptors,
+    )(input)[Symbol.asyncIterator]();
+    // The call's signal is aborted once the response ends, however it ends.
+    const messages: AsyncIterable<MessageShape<DescMessage>> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => it.next(),
+        throw: (e: unknown) => {
+          context.abort(e);
+          return it.throw?.(e) ?? Promise.reject({ done: true });
+        },
+        return: (value?: unknown) => {
+          context.abort();
+          return it.return?.(value) ?? Promise.resolve({ done: true, value });
+        },
+      }),
+    };
+    const output = serialization.getO(type.binary);
+    const encode: AsyncIterableTransform<
+      MessageShape<DescMessage>,
+      Uint8Array
+    > = compression.response === null && type.binary
+      ? frameOrEncode(output, framer, opt.writeMaxBytes)
+      : (source) =>
+          pipe(
+            source,
+            transformSerializeEnvelope(output),
+            transformCompressEnvelope(compression.response, opt.compressMinBytes),
+            transformJoinEnvelopes(),
+          );
+    const body = pipe(
+      messages,
+      encode,
+      transformCatchFinally<Uint8Array>((e) => {
+        context.abort(e);
+        if (e instanceof ConnectError) {
+          setTrailerStatus(context.responseTrailer, e);
+        } else if (e !== undefined) {
+          setTrailerStatus(
+            context.responseTrailer,
+            new ConnectError("internal error", Code.Internal, undefined, undefined, e),
+          );
+        }
+      }),
+      { propagateDownStreamError: true },
+    );
+    return {
+      ...uResponseOk,
+      // Headers go out with the first body bytes, so implementations can still set them.
+      body: await untilFirst(body),
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+    };
+  };
+}
+
+/**
+ * Writes each message as its framer's parts, or enveloped as connect would; either way a
+ * message past writeMaxBytes fails the call with RESOURCE_EXHAUSTED, as connect's does.
+ */
+function frameOrEncode(
+  serialization: Serialization<MessageShape<DescMessage>>,
+  framer: WireFramer,
+  writeMaxBytes: number,
+): AsyncIterableTransform<MessageShape<DescMessage>, Uint8Array> {
+  return async function* (source) {
+    for await (const message of source) {
+      const parts = framer(message);
+      if (parts === undefined) {
+        yield encodeEnvelope(0, serialization.serialize(message));
+        continue;
+      }
+      const size = parts.reduce((sum, part) => sum + part.byteLength, 0) - envelopeHeaderBytes;
+      if (size > writeMaxBytes) {
+        throw new ConnectError(
+          `message size ${size} is larger than configured writeMaxBytes ${writeMaxBytes}`,
+          Code.ResourceExhausted,
+        );
+      }
+      yield* parts;
+    }
+  };
+}

@@ -1,9 +1,5 @@
 import { resolve } from "node:path";
 import type { Backend } from "./backends/backend.js";
-import { createFilesystemBackend } from "./backends/filesystem.js";
-import { createMemoryBackend } from "./backends/memory.js";
-import { createMinioBackend } from "./backends/minio.js";
-import { createS3Backend } from "./backends/s3.js";
 
 /** BACKEND_FLAGS are the CLI flags that choose and configure a backend, with their env vars. */
 export const BACKEND_FLAGS = {
@@ -36,16 +32,20 @@ export interface ConfiguredBackend {
 
 /**
  * backendFromOptions builds the backend the flags name. Every problem is reported as an
- * Error naming the flag, before the server binds its port.
+ * Error naming the flag, before the server binds its port. Only the chosen backend's module is
+ * loaded: the object-store SDKs add some 40 MiB to a filesystem replica that never uses them.
  */
-export function backendFromOptions(
+export async function backendFromOptions(
   opt: (flag: keyof typeof BACKEND_FLAGS) => string | undefined,
-): ConfiguredBackend {
+): Promise<ConfiguredBackend> {
   const kind = opt("backend") ?? "filesystem";
   switch (kind) {
-    case "memory":
+    case "memory": {
+      const { createMemoryBackend } = await import("./backends/memory.js");
       return { kind, backend: createMemoryBackend() };
+    }
     case "filesystem": {
+      const { createFilesystemBackend } = await import("./backends/filesystem.js");
       return {
         kind,
         backend: createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") }),
@@ -61,6 +61,7 @@ export function backendFromOptions(
       const region = opt("s3-region") ?? "us-east-1";
       const prefix = opt("s3-prefix") ?? "";
       if (kind === "s3") {
+        const { createS3Backend } = await import("./backends/s3.js");
         const pathStyle = opt("s3-path-style");
         return {
           kind,
@@ -76,6 +77,7 @@ export function backendFromOptions(
       if (endpoint === undefined) {
         throw new Error("--s3-endpoint is required with --backend minio");
       }
+      const { createMinioBackend } = await import("./backends/minio.js");
       const url = new URL(endpoint);
       const useSSL = url.protocol === "https:";
       return {

@@ -3,8 +3,6 @@ import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, BACKEND_USAGE, backendFromOptions } from "./backend-config.js";
 import { defaultLimits } from "./limits.js";
-import { createMetrics } from "./metrics.js";
-import { startMetricsServer } from "./metrics-server.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -107,7 +105,7 @@ async function main(argv: string[]): Promise<void> {
   }
 
   const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
-  const { backend, kind } = backendFromOptions(opt);
+  const { backend, kind } = await backendFromOptions(opt);
 
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
@@ -125,7 +123,9 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxLineChars", intOption(opt("max-line-chars"), "max-line-chars")),
   };
   const metricsPort = intOption(opt("metrics-port"), "metrics-port");
-  const metrics = metricsPort === undefined ? undefined : createMetrics();
+  // prom-client is loaded only when metrics are asked for.
+  const metrics =
+    metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
   const server = await startSpillwayServer({
     backend,
     host: opt("host") ?? "127.0.0.1",
@@ -150,7 +150,7 @@ async function main(argv: string[]): Promise<void> {
   const metricsServer =
     metrics === undefined || metricsPort === undefined
       ? undefined
-      : await startMetricsServer({
+      : await (await import("./metrics-server.js")).startMetricsServer({
           host: opt("metrics-host") ?? "127.0.0.1",
           port: metricsPort,
           registry: metrics.registry,
@@ -196,7 +196,7 @@ async function sweepOnce(
   opt: (flag: Flag) => string | undefined,
   orphanAgeMs: number,
 ): Promise<void> {
-  const { backend } = backendFromOptions(opt);
+  const { backend } = await backendFromOptions(opt);
   try {
     const core = createSpillwayCore({
       backend,

@@ -6,6 +6,7 @@ import {
   OffloadRequestSchema,
   ReadToolOutputResponseSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { codeLabel } from "./code-label.js";
 import { type IterableEnding, observeIterable } from "./observe-iterable.js";
 
 /** REQUEST_DURATION_BUCKETS span 1 ms (a cached stat) to 60 s (a large streamed offload). */
@@ -31,14 +32,6 @@ export interface Metrics {
   readonly backendErrors: Counter<"backend" | "code">;
   /** Records every call; put it first in the chain so refusals by later interceptors count. */
   readonly interceptor: Interceptor;
-}
-
-/**
- * codeLabel names a status code the way gRPC tooling does: `OK`, `PERMISSION_DENIED`, ….
- */
-export function codeLabel(code: Code | undefined): string {
-  if (code === undefined) return "OK";
-  return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
 /**

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeLabel, type Metrics } from "../metrics.js";
+import { codeLabel } from "../code-label.js";
+import type { Metrics } from "../metrics.js";
 import { observeIterable } from "../observe-iterable.js";
 import type { Backend, BackendCallOptions } from "./backend.js";
 

@@ -13,6 +13,8 @@ import { serviceBackends, startTestServer, type TestServer } from "./support/tes
 describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (backendKind) => {
   let t: TestServer;
   const total = 30_000;
+  // Several bytes-mode frames, the last one short.
+  const big = randomBytes(2 * 1024 * 1024 + 12_345);
   const lineText = (n: number) => `entry ${n} ${n % 997 === 0 ? "NEEDLE" : "hay"}`;
   const read = (window: Omit<ReadToolOutputInit, "runId" | "handle">) =>
     t.sdk().readToolOutput({ runId: "w", handle: "res_log", ...window });
@@ -27,6 +29,7 @@ describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (ba
       .sdk()
       .offload({ tenant: "dev", runId: "w", callId: "wide" }, `${"é".repeat(5000)}\nnext\n`);
     await t.sdk().offload({ tenant: "dev", runId: "w", callId: "bin" }, randomBytes(70_000));
+    await t.sdk().offload({ tenant: "dev", runId: "w", callId: "big" }, big);
     await t.sdk().offload(
       { tenant: "dev", runId: "w", callId: "json" },
       { json: { id: 7, items: [1, 2, 3] } },
@@ -161,6 +164,47 @@ describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (ba
         if (frame.frame.case === "trailer") rendered = frame.frame.value.rendered;
       }
       expect(rendered).toBe(grpc.rendered);
+    }
+  });
+
+  it("sends the same bytes-mode frames over gRPC, Connect and gRPC-Web", async () => {
+    // gRPC writes data frames without re-encoding them (server/grpc-handler-factory.ts); the
+    // other protocols encode them through protobuf-es. Clients must not tell the difference.
+    const bytesWindow = {
+      runId: "w",
+      handle: "res_big",
+      window: { case: "bytes", value: { offset: 0n } },
+      omitRendered: true,
+    } as const;
+    const collect = async (transport: Parameters<typeof createClient>[1]) => {
+      const frames: Uint8Array[] = [];
+      let eof = false;
+      for await (const frame of createClient(SpillwayService, transport).readToolOutput(
+        bytesWindow,
+      )) {
+        if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
+          frames.push(frame.frame.value.body.value);
+        }
+        if (frame.frame.case === "trailer") eof = frame.frame.value.eof;
+      }
+      return { frames, eof };
+    };
+    const grpc = await t.sdk().readToolOutput(bytesWindow);
+    const grpcFrames = grpc.frames.flatMap((f) =>
+      f.frame.case === "content" && f.frame.value.body.case === "data"
+        ? [f.frame.value.body.value]
+        : [],
+    );
+    // Frames follow the backend's chunks, up to 1 MiB each.
+    expect(Math.max(...grpcFrames.map((f) => f.byteLength))).toBeLessThanOrEqual(1024 * 1024);
+    expect(Buffer.concat(grpcFrames).equals(big)).toBe(true);
+    for (const transport of [
+      createConnectTransport({ baseUrl: t.url, httpVersion: "2" }),
+      createGrpcWebTransport({ baseUrl: t.url, httpVersion: "2" }),
+    ]) {
+      const other = await collect(transport);
+      expect(other.eof).toBe(true);
+      expect(Buffer.concat(other.frames).equals(big)).toBe(true);
     }
   });
 });

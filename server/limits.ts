@@ -22,3 +22,16 @@ export const defaultLimits: ServerLimits = {
   indexStride: 1024,
   idleStreamMs: 60_000,
 };
+
+/**
+ * lowestLimit combines the server's limit with a tenant's own: the lower of the two, or
+ * whichever is set; undefined (no limit) only when neither is.
+ */
+export function lowestLimit(
+  server: number | undefined,
+  tenant: number | undefined,
+): number | undefined {
+  if (server === undefined) return tenant;
+  if (tenant === undefined) return server;
+  return Math.min(server, tenant);
+}

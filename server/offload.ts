@@ -11,7 +11,7 @@ import {
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, raceAbort } from "./backends/body.js";
 import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
-import type { ServerLimits } from "./limits.js";
+import { lowestLimit, type ServerLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
 import { isExpired, type StoredRecord, toAttachment } from "./record.js";
@@ -81,7 +81,7 @@ export async function offload(
   if (header.slot !== undefined) checkSlotPath(header.slot);
   const handle = handleFor(key.callId, header.slot);
 
-  const maxRunBytes = lowest(deps.limits.maxRunBytes, tenantLimits.maxRunBytes);
+  const maxRunBytes = lowestLimit(deps.limits.maxRunBytes, tenantLimits.maxRunBytes);
   const runBytes = (exceptHandle?: string) =>
     storedRunBytes(deps.registry, tenant, key.runId, {
       nowMs: deps.now(),
@@ -343,12 +343,6 @@ async function nextWithin<T>(
   } finally {
     clearTimeout(timer);
   }
-}
-
-function lowest(server: number | undefined, tenant: number | undefined): number | undefined {
-  if (server === undefined) return tenant;
-  if (tenant === undefined) return server;
-  return Math.min(server, tenant);
 }
 
 async function* concatStreams(

@@ -24,7 +24,12 @@ import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createRequestDeadlines } from "./request-deadline.js";
-import { createSpillwayCore, createSpillwayService, type SpillwayCore } from "./service.js";
+import {
+  type CallLimits,
+  createSpillwayCore,
+  createSpillwayService,
+  type SpillwayCore,
+} from "./service.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
@@ -142,7 +147,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
-  const deadlines = createRequestDeadlines(opts.requestDeadlineMs);
+  const callLimits: CallLimits = {
+    maxInflightBytes: opts.maxInflightBytes ?? 1024 ** 3,
+    maxCallsPerTenant: opts.maxCallsPerTenant ?? 256,
+    requestDeadlineMs: opts.requestDeadlineMs,
+  };
+  const deadlines = createRequestDeadlines(callLimits.requestDeadlineMs);
   const handlerOptions = {
     interceptors: [
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
@@ -150,8 +160,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       drainGate,
       deadlines.interceptor,
       createAuthInterceptor(auth),
-      createTenantCallLimit(opts.maxCallsPerTenant ?? 256),
-      createInflightBytesLimit(opts.maxInflightBytes ?? 1024 ** 3, {
+      createTenantCallLimit(callLimits.maxCallsPerTenant),
+      createInflightBytesLimit(callLimits.maxInflightBytes, {
         offload: limits.maxChunkBytes + limits.inlineBytes,
         read: dataFrameBytes,
       }),
@@ -169,7 +179,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         ...createUniversalServiceHandlers(
           createServiceImplSpec<typeof SpillwayService>(
             SpillwayService,
-            createSpillwayService(core),
+            createSpillwayService(core, callLimits),
           ),
           [
             createGrpcHandlerFactory(handlerOptions, wireDataFrame),

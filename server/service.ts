@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
@@ -14,7 +14,7 @@ import {
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
-import type { ServerLimits } from "./limits.js";
+import { lowestLimit, type ServerLimits } from "./limits.js";
 import { offload } from "./offload.js";
 import { toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
@@ -60,11 +60,27 @@ const durationMs = (d: { seconds: bigint; nanos: number }) =>
   Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
 
 /**
+ * CallLimits are the bounds the server enforces around every call, outside the handlers
+ * (server.ts); GetServerInfo reports them.
+ */
+export interface CallLimits {
+  /** Bytes held for calls in flight before new ones are refused; 0: no limit. */
+  readonly maxInflightBytes: number;
+  /** Calls one tenant may have in flight at once. */
+  readonly maxCallsPerTenant: number;
+  /** Longest a call may run; undefined or 0: no server deadline. */
+  readonly requestDeadlineMs?: number | undefined;
+}
+
+/**
  * createSpillwayService implements spillway.v1.SpillwayService over a core. Every handler
  * takes the tenant from authentication, validates the request against its declared rules,
  * and reaches bytes only through the caller's run registry.
  */
-export function createSpillwayService(core: SpillwayCore): ServiceImpl<typeof SpillwayService> {
+export function createSpillwayService(
+  core: SpillwayCore,
+  callLimits: CallLimits,
+): ServiceImpl<typeof SpillwayService> {
   const resolve = (ctx: HandlerContext, runId: string, handle: string) =>
     resolveHandle(core.registry, core.runs, tenantOf(ctx), runId, handle, core.now(), ctx.signal);
 
@@ -136,16 +152,25 @@ export function createSpillwayService(core: SpillwayCore): ServiceImpl<typeof Sp
       return { expireTime: timestampFromMs(expires) };
     },
 
-    getServerInfo() {
+    getServerInfo(_req, ctx) {
+      // Reported as they apply to the caller: a tenant's own limit only ever lowers the server's.
+      const tenant = ctx.values.get(tenantLimitsKey);
+      const maxRunBytes = lowestLimit(core.limits.maxRunBytes, tenant.maxRunBytes);
+      const deadlineMs = callLimits.requestDeadlineMs ?? 0;
       return create(GetServerInfoResponseSchema, {
         version: SPILLWAY_VERSION,
         backend: core.backend.kind,
         limits: {
-          maxBlobBytes: BigInt(core.limits.maxBlobBytes),
+          maxBlobBytes: BigInt(Math.min(core.limits.maxBlobBytes, tenant.maxBlobBytes ?? Infinity)),
           maxChunkBytes: BigInt(core.limits.maxChunkBytes),
           inlineBytes: BigInt(core.limits.inlineBytes),
           maxPatternBytes: 1024n,
           maxBytesWindow: BigInt(core.caps.maxBytesWindow),
+          ...(maxRunBytes === undefined ? {} : { maxRunBytes: BigInt(maxRunBytes) }),
+          maxInflightBytes: BigInt(callLimits.maxInflightBytes),
+          maxCallsPerTenant: callLimits.maxCallsPerTenant,
+          ...(deadlineMs > 0 ? { requestDeadline: durationFromMs(deadlineMs) } : {}),
+          offloadIdleTimeout: durationFromMs(core.limits.idleStreamMs),
         },
         caps: {
           maxWindowLines: core.caps.maxWindowLines,

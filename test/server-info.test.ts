@@ -1,0 +1,56 @@
+import { Code } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { codeOf } from "./support/code-of.js";
+import { startTestServer } from "./support/test-server.js";
+
+describe("GetServerInfo", () => {
+  it("reports the defaults of a server started without limits", async () => {
+    const t = await startTestServer({ backend: "memory" });
+    try {
+      const { limits } = await t.raw().getServerInfo({});
+      expect(limits?.maxBlobBytes).toBe(8n * 1024n ** 3n);
+      expect(limits?.maxChunkBytes).toBe(4n * 1024n ** 2n);
+      expect(limits?.inlineBytes).toBe(16n * 1024n);
+      expect(limits?.maxRunBytes).toBeUndefined();
+      expect(limits?.maxInflightBytes).toBe(1024n ** 3n);
+      expect(limits?.maxCallsPerTenant).toBe(256);
+      expect(limits?.requestDeadline).toBeUndefined();
+      expect(limits?.offloadIdleTimeout?.seconds).toBe(60n);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("reports every limit as it applies to the caller, a tenant's own limits included", async () => {
+    const t = await startTestServer({
+      backend: "memory",
+      // The test server writes `<hash> <tenant>` lines; the tenant field carries the attributes.
+      tokens: { small: "small max_run_bytes=1048576 max_blob_bytes=4096", big: "big" },
+      limits: { maxRunBytes: 10 * 1024 * 1024, idleStreamMs: 2500 },
+      maxInflightBytes: 64 * 1024 * 1024,
+      maxCallsPerTenant: 7,
+      requestDeadlineMs: 1500,
+    });
+    try {
+      const small = (await t.raw("small").getServerInfo({})).limits;
+      const big = (await t.raw("big").getServerInfo({})).limits;
+      expect(small?.maxRunBytes).toBe(1048576n);
+      expect(small?.maxBlobBytes).toBe(4096n);
+      expect(big?.maxRunBytes).toBe(10n * 1024n * 1024n);
+      expect(big?.maxBlobBytes).toBe(8n * 1024n ** 3n);
+      for (const limits of [small, big]) {
+        expect(limits?.maxInflightBytes).toBe(64n * 1024n * 1024n);
+        expect(limits?.maxCallsPerTenant).toBe(7);
+        expect(limits?.requestDeadline).toMatchObject({ seconds: 1n, nanos: 500_000_000 });
+        expect(limits?.offloadIdleTimeout).toMatchObject({ seconds: 2n, nanos: 500_000_000 });
+      }
+      // The reported blob limit is the one enforced.
+      const over = t
+        .sdk("small")
+        .offload({ tenant: "small", runId: "r", callId: "c" }, new Uint8Array(4097));
+      expect(await codeOf(over)).toBe(Code.ResourceExhausted);
+    } finally {
+      await t.stop();
+    }
+  });
+});

@@ -54,6 +54,11 @@ import {
 export type WireFramer = (message: MessageShape<DescMessage>) => readonly Uint8Array[] | undefined;
 
 const protocolName = "grpc";
+/**
+ * The reason a call's signal carries once its response has ended normally. Connect aborts it
+ * without one, and Node then builds a DOMException, stack trace included, for every call.
+ */
+const callEnded = new ConnectError("the call has ended", Code.Canceled);
 /** A gRPC envelope: one flags byte and a 4-byte big-endian message length. */
 const envelopeHeaderBytes = 5;
 const methodPost = "POST";
@@ -154,7 +159,7 @@ function createHandler(
           return it.throw?.(e) ?? Promise.reject({ done: true });
         },
         return: (value?: unknown) => {
-          context.abort();
+          context.abort(callEnded);
           return it.return?.(value) ?? Promise.resolve({ done: true, value });
         },
       }),
@@ -176,7 +181,7 @@ function createHandler(
       messages,
       encode,
       transformCatchFinally<Uint8Array>((e) => {
-        context.abort(e);
+        context.abort(e ?? callEnded);
         if (e instanceof ConnectError) {
           setTrailerStatus(context.responseTrailer, e);
         } else if (e !== undefined) {

@@ -66,13 +66,14 @@ const methodPost = "POST";
 /**
  * createGrpcHandlerFactory returns a gRPC protocol handler factory that behaves as connect's own
  * (`createHandlerFactory` of `@connectrpc/connect/protocol-grpc`: the same content types,
- * timeouts, compression negotiation, interceptors and trailer statuses) with one difference: an
- * uncompressed binary response message that `framer` recognises is written as the parts it
- * returns instead of being serialized. protobuf-es writes a bytes field into a growing buffer,
+ * timeouts, compression negotiation, interceptors and trailer statuses) with two differences.
+ * An uncompressed binary response message that `framer` recognises is written as the parts it
+ * returns instead of being serialized: protobuf-es writes a bytes field into a growing buffer,
  * shifts it once per enclosing message and slices it, and connect copies it once more into the
  * envelope; for bulk reads those copies were most of the server's CPU and of its transient
  * memory. Every other message, and every response of the gRPC-Web and Connect protocols, is
- * encoded by connect.
+ * encoded by connect. And a call that ends normally aborts its signal with `callEnded` as the
+ * reason, not with none.
  */
 export function createGrpcHandlerFactory(
   options: Partial<UniversalHandlerOptions>,

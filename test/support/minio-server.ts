@@ -17,8 +17,10 @@ export function minioBinaryPath(): string {
 
 /**
  * startMinioServer runs the cached MinIO binary on free loopback ports (S3 API and console)
- * with a private data dir, and resolves once /minio/health/live answers 200. It fails, never
- * skips, when the binary is missing.
+ * with a private data dir, and resolves once it answers an authenticated ListBuckets (the
+ * default probe): /minio/health/live answers 200 before MinIO's object layer is initialized, and
+ * S3 calls made then fail with XMinioServerNotInitialized. It fails, never skips, when the binary
+ * is missing.
  */
 export async function startMinioServer(): Promise<ObjectServer> {
   const binary = minioBinaryPath();
@@ -58,13 +60,6 @@ export async function startMinioServer(): Promise<ObjectServer> {
       MINIO_ROOT_USER: accessKeyId,
       MINIO_ROOT_PASSWORD: secretAccessKey,
       MINIO_UPDATE: "off",
-    },
-    ready: async () => {
-      const res = await fetch(`${endpoint}/minio/health/live`, {
-        signal: AbortSignal.timeout(2_000),
-      });
-      await res.body?.cancel();
-      return res.status === 200;
     },
     readyTimeoutMs: 60_000,
   });

@@ -23,15 +23,25 @@ export const defaultLimits: ServerLimits = {
   idleStreamMs: 60_000,
 };
 
+/** TenantLimits are a tenant's own limits from the token file; each one only lowers the server's. */
+export interface TenantLimits {
+  readonly maxBlobBytes?: number;
+  readonly maxRunBytes?: number;
+}
+
 /**
- * lowestLimit combines the server's limit with a tenant's own: the lower of the two, or
- * whichever is set; undefined (no limit) only when neither is.
+ * limitsForTenant returns the limits that apply to one tenant: the server's, with the blob and
+ * run limits lowered to the tenant's own where those are lower. Offload enforces, and
+ * GetServerInfo reports, exactly these.
  */
-export function lowestLimit(
-  server: number | undefined,
-  tenant: number | undefined,
-): number | undefined {
-  if (server === undefined) return tenant;
-  if (tenant === undefined) return server;
-  return Math.min(server, tenant);
+export function limitsForTenant(server: ServerLimits, tenant: TenantLimits): ServerLimits {
+  const maxRunBytes =
+    server.maxRunBytes === undefined || tenant.maxRunBytes === undefined
+      ? (server.maxRunBytes ?? tenant.maxRunBytes)
+      : Math.min(server.maxRunBytes, tenant.maxRunBytes);
+  return {
+    ...server,
+    maxBlobBytes: Math.min(server.maxBlobBytes, tenant.maxBlobBytes ?? Infinity),
+    ...(maxRunBytes === undefined ? {} : { maxRunBytes }),
+  };
 }

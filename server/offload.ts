@@ -11,7 +11,7 @@ import {
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, raceAbort } from "./backends/body.js";
 import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
-import { lowestLimit, type ServerLimits } from "./limits.js";
+import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
 import { isExpired, type StoredRecord, toAttachment } from "./record.js";
@@ -28,12 +28,6 @@ export interface OffloadDeps {
   readonly runs: Runs;
   readonly limits: ServerLimits;
   readonly now: () => number;
-}
-
-/** TenantOffloadLimits are the caller's own limits; each one only lowers the server's. */
-export interface TenantOffloadLimits {
-  readonly maxBlobBytes?: number;
-  readonly maxRunBytes?: number;
 }
 
 /**
@@ -56,7 +50,7 @@ export async function offload(
   tenant: string,
   requests: AsyncIterable<OffloadRequest>,
   signal: AbortSignal,
-  tenantLimits: TenantOffloadLimits = {},
+  tenantLimits: TenantLimits = {},
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
   const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
@@ -81,7 +75,8 @@ export async function offload(
   if (header.slot !== undefined) checkSlotPath(header.slot);
   const handle = handleFor(key.callId, header.slot);
 
-  const maxRunBytes = lowestLimit(deps.limits.maxRunBytes, tenantLimits.maxRunBytes);
+  const limits = limitsForTenant(deps.limits, tenantLimits);
+  const { maxRunBytes } = limits;
   const runBytes = (exceptHandle?: string) =>
     storedRunBytes(deps.registry, tenant, key.runId, {
       nowMs: deps.now(),
@@ -108,7 +103,6 @@ export async function offload(
   }
 
   const pass = createPass(deps.limits, header, handle);
-  const maxBlobBytes = Math.min(deps.limits.maxBlobBytes, tenantLimits.maxBlobBytes ?? Infinity);
   const keepsBytes = existing === undefined && !header.previewOnly;
   const runRoom =
     maxRunBytes === undefined || !keepsBytes
@@ -121,14 +115,7 @@ export async function offload(
   ) {
     throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
   }
-  const chunks = chunkStream(
-    iterator,
-    { ...deps.limits, maxBlobBytes },
-    header,
-    pass,
-    runRoom,
-    signal,
-  );
+  const chunks = chunkStream(iterator, limits, header, pass, runRoom, signal);
   // Right before the commit the run is measured again: offloads that committed to it while
   // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
   const checkRunRoom = async (size: number) => {

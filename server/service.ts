@@ -14,7 +14,7 @@ import {
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
-import { lowestLimit, type ServerLimits } from "./limits.js";
+import { limitsForTenant, type ServerLimits } from "./limits.js";
 import { offload } from "./offload.js";
 import { toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
@@ -154,19 +154,18 @@ export function createSpillwayService(
 
     getServerInfo(_req, ctx) {
       // Reported as they apply to the caller: a tenant's own limit only ever lowers the server's.
-      const tenant = ctx.values.get(tenantLimitsKey);
-      const maxRunBytes = lowestLimit(core.limits.maxRunBytes, tenant.maxRunBytes);
+      const limits = limitsForTenant(core.limits, ctx.values.get(tenantLimitsKey));
       const deadlineMs = callLimits.requestDeadlineMs ?? 0;
       return create(GetServerInfoResponseSchema, {
         version: SPILLWAY_VERSION,
         backend: core.backend.kind,
         limits: {
-          maxBlobBytes: BigInt(Math.min(core.limits.maxBlobBytes, tenant.maxBlobBytes ?? Infinity)),
+          maxBlobBytes: BigInt(limits.maxBlobBytes),
           maxChunkBytes: BigInt(core.limits.maxChunkBytes),
           inlineBytes: BigInt(core.limits.inlineBytes),
           maxPatternBytes: 1024n,
           maxBytesWindow: BigInt(core.caps.maxBytesWindow),
-          ...(maxRunBytes === undefined ? {} : { maxRunBytes: BigInt(maxRunBytes) }),
+          ...(limits.maxRunBytes === undefined ? {} : { maxRunBytes: BigInt(limits.maxRunBytes) }),
           maxInflightBytes: BigInt(callLimits.maxInflightBytes),
           maxCallsPerTenant: callLimits.maxCallsPerTenant,
           ...(deadlineMs > 0 ? { requestDeadline: durationFromMs(deadlineMs) } : {}),

@@ -10,10 +10,9 @@ const dataField = WindowContentSchema.field.data.number;
 /** A gRPC envelope header: one flags byte and the message length, 4 bytes big-endian. */
 const envelopeHeaderBytes = 5;
 
-/** Bytes the tag and length of a length-delimited field take before its value. */
-function fieldPrefixBytes(fieldNo: number, length: number): number {
-  return new BinaryWriter().tag(fieldNo, WireType.LengthDelimited).uint32(length).finish()
-    .byteLength;
+/** The tag and length that precede a length-delimited field's value of `length` bytes. */
+function fieldPrefix(fieldNo: number, length: number): Uint8Array {
+  return new BinaryWriter().tag(fieldNo, WireType.LengthDelimited).uint32(length).finish();
 }
 
 /**
@@ -34,16 +33,15 @@ export function wireDataFrame(
   const content = message.frame.value;
   if (content.body.case !== "data" || content.$unknown !== undefined) return undefined;
   const data = content.body.value;
-  const contentBytes = fieldPrefixBytes(dataField, data.byteLength) + data.byteLength;
-  const fields = new BinaryWriter()
-    .tag(contentField, WireType.LengthDelimited)
-    .uint32(contentBytes)
-    .tag(dataField, WireType.LengthDelimited)
-    .uint32(data.byteLength)
-    .finish();
-  const prefix = new Uint8Array(envelopeHeaderBytes + fields.byteLength);
+  const dataPrefix = fieldPrefix(dataField, data.byteLength);
+  const contentPrefix = fieldPrefix(contentField, dataPrefix.byteLength + data.byteLength);
+  const messageBytes = contentPrefix.byteLength + dataPrefix.byteLength + data.byteLength;
+  const prefix = new Uint8Array(
+    envelopeHeaderBytes + contentPrefix.byteLength + dataPrefix.byteLength,
+  );
   // Flags 0: uncompressed.
-  new DataView(prefix.buffer).setUint32(1, fields.byteLength + data.byteLength);
-  prefix.set(fields, envelopeHeaderBytes);
+  new DataView(prefix.buffer).setUint32(1, messageBytes);
+  prefix.set(contentPrefix, envelopeHeaderBytes);
+  prefix.set(dataPrefix, envelopeHeaderBytes + contentPrefix.byteLength);
   return data.byteLength === 0 ? [prefix] : [prefix, data];
 }

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { type SpillwayProcess, spawnSpillway } from "../test/support/spawn-spillway.js";
 import { type LogFile, writeLogFile } from "./log-file.js";
-import { type SpawnedServer, spawnServer } from "./spawn-server.js";
 import { timeSeconds } from "./timing.js";
 
 /**
@@ -16,7 +16,7 @@ export interface LogFixture {
   /** The server's data directory: another replica started on it serves the same log. */
   readonly dataDir: string;
   readonly log: LogFile;
-  readonly server: SpawnedServer;
+  readonly server: SpillwayProcess;
   readonly client: SpillwayClient;
   /** Run and handle of the offloaded log. */
   readonly runId: string;
@@ -32,7 +32,7 @@ export async function openLogFixture(bytes: number): Promise<LogFixture> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-log-"));
   const log = await writeLogFile(join(dir, "log.txt"), bytes);
   const dataDir = join(dir, "store");
-  const server = await spawnServer(["--data-dir", dataDir]);
+  const server = await spawnSpillway(["--data-dir", dataDir]);
   const client = createSpillwayClient({ baseUrl: server.url });
   const runId = "bench-log";
   const offloadSeconds = await timeSeconds(() =>

@@ -4,10 +4,10 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, throughputResult } from "../result.js";
-import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 const CHUNK = 1024 * 1024;
@@ -29,7 +29,7 @@ export async function filesystemScenarios(opts: {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-fs-"));
   const raw = join(dir, "raw");
   await mkdir(raw);
-  const server = await spawnServer(["--data-dir", join(dir, "store")]);
+  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
   try {
     const client = createSpillwayClient({ baseUrl: server.url });
     const payloads = [textPayload(opts.bytes), randomPayload(opts.bytes)];

@@ -2,9 +2,9 @@ import { createReadStream } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import type { LogFixture } from "../log-fixture.js";
 import { type BenchResult, ratioResult } from "../result.js";
-import { spawnServer } from "../spawn-server.js";
 
 const MiB = 1024 * 1024;
 const fastReaders = 7;
@@ -58,7 +58,7 @@ export async function memoryScenario(fx: LogFixture, runs: number): Promise<Benc
   const idle: number[] = [];
   const peaks: number[] = [];
   for (let run = 0; run < runs; run++) {
-    const replica = await spawnServer(["--data-dir", fx.dataDir]);
+    const replica = await spawnSpillway(["--data-dir", fx.dataDir]);
     try {
       const { pid } = replica;
       await sleep(500);

@@ -3,9 +3,9 @@ import { Upload } from "@aws-sdk/lib-storage";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
 import { startObjectServer } from "../../test/support/object-server.js";
 import { createTestS3Client } from "../../test/support/s3-client.js";
+import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { textPayload } from "../payload.js";
 import { type BenchResult, throughputResult } from "../result.js";
-import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 /**
@@ -21,7 +21,7 @@ export async function minioScenarios(opts: {
   const bucket = "spillway-bench";
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   const credentials = { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey };
-  const server = await spawnServer(
+  const server = await spawnSpillway(
     [
       "--backend",
       "s3",

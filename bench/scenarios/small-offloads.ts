@@ -3,9 +3,9 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, ratioResult } from "../result.js";
-import { spawnServer } from "../spawn-server.js";
 import { alternate } from "../timing.js";
 
 const count = 10_000;
@@ -29,7 +29,7 @@ async function pool(task: (i: number) => Promise<unknown>): Promise<void> {
  */
 export async function smallOffloadScenario(runs: number): Promise<BenchResult> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-small-"));
-  const server = await spawnServer(["--data-dir", join(dir, "store")]);
+  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
   try {
     const client = createSpillwayClient({ baseUrl: server.url });
     const payloads = Array.from({ length: 64 }, () => randomBytes(size));

@@ -1,7 +1,6 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   type DeleteRunResponse,
   type ForkRunResponse,
@@ -18,6 +17,7 @@ import {
   type WindowTrailer,
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
+import { createGrpcTransport } from "./grpc-transport.js";
 import { isTransientError, type RetryOptions, retryUnavailable } from "./retry.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 

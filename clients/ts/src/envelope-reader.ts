@@ -1,0 +1,95 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/** A gRPC envelope header: one flags byte and the message length, 4 bytes big-endian. */
+const headerBytes = 5;
+
+/** EnvelopeReader splits a gRPC response body, as it arrives, into the messages it carries. */
+export interface EnvelopeReader {
+  /**
+   * Takes the next piece of the body and returns every message it completes, in order. A
+   * message that arrived within one piece is a view of that piece; one spread over several is
+   * copied once into a buffer of its own size.
+   */
+  push(chunk: Uint8Array): Uint8Array[];
+  /** True when the body so far ends between messages (no envelope begun and unfinished). */
+  readonly atBoundary: boolean;
+}
+
+/**
+ * createEnvelopeReader returns a reader for the gRPC length-prefixed message framing.
+ *
+ * Guarantees: messages come out whole and in order however the body is split; a message
+ * larger than readMaxBytes is RESOURCE_EXHAUSTED before any of it is buffered; a compressed
+ * (flag 1) or otherwise flagged envelope is INTERNAL, since this client never accepts a
+ * response encoding.
+ */
+export function createEnvelopeReader(readMaxBytes: number): EnvelopeReader {
+  const header = new Uint8Array(headerBytes);
+  let headerFill = 0;
+  // The message being assembled across pieces, and how much of it has arrived.
+  let body: Uint8Array | undefined;
+  let bodyFill = 0;
+
+  /** Checks a complete header and returns the length of the message it announces. */
+  const open = (flags: number, length: number): number => {
+    if (flags !== 0) {
+      throw new ConnectError(
+        `protocol error: envelope flags 0x${flags.toString(16)} on an uncompressed gRPC response`,
+        Code.Internal,
+      );
+    }
+    if (length > readMaxBytes) {
+      throw new ConnectError(
+        `message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`,
+        Code.ResourceExhausted,
+      );
+    }
+    return length;
+  };
+
+  return {
+    get atBoundary() {
+      return headerFill === 0 && body === undefined;
+    },
+    push(chunk) {
+      const out: Uint8Array[] = [];
+      const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      let pos = 0;
+      while (pos < chunk.length) {
+        if (body !== undefined) {
+          const take = Math.min(body.length - bodyFill, chunk.length - pos);
+          body.set(chunk.subarray(pos, pos + take), bodyFill);
+          bodyFill += take;
+          pos += take;
+          if (bodyFill === body.length) {
+            out.push(body);
+            body = undefined;
+          }
+          continue;
+        }
+        let length: number;
+        if (headerFill === 0 && chunk.length - pos >= headerBytes) {
+          length = open(chunk[pos] as number, view.getUint32(pos + 1));
+          pos += headerBytes;
+        } else {
+          const take = Math.min(headerBytes - headerFill, chunk.length - pos);
+          header.set(chunk.subarray(pos, pos + take), headerFill);
+          headerFill += take;
+          pos += take;
+          if (headerFill < headerBytes) break;
+          headerFill = 0;
+          length = open(header[0] as number, new DataView(header.buffer).getUint32(1));
+        }
+        if (chunk.length - pos >= length) {
+          out.push(chunk.subarray(pos, pos + length));
+          pos += length;
+        } else {
+          // Every byte is written before the message is handed out, so no zeroing is needed.
+          body = Buffer.allocUnsafe(length);
+          bodyFill = 0;
+        }
+      }
+      return out;
+    },
+  };
+}

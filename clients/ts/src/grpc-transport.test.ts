@@ -1,0 +1,269 @@
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  GetServerInfoResponseSchema,
+  ReadToolOutputResponseSchema,
+  SpillwayService,
+} from "./gen/spillway/v1/spillway_pb.js";
+import { createGrpcTransport } from "./grpc-transport.js";
+import { createWideWindowSessionManager } from "./session-manager.js";
+
+/** What a hand-written gRPC server does with one call. */
+type Answer = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+
+const servers: http2.Http2Server[] = [];
+const managers: Http2SessionManager[] = [];
+
+afterEach(async () => {
+  for (const m of managers.splice(0)) m.abort();
+  await Promise.all(
+    servers.splice(0).map((s) => new Promise((resolve) => s.close(() => resolve(undefined)))),
+  );
+});
+
+/** Starts an h2c server answering every call with `answer` and returns a client for it. */
+async function clientFor(answer: Answer, readMaxBytes = 4 * 1024 * 1024) {
+  const server = http2.createServer();
+  // Resets and aborted sessions are what these servers are for; they are not test failures.
+  server.on("session", (session) => session.on("error", () => {}));
+  server.on("stream", (stream, headers) => {
+    stream.on("error", () => {});
+    answer(stream, headers);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const sessionManager = createWideWindowSessionManager(baseUrl);
+  managers.push(sessionManager);
+  return createClient(
+    SpillwayService,
+    createGrpcTransport({ baseUrl, sessionManager, readMaxBytes }),
+  );
+}
+
+const okHeaders = { ":status": 200, "content-type": "application/grpc" };
+
+/** Reads the whole request, then runs `then`. */
+function afterRequest(stream: http2.ServerHttp2Stream, then: () => void): void {
+  stream.on("data", () => {});
+  stream.on("end", then);
+}
+
+async function failure(p: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await p;
+  } catch (err) {
+    return ConnectError.from(err);
+  }
+  throw new Error("the call succeeded");
+}
+
+const serverInfo = (version: string) =>
+  Buffer.from(
+    encodeEnvelope(
+      0,
+      toBinary(GetServerInfoResponseSchema, create(GetServerInfoResponseSchema, { version })),
+    ),
+  );
+
+describe("createGrpcTransport", () => {
+  it("sends a unary call and reads its answer and trailer", async () => {
+    let seen: http2.IncomingHttpHeaders = {};
+    const client = await clientFor((stream, headers) => {
+      seen = headers;
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0", "x-t": "1" }));
+        stream.end(serverInfo("9.9.9"));
+      });
+    });
+    let trailer: Headers | undefined;
+    const res = await client.getServerInfo(
+      {},
+      { timeoutMs: 5000, onTrailer: (t) => (trailer = t) },
+    );
+    expect(res.version).toBe("9.9.9");
+    expect(trailer?.get("x-t")).toBe("1");
+    expect(seen[":path"]).toBe("/spillway.v1.SpillwayService/GetServerInfo");
+    expect(seen["content-type"]).toBe("application/grpc+proto");
+    expect(seen.te).toBe("trailers");
+    expect(seen["grpc-timeout"]).toMatch(/^\d+m$/);
+  });
+
+  it("reports a trailers-only error with its code and message", async () => {
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () =>
+        stream.respond(
+          { ...okHeaders, "grpc-status": String(Code.NotFound), "grpc-message": "no%20such" },
+          { endStream: true },
+        ),
+      ),
+    );
+    const err = await failure(client.getServerInfo({}));
+    expect(err.code).toBe(Code.NotFound);
+    expect(err.rawMessage).toBe("no such");
+  });
+
+  it("hands out streamed messages before the error status that follows them", async () => {
+    const frame = create(ReadToolOutputResponseSchema, {
+      frame: { case: "content", value: { body: { case: "data", value: new Uint8Array([1, 2]) } } },
+    });
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () =>
+          stream.sendTrailers({ "grpc-status": String(Code.DataLoss), "grpc-message": "bad" }),
+        );
+        stream.end(Buffer.from(encodeEnvelope(0, toBinary(ReadToolOutputResponseSchema, frame))));
+      }),
+    );
+    const got: number[] = [];
+    const err = await failure(
+      (async () => {
+        for await (const f of client.readToolOutput({ runId: "r", handle: "h" })) {
+          if (f.frame.case === "content" && f.frame.value.body.case === "data") {
+            got.push(...f.frame.value.body.value);
+          }
+        }
+      })(),
+    );
+    expect(got).toEqual([1, 2]);
+    expect(err.code).toBe(Code.DataLoss);
+  });
+
+  it("maps a refused stream to UNAVAILABLE and a reset stream to a retryable INTERNAL", async () => {
+    const refused = await clientFor((stream) =>
+      stream.close(http2.constants.NGHTTP2_REFUSED_STREAM),
+    );
+    expect((await failure(refused.getServerInfo({}))).code).toBe(Code.Unavailable);
+    const reset = await clientFor((stream) => {
+      stream.respond(okHeaders);
+      // Destroyed mid-message, as a proxy resets a call whose replica died (close() would
+      // end the stream cleanly first).
+      stream.write(serverInfo("1").subarray(0, 3), () => stream.destroy(new Error("gone")));
+    });
+    const err = await failure(reset.getServerInfo({}));
+    expect(err.code).toBe(Code.Internal);
+    expect(err.rawMessage).toMatch(/stream closed with error code (NGHTTP2_)?INTERNAL_ERROR/i);
+  });
+
+  it("fails a body that ends inside a message, and a response without a status", async () => {
+    const cut = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(serverInfo("1.2.3").subarray(0, 6));
+      }),
+    );
+    const incomplete = await failure(cut.getServerInfo({}));
+    expect(incomplete.code).toBe(Code.Internal);
+    expect(incomplete.rawMessage).toMatch(/incomplete envelope/);
+    const silent = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond(okHeaders);
+        stream.end(serverInfo("1.2.3"));
+      }),
+    );
+    const missing = await failure(silent.getServerInfo({}));
+    expect(missing.code).toBe(Code.Internal);
+    expect(missing.rawMessage).toMatch(/missing status/);
+  });
+
+  it("refuses a compressed response it never asked for and one over readMaxBytes", async () => {
+    const gzip = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond({ ...okHeaders, "grpc-encoding": "gzip" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(serverInfo("1"));
+      }),
+    );
+    expect((await failure(gzip.getServerInfo({}))).code).toBe(Code.Internal);
+    const large = await clientFor(
+      (stream) =>
+        afterRequest(stream, () => {
+          stream.respond(okHeaders, { waitForTrailers: true });
+          stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+          stream.end(serverInfo("x".repeat(200)));
+        }),
+      100,
+    );
+    expect((await failure(large.getServerInfo({}))).code).toBe(Code.ResourceExhausted);
+  });
+
+  it("maps a proxy's HTTP error status to the gRPC code", async () => {
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () => stream.respond({ ":status": 502 }, { endStream: true })),
+    );
+    expect((await failure(client.getServerInfo({}))).code).toBe(Code.Unavailable);
+  });
+
+  it("cancels the stream when the caller aborts, and reports CANCELED", async () => {
+    let reset: Promise<number> | undefined;
+    const client = await clientFor((stream) => {
+      reset = new Promise((resolve) => stream.on("close", () => resolve(stream.rstCode)));
+      stream.respond(okHeaders);
+    });
+    const abort = new AbortController();
+    const call = client.getServerInfo({}, { signal: abort.signal });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    abort.abort();
+    expect((await failure(call)).code).toBe(Code.Canceled);
+    expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
+  });
+
+  it("ends a call past its deadline with DEADLINE_EXCEEDED", async () => {
+    const client = await clientFor((stream) => stream.respond(okHeaders));
+    expect((await failure(client.getServerInfo({}, { timeoutMs: 200 }))).code).toBe(
+      Code.DeadlineExceeded,
+    );
+  });
+
+  it("holds back a server whose messages are not consumed", async () => {
+    const message = Buffer.from(
+      encodeEnvelope(
+        0,
+        toBinary(
+          ReadToolOutputResponseSchema,
+          create(ReadToolOutputResponseSchema, {
+            frame: {
+              case: "content",
+              value: { body: { case: "data", value: new Uint8Array(1024 * 1024) } },
+            },
+          }),
+        ),
+      ),
+    );
+    let written = 0;
+    const total = 200;
+    const client = await clientFor((stream) =>
+      afterRequest(stream, async () => {
+        stream.respond(okHeaders);
+        const closed = new Promise((resolve) => stream.once("close", resolve));
+        for (let i = 0; i < total && !stream.closed; i++) {
+          if (!stream.write(message, () => written++)) {
+            await Promise.race([closed, new Promise((resolve) => stream.once("drain", resolve))]);
+          }
+        }
+      }),
+    );
+    const abort = new AbortController();
+    const frames = client.readToolOutput({ runId: "r", handle: "h" }, { signal: abort.signal });
+    const first = await frames[Symbol.asyncIterator]().next();
+    expect(first.done).toBe(false);
+    // Wait until the server can write no more, then check how far it got.
+    let last = -1;
+    while (last !== written) {
+      last = written;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    abort.abort();
+    // The 32 MiB receive window and the few parsed messages held bound what is sent.
+    expect(written).toBeGreaterThan(0);
+    expect(written).toBeLessThan(total / 2);
+  });
+});

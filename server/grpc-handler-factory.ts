@@ -1,5 +1,11 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createHandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  createHandlerContext,
+  type MethodImplSpec,
+} from "@connectrpc/connect";
 import {
   type AsyncIterableTransform,
   assertByteStreamRequest,
@@ -53,6 +59,26 @@ import {
  */
 export type WireFramer = (message: MessageShape<DescMessage>) => readonly Uint8Array[] | undefined;
 
+/**
+ * WireRecycler takes framed parts back once they are written: the framer's parts are handed
+ * over to the wire (the message that held them is not used again), so parts whose memory came
+ * from a pool may return to it.
+ */
+export type WireRecycler = (part: Uint8Array) => void;
+
+/** What a call's response is written to; `writableLength` is 0 once every write completed. */
+export interface ResponseWritable {
+  readonly writableLength: number;
+}
+
+/**
+ * responseWritableKey carries the HTTP/2 stream a call's response is written to, so written
+ * parts can be recycled; without it nothing is.
+ */
+export const responseWritableKey = createContextKey<ResponseWritable | undefined>(undefined, {
+  description: "the stream the call's response is written to",
+});
+
 const protocolName = "grpc";
 /**
  * The reason a call's signal carries once its response has ended normally. Connect aborts it
@@ -74,14 +100,18 @@ const methodPost = "POST";
  * memory. Every other message, and every response of the gRPC-Web and Connect protocols, is
  * encoded by connect. And a call that ends normally aborts its signal with `callEnded` as the
  * reason, not with none.
+ *
+ * With `recycle`, each framed part is handed to it once the call's response stream (the
+ * context's responseWritableKey) reports every write completed, never earlier.
  */
 export function createGrpcHandlerFactory(
   options: Partial<UniversalHandlerOptions>,
   framer: WireFramer,
+  recycle?: WireRecycler,
 ): ProtocolHandlerFactory {
   const opt = validateUniversalHandlerOptions(options);
   const factory = (spec: MethodImplSpec): UniversalHandler =>
-    Object.assign(createHandler(opt, spec, framer), {
+    Object.assign(createHandler(opt, spec, framer, recycle), {
       protocolNames: [protocolName],
       allowedMethods: [methodPost],
       supportedContentType: contentTypeMatcher(contentTypeRegExp),
@@ -96,6 +126,7 @@ function createHandler(
   opt: UniversalHandlerOptions,
   spec: MethodImplSpec,
   framer: WireFramer,
+  recycle: WireRecycler | undefined,
 ): (req: UniversalServerRequest) => Promise<UniversalServerResponse> {
   const serialization = createMethodSerializationLookup(
     spec.method,
@@ -170,7 +201,13 @@ function createHandler(
       MessageShape<DescMessage>,
       Uint8Array
     > = compression.response === null && type.binary
-      ? frameOrEncode(output, framer, opt.writeMaxBytes)
+      ? frameOrEncode(
+          output,
+          framer,
+          opt.writeMaxBytes,
+          recycle,
+          req.contextValues?.get(responseWritableKey),
+        )
       : (source) =>
           pipe(
             source,
@@ -212,9 +249,18 @@ function frameOrEncode(
   serialization: Serialization<MessageShape<DescMessage>>,
   framer: WireFramer,
   writeMaxBytes: number,
+  recycle: WireRecycler | undefined,
+  writable: ResponseWritable | undefined,
 ): AsyncIterableTransform<MessageShape<DescMessage>, Uint8Array> {
   return async function* (source) {
+    // Framed parts already yielded, kept until every write has completed. The body is pulled
+    // one chunk at a time and each chunk is written before the next is asked for, so once
+    // nothing is left unwritten no yielded part is still on its way to the socket.
+    const written: Uint8Array[] = [];
     for await (const message of source) {
+      if (recycle !== undefined && written.length > 0 && writable?.writableLength === 0) {
+        for (const part of written.splice(0)) recycle(part);
+      }
       const parts = framer(message);
       if (parts === undefined) {
         yield encodeEnvelope(0, serialization.serialize(message));
@@ -228,6 +274,7 @@ function frameOrEncode(
         );
       }
       yield* parts;
+      if (recycle !== undefined && writable !== undefined) written.push(...parts);
     }
   };
 }

@@ -97,6 +97,7 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
         }),
         signal,
       ),
+    release: (chunk) => backend.release?.(chunk),
     async seekLine(line, signal) {
       const entry = Math.floor(line / blob.stride);
       if (entry === 0 || blob.indexKey === undefined) return { line: 0, offset: 0 };

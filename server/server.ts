@@ -17,7 +17,7 @@ import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.j
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { instrumentBackend } from "./backends/instrumented.js";
-import { createGrpcHandlerFactory } from "./grpc-handler-factory.js";
+import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
@@ -182,7 +182,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
             createSpillwayService(core, callLimits),
           ),
           [
-            createGrpcHandlerFactory(handlerOptions, wireDataFrame),
+            createGrpcHandlerFactory(handlerOptions, wireDataFrame, (part) =>
+              core.backend.release?.(part),
+            ),
             createGrpcWebHandlerFactory(handlerOptions),
             createConnectHandlerFactory(handlerOptions),
           ],
@@ -190,7 +192,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       );
       router.service(Health, health.service);
     },
-    contextValues: deadlines.contextValues,
+    // The response stream tells when a data frame is written, so its chunk can go back to
+    // the backend.
+    contextValues: (req) =>
+      deadlines
+        .contextValues(req)
+        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
   });
   const handler = deadlines.wrap(connectHandler);
 

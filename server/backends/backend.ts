@@ -81,6 +81,12 @@ export interface Backend {
    * visible object. Absent on backends whose writes leave nothing behind.
    */
   sweepLeftovers?(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
+  /**
+   * Takes back a chunk a `get` stream yielded, from a caller that will read no view of it
+   * again, so its memory can serve later reads. Calling it is optional (chunks not handed
+   * back are collected as usual); absent on backends whose chunks are not pooled.
+   */
+  release?(chunk: Uint8Array): void;
   /** Releases clients, handles and timers. */
   close(): Promise<void>;
 }

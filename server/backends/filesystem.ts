@@ -15,6 +15,7 @@ import type {
 } from "./backend.js";
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
+import { type ChunkPool, createChunkPool, readChunkBytes } from "./chunk-pool.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 import { createKnownDirectories } from "./known-directories.js";
@@ -23,8 +24,6 @@ import { checkKey, checkListPrefix, reservedSegmentPrefix as tempPrefix } from "
 
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
-/** Size of each read a get performs. */
-const readChunkBytes = 1024 * 1024;
 /** Attempts at opening a temp file when a concurrent delete pruned its fresh directory. */
 const openTempAttempts = 3;
 
@@ -87,6 +86,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   const directorySync = createDirectorySync();
   // Directories verified within the last second are not walked again (see walkDirs).
   const knownDirectories = createKnownDirectories();
+  // Sixteen free chunks (16 MiB) cover the read-ahead and the HTTP/2 writes in flight of
+  // several concurrent reads.
+  const chunks = createChunkPool(readChunkBytes, 16);
   try {
     mkdirSync(root, { recursive: true, mode: 0o700 });
     chmodSync(root, 0o700);
@@ -321,7 +323,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const stats = await handle.stat();
         if (!stats.isFile()) throw notFound(key);
         const end = length === undefined ? stats.size : Math.min(stats.size, offset + length);
-        const stream = readRange(handle, offset, end, signal, key);
+        const stream = readRange(handle, offset, end, signal, key, chunks);
         handle = undefined;
         return stream;
       } catch (err) {
@@ -400,6 +402,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       for (let i = 0; i < keys.length; i += 16) {
         await Promise.all(keys.slice(i, i + 16).map((key) => backend.delete(key, callOpts)));
       }
+    },
+
+    release(chunk: Uint8Array): void {
+      chunks.give(chunk);
     },
 
     async close(): Promise<void> {},
@@ -485,12 +491,14 @@ async function* readRange(
   end: number,
   signal: AbortSignal | undefined,
   key: string,
+  chunks: ChunkPool,
 ): AsyncGenerator<Uint8Array> {
   const readAt = async (position: number): Promise<Uint8Array> => {
     throwIfAborted(signal);
     const want = Math.min(readChunkBytes, end - position);
-    // Not zero-filled: only the bytes the read wrote are ever handed out.
-    const buffer = Buffer.allocUnsafe(want);
+    // From the pool, so a reader that gives chunks back reuses them; not zero-filled: only
+    // the bytes the read wrote are ever handed out.
+    const buffer = chunks.take(want);
     const { bytesRead } = await handle.read(buffer, 0, want, position);
     return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
   };

@@ -112,7 +112,9 @@ function renderHexBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: number
  * bytesWindow streams one bytes window: a header frame, data frames of at most dataFrameBytes (1 MiB)
  * holding [offset, offset+limit) clamped to the payload and to maxBytesWindow, and a trailer.
  *
- * Guarantees: bytes are passed on unchanged and never accumulated; the rendering looks only
+ * Guarantees: bytes are passed on unchanged and never accumulated; each data frame's bytes
+ * are handed over with it (the window keeps no view of them and no two frames share memory,
+ * so the wire may recycle a frame's memory once written); the rendering looks only
  * at the first bytes it can show (4 per character of the cap), as UTF-8 text or, for a binary
  * payload, an `xxd` dump; a window starting at or past the end is empty with eof set.
  */
@@ -157,11 +159,15 @@ export async function* bytesWindow(
       prefix.set(piece.subarray(0, copied), prefixLength);
       prefixLength += copied;
     }
+    // A chunk that fits one frame is handed over as it is; the frames of a larger one are
+    // copies, so that no two frames share memory.
+    const split = piece.length > dataFrameBytes;
     for (let at = 0; at < piece.length; at += dataFrameBytes) {
+      const data = piece.subarray(at, at + dataFrameBytes);
       yield create(ReadToolOutputResponseSchema, {
         frame: {
           case: "content",
-          value: { body: { case: "data", value: piece.subarray(at, at + dataFrameBytes) } },
+          value: { body: { case: "data", value: split ? Uint8Array.from(data) : data } },
         },
       });
     }

@@ -80,6 +80,8 @@ const carriageReturn = 13;
  * longer, and its remaining bytes are only scanned for `\n` if the callback asks for more.
  * With nextOfInterest, the lines it rules out are never delivered, yet the lines that are
  * keep their true numbers and offsets, and the linesBefore lines preceding each are delivered.
+ * A delivered line's head is a view valid only during the callback; once push returns the
+ * splitter holds no view of the chunk, so its memory may be reused.
  */
 export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
   const { skipUntil, keepBytes, onLine, nextOfInterest, linesBefore = 0, anchors } = opts;
@@ -171,7 +173,8 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
         const room = keepBytes + 2 - partsLength;
         if (room > 0) {
           const piece = buf.subarray(i, Math.min(segmentEnd, i + room));
-          parts.push(piece);
+          // A line that goes on past this chunk keeps a copy of its start (at most keepBytes).
+          parts.push(nl < 0 ? Buffer.from(piece) : piece);
           partsLength += piece.length;
         }
         if (nl < 0) {

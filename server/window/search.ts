@@ -396,10 +396,15 @@ export async function* searchWindow(
   });
   let exhausted = true;
   let offset = 0;
+  // The chunk the matcher and splitter work on; handed back to the source once they have
+  // moved on (the splitter keeps no view of it, the matcher none past the next chunk).
+  let current: Uint8Array | undefined;
   try {
     for await (const chunk of await source.read(0, undefined, signal)) {
       if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
       matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
+      if (current !== undefined) source.release(current);
+      current = chunk;
       offset += chunk.length;
       await anchors?.reach(offset);
       const more = splitter.push(chunk);
@@ -409,10 +414,12 @@ export async function* searchWindow(
         break;
       }
     }
+    if (exhausted) splitter.finish();
   } finally {
+    matcher.beginChunk(Buffer.alloc(0), offset);
+    if (current !== undefined) source.release(current);
     await anchors?.close();
   }
-  if (exhausted) splitter.finish();
   for (const entry of open) finished.push(entry.match);
   open.length = 0;
   yield* frames.splice(0);

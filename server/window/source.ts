@@ -27,6 +27,11 @@ export interface WindowSource {
     length: number | undefined,
     signal?: AbortSignal,
   ): Promise<AsyncIterable<Uint8Array>>;
+  /**
+   * Takes back a chunk that read yielded, from a reader that will read no view of it again,
+   * so its memory can serve later reads. Optional: chunks not handed back are collected.
+   */
+  release(chunk: Uint8Array): void;
   /** Returns the nearest indexed line <= line and the byte offset where it starts. */
   seekLine(line: number, signal?: AbortSignal): Promise<{ line: number; offset: number }>;
   /**
@@ -69,6 +74,7 @@ export function createBufferWindowSource(
         }
       })();
     },
+    release() {},
     async seekLine(line) {
       const nearest = nearestIndexedLine(index.stride, index.lineCount, line);
       return { line: nearest.line, offset: index.offsets[nearest.entry] ?? 0 };

@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { createChunkPool } from "./chunk-pool.js";
+
+describe("createChunkPool", () => {
+  it("lends the memory of a chunk given back, once", () => {
+    const pool = createChunkPool(1024, 4);
+    const first = pool.take(1024);
+    pool.give(first);
+    const second = pool.take(100);
+    expect(second.buffer).toBe(first.buffer);
+    expect(second.byteLength).toBe(100);
+    // The pool has nothing free now: a second give of the same chunk must not make it lendable twice.
+    pool.give(first);
+    pool.give(second);
+    const third = pool.take(1024);
+    const fourth = pool.take(1024);
+    expect(third.buffer).toBe(first.buffer);
+    expect(fourth.buffer).not.toBe(first.buffer);
+  });
+
+  it("takes back a view of a lent chunk as the whole chunk", () => {
+    const pool = createChunkPool(1024, 4);
+    const chunk = pool.take(1024);
+    pool.give(chunk.subarray(10, 20));
+    expect(pool.take(1024).buffer).toBe(chunk.buffer);
+  });
+
+  it("ignores memory it did not lend", () => {
+    const pool = createChunkPool(1024, 4);
+    const foreign = new Uint8Array(1024);
+    pool.give(foreign);
+    expect(pool.take(1024).buffer).not.toBe(foreign.buffer);
+  });
+
+  it("keeps at most maxFree chunks between uses", () => {
+    const pool = createChunkPool(64, 2);
+    const lent = [pool.take(64), pool.take(64), pool.take(64)];
+    for (const chunk of lent) pool.give(chunk);
+    const again = [pool.take(64), pool.take(64), pool.take(64)];
+    const reused = again.filter((c) => lent.some((l) => l.buffer === c.buffer));
+    expect(reused).toHaveLength(2);
+  });
+
+  it("refuses a chunk larger than its size", () => {
+    expect(() => createChunkPool(64, 2).take(65)).toThrow(RangeError);
+  });
+});

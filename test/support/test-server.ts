@@ -32,9 +32,9 @@ export interface TestServer {
   readonly dataDir: string;
   readonly backend: Backend;
   readonly server: Awaited<ReturnType<typeof startSpillwayServer>>;
-  /** An SDK client authenticated with token (or none in dev mode). */
+  /** An SDK client (its own gRPC transport) authenticated with token (or none in dev mode). */
   sdk(token?: string): SpillwayClient;
-  /** The generated Connect client over gRPC, authenticated with token. */
+  /** The generated Connect client over connect-node's gRPC transport, authenticated with token. */
   raw(token?: string): Client<typeof SpillwayService>;
   stop(): Promise<void>;
 }
@@ -47,10 +47,13 @@ export async function startTestServer(
   opts: {
     backend?: TestBackendKind;
     tokens?: Record<string, string>;
+    /** Decorates the backend before the server gets it (fault injection, observation). */
+    wrapBackend?: (backend: Backend) => Backend;
   } & Partial<Omit<SpillwayServerOptions, "backend">> = {},
 ): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "spillway-test-"));
-  const backend = await createTestBackend(opts.backend ?? "filesystem", dataDir);
+  const base = await createTestBackend(opts.backend ?? "filesystem", dataDir);
+  const backend = opts.wrapBackend === undefined ? base : opts.wrapBackend(base);
   let tokenFile: string | undefined;
   if (opts.tokens !== undefined) {
     tokenFile = join(dataDir, "tokens");
@@ -78,7 +81,10 @@ export async function startTestServer(
     dataDir,
     backend,
     server,
-    sdk: (token) => createSpillwayClient({ baseUrl: server.url, transport: transportFor(token) }),
+    // The SDK on its own gRPC transport; raw calls go through connect-node's, so both meet
+    // the server.
+    sdk: (token) =>
+      createSpillwayClient({ baseUrl: server.url, ...(token === undefined ? {} : { token }) }),
     raw: (token) => createClient(SpillwayService, transportFor(token)),
     async stop() {
       await server.close(1000);

@@ -278,11 +278,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         tempPath = opened.tempPath;
         // Write-behind: one chunk is written while the producer makes the next (a copy, since
         // a producer may reuse its buffer once it is asked for more), so hashing and the disk
-        // overlap instead of taking turns.
+        // overlap instead of taking turns. Copies come from the read pool and go back to it
+        // once written.
         let writing: Promise<void> = Promise.resolve();
         for await (const chunk of abortableBody(body, signal)) {
           await writing;
-          writing = writeAll(handle, Buffer.from(chunk));
+          const copy =
+            chunk.byteLength <= readChunkBytes
+              ? chunks.take(chunk.byteLength)
+              : Buffer.allocUnsafe(chunk.byteLength);
+          copy.set(chunk);
+          writing = writeAll(handle, copy).finally(() => chunks.give(copy));
           // An error surfaces at the next await; until then it must not count as unhandled.
           writing.catch(() => undefined);
         }

@@ -50,6 +50,7 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
+import { createEnvelopeReader } from "../clients/ts/src/envelope-reader.js";
 
 /**
  * WireFramer returns a response message as the gRPC body bytes it stands for (envelope
@@ -165,18 +166,22 @@ function createHandler(
     }
     // As in connect: the request and the response are separate pipelines, so a failure to
     // write the response does not surface as a failure to read the request.
-    const input = pipe(
-      req.body,
-      transformPrepend<Uint8Array>(() => {
-        // Raised here so they reach the client as the trailer status, as connect does.
-        if (compression.error) throw compression.error;
-        if (timeout.error) throw timeout.error;
-        return undefined;
-      }),
-      transformSplitEnvelope(opt.readMaxBytes),
-      transformDecompressEnvelope(compression.request, opt.readMaxBytes),
-      transformParseEnvelope(serialization.getI(type.binary)),
-    );
+    const plain =
+      compression.request === null && type.binary && !compression.error && !timeout.error;
+    const input = plain
+      ? parseEnvelopes(req.body, opt.readMaxBytes, serialization.getI(true))
+      : pipe(
+          req.body,
+          transformPrepend<Uint8Array>(() => {
+            // Raised here so they reach the client as the trailer status, as connect does.
+            if (compression.error) throw compression.error;
+            if (timeout.error) throw timeout.error;
+            return undefined;
+          }),
+          transformSplitEnvelope(opt.readMaxBytes),
+          transformDecompressEnvelope(compression.request, opt.readMaxBytes),
+          transformParseEnvelope(serialization.getI(type.binary)),
+        );
     const it = transformInvokeImplementation(
       spec,
       context,
@@ -239,6 +244,26 @@ function createHandler(
       trailer: context.responseTrailer,
     };
   };
+}
+
+/**
+ * Parses an uncompressed binary request body into its messages as envelopes complete, in one
+ * stage instead of connect's three (split, decompress, parse), each of which took every 16 KiB
+ * DATA chunk through an async generator of its own. Errors are connect's: a message over
+ * readMaxBytes is RESOURCE_EXHAUSTED, a body that ends inside an envelope INVALID_ARGUMENT.
+ */
+async function* parseEnvelopes(
+  body: AsyncIterable<Uint8Array>,
+  readMaxBytes: number,
+  serialization: Serialization<MessageShape<DescMessage>>,
+): AsyncIterable<MessageShape<DescMessage>> {
+  const reader = createEnvelopeReader(readMaxBytes);
+  for await (const chunk of body) {
+    for (const bytes of reader.push(chunk)) yield serialization.parse(bytes);
+  }
+  if (!reader.atBoundary) {
+    throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 /** A gRPC envelope header: one flags byte and the message length, 4 bytes big-endian. */
 const headerBytes = 5;
 
-/** EnvelopeReader splits a gRPC response body, as it arrives, into the messages it carries. */
+/** EnvelopeReader splits a gRPC body, as it arrives, into the messages it carries. */
 export interface EnvelopeReader {
   /**
    * Takes the next piece of the body and returns every message it completes, in order. A
@@ -20,8 +20,9 @@ export interface EnvelopeReader {
  *
  * Guarantees: messages come out whole and in order however the body is split; a message
  * larger than readMaxBytes is RESOURCE_EXHAUSTED before any of it is buffered; a compressed
- * (flag 1) or otherwise flagged envelope is INTERNAL, since this client never accepts a
- * response encoding.
+ * (flag 1) or otherwise flagged envelope is INTERNAL: the reader is for bodies sent without
+ * compression (the SDK never accepts a response encoding; the server reads compressed
+ * requests through connect's own stages).
  */
 export function createEnvelopeReader(readMaxBytes: number): EnvelopeReader {
   const header = new Uint8Array(headerBytes);
@@ -34,7 +35,7 @@ export function createEnvelopeReader(readMaxBytes: number): EnvelopeReader {
   const open = (flags: number, length: number): number => {
     if (flags !== 0) {
       throw new ConnectError(
-        `protocol error: envelope flags 0x${flags.toString(16)} on an uncompressed gRPC response`,
+        `protocol error: envelope flags 0x${flags.toString(16)} in a body sent without compression`,
         Code.Internal,
       );
     }

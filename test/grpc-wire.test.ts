@@ -1,0 +1,110 @@
+import * as http2 from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  GetServerInfoRequestSchema,
+  OffloadRequestSchema,
+} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+/** The status a raw gRPC call ends with: from the trailer, or a trailers-only header. */
+interface RawAnswer {
+  readonly status: number;
+  readonly message: string;
+}
+
+/** Sends `pieces` as one call's request body, each in its own write, and reads the status. */
+function rawCall(
+  url: string,
+  method: string,
+  pieces: readonly Uint8Array[],
+  extraHeaders: http2.OutgoingHttpHeaders = {},
+): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `/spillway.v1.SpillwayService/${method}`,
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...extraHeaders,
+    });
+    let status: string | undefined;
+    let message = "";
+    const take = (h: http2.IncomingHttpHeaders) => {
+      if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+      if (h["grpc-message"] !== undefined) message = decodeURIComponent(String(h["grpc-message"]));
+    };
+    stream.on("response", take);
+    stream.on("trailers", take);
+    stream.on("data", () => {});
+    stream.on("error", () => {});
+    stream.on("close", () => {
+      session.close();
+      if (status === undefined) reject(new Error(`no grpc-status (rst ${stream.rstCode})`));
+      else resolve({ status: Number(status), message });
+    });
+    for (const piece of pieces) stream.write(piece);
+    stream.end();
+  });
+}
+
+const envelope = (flags: number, body: Uint8Array) => Buffer.from(encodeEnvelope(flags, body));
+const infoRequest = () =>
+  envelope(0, toBinary(GetServerInfoRequestSchema, create(GetServerInfoRequestSchema, {})));
+
+describe("the gRPC request body on the wire", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it("reads a request however its bytes are split", async () => {
+    const bytes = infoRequest();
+    const oneByteWrites = [...bytes].map((b) => Uint8Array.of(b));
+    expect(await rawCall(server.url, "GetServerInfo", oneByteWrites)).toEqual({
+      status: 0,
+      message: "",
+    });
+  });
+
+  it("refuses a body that ends inside a message with INVALID_ARGUMENT", async () => {
+    const answer = await rawCall(server.url, "GetServerInfo", [infoRequest().subarray(0, 3)]);
+    expect(answer.status).toBe(Code.InvalidArgument);
+    expect(answer.message).toMatch(/incomplete envelope/);
+  });
+
+  it("refuses a message over the server's limit from its header alone", async () => {
+    const header = Buffer.alloc(5);
+    header.writeUInt32BE(256 * 1024 * 1024, 1);
+    const answer = await rawCall(server.url, "Offload", [header]);
+    expect(answer.status).toBe(Code.ResourceExhausted);
+  });
+
+  it("refuses a compressed message that no encoding was declared for", async () => {
+    const chunk = create(OffloadRequestSchema, {
+      msg: { case: "chunk", value: new Uint8Array(3) },
+    });
+    const answer = await rawCall(server.url, "Offload", [
+      envelope(1, toBinary(OffloadRequestSchema, chunk)),
+    ]);
+    expect(answer.status).toBe(Code.Internal);
+  });
+
+  it("refuses a request encoding it does not accept", async () => {
+    const answer = await rawCall(server.url, "GetServerInfo", [envelope(1, new Uint8Array(0))], {
+      "grpc-encoding": "gzip",
+    });
+    expect(answer.status).toBe(Code.Unimplemented);
+  });
+
+  it("keeps serving after every refusal", async () => {
+    expect((await server.sdk().serverInfo()).version).not.toBe("");
+  });
+});

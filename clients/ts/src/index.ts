@@ -1,6 +1,6 @@
 /**
- * The Spillway TypeScript SDK: the client, the elision policy, the `read_tool_output` model
- * tool and the retry helper, as named re-exports. Generated messages stay under `./gen/`.
+ * The Spillway TypeScript SDK: the client, its gRPC transport, the elision policy, the
+ * `read_tool_output` model tool and the retry helper, as named re-exports. Generated messages stay under `./gen/`.
  */
 export {
   createSpillwayClient,
@@ -26,6 +26,7 @@ export {
   type ElisionPolicyOptions,
   type ElisionResult,
 } from "./elision-policy.js";
+export { createGrpcTransport, type GrpcTransportOptions } from "./grpc-transport.js";
 export {
   createReadToolOutputExecutor,
   type ReadToolOutputExecutorOptions,

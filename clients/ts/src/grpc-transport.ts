@@ -306,6 +306,20 @@ export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
   const interceptors = [...(opts.interceptors ?? [])];
   const deadline = (timeoutMs: number | undefined) =>
     timeoutMs === undefined || timeoutMs <= 0 ? undefined : timeoutMs;
+  /** The request fields a unary and a streaming call share. */
+  const requestFor = <M extends DescMethodUnary | DescMethodStreaming>(
+    method: M,
+    timeoutMs: number | undefined,
+    header: ConstructorParameters<typeof Headers>[0] | undefined,
+    contextValues: ContextValues | undefined,
+  ) => ({
+    service: method.parent,
+    method,
+    requestMethod: "POST",
+    url: createMethodUrl(opts.baseUrl, method),
+    header: requestHeader(true, timeoutMs, header),
+    contextValues: contextValues ?? createContextValues(),
+  });
   return {
     async unary<I extends DescMessage, O extends DescMessage>(
       method: DescMethodUnary<I, O>,
@@ -320,16 +334,7 @@ export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
         interceptors,
         signal,
         timeoutMs: ms,
-        req: {
-          stream: false,
-          service: method.parent,
-          method,
-          requestMethod: "POST",
-          url: createMethodUrl(opts.baseUrl, method),
-          header: requestHeader(true, ms, header),
-          contextValues: contextValues ?? createContextValues(),
-          message: input,
-        },
+        req: { stream: false, ...requestFor(method, ms, header, contextValues), message: input },
         next: async (req) => {
           const ex = await exchange(
             opts,
@@ -386,16 +391,7 @@ export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
         interceptors,
         signal,
         timeoutMs: ms,
-        req: {
-          stream: true,
-          service: method.parent,
-          method,
-          requestMethod: "POST",
-          url: createMethodUrl(opts.baseUrl, method),
-          header: requestHeader(true, ms, header),
-          contextValues: contextValues ?? createContextValues(),
-          message: input,
-        },
+        req: { stream: true, ...requestFor(method, ms, header, contextValues), message: input },
         next: async (req) => {
           const ex = await exchange(opts, method, req.url, req.header, req.signal, req.message);
           if (ex.headerError !== undefined) throw ex.headerError;

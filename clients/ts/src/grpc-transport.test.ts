@@ -216,6 +216,21 @@ describe("createGrpcTransport", () => {
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
   });
 
+  it("cancels a call aborted while its stream was still being opened", async () => {
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(serverInfo("1"));
+      }),
+    );
+    await client.getServerInfo({});
+    const abort = new AbortController();
+    const call = client.getServerInfo({}, { signal: abort.signal });
+    abort.abort();
+    expect((await failure(call)).code).toBe(Code.Canceled);
+  });
+
   it("ends a call past its deadline with DEADLINE_EXCEEDED", async () => {
     const client = await clientFor((stream) => stream.respond(okHeaders));
     expect((await failure(client.getServerInfo({}, { timeoutMs: 200 }))).code).toBe(

@@ -173,6 +173,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     fail(ConnectError.from(getAbortSignalReason(signal), Code.Canceled));
   };
   signal.addEventListener("abort", onAbort, { once: true });
+  // An abort while the stream was being opened fired before the listener existed.
+  if (signal.aborted) onAbort();
 
   /** Ends the response once its body and trailer are in: the trailer's status decides. */
   const finish = (): void => {

@@ -20,7 +20,8 @@ export async function readAllBytes(
     if (total > maxBytes) {
       throw new ConnectError(`body exceeds the limit of ${maxBytes} bytes`, Code.ResourceExhausted);
     }
-    chunks.push(chunk.slice());
+    // A copy: on a Buffer, slice() is a view.
+    chunks.push(new Uint8Array(chunk));
   }
   const out = new Uint8Array(total);
   let at = 0;

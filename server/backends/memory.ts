@@ -44,7 +44,8 @@ export function createMemoryBackend(): Backend {
       let size = 0;
       try {
         for await (const chunk of abortableBody(body, signal)) {
-          chunks.push(chunk.slice());
+          // A copy: on a Buffer, slice() is a view.
+          chunks.push(new Uint8Array(chunk));
           size += chunk.byteLength;
         }
       } catch (err) {

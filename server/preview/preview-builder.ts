@@ -236,7 +236,8 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
       jsonBytes = 0;
       return;
     }
-    jsonChunks.push(chunk.slice());
+    // A copy: on a Buffer, slice() is a view.
+    jsonChunks.push(new Uint8Array(chunk));
     jsonBytes += chunk.length;
   }
 

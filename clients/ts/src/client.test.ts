@@ -1,5 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256 } from "../../../test/support/read-back.js";
 import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
 import { createSpillwayClient, type SpillwayClient } from "./client.js";
 import { Storage } from "./gen/spillway/v1/types_pb.js";
@@ -50,6 +51,20 @@ describe("SpillwayClient", () => {
   });
   afterAll(async () => {
     await t.stop();
+  });
+
+  it("sends a streamed chunk before asking for the next, so the caller may reuse its buffer", async () => {
+    const buffer = Buffer.alloc(4 * 1024);
+    const expected: Buffer[] = [];
+    async function* reused(): AsyncGenerator<Uint8Array> {
+      for (let i = 0; i < 40; i++) {
+        buffer.fill(`chunk ${i} `);
+        expected.push(Buffer.from(buffer));
+        yield buffer;
+      }
+    }
+    const attachment = await sdk.offload(key("c0", "reuse"), reused());
+    expect(attachment.sha256).toBe(sha256(Buffer.concat(expected)));
   });
 
   it("offloads, stats and reports whether a call created the record", async () => {

@@ -92,10 +92,24 @@ function drained(stream: http2.ClientHttp2Stream): Promise<void> {
   });
 }
 
+/** Resolves once `bytes` are written out (or the stream has closed). */
+function written(stream: http2.ClientHttp2Stream, bytes: Uint8Array): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off("close", done);
+      resolve();
+    };
+    stream.on("close", done);
+    stream.write(bytes, done);
+  });
+}
+
 /**
- * Writes every request message to the stream, then ends it. Stops quietly once the stream
- * is closed or ended (the response then carries the verdict); an error from the request
- * messages themselves goes to `fail`.
+ * Writes every request message to the stream, then ends it. A message's bytes are written
+ * out before the next message is asked for, so a caller may reuse a chunk's memory once its
+ * stream is asked for more (the caller's chunk is sent itself, not a copy). Stops quietly
+ * once the stream is closed or ended (the response then carries the verdict); an error from
+ * the request messages themselves goes to `fail`.
  */
 async function sendRequest<I extends DescMessage>(
   stream: http2.ClientHttp2Stream,
@@ -106,9 +120,11 @@ async function sendRequest<I extends DescMessage>(
   const stopped = () => stream.closed || stream.destroyed || stream.writableEnded;
   try {
     for await (const message of input) {
-      for (const bytes of wireRequest(schema, message)) {
+      const parts = wireRequest(schema, message);
+      for (const [i, bytes] of parts.entries()) {
         if (stopped()) return;
-        if (!stream.write(bytes)) await drained(stream);
+        if (i === parts.length - 1) await written(stream, bytes);
+        else if (!stream.write(bytes)) await drained(stream);
       }
     }
     if (!stopped()) stream.end();

@@ -51,6 +51,7 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import { createEnvelopeReader } from "../clients/ts/src/envelope-reader.js";
+import type { ChunkPool } from "./backends/chunk-pool.js";
 
 /**
  * WireFramer returns a response message as the gRPC body bytes it stands for (envelope
@@ -66,6 +67,30 @@ export type WireFramer = (message: MessageShape<DescMessage>) => readonly Uint8A
  * from a pool may return to it.
  */
 export type WireRecycler = (part: Uint8Array) => void;
+
+/** GrpcWireOptions are how the handler moves message bytes to and from the wire. */
+export interface GrpcWireOptions {
+  /** Frames response messages it recognises without serializing them. */
+  readonly framer: WireFramer;
+  /** Takes framed parts back once written (see WireRecycler). */
+  readonly recycle?: WireRecycler;
+  /**
+   * Where request messages spread over several DATA chunks are assembled. The handler may
+   * hand a message's bytes back through the call's requestChunkReleaseKey once it is done
+   * with them; messages it never hands back are collected as usual.
+   */
+  readonly requestChunks?: ChunkPool;
+}
+
+/**
+ * requestChunkReleaseKey carries, for a call whose request messages are assembled from
+ * requestChunks, the function that hands a message's bytes (or a view of them) back for
+ * reuse. The caller promises nothing reads that memory afterwards. Unset on other calls.
+ */
+export const requestChunkReleaseKey = createContextKey<((bytes: Uint8Array) => void) | undefined>(
+  undefined,
+  { description: "hands a request message's bytes back for reuse" },
+);
 
 /** What a call's response is written to; `writableLength` is 0 once every write completed. */
 export interface ResponseWritable {
@@ -103,16 +128,17 @@ const methodPost = "POST";
  * reason, not with none.
  *
  * With `recycle`, each framed part is handed to it once the call's response stream (the
- * context's responseWritableKey) reports every write completed, never earlier.
+ * context's responseWritableKey) reports every write completed, never earlier. With
+ * `requestChunks`, large request messages are assembled in its chunks, and the call's
+ * handler may give them back (requestChunkReleaseKey).
  */
 export function createGrpcHandlerFactory(
   options: Partial<UniversalHandlerOptions>,
-  framer: WireFramer,
-  recycle?: WireRecycler,
+  wire: GrpcWireOptions,
 ): ProtocolHandlerFactory {
   const opt = validateUniversalHandlerOptions(options);
   const factory = (spec: MethodImplSpec): UniversalHandler =>
-    Object.assign(createHandler(opt, spec, framer, recycle), {
+    Object.assign(createHandler(opt, spec, wire), {
       protocolNames: [protocolName],
       allowedMethods: [methodPost],
       supportedContentType: contentTypeMatcher(contentTypeRegExp),
@@ -126,9 +152,9 @@ export function createGrpcHandlerFactory(
 function createHandler(
   opt: UniversalHandlerOptions,
   spec: MethodImplSpec,
-  framer: WireFramer,
-  recycle: WireRecycler | undefined,
+  wire: GrpcWireOptions,
 ): (req: UniversalServerRequest) => Promise<UniversalServerResponse> {
+  const { framer, recycle, requestChunks } = wire;
   const serialization = createMethodSerializationLookup(
     spec.method,
     opt.binaryOptions,
@@ -168,8 +194,11 @@ function createHandler(
     // write the response does not surface as a failure to read the request.
     const plain =
       compression.request === null && type.binary && !compression.error && !timeout.error;
+    if (plain && requestChunks !== undefined) {
+      req.contextValues?.set(requestChunkReleaseKey, requestChunks.give);
+    }
     const input = plain
-      ? parseEnvelopes(req.body, opt.readMaxBytes, serialization.getI(true))
+      ? parseEnvelopes(req.body, opt.readMaxBytes, serialization.getI(true), requestChunks)
       : pipe(
           req.body,
           transformPrepend<Uint8Array>(() => {
@@ -256,8 +285,14 @@ async function* parseEnvelopes(
   body: AsyncIterable<Uint8Array>,
   readMaxBytes: number,
   serialization: Serialization<MessageShape<DescMessage>>,
+  chunks: ChunkPool | undefined,
 ): AsyncIterable<MessageShape<DescMessage>> {
-  const reader = createEnvelopeReader(readMaxBytes);
+  const reader = createEnvelopeReader(
+    readMaxBytes,
+    chunks === undefined
+      ? undefined
+      : (bytes) => (bytes <= chunks.chunkBytes ? chunks.take(bytes) : Buffer.allocUnsafe(bytes)),
+  );
   for await (const chunk of body) {
     for (const bytes of reader.push(chunk)) yield serialization.parse(bytes);
   }

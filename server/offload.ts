@@ -51,6 +51,7 @@ export async function offload(
   requests: AsyncIterable<OffloadRequest>,
   signal: AbortSignal,
   tenantLimits: TenantLimits = {},
+  releaseChunk?: (bytes: Uint8Array) => void,
 ): Promise<OffloadResponse> {
   const iterator = requests[Symbol.asyncIterator]();
   const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
@@ -115,7 +116,7 @@ export async function offload(
   ) {
     throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
   }
-  const chunks = chunkStream(iterator, limits, header, pass, runRoom, signal);
+  const chunks = chunkStream(iterator, limits, header, pass, runRoom, signal, releaseChunk);
   // Right before the commit the run is measured again: offloads that committed to it while
   // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
   const checkRunRoom = async (size: number) => {
@@ -143,8 +144,10 @@ export async function offload(
       ended = true;
       break;
     }
-    head.push(next.value);
     headBytes += next.value.byteLength;
+    // A chunk kept while the stream is read on is copied (at most inlineBytes in all): the
+    // stream takes a chunk back once the next one is asked for.
+    head.push(headBytes <= deps.limits.inlineBytes ? Uint8Array.from(next.value) : next.value);
   }
   if (ended) {
     const facts = pass.finish();
@@ -243,7 +246,11 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
   };
 }
 
-/** Yields the chunks after the header, enforcing stream shape and size limits. */
+/**
+ * Yields the chunks after the header, enforcing stream shape and size limits. A chunk is the
+ * consumer's only until it asks for the next one (every consumer copies what it keeps: the
+ * backends' puts, the head kept for an inline record); then it goes back through `release`.
+ */
 async function* chunkStream(
   iterator: AsyncIterator<OffloadRequest>,
   limits: ServerLimits,
@@ -251,6 +258,7 @@ async function* chunkStream(
   pass: Pass,
   runRoom: { runId: string; held: number; limit: number } | undefined,
   signal: AbortSignal,
+  release: ((bytes: Uint8Array) => void) | undefined,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
     const next = await nextWithin(iterator, limits.idleStreamMs, signal);
@@ -298,6 +306,7 @@ async function* chunkStream(
     if (chunk.byteLength === 0) continue;
     pass.push(chunk);
     yield chunk;
+    release?.(chunk);
   }
 }
 

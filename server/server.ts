@@ -16,6 +16,7 @@ import {
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
+import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createHealthState, type HealthState } from "./health.js";
@@ -83,6 +84,11 @@ export interface SpillwayServerOptions {
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
   readonly metrics?: Metrics;
+  /**
+   * Where gRPC request messages are assembled and, once Offload is done with a chunk, reused;
+   * default: a pool of 1 MiB chunks (the SDK's chunk size and its framing), 8 kept free.
+   */
+  readonly requestChunks?: ChunkPool;
 }
 
 /** SpillwayServer is a running server. */
@@ -101,6 +107,8 @@ export interface SpillwayServer {
   close(graceMs?: number): Promise<void>;
 }
 
+/** A 1 MiB offload chunk as its request message: the bytes and their field's tag and length. */
+const requestChunkBytes = 1024 * 1024 + 16;
 /** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
@@ -182,9 +190,11 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
             createSpillwayService(core, callLimits),
           ),
           [
-            createGrpcHandlerFactory(handlerOptions, wireDataFrame, (part) =>
-              core.backend.release?.(part),
-            ),
+            createGrpcHandlerFactory(handlerOptions, {
+              framer: wireDataFrame,
+              recycle: (part) => core.backend.release?.(part),
+              requestChunks: opts.requestChunks ?? createChunkPool(requestChunkBytes, 8),
+            }),
             createGrpcWebHandlerFactory(handlerOptions),
             createConnectHandlerFactory(handlerOptions),
           ],

@@ -14,6 +14,7 @@ import {
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
+import { requestChunkReleaseKey } from "./grpc-handler-factory.js";
 import { limitsForTenant, type ServerLimits } from "./limits.js";
 import { offload } from "./offload.js";
 import { toAttachment } from "./record.js";
@@ -86,7 +87,14 @@ export function createSpillwayService(
 
   return {
     offload(requests, ctx) {
-      return offload(core, tenantOf(ctx), requests, ctx.signal, ctx.values.get(tenantLimitsKey));
+      return offload(
+        core,
+        tenantOf(ctx),
+        requests,
+        ctx.signal,
+        ctx.values.get(tenantLimitsKey),
+        ctx.values.get(requestChunkReleaseKey),
+      );
     },
 
     async *readToolOutput(req, ctx) {

@@ -1,15 +1,24 @@
 import { randomBytes } from "node:crypto";
+import * as http2 from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type OffloadRequest,
+  OffloadRequestSchema,
+} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import type { Backend } from "../server/backends/backend.js";
-import { readChunkBytes } from "../server/backends/chunk-pool.js";
+import { type ChunkPool, createChunkPool, readChunkBytes } from "../server/backends/chunk-pool.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /**
- * The filesystem backend lends its read chunks from a pool; the gRPC writer and the search
- * window hand them back. Here every chunk handed back is overwritten at once, so a chunk
- * handed back while anything still reads it (a write in flight, a line that goes on into the
- * next chunk) turns into wrong bytes or lost matches.
+ * Chunks lent from pools and handed back for reuse. The filesystem backend lends its read
+ * chunks; the gRPC writer and the search window hand them back. The gRPC handler assembles
+ * request messages in pooled chunks; Offload hands them back. Here every chunk handed back is
+ * overwritten at once, so a chunk handed back while anything still reads it (a write in
+ * flight, a line that goes on into the next chunk, a part not yet uploaded, the head of an
+ * inline record) turns into wrong bytes or lost matches.
  */
 function poisonReleased(base: Backend, released: { count: number }): Backend {
   return {
@@ -125,3 +134,151 @@ describe("read chunks handed back for reuse", () => {
     }
   });
 });
+
+/**
+ * A request-chunk pool that overwrites every chunk it lent the moment it is handed back (a
+ * message that arrived in one piece is a view of Node's read buffer and is left alone).
+ */
+function poisonedPool(released: { count: number }): ChunkPool {
+  const base = createChunkPool(1024 * 1024 + 16, 8);
+  const lent = new WeakSet<ArrayBufferLike>();
+  return {
+    chunkBytes: base.chunkBytes,
+    take(bytes) {
+      const chunk = base.take(bytes);
+      lent.add(chunk.buffer);
+      return chunk;
+    },
+    give(chunk) {
+      if (lent.delete(chunk.buffer)) {
+        released.count++;
+        new Uint8Array(chunk.buffer, 0, chunk.buffer.byteLength).fill(0xee);
+      }
+      base.give(chunk);
+    },
+  };
+}
+
+/**
+ * Offloads `data` in chunks of `size` bytes over a raw HTTP/2 stream, writing each message in
+ * two parts that wait for each other, so that every message spans two DATA frames.
+ */
+async function offloadInSplitFrames(
+  url: string,
+  key: { runId: string; callId: string },
+  data: Buffer,
+  size: number,
+): Promise<void> {
+  const session = http2.connect(url);
+  try {
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/spillway.v1.SpillwayService/Offload",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    let status: string | undefined;
+    stream.on("trailers", (t) => {
+      status = String(t["grpc-status"]);
+    });
+    stream.on("response", (h) => {
+      if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+    });
+    stream.on("data", () => {});
+    const closed = new Promise((resolve) => stream.on("close", resolve));
+    const write = (bytes: Uint8Array) =>
+      new Promise<void>((resolve, reject) =>
+        stream.write(bytes, (err) => (err ? reject(err) : resolve())),
+      );
+    const send = async (message: OffloadRequest) => {
+      const frame = encodeEnvelope(0, toBinary(OffloadRequestSchema, message));
+      const cut = Math.floor(frame.length / 2);
+      await write(frame.subarray(0, cut));
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      await write(frame.subarray(cut));
+    };
+    await send(
+      create(OffloadRequestSchema, {
+        msg: { case: "header", value: { key: { tenant: "dev", ...key } } },
+      }),
+    );
+    for (let at = 0; at < data.length; at += size) {
+      await send(
+        create(OffloadRequestSchema, {
+          msg: { case: "chunk", value: data.subarray(at, at + size) },
+        }),
+      );
+    }
+    stream.end();
+    await closed;
+    expect(status).toBe("0");
+  } finally {
+    session.close();
+  }
+}
+
+describe.each(["filesystem", "s3-minio", "memory"] as const)(
+  "request chunks handed back for reuse (%s)",
+  (backend) => {
+    const released = { count: 0 };
+    let server: TestServer;
+
+    beforeAll(async () => {
+      server = await startTestServer({ backend, requestChunks: poisonedPool(released) });
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it("are never reused before the store has the bytes, however large the payload", async () => {
+      const sdk = server.sdk();
+      // Past the s3 backend's 8 MiB part size, so parts are assembled from many chunks.
+      const payloads = [0, 1, 2].map((i) => randomBytes(9 * 1024 * 1024 + 777 * (i + 1)));
+      const before = released.count;
+      const handles = await Promise.all(
+        payloads.map(async (data, i) => {
+          const attachment = await sdk.offload(
+            { tenant: "dev", runId: "req", callId: `l${i}` },
+            data,
+          );
+          expect(attachment.sha256).toBe(sha256(data));
+          return attachment.handle;
+        }),
+      );
+      for (const [i, handle] of handles.entries()) {
+        expect(sha256(await readBack(sdk, "req", handle))).toBe(sha256(payloads[i] as Buffer));
+      }
+      expect(released.count - before).toBeGreaterThan(0);
+    });
+
+    it("keeps the JSON a preview is built from while the stream goes on", async () => {
+      const sdk = server.sdk();
+      const json = Array.from({ length: 60_000 }, (_, i) => ({ id: i, name: `item ${i}` }));
+      const before = released.count;
+      const attachment = await sdk.offload(
+        { tenant: "dev", runId: "req", callId: "json" },
+        { json },
+        { contentType: "application/json" },
+      );
+      expect(released.count - before).toBeGreaterThan(0);
+      expect(attachment.sha256).toBe(sha256(JSON.stringify(json)));
+      // Built from the whole document: a copy that went bad would not parse, leaving no shape.
+      expect(attachment.preview?.shape).toContain("name");
+    });
+
+    it("keeps what an inline record holds while the stream goes on", async () => {
+      const sdk = server.sdk();
+      const data = randomBytes(12 * 1024);
+      const before = released.count;
+      // Each chunk in two DATA frames, so the server assembles it in a pooled chunk.
+      await offloadInSplitFrames(server.url, { runId: "req", callId: "small" }, data, 1000);
+      expect(released.count - before).toBeGreaterThan(0);
+      const attachment = await sdk.stat("req", "res_small");
+      expect(attachment.sha256).toBe(sha256(data));
+      expect(sha256(await readBack(sdk, "req", attachment.handle))).toBe(sha256(data));
+      // A replay of the same bytes is recognised as the record already committed.
+      const again = await sdk.offloadResult({ tenant: "dev", runId: "req", callId: "small" }, data);
+      expect(again.created).toBe(false);
+    });
+  },
+);

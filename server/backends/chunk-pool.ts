@@ -5,7 +5,9 @@
  * every few dozen megabytes read: measured, that was most of the server's CPU on a bulk read.)
  */
 export interface ChunkPool {
-  /** A buffer of `bytes` bytes (at most the pool's chunk size), its contents undefined. */
+  /** The size of the pool's chunks: the most one take may ask for. */
+  readonly chunkBytes: number;
+  /** A buffer of `bytes` bytes (at most chunkBytes), its contents undefined. */
   take(bytes: number): Buffer;
   /**
    * Hands a chunk that came from take back for reuse. The caller promises that nothing reads
@@ -27,6 +29,7 @@ export function createChunkPool(chunkBytes: number, maxFree: number): ChunkPool 
   // The memory of every chunk lent and not yet given back.
   const lent = new WeakSet<ArrayBufferLike>();
   return {
+    chunkBytes,
     take(bytes) {
       if (bytes > chunkBytes) {
         throw new RangeError(`a chunk of ${bytes} bytes is larger than the pool's ${chunkBytes}`);

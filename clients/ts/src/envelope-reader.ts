@@ -16,7 +16,9 @@ export interface EnvelopeReader {
 }
 
 /**
- * createEnvelopeReader returns a reader for the gRPC length-prefixed message framing.
+ * createEnvelopeReader returns a reader for the gRPC length-prefixed message framing; a
+ * message spread over several pieces is assembled in a buffer from `allocate` (unzeroed by
+ * default: every byte is written before the message is handed out).
  *
  * Guarantees: messages come out whole and in order however the body is split; a message
  * larger than readMaxBytes is RESOURCE_EXHAUSTED before any of it is buffered; a compressed
@@ -24,7 +26,10 @@ export interface EnvelopeReader {
  * compression (the SDK never accepts a response encoding; the server reads compressed
  * requests through connect's own stages).
  */
-export function createEnvelopeReader(readMaxBytes: number): EnvelopeReader {
+export function createEnvelopeReader(
+  readMaxBytes: number,
+  allocate: (bytes: number) => Uint8Array = (bytes) => Buffer.allocUnsafe(bytes),
+): EnvelopeReader {
   const header = new Uint8Array(headerBytes);
   let headerFill = 0;
   // The message being assembled across pieces, and how much of it has arrived.
@@ -85,8 +90,7 @@ export function createEnvelopeReader(readMaxBytes: number): EnvelopeReader {
           out.push(chunk.subarray(pos, pos + length));
           pos += length;
         } else {
-          // Every byte is written before the message is handed out, so no zeroing is needed.
-          body = Buffer.allocUnsafe(length);
+          body = allocate(length);
           bodyFill = 0;
         }
       }

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
@@ -63,6 +64,23 @@ describe("TLS", () => {
     );
     const info = await client.getServerInfo({});
     expect(info.backend).toBe("memory");
+  });
+
+  it("serves the SDK, told which CA to trust, offloads and reads included", async () => {
+    const sdk = createSpillwayClient({ baseUrl: server.url, tls: { ca } });
+    const attachment = await sdk.offload(
+      { tenant: "dev", runId: "tls", callId: "a" },
+      "over tls\n",
+    );
+    const win = await sdk.readToolOutput({
+      runId: "tls",
+      handle: attachment.handle,
+      window: { case: "lines", value: { offset: 0n } },
+    });
+    expect(win.rendered).toContain("over tls");
+    const untrusting = createSpillwayClient({ baseUrl: server.url });
+    const err = await untrusting.serverInfo().catch((e: unknown) => ConnectError.from(e));
+    expect((err as ConnectError).rawMessage).toMatch(/certificate/i);
   });
 
   it("is refused by a client that does not trust the certificate", async () => {
@@ -147,6 +165,17 @@ describe("mTLS", () => {
 
   it("serves a client whose certificate the configured CA signed", async () => {
     expect((await clientWith(clientCert, clientKey).getServerInfo({})).backend).toBe("memory");
+  });
+
+  it("serves the SDK with a client certificate and refuses it without one", async () => {
+    const signed = createSpillwayClient({
+      baseUrl: server.url,
+      tls: { ca: serverCert, cert: clientCert, key: clientKey },
+    });
+    expect((await signed.serverInfo()).backend).toBe("memory");
+    const anonymous = createSpillwayClient({ baseUrl: server.url, tls: { ca: serverCert } });
+    const err = await anonymous.serverInfo().catch((e: unknown) => ConnectError.from(e));
+    expect((err as ConnectError).rawMessage).toMatch(/certificate required/);
   });
 
   it("refuses clients without a certificate or with one the CA did not sign", async () => {

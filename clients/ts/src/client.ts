@@ -19,7 +19,7 @@ import {
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
 import { createGrpcTransport } from "./grpc-transport.js";
 import { isTransientError, type RetryOptions, retryUnavailable } from "./retry.js";
-import { createWideWindowSessionManager } from "./session-manager.js";
+import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
 export interface SpillwayClientOptions {
@@ -27,7 +27,9 @@ export interface SpillwayClientOptions {
   readonly baseUrl: string;
   /** Bearer token; omit for a dev-mode server. */
   readonly token?: string;
-  /** A ready transport (for gRPC-Web or custom settings); baseUrl, token and interceptors are then ignored. */
+  /** For an `https://` baseUrl: a CA to trust instead of the system's, and an mTLS identity. */
+  readonly tls?: ClientTlsOptions;
+  /** A ready transport (for gRPC-Web or custom settings); baseUrl, token, tls and interceptors are then ignored. */
   readonly transport?: Transport;
   /** Extra interceptors for the built transport, run after the one that adds the token. */
   readonly interceptors?: readonly Interceptor[];
@@ -168,7 +170,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       baseUrl: opts.baseUrl,
       interceptors: [auth, ...(opts.interceptors ?? [])],
       readMaxBytes: 64 * 1024 * 1024,
-      sessionManager: createWideWindowSessionManager(opts.baseUrl),
+      sessionManager: createWideWindowSessionManager(opts.baseUrl, opts.tls),
     });
   const raw = createClient(SpillwayService, transport);
 

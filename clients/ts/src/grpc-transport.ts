@@ -287,8 +287,14 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       finish();
       return;
     }
+    // Node reports a peer's reset as an error of its own; any other error (a failed TLS
+    // handshake, a broken connection) says more than the reset that came with it.
     const reset = fromResetCode(stream.rstCode ?? 0);
-    if (reset !== undefined) fail(reset);
+    const ownError =
+      streamError !== undefined &&
+      (streamError as { code?: unknown }).code !== "ERR_HTTP2_STREAM_ERROR";
+    if (ownError) fail(fromHttp2Error(streamError));
+    else if (reset !== undefined) fail(reset);
     else if (streamError !== undefined) fail(fromHttp2Error(streamError));
     else if (bodyEnded) finish();
     else {

@@ -40,5 +40,5 @@ export {
   type RetryOptions,
   retryUnavailable,
 } from "./retry.js";
-export { createWideWindowSessionManager } from "./session-manager.js";
+export { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
 export { countChars, type TruncateMode, truncateText } from "./truncate-text.js";

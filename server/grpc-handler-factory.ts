@@ -287,12 +287,7 @@ async function* parseEnvelopes(
   serialization: Serialization<MessageShape<DescMessage>>,
   chunks: ChunkPool | undefined,
 ): AsyncIterable<MessageShape<DescMessage>> {
-  const reader = createEnvelopeReader(
-    readMaxBytes,
-    chunks === undefined
-      ? undefined
-      : (bytes) => (bytes <= chunks.chunkBytes ? chunks.take(bytes) : Buffer.allocUnsafe(bytes)),
-  );
+  const reader = createEnvelopeReader(readMaxBytes, chunks?.take);
   for await (const chunk of body) {
     for (const bytes of reader.push(chunk)) yield serialization.parse(bytes);
   }

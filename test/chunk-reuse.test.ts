@@ -143,7 +143,6 @@ function poisonedPool(released: { count: number }): ChunkPool {
   const base = createChunkPool(1024 * 1024 + 16, 8);
   const lent = new WeakSet<ArrayBufferLike>();
   return {
-    chunkBytes: base.chunkBytes,
     take(bytes) {
       const chunk = base.take(bytes);
       lent.add(chunk.buffer);

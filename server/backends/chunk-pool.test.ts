@@ -41,7 +41,12 @@ describe("createChunkPool", () => {
     expect(reused).toHaveLength(2);
   });
 
-  it("refuses a chunk larger than its size", () => {
-    expect(() => createChunkPool(64, 2).take(65)).toThrow(RangeError);
+  it("hands out a larger buffer of its own and never lends that memory again", () => {
+    const pool = createChunkPool(64, 2);
+    const large = pool.take(65);
+    expect(large.byteLength).toBe(65);
+    pool.give(large);
+    expect(pool.take(64).buffer).not.toBe(large.buffer);
+    expect(pool.take(65).buffer).not.toBe(large.buffer);
   });
 });

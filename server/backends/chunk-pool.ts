@@ -5,9 +5,10 @@
  * every few dozen megabytes read: measured, that was most of the server's CPU on a bulk read.)
  */
 export interface ChunkPool {
-  /** The size of the pool's chunks: the most one take may ask for. */
-  readonly chunkBytes: number;
-  /** A buffer of `bytes` bytes (at most chunkBytes), its contents undefined. */
+  /**
+   * A buffer of `bytes` bytes, its contents undefined: pooled memory up to the pool's chunk
+   * size, a buffer of its own (never taken back) beyond it.
+   */
   take(bytes: number): Buffer;
   /**
    * Hands a chunk that came from take back for reuse. The caller promises that nothing reads
@@ -21,19 +22,17 @@ export interface ChunkPool {
  * createChunkPool returns a pool of buffers of chunkBytes each, keeping at most maxFree of them
  * between uses.
  *
- * Guarantees: take never waits (it allocates when nothing is free); a buffer is only lent
- * again after give, and only once per give; chunks never given back are collected as usual.
+ * Guarantees: take never waits (it allocates when nothing is free) and never refuses a size;
+ * a buffer is only lent again after give, and only once per give; chunks never given back,
+ * and buffers larger than a chunk, are collected as usual.
  */
 export function createChunkPool(chunkBytes: number, maxFree: number): ChunkPool {
   const free: ArrayBuffer[] = [];
   // The memory of every chunk lent and not yet given back.
   const lent = new WeakSet<ArrayBufferLike>();
   return {
-    chunkBytes,
     take(bytes) {
-      if (bytes > chunkBytes) {
-        throw new RangeError(`a chunk of ${bytes} bytes is larger than the pool's ${chunkBytes}`);
-      }
+      if (bytes > chunkBytes) return Buffer.allocUnsafeSlow(bytes);
       const memory = free.pop() ?? Buffer.allocUnsafeSlow(chunkBytes).buffer;
       lent.add(memory);
       return Buffer.from(memory, 0, bytes);
@@ -41,9 +40,7 @@ export function createChunkPool(chunkBytes: number, maxFree: number): ChunkPool 
     give(chunk) {
       const memory = chunk.buffer;
       if (!lent.delete(memory)) return;
-      if (free.length < maxFree && memory.byteLength === chunkBytes) {
-        free.push(memory as ArrayBuffer);
-      }
+      if (free.length < maxFree) free.push(memory as ArrayBuffer);
     },
   };
 }

@@ -283,10 +283,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         let writing: Promise<void> = Promise.resolve();
         for await (const chunk of abortableBody(body, signal)) {
           await writing;
-          const copy =
-            chunk.byteLength <= readChunkBytes
-              ? chunks.take(chunk.byteLength)
-              : Buffer.allocUnsafe(chunk.byteLength);
+          const copy = chunks.take(chunk.byteLength);
           copy.set(chunk);
           writing = writeAll(handle, copy).finally(() => chunks.give(copy));
           // An error surfaces at the next await; until then it must not count as unhandled.

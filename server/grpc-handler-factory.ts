@@ -50,6 +50,7 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
+import { envelopeHeaderBytes } from "../clients/ts/src/bytes-field-wire.js";
 import { createEnvelopeReader } from "../clients/ts/src/envelope-reader.js";
 import type { ChunkPool } from "./backends/chunk-pool.js";
 
@@ -111,8 +112,6 @@ const protocolName = "grpc";
  * without one, and Node then builds a DOMException, stack trace included, for every call.
  */
 const callEnded = new ConnectError("the call has ended", Code.Canceled);
-/** A gRPC envelope: one flags byte and a 4-byte big-endian message length. */
-const envelopeHeaderBytes = 5;
 const methodPost = "POST";
 
 /**

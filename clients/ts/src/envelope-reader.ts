@@ -1,7 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-
-/** A gRPC envelope header: one flags byte and the message length, 4 bytes big-endian. */
-const headerBytes = 5;
+import { envelopeHeaderBytes } from "./bytes-field-wire.js";
 
 /** EnvelopeReader splits a gRPC body, as it arrives, into the messages it carries. */
 export interface EnvelopeReader {
@@ -30,7 +28,7 @@ export function createEnvelopeReader(
   readMaxBytes: number,
   allocate: (bytes: number) => Uint8Array = (bytes) => Buffer.allocUnsafe(bytes),
 ): EnvelopeReader {
-  const header = new Uint8Array(headerBytes);
+  const header = new Uint8Array(envelopeHeaderBytes);
   let headerFill = 0;
   // The message being assembled across pieces, and how much of it has arrived.
   let body: Uint8Array | undefined;
@@ -74,15 +72,15 @@ export function createEnvelopeReader(
           continue;
         }
         let length: number;
-        if (headerFill === 0 && chunk.length - pos >= headerBytes) {
+        if (headerFill === 0 && chunk.length - pos >= envelopeHeaderBytes) {
           length = open(chunk[pos] as number, view.getUint32(pos + 1));
-          pos += headerBytes;
+          pos += envelopeHeaderBytes;
         } else {
-          const take = Math.min(headerBytes - headerFill, chunk.length - pos);
+          const take = Math.min(envelopeHeaderBytes - headerFill, chunk.length - pos);
           header.set(chunk.subarray(pos, pos + take), headerFill);
           headerFill += take;
           pos += take;
-          if (headerFill < headerBytes) break;
+          if (headerFill < envelopeHeaderBytes) break;
           headerFill = 0;
           length = open(header[0] as number, new DataView(header.buffer).getUint32(1));
         }

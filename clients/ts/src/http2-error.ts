@@ -1,28 +1,28 @@
 import { constants } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-/** The gRPC code each HTTP/2 reset code stands for (gRPC's PROTOCOL-HTTP2.md, "Errors"). */
-const resetCodes: ReadonlyMap<number, Code> = new Map([
-  [constants.NGHTTP2_PROTOCOL_ERROR, Code.Internal],
-  [constants.NGHTTP2_INTERNAL_ERROR, Code.Internal],
-  [constants.NGHTTP2_FLOW_CONTROL_ERROR, Code.Internal],
-  [constants.NGHTTP2_SETTINGS_TIMEOUT, Code.Internal],
-  [constants.NGHTTP2_FRAME_SIZE_ERROR, Code.Internal],
-  [constants.NGHTTP2_COMPRESSION_ERROR, Code.Internal],
-  [constants.NGHTTP2_CONNECT_ERROR, Code.Internal],
-  [constants.NGHTTP2_REFUSED_STREAM, Code.Unavailable],
-  [constants.NGHTTP2_CANCEL, Code.Canceled],
-  [constants.NGHTTP2_ENHANCE_YOUR_CALM, Code.ResourceExhausted],
-  [constants.NGHTTP2_INADEQUATE_SECURITY, Code.PermissionDenied],
-  [constants.NGHTTP2_HTTP_1_1_REQUIRED, Code.PermissionDenied],
-]);
+/** The gRPC code each HTTP/2 reset stands for (gRPC's PROTOCOL-HTTP2.md, "Errors"), by name. */
+const resetVerdicts: Readonly<Record<string, Code>> = {
+  PROTOCOL_ERROR: Code.Internal,
+  INTERNAL_ERROR: Code.Internal,
+  FLOW_CONTROL_ERROR: Code.Internal,
+  SETTINGS_TIMEOUT: Code.Internal,
+  FRAME_SIZE_ERROR: Code.Internal,
+  COMPRESSION_ERROR: Code.Internal,
+  CONNECT_ERROR: Code.Internal,
+  REFUSED_STREAM: Code.Unavailable,
+  CANCEL: Code.Canceled,
+  ENHANCE_YOUR_CALM: Code.ResourceExhausted,
+  INADEQUATE_SECURITY: Code.PermissionDenied,
+  HTTP_1_1_REQUIRED: Code.PermissionDenied,
+};
 
-/** The names of the reset codes, for messages: 2 -> "INTERNAL_ERROR". */
-const resetNames: ReadonlyMap<number, string> = new Map(
-  Object.entries(constants)
-    .filter(([name]) => /^NGHTTP2_[A-Z_0-9]+$/.test(name) && !name.startsWith("NGHTTP2_ERR_"))
-    .filter(([name]) => resetCodes.has(constants[name as keyof typeof constants] as number))
-    .map(([name, value]) => [value as number, name.slice("NGHTTP2_".length)]),
+/** The same, by reset code number: 2 -> ["INTERNAL_ERROR", INTERNAL]. */
+const resets: ReadonlyMap<number, readonly [string, Code]> = new Map(
+  Object.entries(resetVerdicts).map(([name, code]) => [
+    constants[`NGHTTP2_${name}` as keyof typeof constants] as number,
+    [name, code] as const,
+  ]),
 );
 
 /**
@@ -30,9 +30,9 @@ const resetNames: ReadonlyMap<number, string> = new Map(
  * with, or undefined for NO_ERROR and STREAM_CLOSED (which carry no verdict on the call).
  */
 export function fromResetCode(rstCode: number): ConnectError | undefined {
-  const code = resetCodes.get(rstCode);
-  if (code === undefined) return undefined;
-  const name = resetNames.get(rstCode) ?? "UNKNOWN";
+  const reset = resets.get(rstCode);
+  if (reset === undefined) return undefined;
+  const [name, code] = reset;
   return new ConnectError(
     `http/2 stream closed with error code ${name} (0x${rstCode.toString(16)})`,
     code,

@@ -416,7 +416,6 @@ export async function* searchWindow(
     }
     if (exhausted) splitter.finish();
   } finally {
-    matcher.beginChunk(Buffer.alloc(0), offset);
     if (current !== undefined) source.release(current);
     await anchors?.close();
   }

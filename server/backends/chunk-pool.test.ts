@@ -9,6 +9,7 @@ describe("createChunkPool", () => {
     const second = pool.take(100);
     expect(second.buffer).toBe(first.buffer);
     expect(second.byteLength).toBe(100);
+    expect(second.byteLength).toBeLessThan(second.buffer.byteLength);
     // The pool has nothing free now: a second give of the same chunk must not make it lendable twice.
     pool.give(first);
     pool.give(second);
@@ -39,6 +40,20 @@ describe("createChunkPool", () => {
     const again = [pool.take(64), pool.take(64), pool.take(64)];
     const reused = again.filter((c) => lent.some((l) => l.buffer === c.buffer));
     expect(reused).toHaveLength(2);
+  });
+
+  it("hands out a buffer of its own for less than a sixteenth of a chunk", () => {
+    const pool = createChunkPool(1024, 2);
+    const chunk = pool.take(1024);
+    pool.give(chunk);
+    const small = pool.take(63);
+    expect(small.byteLength).toBe(63);
+    expect(small.buffer).not.toBe(chunk.buffer);
+    expect(small.buffer.byteLength).toBe(63);
+    pool.give(small);
+    // The pooled chunk is still the one lent next, and the small buffer never is.
+    expect(pool.take(64).buffer).toBe(chunk.buffer);
+    expect(pool.take(1024).buffer).not.toBe(small.buffer);
   });
 
   it("hands out a larger buffer of its own and never lends that memory again", () => {

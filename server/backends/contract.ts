@@ -176,6 +176,16 @@ export function describeBackendContract(
         expect(await getBytes(backend(), key, { offset: 7, length: 100 })).toEqual(text("789"));
       });
 
+      it("reads a short range deep inside a large object, and one that ends at its end", async () => {
+        const key = `${uniquePrefix()}range-deep`;
+        const payload = new Uint8Array(randomBytes(1024 * 1024 + 3));
+        await backend().put(key, bytesBody(payload));
+        const deep = await getBytes(backend(), key, { offset: 777_777, length: 100 });
+        expectSameBytes(deep, payload.subarray(777_777, 777_877));
+        const tail = await getBytes(backend(), key, { offset: payload.byteLength - 70_000 });
+        expectSameBytes(tail, payload.subarray(payload.byteLength - 70_000));
+      });
+
       it("reads a range that spans several chunks of a large object", async () => {
         const key = `${uniquePrefix()}range-big`;
         const payload = new Uint8Array(randomBytes(1024 * 1024));

@@ -8,7 +8,12 @@ import {
   OffloadRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import type { Backend } from "../server/backends/backend.js";
-import { type ChunkPool, createChunkPool, readChunkBytes } from "../server/backends/chunk-pool.js";
+import {
+  type ChunkPool,
+  createChunkPool,
+  firstReadBytes,
+  readChunkBytes,
+} from "../server/backends/chunk-pool.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -31,7 +36,10 @@ function poisonReleased(base: Backend, released: { count: number }): Backend {
   };
 }
 
-/** A text payload of about `bytes` bytes in which the lines crossing each chunk boundary hold `marker`. */
+/**
+ * A text payload of about `bytes` bytes in which the lines crossing each multiple of
+ * firstReadBytes hold `marker`: every chunk boundary of a read from the start is one of them.
+ */
 function textWithMarkedBoundaryLines(bytes: number, marker: string) {
   const lines: string[] = [];
   let size = 0;
@@ -42,7 +50,7 @@ function textWithMarkedBoundaryLines(bytes: number, marker: string) {
   }
   const marked: number[] = [];
   let at = 0;
-  let boundary = readChunkBytes;
+  let boundary = firstReadBytes;
   for (let k = 0; k < lines.length; k++) {
     const line = lines[k] as string;
     const end = at + Buffer.byteLength(line);
@@ -50,7 +58,7 @@ function textWithMarkedBoundaryLines(bytes: number, marker: string) {
       // The marker starts the line, before the boundary: only bytes kept across chunks hold it.
       lines[k] = `${marker} ${line}`;
       marked.push(k + 1);
-      boundary += readChunkBytes;
+      boundary += firstReadBytes;
     }
     at = end;
   }
@@ -104,6 +112,33 @@ describe("read chunks handed back for reuse", () => {
     });
     expect(sha256(await slow)).toBe(sha256(payloads[0] as Buffer));
     expect(released.count - before).toBeGreaterThan(0);
+  });
+
+  it("are never reused while a lines window still holds a line that crosses into the next chunk", async () => {
+    const sdk = server.sdk();
+    const marker = "NEEDLE-4c1d";
+    const { text, marked } = textWithMarkedBoundaryLines(3 * readChunkBytes, marker);
+    // Every line ends with "\n": the text after the last one is no line.
+    const lines = text.slice(0, -1).split("\n");
+    const { handle } = await sdk.offload({ tenant: "dev", runId: "reuse", callId: "l" }, text);
+    const before = released.count;
+    // Every window starts two lines before a line that crosses a chunk boundary; windows read
+    // one after another reuse the chunks the previous ones handed back.
+    for (const number of marked) {
+      const win = await sdk.readToolOutput({
+        runId: "reuse",
+        handle,
+        window: { case: "lines", value: { offset: BigInt(number - 3), limit: 5 } },
+      });
+      const shown: string[] = [];
+      for (const frame of win.frames) {
+        if (frame.frame.case === "content" && frame.frame.value.body.case === "lines") {
+          for (const line of frame.frame.value.body.value.lines) shown.push(line.text);
+        }
+      }
+      expect(shown).toEqual(lines.slice(number - 3, number + 2));
+    }
+    expect(released.count - before).toBeGreaterThan(marked.length);
   });
 
   it("are never reused while a search still holds a line that crosses into the next chunk", async () => {

@@ -51,3 +51,8 @@ export function createChunkPool(chunkBytes: number, maxFree: number): ChunkPool 
 
 /** readChunkBytes is the size of one read from a file: the filesystem backend's chunk. */
 export const readChunkBytes = 1024 * 1024;
+/**
+ * firstReadBytes is the size of the first read of a filesystem stream; each next read doubles
+ * up to readChunkBytes, so every chunk boundary of a stream lies on a multiple of it.
+ */
+export const firstReadBytes = 64 * 1024;

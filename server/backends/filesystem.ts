@@ -30,7 +30,7 @@ import type {
 } from "./backend.js";
 import { abortableBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
-import { type ChunkPool, createChunkPool, readChunkBytes } from "./chunk-pool.js";
+import { type ChunkPool, createChunkPool, firstReadBytes, readChunkBytes } from "./chunk-pool.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 import { createKnownDirectories } from "./known-directories.js";
@@ -603,9 +603,14 @@ async function* readRange(
   key: string,
   chunks: ChunkPool,
 ): AsyncGenerator<Uint8Array> {
+  // Reads start small and double up to a full chunk: a window that stops after a few lines
+  // reads (and reads ahead) kilobytes, not megabytes, while a bulk read reaches full chunks
+  // within a few reads.
+  let size = firstReadBytes;
   const readAt = async (position: number): Promise<Uint8Array> => {
     throwIfAborted(signal);
-    const want = Math.min(readChunkBytes, end - position);
+    const want = Math.min(size, end - position);
+    size = Math.min(size * 2, readChunkBytes);
     // From the pool, so a reader that gives chunks back reuses them; not zero-filled: only
     // the bytes the read wrote are ever handed out.
     const buffer = chunks.take(want);
@@ -627,8 +632,10 @@ async function* readRange(
   } catch (err) {
     throw fromNodeError(err, key);
   } finally {
-    // A consumer that stops early leaves a read in flight: let it settle before closing.
-    await ahead?.catch(() => undefined);
+    // A consumer that stops early leaves a read in flight: let it settle before closing, and
+    // give its chunk back (nobody ever saw it).
+    const unread = await ahead?.catch(() => undefined);
+    if (unread !== undefined) chunks.give(unread);
     await handle.close().catch(() => undefined);
   }
 }

@@ -294,6 +294,9 @@ async function* feedLines(
   for await (const chunk of stream) {
     checkAborted(signal);
     const more = splitter.push(chunk);
+    // The splitter keeps copies of what it needs (shown lines, a line's start that continues
+    // into the next chunk), so the chunk can serve later reads.
+    source.release(chunk);
     yield;
     if (!more) return false;
   }

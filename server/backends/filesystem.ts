@@ -103,11 +103,11 @@ export type FilesystemBackend = Backend & {
  *
  * Lookups, opening existing files, closing, publishing the temp file, and reads and writes of
  * at most 64 KiB run synchronously on the event loop; creating files and directories, bulk
- * reads and writes, fsyncs and deletes of objects run on libuv's thread pool. On a local disk a lookup answered from the
- * kernel's caches takes a microsecond or two and a small read or write a few more, where the
- * hand-off to the pool and back costs 30-50 µs of CPU (measured here): a small offload made
- * a dozen such calls. The root belongs on a local disk: on a network file system that stalls,
- * those calls stall the process.
+ * reads and writes, fsyncs and deletes of objects run on libuv's thread pool. On a local disk
+ * a lookup answered from the kernel's caches takes a microsecond or two and a small read or
+ * write a few more, where the hand-off to the pool and back costs 40-70 µs of CPU (measured
+ * here): a small offload made a dozen such calls. The root belongs on a local disk: on a
+ * network file system that stalls, those calls stall the process.
  */
 export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
   const root = resolve(opts.root);

@@ -86,7 +86,8 @@ export interface SpillwayServerOptions {
   readonly metrics?: Metrics;
   /**
    * Where gRPC request messages are assembled and, once Offload is done with a chunk, reused;
-   * default: a pool of 1 MiB chunks (the SDK's chunk size and its framing), 8 kept free.
+   * default: a pool of 1 MiB chunks (the SDK's chunk size and its framing), 8 kept free,
+   * lending none for messages under 64 KiB.
    */
   readonly requestChunks?: ChunkPool;
 }
@@ -109,6 +110,8 @@ export interface SpillwayServer {
 
 /** A 1 MiB offload chunk as its request message: the bytes and their field's tag and length. */
 const requestChunkBytes = 1024 * 1024 + 16;
+/** Request messages below this are assembled in buffers of their own, not pooled chunks. */
+const smallestPooledRequestBytes = 64 * 1024;
 /** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
@@ -193,7 +196,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
             createGrpcHandlerFactory(handlerOptions, {
               framer: wireDataFrame,
               recycle: (part) => core.backend.release?.(part),
-              requestChunks: opts.requestChunks ?? createChunkPool(requestChunkBytes, 8),
+              requestChunks:
+                opts.requestChunks ??
+                createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
             }),
             createGrpcWebHandlerFactory(handlerOptions),
             createConnectHandlerFactory(handlerOptions),

@@ -29,6 +29,16 @@ export interface ChunkPool {
  * few kilobytes makes each small message hold a megabyte (measured on 4 KiB offloads: that
  * churn cost a third of their throughput in collections).
  */
+/**
+ * Where a chunk starts in its memory. Large allocations are page-aligned, and the kernel's
+ * copy between the page cache and a buffer that starts at a page boundary runs at a fifth of
+ * its speed on the AMD EPYC machines this runs on (measured: preads of 1 MiB at 2.5 GB/s
+ * into a page-aligned buffer, 12-13 GB/s into one that starts 16 or more bytes in); glibc
+ * avoids the same slow path of `rep movsb` in user space, the kernel does not. Starting a
+ * chunk a cache line in sidesteps it for reads from disk and writes to it.
+ */
+const chunkStart = 64;
+
 export function createChunkPool(
   chunkBytes: number,
   maxFree: number,
@@ -40,9 +50,9 @@ export function createChunkPool(
   return {
     take(bytes) {
       if (bytes > chunkBytes || bytes < minPooledBytes) return Buffer.allocUnsafeSlow(bytes);
-      const memory = free.pop() ?? Buffer.allocUnsafeSlow(chunkBytes).buffer;
+      const memory = free.pop() ?? Buffer.allocUnsafeSlow(chunkStart + chunkBytes).buffer;
       lent.add(memory);
-      return Buffer.from(memory, 0, bytes);
+      return Buffer.from(memory, chunkStart, bytes);
     },
     give(chunk) {
       const memory = chunk.buffer;

@@ -328,8 +328,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         throwIfAborted(signal);
         if (fsync) await syncFd(fd);
         const stats = fstatSync(fd);
-        closeSync(fd);
+        // Forgotten before closing: a close that fails has still released the descriptor,
+        // whose number another open may take at once.
+        const written = fd;
         fd = undefined;
+        closeSync(written);
         linkSync(tempPath, join(opened.dir, name));
         const published = tempPath;
         tempPath = undefined;

@@ -18,6 +18,15 @@ describe("createChunkPool", () => {
     expect(fourth.buffer).not.toBe(first.buffer);
   });
 
+  it("lends chunks that start a cache line into their memory, off the page boundary", () => {
+    // The kernel copies to and from page-aligned buffers at a fraction of its speed on AMD EPYC.
+    const pool = createChunkPool(1024, 4);
+    const chunk = pool.take(1024);
+    expect(chunk.byteOffset).toBe(64);
+    pool.give(chunk);
+    expect(pool.take(10).byteOffset).toBe(64);
+  });
+
   it("takes back a view of a lent chunk as the whole chunk", () => {
     const pool = createChunkPool(1024, 4);
     const chunk = pool.take(1024);

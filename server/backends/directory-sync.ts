@@ -1,4 +1,7 @@
 import { closeSync, constants, fsync, openSync } from "node:fs";
+import { promisify } from "node:util";
+
+const fsyncFd = promisify(fsync);
 
 /** DirectorySync makes directory entries durable, sharing fsyncs between concurrent callers. */
 export interface DirectorySync {
@@ -23,9 +26,7 @@ interface DirectoryState {
 export async function fsyncDirectoryEntries(dir: string): Promise<void> {
   const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
   try {
-    await new Promise<void>((resolve, reject) =>
-      fsync(fd, (err) => (err ? reject(err) : resolve())),
-    );
+    await fsyncFd(fd);
   } finally {
     closeSync(fd);
   }

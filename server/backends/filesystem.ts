@@ -5,20 +5,21 @@ import {
   closeSync,
   constants,
   fstatSync,
-  fsync as fsyncFd,
+  fsync as fsyncCallback,
   linkSync,
   lstatSync,
   mkdirSync,
-  open as openFdAsync,
+  open as openCallback,
   openSync,
   readSync,
   unlinkSync,
-  write as writeFd,
+  write as writeCallback,
   writeSync,
 } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
+import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type {
   Backend,
@@ -28,7 +29,7 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, throwIfAborted } from "./body.js";
+import { abortableBody, bytesBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { type ChunkPool, createChunkPool, firstReadBytes, readChunkBytes } from "./chunk-pool.js";
 import { createDirectorySync } from "./directory-sync.js";
@@ -543,14 +544,10 @@ function readSmall(
       if (read === 0) break;
       at += read;
     }
-    return oneChunk(bytes.subarray(0, at));
+    return bytesBody(bytes.subarray(0, at));
   } finally {
     closeQuietly(fd);
   }
-}
-
-async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
-  if (bytes.byteLength > 0) yield bytes;
 }
 
 function closeQuietly(fd: number): void {
@@ -561,15 +558,10 @@ function closeQuietly(fd: number): void {
   }
 }
 
-function openFd(path: string, flags: number, mode: number): Promise<number> {
-  return new Promise((resolve, reject) =>
-    openFdAsync(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))),
-  );
-}
-
-function syncFd(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsyncFd(fd, (err) => (err ? reject(err) : resolve())));
-}
+// Descriptor calls on libuv's pool, for the descriptors the synchronous calls also use.
+const openFd = promisify(openCallback);
+const syncFd = promisify(fsyncCallback);
+const writeFd = promisify(writeCallback);
 
 function writeAllSync(fd: number, chunk: Uint8Array): void {
   let at = 0;
@@ -590,11 +582,7 @@ async function unlinkIfPresent(path: string): Promise<boolean> {
 async function writeAll(fd: number, chunk: Uint8Array): Promise<void> {
   let at = 0;
   while (at < chunk.byteLength) {
-    at += await new Promise<number>((resolve, reject) =>
-      writeFd(fd, chunk, at, chunk.byteLength - at, null, (err, written) =>
-        err ? reject(err) : resolve(written),
-      ),
-    );
+    at += (await writeFd(fd, chunk, at, chunk.byteLength - at, null)).bytesWritten;
   }
 }
 

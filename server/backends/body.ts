@@ -23,6 +23,8 @@ export async function readAllBytes(
     // A copy: on a Buffer, slice() is a view.
     chunks.push(new Uint8Array(chunk));
   }
+  // A single chunk is already a fresh copy (small objects arrive in one).
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
   const out = new Uint8Array(total);
   let at = 0;
   for (const chunk of chunks) {

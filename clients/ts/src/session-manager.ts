@@ -21,9 +21,9 @@ const MAX_FRAME_SIZE = 1024 * 1024;
 
 /**
  * createWideWindowSessionManager returns connect-node's HTTP/2 session manager (with `tls` for
- * https URLs) with the
- * receive windows raised from HTTP/2's 64 KiB default to 32 MiB, per stream (a SETTINGS value)
- * and for the whole connection (a WINDOW_UPDATE once the session exists). With the default
+ * https URLs) with the receive windows raised from HTTP/2's 64 KiB default to 32 MiB, per
+ * stream (a SETTINGS value) and for the whole connection (a WINDOW_UPDATE once the session
+ * exists). With the default
  * connection window a bulk read stalls every 64 KiB waiting for the client's event loop to
  * acknowledge it; measured on loopback, a 256 MiB bytes-mode read ran about 1.6x faster.
  */

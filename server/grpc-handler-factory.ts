@@ -108,10 +108,11 @@ export const responseWritableKey = createContextKey<ResponseWritable | undefined
 
 const protocolName = "grpc";
 /**
- * The reason a call's signal carries once its response has ended normally. Connect aborts it
- * without one, and Node then builds a DOMException, stack trace included, for every call.
+ * callEnded is the reason a call's signal carries once its response has ended normally.
+ * Connect aborts it without one, and Node then builds a DOMException, stack trace included,
+ * for every call.
  */
-const callEnded = new ConnectError("the call has ended", Code.Canceled);
+export const callEnded = new ConnectError("the call has ended", Code.Canceled);
 const methodPost = "POST";
 
 /**
@@ -275,12 +276,13 @@ function createHandler(
 }
 
 /**
- * Parses an uncompressed binary request body into its messages as envelopes complete, in one
+ * parseEnvelopes parses an uncompressed binary request body into its messages as envelopes
+ * complete (assembled in `chunks` when given), in one
  * stage instead of connect's three (split, decompress, parse), each of which took every 16 KiB
  * DATA chunk through an async generator of its own. Errors are connect's: a message over
  * readMaxBytes is RESOURCE_EXHAUSTED, a body that ends inside an envelope INVALID_ARGUMENT.
  */
-async function* parseEnvelopes(
+export async function* parseEnvelopes(
   body: AsyncIterable<Uint8Array>,
   readMaxBytes: number,
   serialization: Serialization<MessageShape<DescMessage>>,
@@ -295,10 +297,55 @@ async function* parseEnvelopes(
   }
 }
 
+/** ResponseFramer turns response messages into the bytes written for them. */
+export interface ResponseFramer {
+  /**
+   * Returns a message as the parts to write, in order: its framer's parts, or the message
+   * serialized and enveloped as connect would. A message past writeMaxBytes is
+   * RESOURCE_EXHAUSTED, as in connect. Call it for the next message only once the parts of the
+   * previous one have been handed to the stream.
+   */
+  frame(message: MessageShape<DescMessage>): readonly Uint8Array[];
+}
+
 /**
- * Writes each message as its framer's parts, or enveloped as connect would; either way a
- * message past writeMaxBytes fails the call with RESOURCE_EXHAUSTED, as connect's does.
+ * createResponseFramer returns the framing of one call's response. With `recycle` and the
+ * call's `writable`, framed parts go to `recycle` once the stream reports every write
+ * completed, checked each time a message is framed.
  */
+export function createResponseFramer(
+  serialization: Serialization<MessageShape<DescMessage>>,
+  framer: WireFramer,
+  writeMaxBytes: number,
+  recycle: WireRecycler | undefined,
+  writable: ResponseWritable | undefined,
+): ResponseFramer {
+  // Framed parts already handed out, kept until every write has completed. Parts are written
+  // before the next message is framed, so once nothing is left unwritten none of them is still
+  // on its way to the socket.
+  const written: Uint8Array[] = [];
+  const keep = recycle !== undefined && writable !== undefined;
+  return {
+    frame(message) {
+      if (keep && written.length > 0 && writable.writableLength === 0) {
+        for (const part of written.splice(0)) recycle(part);
+      }
+      const parts = framer(message);
+      if (parts === undefined) return [encodeEnvelope(0, serialization.serialize(message))];
+      const size = parts.reduce((sum, part) => sum + part.byteLength, 0) - envelopeHeaderBytes;
+      if (size > writeMaxBytes) {
+        throw new ConnectError(
+          `message size ${size} is larger than configured writeMaxBytes ${writeMaxBytes}`,
+          Code.ResourceExhausted,
+        );
+      }
+      if (keep) written.push(...parts);
+      return parts;
+    },
+  };
+}
+
+/** Writes each message as createResponseFramer frames it. */
 function frameOrEncode(
   serialization: Serialization<MessageShape<DescMessage>>,
   framer: WireFramer,
@@ -307,28 +354,7 @@ function frameOrEncode(
   writable: ResponseWritable | undefined,
 ): AsyncIterableTransform<MessageShape<DescMessage>, Uint8Array> {
   return async function* (source) {
-    // Framed parts already yielded, kept until every write has completed. The body is pulled
-    // one chunk at a time and each chunk is written before the next is asked for, so once
-    // nothing is left unwritten no yielded part is still on its way to the socket.
-    const written: Uint8Array[] = [];
-    for await (const message of source) {
-      if (recycle !== undefined && written.length > 0 && writable?.writableLength === 0) {
-        for (const part of written.splice(0)) recycle(part);
-      }
-      const parts = framer(message);
-      if (parts === undefined) {
-        yield encodeEnvelope(0, serialization.serialize(message));
-        continue;
-      }
-      const size = parts.reduce((sum, part) => sum + part.byteLength, 0) - envelopeHeaderBytes;
-      if (size > writeMaxBytes) {
-        throw new ConnectError(
-          `message size ${size} is larger than configured writeMaxBytes ${writeMaxBytes}`,
-          Code.ResourceExhausted,
-        );
-      }
-      yield* parts;
-      if (recycle !== undefined && writable !== undefined) written.push(...parts);
-    }
+    const framing = createResponseFramer(serialization, framer, writeMaxBytes, recycle, writable);
+    for await (const message of source) yield* framing.frame(message);
   };
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
@@ -19,6 +20,7 @@ import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
+import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
@@ -181,29 +183,35 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
   };
+  const spillway = createServiceImplSpec<typeof SpillwayService>(
+    SpillwayService,
+    createSpillwayService(core, callLimits),
+  );
+  const wire = {
+    framer: wireDataFrame,
+    recycle: (part: Uint8Array) => core.backend.release?.(part),
+    requestChunks:
+      opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
+  };
+  // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
+  // stream (grpc-node-handler.ts); connect answers the rest and every health check.
+  const grpcNodeHandler = createGrpcNodeHandler({
+    ...handlerOptions,
+    services: [spillway],
+    wire,
+    contextValues: (req) => deadlines.contextValues(req),
+  });
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
     routes: (router: ConnectRouter) => {
       // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
       // gRPC-Web and Connect requests take connect's own handlers.
       router.handlers.push(
-        ...createUniversalServiceHandlers(
-          createServiceImplSpec<typeof SpillwayService>(
-            SpillwayService,
-            createSpillwayService(core, callLimits),
-          ),
-          [
-            createGrpcHandlerFactory(handlerOptions, {
-              framer: wireDataFrame,
-              recycle: (part) => core.backend.release?.(part),
-              requestChunks:
-                opts.requestChunks ??
-                createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
-            }),
-            createGrpcWebHandlerFactory(handlerOptions),
-            createConnectHandlerFactory(handlerOptions),
-          ],
-        ),
+        ...createUniversalServiceHandlers(spillway, [
+          createGrpcHandlerFactory(handlerOptions, wire),
+          createGrpcWebHandlerFactory(handlerOptions),
+          createConnectHandlerFactory(handlerOptions),
+        ]),
       );
       router.service(Health, health.service);
     },
@@ -214,7 +222,19 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         .contextValues(req)
         .set(responseWritableKey, "stream" in req ? req.stream : undefined),
   });
-  const handler = deadlines.wrap(connectHandler);
+  const handler = deadlines.wrap(
+    (
+      req: http.IncomingMessage | http2.Http2ServerRequest,
+      res: http.ServerResponse | http2.Http2ServerResponse,
+    ) => {
+      if (
+        !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
+        !grpcNodeHandler(req, res)
+      ) {
+        connectHandler(req, res);
+      }
+    },
+  );
 
   const settings: http2.Settings = {
     initialWindowSize: FLOW_CONTROL_WINDOW,

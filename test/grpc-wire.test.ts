@@ -13,6 +13,8 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 interface RawAnswer {
   readonly status: number;
   readonly message: string;
+  /** The response's content type, when the answer carried one. */
+  readonly contentType?: string;
 }
 
 /** Sends `pieces` as one call's request body, each in its own write, and reads the status. */
@@ -34,6 +36,10 @@ function rawCall(
     });
     let status: string | undefined;
     let message = "";
+    let contentType: string | undefined;
+    stream.on("response", (h) => {
+      contentType = h["content-type"];
+    });
     const take = (h: http2.IncomingHttpHeaders) => {
       if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
       if (h["grpc-message"] !== undefined) message = decodeURIComponent(String(h["grpc-message"]));
@@ -45,7 +51,13 @@ function rawCall(
     stream.on("close", () => {
       session.close();
       if (status === undefined) reject(new Error(`no grpc-status (rst ${stream.rstCode})`));
-      else resolve({ status: Number(status), message });
+      else {
+        resolve({
+          status: Number(status),
+          message,
+          ...(contentType === undefined || status !== "0" ? {} : { contentType }),
+        });
+      }
     });
     for (const piece of pieces) stream.write(piece);
     stream.end();
@@ -68,7 +80,7 @@ describe("the gRPC request body on the wire", () => {
   it("reads a request however its bytes are split", async () => {
     const bytes = infoRequest();
     const oneByteWrites = [...bytes].map((b) => Uint8Array.of(b));
-    expect(await rawCall(server.url, "GetServerInfo", oneByteWrites)).toEqual({
+    expect(await rawCall(server.url, "GetServerInfo", oneByteWrites)).toMatchObject({
       status: 0,
       message: "",
     });
@@ -102,6 +114,41 @@ describe("the gRPC request body on the wire", () => {
       "grpc-encoding": "gzip",
     });
     expect(answer.status).toBe(Code.Unimplemented);
+  });
+
+  it("refuses a unary call without a request message, or with two, as a protocol error", async () => {
+    const none = await rawCall(server.url, "GetServerInfo", []);
+    expect(none.status).toBe(Code.Unimplemented);
+    expect(none.message).toMatch(/missing input message/);
+    const two = await rawCall(server.url, "GetServerInfo", [infoRequest(), infoRequest()]);
+    expect(two.status).toBe(Code.Unimplemented);
+    expect(two.message).toMatch(/extra input message/);
+  });
+
+  it("refuses a message that is not the method's protobuf", async () => {
+    // Field 1 as a length-delimited value whose length runs past the message.
+    const answer = await rawCall(server.url, "GetServerInfo", [
+      envelope(0, Uint8Array.of(0x0a, 0x7f, 0x01)),
+    ]);
+    expect(answer.status).toBe(Code.Internal);
+    expect(answer.message).toMatch(/parse binary/);
+  });
+
+  it("refuses a malformed grpc-timeout with INVALID_ARGUMENT", async () => {
+    const answer = await rawCall(server.url, "GetServerInfo", [infoRequest()], {
+      "grpc-timeout": "soon",
+    });
+    expect(answer.status).toBe(Code.InvalidArgument);
+    expect(answer.message).toMatch(/invalid grpc timeout/);
+  });
+
+  it("answers with the binary gRPC content type, for application/grpc and +proto alike", async () => {
+    for (const contentType of ["application/grpc", "application/grpc+proto"]) {
+      const answer = await rawCall(server.url, "GetServerInfo", [infoRequest()], {
+        "content-type": contentType,
+      });
+      expect(answer).toEqual({ status: 0, message: "", contentType: "application/grpc+proto" });
+    }
   });
 
   it("keeps serving after every refusal", async () => {

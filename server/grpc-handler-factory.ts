@@ -277,10 +277,10 @@ function createHandler(
 
 /**
  * parseEnvelopes parses an uncompressed binary request body into its messages as envelopes
- * complete (assembled in `chunks` when given), in one
- * stage instead of connect's three (split, decompress, parse), each of which took every 16 KiB
- * DATA chunk through an async generator of its own. Errors are connect's: a message over
- * readMaxBytes is RESOURCE_EXHAUSTED, a body that ends inside an envelope INVALID_ARGUMENT.
+ * complete (assembled in `chunks` when given), in one stage instead of connect's three (split,
+ * decompress, parse), each of which took every 16 KiB DATA chunk through an async generator of
+ * its own. Errors are connect's: a message over readMaxBytes is RESOURCE_EXHAUSTED, a body
+ * that ends inside an envelope INVALID_ARGUMENT.
  */
 export async function* parseEnvelopes(
   body: AsyncIterable<Uint8Array>,

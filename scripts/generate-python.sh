@@ -26,7 +26,7 @@ mkdir -p "$out"
 "$venv/bin/python" -m grpc_tools.protoc \
   -I proto -I .deps/protovalidate/proto/protovalidate \
   --python_out="$out" --pyi_out="$out" --grpc_python_out="$out" \
-  spillway/v1/spillway.proto spillway/v1/types.proto spillway/v1/rules.proto \
+  spillway/v1/spillway.proto spillway/v1/types.proto \
   grpc/health/v1/health.proto
 "$venv/bin/python" -m grpc_tools.protoc \
   -I .deps/protovalidate/proto/protovalidate \

@@ -32,11 +32,11 @@ describe("validateRequest", () => {
   });
 
   it.each([
-    [{ runId: "" }, "key.run_id: must not be empty"],
-    [{ runId: ".." }, 'key.run_id: must not be "." or ".."'],
-    [{ callId: "a/b" }, "key.call_id: must not contain"],
-    [{ callId: "a\\b" }, "key.call_id: must not contain"],
-    [{ tenant: "a\u0000" }, "key.tenant: must not contain"],
+    [{ runId: "" }, "key.run_id: must be at least 1 characters"],
+    [{ runId: ".." }, "key.run_id: must not be in list [., ..]"],
+    [{ callId: "a/b" }, "key.call_id: does not match regex pattern"],
+    [{ callId: "a\\b" }, "key.call_id: does not match regex pattern"],
+    [{ tenant: "a\u0000" }, "key.tenant: does not match regex pattern"],
     [{ tenant: "x".repeat(65) }, "key.tenant: must be at most 64 bytes"],
   ])("names the field and the rule for %j", (key, expected) => {
     expect(messageOf(() => validateRequest(OffloadHeaderSchema, header(key)))).toContain(expected);

@@ -1,11 +1,10 @@
-import { createRegistry, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { file_spillway_v1_rules } from "../clients/ts/src/gen/spillway/v1/rules_pb.js";
 
-// The registry makes Spillway's predefined rules (spillway/v1/rules.proto) known to CEL.
-const validator = createValidator({ registry: createRegistry(file_spillway_v1_rules) });
+// Every rule Spillway declares is a standard rule, so no registry of extensions is needed.
+const validator = createValidator();
 
 /**
  * validateRequest checks a request against the rules declared in the proto files

@@ -30,7 +30,7 @@ type ReadInit = MessageInitShape<typeof ReadToolOutputRequestSchema>;
 const utf8Bytes = (s: string) => Buffer.byteLength(s, "utf8");
 const sha256 = (data: Uint8Array | string) => createHash("sha256").update(data).digest("hex");
 
-/** Whether a string passes the proto's `segment` rule and byte bound. */
+/** Whether a string passes the proto's segment rules (see BlobKey) and byte bound. */
 function validSegment(s: string, maxBytes: number): boolean {
   return (
     s !== "" &&

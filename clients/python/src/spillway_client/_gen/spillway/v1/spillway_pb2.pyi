@@ -3,7 +3,6 @@ import datetime
 from spillway_client._gen.buf.validate import validate_pb2 as _validate_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from spillway_client._gen.spillway.v1 import rules_pb2 as _rules_pb2
 from spillway_client._gen.spillway.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

@@ -2,7 +2,6 @@ import datetime
 
 from spillway_client._gen.buf.validate import validate_pb2 as _validate_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from spillway_client._gen.spillway.v1 import rules_pb2 as _rules_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -17,12 +17,7 @@ import {
   type Transport,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import {
-  createMethodUrl,
-  getAbortSignalReason,
-  runStreamingCall,
-  runUnaryCall,
-} from "@connectrpc/connect/protocol";
+import { createMethodUrl, getAbortSignalReason } from "@connectrpc/connect/protocol";
 import {
   headerEncoding,
   headerGrpcStatus,
@@ -34,6 +29,7 @@ import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { createEnvelopeReader } from "./envelope-reader.js";
 import { fromHttp2Error, fromResetCode } from "./http2-error.js";
 import { wireRequest } from "./request-wire.js";
+import { runStreamingCall, runUnaryCall } from "./run-call.js";
 
 /** GrpcTransportOptions configure createGrpcTransport. */
 export interface GrpcTransportOptions {

@@ -1,0 +1,170 @@
+import { getEventListeners } from "node:events";
+import { create, isMessage } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextValues,
+  type Interceptor,
+  type StreamResponse,
+} from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import {
+  GetServerInfoResponseSchema,
+  OffloadRequestSchema,
+  OffloadResponseSchema,
+  SpillwayService,
+} from "./gen/spillway/v1/spillway_pb.js";
+import { runStreamingCall, runUnaryCall } from "./run-call.js";
+
+const info = SpillwayService.method.getServerInfo;
+const offload = SpillwayService.method.offload;
+const common = <M extends typeof info | typeof offload>(method: M) => ({
+  service: SpillwayService,
+  method,
+  requestMethod: "POST",
+  url: "http://localhost/x",
+  header: new Headers(),
+  contextValues: createContextValues(),
+});
+const infoResponse = (signal: AbortSignal) => ({
+  stream: false as const,
+  service: SpillwayService,
+  method: info,
+  header: new Headers(),
+  trailer: new Headers(),
+  message: create(GetServerInfoResponseSchema, { version: signal.aborted ? "aborted" : "live" }),
+});
+
+async function codeOf(p: Promise<unknown>): Promise<Code | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return err instanceof ConnectError ? err.code : undefined;
+  }
+}
+
+describe("runUnaryCall", () => {
+  it("runs interceptors outermost first on the created message, and ends the signal", async () => {
+    const seen: string[] = [];
+    const tag =
+      (name: string): Interceptor =>
+      (next) =>
+      async (req) => {
+        seen.push(`${name}:${isMessage(req.message) ? "message" : "init"}`);
+        return next(req);
+      };
+    let signal: AbortSignal | undefined;
+    const res = await runUnaryCall({
+      interceptors: [tag("outer"), tag("inner")],
+      req: { stream: false, ...common(info), message: {} },
+      next: async (req) => {
+        signal = req.signal;
+        return infoResponse(req.signal);
+      },
+    });
+    expect(seen).toEqual(["outer:message", "inner:message"]);
+    expect(res.message.version).toBe("live");
+    // Ended with a ConnectError reason, not a DOMException built per call.
+    expect(signal?.aborted).toBe(true);
+    expect(signal?.reason).toBeInstanceOf(ConnectError);
+  });
+
+  it("fails with CANCELED when the caller aborts, and forgets the caller's signal after", async () => {
+    const caller = new AbortController();
+    const call = runUnaryCall({
+      signal: caller.signal,
+      req: { stream: false, ...common(info), message: {} },
+      next: (req) =>
+        new Promise((_, reject) =>
+          req.signal.addEventListener("abort", () => reject(req.signal.reason)),
+        ),
+    });
+    caller.abort();
+    expect(await codeOf(call)).toBe(Code.Canceled);
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("fails with DEADLINE_EXCEEDED at the deadline", async () => {
+    const call = runUnaryCall({
+      timeoutMs: 20,
+      req: { stream: false, ...common(info), message: {} },
+      next: (req) =>
+        new Promise((_, reject) =>
+          req.signal.addEventListener("abort", () => reject(req.signal.reason)),
+        ),
+    });
+    expect(await codeOf(call)).toBe(Code.DeadlineExceeded);
+  });
+
+  it("reports any error as a ConnectError", async () => {
+    const call = runUnaryCall({
+      req: { stream: false, ...common(info), message: {} },
+      next: () => Promise.reject(new Error("boom")),
+    });
+    expect(await codeOf(call)).toBe(Code.Unknown);
+  });
+});
+
+describe("runStreamingCall", () => {
+  it("creates request messages as they are read, and ends the signal with the response", async () => {
+    async function* requests() {
+      yield { msg: { case: "chunk" as const, value: new Uint8Array(3) } };
+    }
+    let signal: AbortSignal | undefined;
+    const res = await runStreamingCall({
+      req: { stream: true, ...common(offload), message: requests() },
+      next: async (
+        req,
+      ): Promise<StreamResponse<typeof OffloadRequestSchema, typeof OffloadResponseSchema>> => {
+        signal = req.signal;
+        const sent = [];
+        for await (const m of req.message) sent.push(m);
+        expect(sent.every((m) => isMessage(m, OffloadRequestSchema))).toBe(true);
+        return {
+          stream: true,
+          service: SpillwayService,
+          method: offload,
+          header: new Headers(),
+          trailer: new Headers(),
+          message: (async function* () {
+            yield create(OffloadResponseSchema, { created: true });
+          })(),
+        };
+      },
+    });
+    const out = [];
+    for await (const m of res.message) out.push(m);
+    expect(out.map((m) => m.created)).toEqual([true]);
+    expect(signal?.aborted).toBe(true);
+    expect(signal?.reason).toBeInstanceOf(ConnectError);
+  });
+
+  it("closes the request messages when the caller aborts", async () => {
+    let closed = false;
+    async function* requests() {
+      try {
+        yield { msg: { case: "chunk" as const, value: new Uint8Array(1) } };
+        await new Promise(() => {});
+      } finally {
+        closed = true;
+      }
+    }
+    const caller = new AbortController();
+    const input = requests();
+    const call = runStreamingCall({
+      signal: caller.signal,
+      req: { stream: true, ...common(offload), message: input },
+      next: (req) =>
+        new Promise((_, reject) =>
+          req.signal.addEventListener("abort", () => reject(req.signal.reason)),
+        ),
+    });
+    // Started but suspended at its first yield, so closing it runs its finally block.
+    await input.next();
+    caller.abort();
+    expect(await codeOf(call)).toBe(Code.Canceled);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed).toBe(true);
+  });
+});

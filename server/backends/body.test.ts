@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
@@ -6,6 +7,7 @@ import {
   abortReason,
   bytesBody,
   emptyBody,
+  raceAbort,
   readAllBytes,
   responseBody,
   throwIfAborted,
@@ -185,5 +187,37 @@ describe("abortReason and throwIfAborted", () => {
     expect(() => throwIfAborted(undefined)).not.toThrow();
     expect(() => throwIfAborted(new AbortController().signal)).not.toThrow();
     expect(() => throwIfAborted(AbortSignal.abort())).toThrow(ConnectError);
+  });
+});
+
+describe("raceAbort", () => {
+  it("settles like the pending promise while the signal stays quiet", async () => {
+    const signal = new AbortController().signal;
+    expect(await raceAbort(Promise.resolve(7), signal)).toBe(7);
+    expect(
+      await codeOf(raceAbort(Promise.reject(new ConnectError("x", Code.NotFound)), signal)),
+    ).toBe(Code.NotFound);
+  });
+
+  it("ends every race still pending when the signal aborts, each with the abort's reason", async () => {
+    const controller = new AbortController();
+    const never = new Promise<never>(() => {});
+    const races = Array.from({ length: 5 }, () => codeOf(raceAbort(never, controller.signal)));
+    controller.abort(new ConnectError("gone", Code.Unavailable));
+    expect(await Promise.all(races)).toEqual(Array(5).fill(Code.Unavailable));
+  });
+
+  it("rejects at once on a signal that has already aborted", async () => {
+    expect(await codeOf(raceAbort(new Promise(() => {}), AbortSignal.abort()))).toBe(Code.Canceled);
+  });
+
+  it("leaves no listener on the signal once a race has settled", async () => {
+    const controller = new AbortController();
+    for (let i = 0; i < 100; i++) await raceAbort(Promise.resolve(i), controller.signal);
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+    const late = raceAbort(new Promise(() => {}), controller.signal);
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(1);
+    controller.abort();
+    expect(await codeOf(late)).toBe(Code.Canceled);
   });
 });

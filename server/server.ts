@@ -194,10 +194,10 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
   };
   // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
-  // stream (grpc-node-handler.ts); connect answers the rest and every health check.
+  // stream (grpc-node-handler.ts); connect answers the rest.
   const grpcNodeHandler = createGrpcNodeHandler({
     ...handlerOptions,
-    services: [spillway],
+    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     contextValues: (req) => deadlines.contextValues(req),
   });

@@ -7,7 +7,6 @@ import {
   type ContextValues,
   createContextValues,
   type HandlerContext,
-  type Interceptor,
   type MethodImplSpec,
   type ServiceImplSpec,
 } from "@connectrpc/connect";
@@ -16,6 +15,8 @@ import {
   invokeUnaryImplementation,
   type Serialization,
   transformInvokeImplementation,
+  type UniversalHandlerOptions,
+  validateUniversalHandlerOptions,
 } from "@connectrpc/connect/protocol";
 import {
   contentTypeProto,
@@ -24,7 +25,7 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
-import { createEnvelopeReader } from "../clients/ts/src/envelope-reader.js";
+import { fromResetCode } from "../clients/ts/src/http2-error.js";
 import {
   callEnded,
   createResponseFramer,
@@ -35,18 +36,10 @@ import {
   responseWritableKey,
 } from "./grpc-handler-factory.js";
 
-/** GrpcNodeHandlerOptions configure createGrpcNodeHandler. */
-export interface GrpcNodeHandlerOptions {
+/** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
+export interface GrpcNodeCalls {
   /** The services served, with their implementations. */
   readonly services: readonly ServiceImplSpec[];
-  /** Run around every call, outermost first, as connect runs them. */
-  readonly interceptors: Interceptor[];
-  /** Largest request message accepted; a larger one fails the call with RESOURCE_EXHAUSTED. */
-  readonly readMaxBytes: number;
-  /** Largest response message written; a larger one fails the call with RESOURCE_EXHAUSTED. */
-  readonly writeMaxBytes?: number;
-  /** Longest grpc-timeout accepted; a longer one is left to connect, which refuses it. */
-  readonly maxTimeoutMs?: number;
   /** How message bytes move to and from the wire (see createGrpcHandlerFactory). */
   readonly wire: GrpcWireOptions;
   /** The context values a call starts with. */
@@ -74,22 +67,28 @@ const protocolName = "grpc";
  * back: measured on GetServerInfo, that translation was most of a small call's CPU.
  *
  * It declines everything else (HTTP/1.1, gRPC-Web, Connect, JSON, compressed messages, unknown
- * paths, malformed timeouts) so that connect answers those as before.
+ * paths, malformed or too long timeouts) so that connect answers those as before. `options`
+ * are the handler options connect's protocol handlers take (interceptors, message limits,
+ * the longest timeout), read with the same defaults.
  *
  * A call's signal is aborted when the call ends: with `callEnded` once the response is
  * complete, with the error the call failed with, or with CANCELED (or the code matching the
  * RST_STREAM the client sent) when the stream closes first.
  */
-export function createGrpcNodeHandler(opts: GrpcNodeHandlerOptions): GrpcNodeHandler {
-  const writeMaxBytes = opts.writeMaxBytes ?? 0xffffffff;
-  const maxTimeoutMs = opts.maxTimeoutMs ?? Number.MAX_SAFE_INTEGER;
+export function createGrpcNodeHandler(
+  options: Partial<UniversalHandlerOptions>,
+  calls: GrpcNodeCalls,
+): GrpcNodeHandler {
+  const opts = validateUniversalHandlerOptions(options);
   const methods = new Map<string, Method>();
-  for (const service of opts.services) {
+  for (const service of calls.services) {
     for (const spec of Object.values(service.methods)) {
-      const serialization = createMethodSerializationLookup(spec.method, undefined, undefined, {
-        readMaxBytes: opts.readMaxBytes,
-        writeMaxBytes,
-      });
+      const serialization = createMethodSerializationLookup(
+        spec.method,
+        opts.binaryOptions,
+        opts.jsonOptions,
+        opts,
+      );
       methods.set(`/${service.service.typeName}/${spec.method.name}`, {
         spec,
         input: serialization.getI(true),
@@ -106,9 +105,9 @@ export function createGrpcNodeHandler(opts: GrpcNodeHandlerOptions): GrpcNodeHan
     if (type === undefined || !type.binary) return false;
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") return false;
-    const timeout = parseTimeout(single(headers["grpc-timeout"]), maxTimeoutMs);
+    const timeout = parseTimeout(single(headers["grpc-timeout"]), opts.maxTimeoutMs);
     if (timeout.error !== undefined) return false;
-    serve(method, req, res, timeout.timeoutMs, opts, writeMaxBytes).catch(() => {
+    serve(method, req, res, timeout.timeoutMs, opts, calls).catch(() => {
       // Unreachable by design (serve settles every call itself); should it happen, the client
       // sees its stream reset instead of waiting forever.
       req.stream.close(h2.NGHTTP2_INTERNAL_ERROR);
@@ -128,12 +127,12 @@ async function serve(
   req: Http2ServerRequest,
   res: Http2ServerResponse,
   timeoutMs: number | undefined,
-  opts: GrpcNodeHandlerOptions,
-  writeMaxBytes: number,
+  opts: UniversalHandlerOptions,
+  calls: GrpcNodeCalls,
 ): Promise<void> {
   const { spec } = method;
-  const { requestChunks, framer, recycle } = opts.wire;
-  const values = opts.contextValues?.(req) ?? createContextValues();
+  const { requestChunks, framer, recycle } = calls.wire;
+  const values = calls.contextValues?.(req) ?? createContextValues();
   values.set(responseWritableKey, req.stream);
   if (requestChunks !== undefined) values.set(requestChunkReleaseKey, requestChunks.give);
   const context = createCallContext(spec, req, timeoutMs, values);
@@ -141,13 +140,21 @@ async function serve(
   // A stream that closes before the response is complete was cancelled or reset by the
   // client (or by the server's deadline): the handler's signal says so at once.
   req.stream.once("close", () => {
-    if (!ended) context.abort(resetError(req.stream.rstCode));
+    if (!ended) context.abort(closedError(req.stream.rstCode));
   });
-  const framing = createResponseFramer(method.output, framer, writeMaxBytes, recycle, req.stream);
+  const framing = createResponseFramer(
+    method.output,
+    framer,
+    opts.writeMaxBytes,
+    recycle,
+    req.stream,
+  );
   let failure: unknown;
   try {
     if (spec.kind === "unary") {
-      const input = await readSingle(req, opts.readMaxBytes, method.input);
+      const input = await readSingle(
+        parseEnvelopes(req, opts.readMaxBytes, method.input, undefined),
+      );
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
       await writeMessage(res, context, framing.frame(output));
     } else {
@@ -212,70 +219,25 @@ function createCallContext(
   };
 }
 
-/**
- * Reads a unary call's one request message: none, or a second one, is a protocol error (as in
- * connect). Data after a second message is read and dropped; a stream that closes before the
- * request has ended fails the call as the reset it stands for.
- */
-function readSingle(
-  req: Http2ServerRequest,
-  readMaxBytes: number,
-  serialization: Serialization<MessageShape<DescMessage>>,
-): Promise<MessageShape<DescMessage>> {
-  const reader = createEnvelopeReader(readMaxBytes);
-  return new Promise((resolve, reject) => {
-    let first: Uint8Array | undefined;
-    const settle = (err: unknown, message?: MessageShape<DescMessage>) => {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("close", onClose);
-      if (err === undefined) resolve(message as MessageShape<DescMessage>);
-      else reject(err);
-    };
-    const onData = (chunk: Buffer) => {
-      try {
-        for (const bytes of reader.push(chunk)) {
-          if (first !== undefined) {
-            req.resume();
-            return settle(
-              new ConnectError(
-                "protocol error: received extra input message for unary method",
-                Code.Unimplemented,
-              ),
-            );
-          }
-          first = bytes;
-        }
-      } catch (err) {
-        req.resume();
-        settle(err);
-      }
-    };
-    const onEnd = () => {
-      if (!reader.atBoundary) {
-        return settle(
-          new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument),
-        );
-      }
-      if (first === undefined) {
-        return settle(
-          new ConnectError(
-            "protocol error: missing input message for unary method",
-            Code.Unimplemented,
-          ),
-        );
-      }
-      try {
-        settle(undefined, serialization.parse(first));
-      } catch (err) {
-        settle(err);
-      }
-    };
-    const onClose = () => settle(resetError(req.stream.rstCode));
-    req.on("data", onData);
-    req.once("end", onEnd);
-    req.once("close", onClose);
-  });
+/** Reads a unary call's one request message: none, or a second one, is a protocol error. */
+async function readSingle<T>(messages: AsyncIterable<T>): Promise<T> {
+  const it = messages[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done === true) {
+    throw new ConnectError(
+      "protocol error: missing input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  const second = await it.next();
+  if (second.done !== true) {
+    await it.return?.();
+    throw new ConnectError(
+      "protocol error: received extra input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  return first.value;
 }
 
 /**
@@ -341,8 +303,7 @@ function drained(res: Http2ServerResponse): Promise<void> {
       else reject(err);
     };
     const onDrain = () => done();
-    const onClose = () =>
-      done(resetError(res.stream.rstCode) ?? new ConnectError("stream closed", Code.Canceled));
+    const onClose = () => done(closedError(res.stream.rstCode));
     res.once("drain", onDrain);
     res.once("close", onClose);
     res.once("error", done);
@@ -373,26 +334,13 @@ function single(value: string | string[] | undefined): string | null {
   return typeof value === "string" ? value : (value[0] ?? null);
 }
 
-/** The error a stream reset by the peer stands for, as connect-node maps it. */
-function resetError(rstCode: number): ConnectError {
-  const text = `http/2 stream closed with error code ${rstCode}`;
-  switch (rstCode) {
-    case h2.NGHTTP2_REFUSED_STREAM:
-      return new ConnectError(text, Code.Unavailable);
-    case h2.NGHTTP2_ENHANCE_YOUR_CALM:
-      return new ConnectError(text, Code.ResourceExhausted);
-    case h2.NGHTTP2_INADEQUATE_SECURITY:
-    case h2.NGHTTP2_HTTP_1_1_REQUIRED:
-      return new ConnectError(text, Code.PermissionDenied);
-    case h2.NGHTTP2_PROTOCOL_ERROR:
-    case h2.NGHTTP2_INTERNAL_ERROR:
-    case h2.NGHTTP2_FLOW_CONTROL_ERROR:
-    case h2.NGHTTP2_SETTINGS_TIMEOUT:
-    case h2.NGHTTP2_FRAME_SIZE_ERROR:
-    case h2.NGHTTP2_COMPRESSION_ERROR:
-    case h2.NGHTTP2_CONNECT_ERROR:
-      return new ConnectError(text, Code.Internal);
-    default:
-      return new ConnectError(text, Code.Canceled);
-  }
+/**
+ * The error a call whose stream closed early ends with: the one its reset code stands for (as
+ * the SDK maps it), or CANCELED for a close that carries no verdict.
+ */
+function closedError(rstCode: number): ConnectError {
+  return (
+    fromResetCode(rstCode) ??
+    new ConnectError("the stream closed before the call ended", Code.Canceled)
+  );
 }

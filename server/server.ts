@@ -195,8 +195,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
   // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
   // stream (grpc-node-handler.ts); connect answers the rest.
-  const grpcNodeHandler = createGrpcNodeHandler({
-    ...handlerOptions,
+  const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
     services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     contextValues: (req) => deadlines.contextValues(req),

@@ -8,6 +8,7 @@ import {
   type StreamResponse,
 } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { codeOf } from "../../../test/support/code-of.js";
 import {
   GetServerInfoResponseSchema,
   OffloadRequestSchema,
@@ -34,15 +35,6 @@ const infoResponse = (signal: AbortSignal) => ({
   trailer: new Headers(),
   message: create(GetServerInfoResponseSchema, { version: signal.aborted ? "aborted" : "live" }),
 });
-
-async function codeOf(p: Promise<unknown>): Promise<Code | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return err instanceof ConnectError ? err.code : undefined;
-  }
-}
 
 describe("runUnaryCall", () => {
   it("runs interceptors outermost first on the created message, and ends the signal", async () => {
@@ -102,7 +94,12 @@ describe("runUnaryCall", () => {
       req: { stream: false, ...common(info), message: {} },
       next: () => Promise.reject(new Error("boom")),
     });
-    expect(await codeOf(call)).toBe(Code.Unknown);
+    const err = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.Unknown);
   });
 });
 

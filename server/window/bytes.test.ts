@@ -1,6 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
@@ -8,6 +7,7 @@ import {
   ReadToolOutputRequestSchema,
   type WindowTrailer,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { dataFrameBytes } from "./bytes.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
@@ -130,9 +130,10 @@ describe("bytes window over text", () => {
 describe("bytes window over binary", () => {
   const payload = Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37) % 256));
   const source = createBufferWindowSource("res_bin", "application/octet-stream", payload, true);
+  const dir = scratchDir("spillway-bytes-");
 
   it("renders an xxd-identical hex dump", async () => {
-    const file = join(mkdtempSync(join(tmpdir(), "spillway-bytes-")), "payload.bin");
+    const file = join(dir, "payload.bin");
     writeFileSync(file, payload);
     const xxd = spawnSync("xxd", ["-s", "5", "-l", "45", file], { encoding: "latin1" });
     expect(xxd.status).toBe(0);

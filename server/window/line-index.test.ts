@@ -1,9 +1,9 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import {
   createLineIndexer,
   decodeLineIndexEntry,
@@ -77,7 +77,7 @@ const fixtures: Record<string, string> = {
 };
 
 describe("createLineIndexer", () => {
-  const dir = mkdtempSync(join(tmpdir(), "spillway-index-"));
+  const dir = scratchDir("spillway-index-");
 
   for (const [name, text] of Object.entries(fixtures)) {
     it(`counts lines like wc -l for ${name}`, () => {

@@ -1,6 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
@@ -10,6 +9,7 @@ import {
   type WindowTrailer,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { rechunked } from "../../test/support/rechunked-source.js";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineSplitter, type ScannedLine } from "./lines.js";
 import { readWindow } from "./read-window.js";
@@ -50,7 +50,7 @@ async function readLines(
 
 const wideCaps = createWindowCaps({ maxLineChars: 20_000, maxWindowChars: 10_000_000 });
 const cLocale = { ...process.env, LC_ALL: "C" };
-const dir = mkdtempSync(join(tmpdir(), "spillway-lines-"));
+const dir = scratchDir("spillway-lines-");
 
 /** Writes text to a temp file and returns its path. */
 function tempFile(name: string, text: string): string {

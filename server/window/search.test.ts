@@ -1,6 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -11,6 +10,7 @@ import {
   type WindowTrailer,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { rechunked } from "../../test/support/rechunked-source.js";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
@@ -72,7 +72,7 @@ async function codeOf(promise: Promise<unknown>): Promise<Code | undefined> {
 
 const words = ["alpha", "Beta", "gamma", "delta", "ALPHA beta", "épsilon", "zeta"];
 const text = `${Array.from({ length: 2000 }, (_, i) => `${i}: ${words[(i * 3) % words.length]} ${words[i % 5]}`).join("\n")}\n`;
-const dir = mkdtempSync(join(tmpdir(), "spillway-search-"));
+const dir = scratchDir("spillway-search-");
 const file = join(dir, "words.txt");
 writeFileSync(file, text);
 const cLocale = { ...process.env, LC_ALL: "C.UTF-8" };

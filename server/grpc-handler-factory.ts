@@ -288,7 +288,10 @@ export async function* parseEnvelopes(
   serialization: Serialization<MessageShape<DescMessage>>,
   chunks: ChunkPool | undefined,
 ): AsyncIterable<MessageShape<DescMessage>> {
-  const reader = createEnvelopeReader(readMaxBytes, chunks?.take);
+  const reader = createEnvelopeReader(
+    readMaxBytes,
+    chunks === undefined ? {} : { allocate: chunks.take },
+  );
   for await (const chunk of body) {
     for (const bytes of reader.push(chunk)) yield serialization.parse(bytes);
   }

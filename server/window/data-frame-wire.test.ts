@@ -1,16 +1,12 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { describe, expect, it } from "vitest";
+import { dataFrame } from "../../clients/ts/src/data-frame.js";
 import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { wireDataFrame } from "./data-frame-wire.js";
-
-const dataFrame = (data: Uint8Array): ReadToolOutputResponse =>
-  create(ReadToolOutputResponseSchema, {
-    frame: { case: "content", value: { body: { case: "data", value: data } } },
-  });
 
 const connectBytes = (message: ReadToolOutputResponse): Uint8Array =>
   encodeEnvelope(0, toBinary(ReadToolOutputResponseSchema, message));

@@ -1,14 +1,7 @@
 import { type DescMessage, isMessage, type MessageShape } from "@bufbuild/protobuf";
 import { wireBytesField } from "../../clients/ts/src/bytes-field-wire.js";
-import {
-  ReadToolOutputResponseSchema,
-  WindowContentSchema,
-} from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-
-const dataPath = [
-  ReadToolOutputResponseSchema.field.content.number,
-  WindowContentSchema.field.data.number,
-];
+import { dataFramePath } from "../../clients/ts/src/data-frame.js";
+import { ReadToolOutputResponseSchema } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 
 /**
  * wireDataFrame returns a bytes-mode data frame (a ReadToolOutputResponse whose content is
@@ -27,5 +20,5 @@ export function wireDataFrame(
   if (message.frame.case !== "content") return undefined;
   const content = message.frame.value;
   if (content.body.case !== "data" || content.$unknown !== undefined) return undefined;
-  return wireBytesField(dataPath, content.body.value);
+  return wireBytesField(dataFramePath, content.body.value);
 }

@@ -1,4 +1,4 @@
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 
 /** A gRPC envelope header: one flags byte and the message length, 4 bytes big-endian. */
 export const envelopeHeaderBytes = 5;
@@ -31,4 +31,31 @@ export function wireBytesField(path: readonly number[], data: Uint8Array): reado
     at += part.byteLength;
   }
   return data.byteLength === 0 ? [prefix] : [prefix, data];
+}
+
+/**
+ * bytesFieldPrefix is the reading side of wireBytesField: given `head`, the first bytes of a
+ * message of messageLength bytes (after its envelope header), it returns how many bytes
+ * precede the innermost field's data when the message is exactly a bytes field nested in the
+ * fields `path` names, each field running to the end of the message. Anything else (another
+ * field, a different order, or a head that ends before the prefix does) gives undefined.
+ */
+export function bytesFieldPrefix(
+  path: readonly number[],
+  head: Uint8Array,
+  messageLength: number,
+): number | undefined {
+  const reader = new BinaryReader(head);
+  try {
+    for (const field of path) {
+      const [number, wireType] = reader.tag();
+      if (number !== field || wireType !== WireType.LengthDelimited) return undefined;
+      const length = reader.uint32();
+      if (length !== messageLength - reader.pos) return undefined;
+    }
+  } catch {
+    // The head ended inside a tag or a length.
+    return undefined;
+  }
+  return reader.pos;
 }

@@ -1,6 +1,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   type DeleteRunResponse,
   type ForkRunResponse,
@@ -11,6 +12,7 @@ import {
   type ReadToolOutputRequest,
   type ReadToolOutputRequestSchema,
   type ReadToolOutputResponse,
+  ReadToolOutputResponseSchema,
   type SetRunTtlResponse,
   SpillwayService,
   type WindowHeader,
@@ -170,6 +172,10 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       baseUrl: opts.baseUrl,
       interceptors: [auth, ...(opts.interceptors ?? [])],
       readMaxBytes: 64 * 1024 * 1024,
+      // A bytes-mode read hands out each data frame's bytes as they arrive, uncopied.
+      bytesFields: [
+        { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
+      ],
       sessionManager: createWideWindowSessionManager(opts.baseUrl, opts.tls),
     });
   const raw = createClient(SpillwayService, transport);

@@ -1,7 +1,10 @@
+import { toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { describe, expect, it } from "vitest";
-import { createEnvelopeReader } from "./envelope-reader.js";
+import { dataFrame, dataFramePath } from "./data-frame.js";
+import { type BytesFieldPiece, createEnvelopeReader } from "./envelope-reader.js";
+import { ReadToolOutputResponseSchema } from "./gen/spillway/v1/spillway_pb.js";
 
 const message = (size: number, seed: number): Uint8Array => {
   const bytes = new Uint8Array(size);
@@ -77,5 +80,71 @@ describe("createEnvelopeReader", () => {
       const piece = Buffer.from(encodeEnvelope(flags, message(3, 1)));
       expect(codeOf(() => createEnvelopeReader(1024).push(piece))).toBe(Code.Internal);
     }
+  });
+
+  describe("with a bytes field", () => {
+    const data = message(3000, 7);
+    const frame = toBinary(ReadToolOutputResponseSchema, dataFrame(data));
+    // A small message before and after, and a large message that is not a data frame.
+    const other = message(2500, 8);
+    const stream = body([message(10, 1), frame, other, message(4, 2)]);
+    const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
+
+    /** Reads the stream cut at the given points; pieces of one field are joined again. */
+    function read(cuts: readonly number[]) {
+      const reader = createEnvelopeReader(8192, { bytesField: dataFramePath });
+      const items: (Uint8Array | BytesFieldPiece)[] = [];
+      let from = 0;
+      for (const cut of [...cuts, stream.length]) {
+        const piece = stream.subarray(from, cut);
+        items.push(...reader.push(piece));
+        from = cut;
+      }
+      expect(reader.atBoundary).toBe(true);
+      return items;
+    }
+
+    // Where the frame's message begins, after its envelope header.
+    const frameStart = 5 + 10 + 5;
+
+    it("hands out a data frame spread over pieces as views of them, and the rest whole", () => {
+      // The first cut splits the frame's envelope header; the next ones fall inside its data.
+      for (let cut = frameStart + 20; cut < frameStart + frame.length; cut += 97) {
+        const items = read([frameStart - 3, cut, Math.min(cut + 500, stream.length)]);
+        const pieces = items.filter(
+          (item): item is BytesFieldPiece => !(item instanceof Uint8Array),
+        );
+        const whole = items.filter((item): item is Uint8Array => item instanceof Uint8Array);
+        // Pieces come in order, in place of the frame, and are the field's data.
+        expect(items.findIndex((item) => !(item instanceof Uint8Array))).toBe(1);
+        expect(pieces.length).toBeGreaterThan(1);
+        expect(hex(Buffer.concat(pieces.map((p) => p.piece)))).toBe(hex(data));
+        for (const p of pieces) expect(p.piece.buffer).toBe(stream.buffer);
+        expect(whole.map(hex)).toEqual([message(10, 1), other, message(4, 2)].map(hex));
+      }
+    });
+
+    it("assembles a data frame whose prefix is cut, and returns it whole", () => {
+      const prefix = frame.length - data.length;
+      // The piece with the frame's envelope header ends before its data begins.
+      for (let cut = frameStart; cut < frameStart + prefix; cut++) {
+        const items = read([cut, frameStart + 200]);
+        expect(items.every((item) => item instanceof Uint8Array)).toBe(true);
+        expect(items.map((item) => hex(item as Uint8Array))).toEqual(
+          [message(10, 1), frame, other, message(4, 2)].map(hex),
+        );
+      }
+    });
+
+    it("is not at a boundary while pieces of a field are still to come", () => {
+      const reader = createEnvelopeReader(8192, { bytesField: dataFramePath });
+      const frameEnd = 5 + 10 + 5 + frame.length;
+      reader.push(stream.subarray(0, frameEnd - 1));
+      expect(reader.atBoundary).toBe(false);
+      const last = reader.push(stream.subarray(frameEnd - 1, frameEnd));
+      expect(last).toHaveLength(1);
+      expect(hex((last[0] as BytesFieldPiece).piece)).toBe(hex(data.subarray(-1)));
+      expect(reader.atBoundary).toBe(true);
+    });
   });
 });

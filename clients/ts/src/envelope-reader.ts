@@ -1,22 +1,42 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { envelopeHeaderBytes } from "./bytes-field-wire.js";
+import { bytesFieldPrefix, envelopeHeaderBytes } from "./bytes-field-wire.js";
+
+/** BytesFieldPiece is some of the data of a message's bytes field, in order, not copied. */
+export interface BytesFieldPiece {
+  readonly piece: Uint8Array;
+}
 
 /** EnvelopeReader splits a gRPC body, as it arrives, into the messages it carries. */
-export interface EnvelopeReader {
+export interface EnvelopeReader<Item = Uint8Array> {
   /**
    * Takes the next piece of the body and returns every message it completes, in order. A
    * message that arrived within one piece is a view of that piece; one spread over several is
-   * copied once into a buffer of its own size.
+   * copied once into a buffer of its own size, unless it is the reader's bytes field (see
+   * EnvelopeReaderOptions), which comes out as pieces.
    */
-  push(chunk: Uint8Array): Uint8Array[];
+  push(chunk: Uint8Array): Item[];
   /** True when the body so far ends between messages (no envelope begun and unfinished). */
   readonly atBoundary: boolean;
+}
+
+/** EnvelopeReaderOptions configure createEnvelopeReader. */
+export interface EnvelopeReaderOptions {
+  /** Allocates the buffer a message spread over several pieces is assembled in. */
+  readonly allocate?: (bytes: number) => Uint8Array;
+  /**
+   * The field numbers, outermost first, of a bytes field nested in single length-delimited
+   * fields (the layout wireBytesField writes). A message spread over several pieces that is
+   * exactly this field is not assembled: its data comes out as BytesFieldPiece items, views of
+   * the pieces as they arrive.
+   */
+  readonly bytesField?: readonly number[];
 }
 
 /**
  * createEnvelopeReader returns a reader for the gRPC length-prefixed message framing; a
  * message spread over several pieces is assembled in a buffer from `allocate` (unzeroed by
- * default: every byte is written before the message is handed out).
+ * default: every byte is written before the message is handed out), or, when it is the
+ * `bytesField` message, handed out as the pieces of its data.
  *
  * Guarantees: messages come out whole and in order however the body is split; a message
  * larger than readMaxBytes is RESOURCE_EXHAUSTED before any of it is buffered; a compressed
@@ -26,13 +46,25 @@ export interface EnvelopeReader {
  */
 export function createEnvelopeReader(
   readMaxBytes: number,
-  allocate: (bytes: number) => Uint8Array = (bytes) => Buffer.allocUnsafe(bytes),
-): EnvelopeReader {
+  opts?: EnvelopeReaderOptions & { readonly bytesField?: undefined },
+): EnvelopeReader;
+export function createEnvelopeReader(
+  readMaxBytes: number,
+  opts: EnvelopeReaderOptions,
+): EnvelopeReader<Uint8Array | BytesFieldPiece>;
+export function createEnvelopeReader(
+  readMaxBytes: number,
+  opts: EnvelopeReaderOptions = {},
+): EnvelopeReader<Uint8Array | BytesFieldPiece> {
+  const allocate = opts.allocate ?? ((bytes: number) => Buffer.allocUnsafe(bytes));
+  const { bytesField } = opts;
   const header = new Uint8Array(envelopeHeaderBytes);
   let headerFill = 0;
   // The message being assembled across pieces, and how much of it has arrived.
   let body: Uint8Array | undefined;
   let bodyFill = 0;
+  // Bytes of the bytesField data still to come as pieces.
+  let pieceLeft = 0;
 
   /** Checks a complete header and returns the length of the message it announces. */
   const open = (flags: number, length: number): number => {
@@ -53,13 +85,20 @@ export function createEnvelopeReader(
 
   return {
     get atBoundary() {
-      return headerFill === 0 && body === undefined;
+      return headerFill === 0 && body === undefined && pieceLeft === 0;
     },
     push(chunk) {
-      const out: Uint8Array[] = [];
+      const out: (Uint8Array | BytesFieldPiece)[] = [];
       const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       let pos = 0;
       while (pos < chunk.length) {
+        if (pieceLeft > 0) {
+          const take = Math.min(pieceLeft, chunk.length - pos);
+          out.push({ piece: chunk.subarray(pos, pos + take) });
+          pieceLeft -= take;
+          pos += take;
+          continue;
+        }
         if (body !== undefined) {
           const take = Math.min(body.length - bodyFill, chunk.length - pos);
           body.set(chunk.subarray(pos, pos + take), bodyFill);
@@ -87,9 +126,20 @@ export function createEnvelopeReader(
         if (chunk.length - pos >= length) {
           out.push(chunk.subarray(pos, pos + length));
           pos += length;
-        } else {
+          continue;
+        }
+        // The field's prefix is judged from this piece alone; one cut inside it (a few bytes
+        // at most) makes the message go the assembled way, which is always correct.
+        const prefix =
+          bytesField === undefined
+            ? undefined
+            : bytesFieldPrefix(bytesField, chunk.subarray(pos), length);
+        if (prefix === undefined) {
           body = allocate(length);
           bodyFill = 0;
+        } else {
+          pos += prefix;
+          pieceLeft = length - prefix;
         }
       }
       return out;

@@ -5,12 +5,14 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   GetServerInfoResponseSchema,
+  type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
   SpillwayService,
 } from "./gen/spillway/v1/spillway_pb.js";
-import { createGrpcTransport } from "./grpc-transport.js";
+import { createGrpcTransport, type SplitBytesField } from "./grpc-transport.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 
 /** What a hand-written gRPC server does with one call. */
@@ -26,8 +28,17 @@ afterEach(async () => {
   );
 });
 
+/** Data frames handed out in pieces, as the SDK's client asks. */
+const dataFrames: SplitBytesField[] = [
+  { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
+];
+
 /** Starts an h2c server answering every call with `answer` and returns a client for it. */
-async function clientFor(answer: Answer, readMaxBytes = 4 * 1024 * 1024) {
+async function clientFor(
+  answer: Answer,
+  readMaxBytes = 4 * 1024 * 1024,
+  bytesFields: readonly SplitBytesField[] = [],
+) {
   const server = http2.createServer();
   // Resets and aborted sessions are what these servers are for; they are not test failures.
   server.on("session", (session) => session.on("error", () => {}));
@@ -42,7 +53,7 @@ async function clientFor(answer: Answer, readMaxBytes = 4 * 1024 * 1024) {
   managers.push(sessionManager);
   return createClient(
     SpillwayService,
-    createGrpcTransport({ baseUrl, sessionManager, readMaxBytes }),
+    createGrpcTransport({ baseUrl, sessionManager, readMaxBytes, bytesFields }),
   );
 }
 
@@ -238,47 +249,103 @@ describe("createGrpcTransport", () => {
     );
   });
 
-  it("holds back a server whose messages are not consumed", async () => {
-    const message = Buffer.from(
-      encodeEnvelope(
-        0,
-        toBinary(
-          ReadToolOutputResponseSchema,
-          create(ReadToolOutputResponseSchema, {
-            frame: {
-              case: "content",
-              value: { body: { case: "data", value: new Uint8Array(1024 * 1024) } },
-            },
-          }),
+  it.each([
+    ["whole", []],
+    ["in pieces", dataFrames],
+  ] as const)(
+    "holds back a server whose messages are not consumed (data frames %s)",
+    async (_, split) => {
+      const message = Buffer.from(
+        encodeEnvelope(
+          0,
+          toBinary(
+            ReadToolOutputResponseSchema,
+            create(ReadToolOutputResponseSchema, {
+              frame: {
+                case: "content",
+                value: { body: { case: "data", value: new Uint8Array(1024 * 1024) } },
+              },
+            }),
+          ),
         ),
-      ),
-    );
-    let written = 0;
-    const total = 200;
-    const client = await clientFor((stream) =>
-      afterRequest(stream, async () => {
-        stream.respond(okHeaders);
-        const closed = new Promise((resolve) => stream.once("close", resolve));
-        for (let i = 0; i < total && !stream.closed; i++) {
-          if (!stream.write(message, () => written++)) {
-            await Promise.race([closed, new Promise((resolve) => stream.once("drain", resolve))]);
-          }
-        }
+      );
+      let written = 0;
+      const total = 200;
+      const client = await clientFor(
+        (stream) =>
+          afterRequest(stream, async () => {
+            stream.respond(okHeaders);
+            const closed = new Promise((resolve) => stream.once("close", resolve));
+            for (let i = 0; i < total && !stream.closed; i++) {
+              if (!stream.write(message, () => written++)) {
+                await Promise.race([
+                  closed,
+                  new Promise((resolve) => stream.once("drain", resolve)),
+                ]);
+              }
+            }
+          }),
+        4 * 1024 * 1024,
+        split,
+      );
+      const abort = new AbortController();
+      const frames = client.readToolOutput({ runId: "r", handle: "h" }, { signal: abort.signal });
+      const first = await frames[Symbol.asyncIterator]().next();
+      expect(first.done).toBe(false);
+      // Wait until the server can write no more, then check how far it got.
+      let last = -1;
+      while (last !== written) {
+        last = written;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      abort.abort();
+      // The 32 MiB receive window and the few parsed messages held bound what is sent.
+      expect(written).toBeGreaterThan(0);
+      expect(written).toBeLessThan(total / 2);
+    },
+  );
+
+  it("hands out a data frame in pieces as it arrives, and every other message whole", async () => {
+    const data = Buffer.alloc(1024 * 1024 + 3);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 0xff;
+    const frames = [
+      create(ReadToolOutputResponseSchema, { frame: { case: "header", value: { handle: "h" } } }),
+      dataFrame(data),
+      create(ReadToolOutputResponseSchema, {
+        frame: { case: "trailer", value: { rendered: "r" } },
       }),
-    );
-    const abort = new AbortController();
-    const frames = client.readToolOutput({ runId: "r", handle: "h" }, { signal: abort.signal });
-    const first = await frames[Symbol.asyncIterator]().next();
-    expect(first.done).toBe(false);
-    // Wait until the server can write no more, then check how far it got.
-    let last = -1;
-    while (last !== written) {
-      last = written;
-      await new Promise((resolve) => setTimeout(resolve, 300));
+    ];
+    const answer: Answer = (stream) =>
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(
+          Buffer.concat(
+            frames.map((f) => encodeEnvelope(0, toBinary(ReadToolOutputResponseSchema, f))),
+          ),
+        );
+      });
+    for (const split of [[], dataFrames]) {
+      const client = await clientFor(answer, 4 * 1024 * 1024, split);
+      const got: ReadToolOutputResponse[] = [];
+      for await (const frame of client.readToolOutput({ runId: "r", handle: "h" })) got.push(frame);
+      const cases = got.map((f) => f.frame.case);
+      const pieces = got.flatMap((f) =>
+        f.frame.case === "content" && f.frame.value.body.case === "data"
+          ? [f.frame.value.body.value]
+          : [],
+      );
+      expect(cases[0]).toBe("header");
+      expect(cases.at(-1)).toBe("trailer");
+      expect(cases.slice(1, -1).every((c) => c === "content")).toBe(true);
+      expect(Buffer.concat(pieces).equals(data)).toBe(true);
+      if (split.length === 0) {
+        expect(pieces).toHaveLength(1);
+      } else {
+        // One piece per HTTP/2 DATA frame (16 KiB by default), none of them assembled.
+        expect(pieces.length).toBeGreaterThanOrEqual(64);
+        for (const piece of pieces) expect(piece.byteLength).toBeLessThanOrEqual(16 * 1024);
+      }
     }
-    abort.abort();
-    // The 32 MiB receive window and the few parsed messages held bound what is sent.
-    expect(written).toBeGreaterThan(0);
-    expect(written).toBeLessThan(total / 2);
   });
 });

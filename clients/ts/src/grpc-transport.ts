@@ -41,10 +41,31 @@ export interface GrpcTransportOptions {
   readonly interceptors?: readonly Interceptor[];
   /** Largest response message accepted; a larger one fails the call RESOURCE_EXHAUSTED. */
   readonly readMaxBytes: number;
+  /**
+   * Response messages that may be handed out in pieces: a message of type `output` that is
+   * exactly the bytes field at `path` (field numbers, outermost first) and arrives over several
+   * HTTP/2 DATA frames becomes one `message(piece)` per frame, its data not copied. Only for
+   * fields whose protocol says a message's data may be split (bytes-mode data frames).
+   */
+  readonly bytesFields?: readonly SplitBytesField[];
 }
 
-/** Parsed response messages held before the stream is paused (each is at most readMaxBytes). */
-const pauseAtMessages = 4;
+/** SplitBytesField names a response bytes field that may be handed out in pieces. */
+export interface SplitBytesField {
+  /** The response message type. */
+  readonly output: DescMessage;
+  /** The field numbers, outermost first, of the bytes field. */
+  readonly path: readonly number[];
+  /** The message that carries one piece of the field's data. */
+  message(piece: Uint8Array): MessageShape<DescMessage>;
+}
+
+/**
+ * Parsed response messages, and their bytes on the wire, held before the stream is paused;
+ * reading resumes below half of both.
+ */
+const pauseAtMessages = 256;
+const pauseAtBytes = 4 * 1024 * 1024;
 
 /** The first part of a response: its header and, as they arrive, its messages and trailer. */
 interface Exchange<O extends DescMessage> {
@@ -131,7 +152,7 @@ async function sendRequest<I extends DescMessage>(
 
 /**
  * Sends one call's request on a new HTTP/2 stream and resolves with the response header.
- * Messages are parsed as they arrive and held up to pauseAtMessages before the stream is
+ * Messages are parsed as they arrive and held up to pauseAtMessages/pauseAtBytes before the stream is
  * paused, so a slow consumer holds back the server through HTTP/2 flow control. The first
  * verdict wins: an aborted signal, a reset or broken stream, a malformed body, or the status
  * in the trailer; queued messages are still handed out before an error from the trailer.
@@ -160,8 +181,13 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     throw fromHttp2Error(err);
   }
 
-  const reader = createEnvelopeReader(opts.readMaxBytes);
-  const queue: MessageShape<O>[] = [];
+  const split = opts.bytesFields?.find((field) => field.output.typeName === method.output.typeName);
+  const reader = createEnvelopeReader(
+    opts.readMaxBytes,
+    split === undefined ? {} : { bytesField: split.path },
+  );
+  const queue: { message: MessageShape<O>; bytes: number }[] = [];
+  let queuedBytes = 0;
   const trailer = new Headers();
   let responseHeader: Headers | undefined;
   let foundStatus = false;
@@ -182,6 +208,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   };
   const onAbort = () => {
     queue.length = 0;
+    queuedBytes = 0;
     fail(ConnectError.from(getAbortSignalReason(signal), Code.Canceled));
   };
   signal.addEventListener("abort", onAbort, { once: true });
@@ -211,10 +238,12 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     [Symbol.asyncIterator]: () => ({
       async next(): Promise<IteratorResult<MessageShape<O>>> {
         for (;;) {
-          const message = queue.shift();
-          if (message !== undefined) {
-            if (queue.length < pauseAtMessages / 2 && stream.isPaused()) stream.resume();
-            return { value: message, done: false };
+          const item = queue.shift();
+          if (item !== undefined) {
+            queuedBytes -= item.bytes;
+            const below = queue.length < pauseAtMessages / 2 && queuedBytes < pauseAtBytes / 2;
+            if (below && stream.isPaused()) stream.resume();
+            return { value: item.message, done: false };
           }
           if (failure !== undefined) throw failure;
           if (ended) return { value: undefined, done: true };
@@ -246,8 +275,17 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     sm.notifyResponseByteRead(stream);
     if (failure !== undefined) return;
     try {
-      for (const bytes of reader.push(chunk)) {
-        queue.push(fromBinary(method.output, bytes));
+      for (const item of reader.push(chunk)) {
+        if (item instanceof Uint8Array) {
+          queue.push({ message: fromBinary(method.output, item), bytes: item.byteLength });
+          queuedBytes += item.byteLength;
+        } else if (split !== undefined) {
+          queue.push({
+            message: split.message(item.piece) as MessageShape<O>,
+            bytes: item.piece.byteLength,
+          });
+          queuedBytes += item.piece.byteLength;
+        }
       }
     } catch (err) {
       fail(
@@ -257,7 +295,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       );
       return;
     }
-    if (queue.length >= pauseAtMessages) stream.pause();
+    if (queue.length >= pauseAtMessages || queuedBytes >= pauseAtBytes) stream.pause();
     wake?.();
   });
   stream.on("trailers", (node) => {

@@ -45,16 +45,7 @@ export async function filesystemScenarios(opts: {
       opts.runs,
       async (run) => {
         const hash = createHash("sha256");
-        for await (const frame of client.raw.readToolOutput({
-          runId: "bench",
-          handle: `res_o${run}`,
-          window: { case: "bytes", value: { offset: 0n } },
-          omitRendered: true,
-        })) {
-          if (frame.frame.case === "content" && frame.frame.value.body.case === "data") {
-            hash.update(frame.frame.value.body.value);
-          }
-        }
+        for await (const chunk of client.readBytes("bench", `res_o${run}`)) hash.update(chunk);
         return hash.digest("hex");
       },
       async (run) => rawRead(join(raw, `o${run}`)),

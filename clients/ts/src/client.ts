@@ -20,7 +20,7 @@ import {
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
 import { createGrpcTransport } from "./grpc-transport.js";
-import { isTransientError, type RetryOptions, retryUnavailable } from "./retry.js";
+import { isTransientError, type RetryOptions, retryBudget, retryUnavailable } from "./retry.js";
 import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
@@ -82,6 +82,14 @@ export interface Window {
   readonly rendered: string;
 }
 
+/** ByteRange selects bytes of a payload: from `offset` (default 0), `length` of them. */
+export interface ByteRange {
+  /** 0-based first byte; default 0. */
+  readonly offset?: number;
+  /** Bytes to read; unset reads to the end of the payload. */
+  readonly length?: number;
+}
+
 /** ListPage is one page of a run's records. */
 export interface ListPage {
   /** Records, ordered by handle. */
@@ -135,6 +143,20 @@ export interface SpillwayClient {
     },
     call?: SpillwayCallOptions,
   ): Promise<Window>;
+  /**
+   * readBytes streams a payload's bytes in `range` (all of it by default) as they come off the
+   * wire, each chunk a view of what arrived, not a copy: bytes-mode windows without rendered
+   * text, one after another when the server's max_bytes_window ends one early. A transient
+   * failure (see isTransientError) resumes at the first byte not yet yielded, under the
+   * client's retry policy (attempts count again once bytes arrive); no byte is yielded twice,
+   * and `timeoutMs` bounds the whole read.
+   */
+  readBytes(
+    runId: string,
+    handle: string,
+    range?: ByteRange,
+    call?: SpillwayCallOptions,
+  ): AsyncGenerator<Uint8Array, void, undefined>;
   /** stat returns the record behind handle, as run runId resolves it. */
   stat(runId: string, handle: string, call?: SpillwayCallOptions): Promise<ResultAttachment>;
   /** list returns one page of run runId's records, ordered by handle. */
@@ -240,6 +262,58 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           retryable: isTransientError,
         },
       );
+    },
+    async *readBytes(runId, handle, range = {}, call = {}) {
+      const budget = retryBudget({
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+        retryable: isTransientError,
+      });
+      let position = range.offset ?? 0;
+      const end = range.length === undefined ? undefined : position + range.length;
+      let failures = 0;
+      while (end === undefined || position < end) {
+        const bytes = {
+          offset: BigInt(position),
+          ...(end === undefined ? {} : { limit: BigInt(end - position) }),
+        };
+        const request = {
+          runId,
+          handle,
+          window: { case: "bytes", value: bytes },
+          omitRendered: true,
+        } as const;
+        const from = position;
+        let trailer: WindowTrailer | undefined;
+        try {
+          for await (const frame of raw.readToolOutput(request, callOptions(call, budget.left()))) {
+            if (frame.frame.case === "trailer") trailer = frame.frame.value;
+            if (frame.frame.case !== "content" || frame.frame.value.body.case !== "data") continue;
+            const data = frame.frame.value.body.value;
+            position += data.byteLength;
+            yield data;
+          }
+        } catch (err) {
+          failures = position > from ? 1 : failures + 1;
+          await budget.failed(err, failures);
+          continue;
+        }
+        if (trailer === undefined) {
+          throw new ConnectError(
+            "the server ended a bytes window without its trailer",
+            Code.Internal,
+          );
+        }
+        if (trailer.eof || trailer.nextOffset === undefined) return;
+        if (trailer.nextOffset !== BigInt(position) || position === from) {
+          throw new ConnectError(
+            `the server's bytes window ended at ${position} but says the next starts at ${trailer.nextOffset}`,
+            Code.Internal,
+          );
+        }
+        failures = 0;
+      }
     },
     async stat(runId, handle, call = {}) {
       const res = await raw.statToolOutput({ runId, handle }, callOptions(call));

@@ -3,6 +3,7 @@
  * `read_tool_output` model tool and the retry helper, as named re-exports. Generated messages stay under `./gen/`.
  */
 export {
+  type ByteRange,
   createSpillwayClient,
   type ForkRunOptions,
   type ListOptions,
@@ -36,8 +37,10 @@ export {
 } from "./read-tool-output-tool.js";
 export {
   isTransientError,
+  type RetryBudget,
   type RetryCall,
   type RetryOptions,
+  retryBudget,
   retryUnavailable,
 } from "./retry.js";
 export { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";

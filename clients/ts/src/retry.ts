@@ -39,32 +39,36 @@ export function isTransientError(err: ConnectError): boolean {
   );
 }
 
+/** RetryBudget is the retry state of one call: its deadline and what follows a failure. */
+export interface RetryBudget {
+  /** Time left for the next attempt (undefined: no deadline); DEADLINE_EXCEEDED when none. */
+  left(): number | undefined;
+  /**
+   * After failed attempt n (1 for the first), rethrows err unchanged when the call must not be
+   * repeated, and otherwise sleeps the backoff before attempt n + 1.
+   */
+  failed(err: unknown, n: number): Promise<void>;
+}
+
 /**
- * retryUnavailable runs attempt and repeats it only after an UNAVAILABLE ConnectError (or what
- * `retryable` accepts), at most
- * maxAttempts times in all, sleeping an exponential backoff with full jitter in between. It
- * never retries another code (a DEADLINE_EXCEEDED may have committed, and only idempotent calls
- * should be given to it), never retries once `replayable()` says the request cannot be sent
- * again, and never outlives `timeoutMs`: each attempt receives the time that is left as its own
- * deadline, and the last error is rethrown unchanged.
+ * retryBudget returns the retry state retryUnavailable keeps for call, for callers that run
+ * their own attempts (a read that resumes where the failed attempt stopped).
  */
-export async function retryUnavailable<T>(
-  attempt: (timeoutMs: number | undefined) => Promise<T>,
-  call: RetryCall = {},
-): Promise<T> {
+export function retryBudget(call: RetryCall = {}): RetryBudget {
   const maxAttempts = Math.max(1, Math.floor(call.retry?.maxAttempts ?? 3));
   const baseDelayMs = call.retry?.baseDelayMs ?? 100;
   const maxDelayMs = call.retry?.maxDelayMs ?? 2000;
   const deadline = call.timeoutMs === undefined ? undefined : Date.now() + call.timeoutMs;
   const remaining = () => (deadline === undefined ? undefined : deadline - Date.now());
-  for (let n = 1; ; n++) {
-    const left = remaining();
-    if (left !== undefined && left <= 0) {
-      throw new ConnectError("the call's deadline passed between retries", Code.DeadlineExceeded);
-    }
-    try {
-      return await attempt(left);
-    } catch (err) {
+  return {
+    left() {
+      const left = remaining();
+      if (left !== undefined && left <= 0) {
+        throw new ConnectError("the call's deadline passed between retries", Code.DeadlineExceeded);
+      }
+      return left;
+    },
+    async failed(err, n) {
       const retryable =
         err instanceof ConnectError &&
         (call.retryable?.(err) ?? err.code === Code.Unavailable) &&
@@ -78,6 +82,30 @@ export async function retryUnavailable<T>(
       // Sleeping past the deadline would only turn this UNAVAILABLE into a later, vaguer error.
       if (leftNow !== undefined && leftNow <= delay) throw err;
       await sleep(delay, call.signal);
+    },
+  };
+}
+
+/**
+ * retryUnavailable runs attempt and repeats it only after an UNAVAILABLE ConnectError (or what
+ * `retryable` accepts), at most
+ * maxAttempts times in all, sleeping an exponential backoff with full jitter in between. It
+ * never retries another code (a DEADLINE_EXCEEDED may have committed, and only idempotent calls
+ * should be given to it), never retries once `replayable()` says the request cannot be sent
+ * again, and never outlives `timeoutMs`: each attempt receives the time that is left as its own
+ * deadline, and the last error is rethrown unchanged.
+ */
+export async function retryUnavailable<T>(
+  attempt: (timeoutMs: number | undefined) => Promise<T>,
+  call: RetryCall = {},
+): Promise<T> {
+  const budget = retryBudget(call);
+  for (let n = 1; ; n++) {
+    const left = budget.left();
+    try {
+      return await attempt(left);
+    } catch (err) {
+      await budget.failed(err, n);
     }
   }
 }

@@ -9,7 +9,8 @@ import {
   OffloadResponseSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody, raceAbort } from "./backends/body.js";
+import { bytesBody } from "./backends/body.js";
+import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
 import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
@@ -53,8 +54,29 @@ export async function offload(
   tenantLimits: TenantLimits = {},
   releaseChunk?: (bytes: Uint8Array) => void,
 ): Promise<OffloadResponse> {
-  const iterator = requests[Symbol.asyncIterator]();
-  const first = await nextWithin(iterator, deps.limits.idleStreamMs, signal);
+  const reader = createIdleStreamReader(
+    requests[Symbol.asyncIterator](),
+    deps.limits.idleStreamMs,
+    signal,
+    "the Offload stream",
+  );
+  try {
+    return await offloadFrom(deps, tenant, reader, signal, tenantLimits, releaseChunk);
+  } finally {
+    reader.close();
+  }
+}
+
+/** offloadFrom is offload on a stream whose reader enforces the idle limit. */
+async function offloadFrom(
+  deps: OffloadDeps,
+  tenant: string,
+  reader: IdleStreamReader<OffloadRequest>,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits,
+  releaseChunk: ((bytes: Uint8Array) => void) | undefined,
+): Promise<OffloadResponse> {
+  const first = await reader.next();
   if (first.done === true || first.value.msg.case !== "header") {
     throw new ConnectError(
       first.done === true
@@ -116,7 +138,7 @@ export async function offload(
   ) {
     throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
   }
-  const chunks = chunkStream(iterator, limits, header, pass, runRoom, signal, releaseChunk);
+  const chunks = chunkStream(reader, limits, header, pass, runRoom, releaseChunk);
   // Right before the commit the run is measured again: offloads that committed to it while
   // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
   const checkRunRoom = async (size: number) => {
@@ -252,16 +274,15 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
  * backends' puts, the head kept for an inline record); then it goes back through `release`.
  */
 async function* chunkStream(
-  iterator: AsyncIterator<OffloadRequest>,
+  reader: IdleStreamReader<OffloadRequest>,
   limits: ServerLimits,
   header: OffloadHeader,
   pass: Pass,
   runRoom: { runId: string; held: number; limit: number } | undefined,
-  signal: AbortSignal,
   release: ((bytes: Uint8Array) => void) | undefined,
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
-    const next = await nextWithin(iterator, limits.idleStreamMs, signal);
+    const next = await reader.next();
     if (next.done === true) return;
     const msg = next.value.msg;
     if (msg.case === "header") {
@@ -307,37 +328,6 @@ async function* chunkStream(
     pass.push(chunk);
     yield chunk;
     release?.(chunk);
-  }
-}
-
-/**
- * nextWithin waits for the next message of a client stream, failing with DEADLINE_EXCEEDED
- * when the client goes quiet for longer than idleMs: an abandoned stream must not hold a
- * partial upload open forever. It fails with the signal's reason as soon as the call is
- * aborted (a cancelled call, a request deadline), without waiting for the client.
- */
-async function nextWithin<T>(
-  iterator: AsyncIterator<T>,
-  idleMs: number,
-  signal: AbortSignal,
-): Promise<IteratorResult<T>> {
-  let timer: NodeJS.Timeout | undefined;
-  const idle = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new ConnectError(
-            `the Offload stream sent nothing for ${idleMs} ms`,
-            Code.DeadlineExceeded,
-          ),
-        ),
-      idleMs,
-    );
-  });
-  try {
-    return await raceAbort(Promise.race([iterator.next(), idle]), signal);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -33,6 +33,7 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
+  --max-bytes-window <n>          SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4 GiB
   --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
   --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
@@ -62,6 +63,7 @@ const flags = {
   "max-window-lines": "SPILLWAY_MAX_WINDOW_LINES",
   "max-window-chars": "SPILLWAY_MAX_WINDOW_CHARS",
   "max-line-chars": "SPILLWAY_MAX_LINE_CHARS",
+  "max-bytes-window": "SPILLWAY_MAX_BYTES_WINDOW",
   "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
   "grace-ms": "SPILLWAY_GRACE_MS",
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
@@ -121,6 +123,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),
     ...defined("maxWindowChars", intOption(opt("max-window-chars"), "max-window-chars")),
     ...defined("maxLineChars", intOption(opt("max-line-chars"), "max-line-chars")),
+    ...defined("maxBytesWindow", intOption(opt("max-bytes-window"), "max-bytes-window")),
   };
   const metricsPort = intOption(opt("metrics-port"), "metrics-port");
   // prom-client is loaded only when metrics are asked for.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,12 +31,12 @@ def _build_if_stale() -> None:
     subprocess.run(["npx", "tsc", "-p", "tsconfig.build.json"], cwd=REPO, check=True)
 
 
-@pytest.fixture(scope="session")
-def server_url() -> Iterator[str]:
-    """The URL of a `spillway serve --backend memory` started for the session, on a free port."""
+@contextlib.contextmanager
+def spillway_server(*flags: str) -> Iterator[str]:
+    """Runs `spillway serve --backend memory` with extra flags on a free port; yields its URL."""
     _build_if_stale()
     proc = subprocess.Popen(
-        ["node", str(CLI), "serve", "--backend", "memory", "--port", "0", "--grace-ms", "1000"],
+        ["node", str(CLI), "serve", "--backend", "memory", "--port", "0", "--grace-ms", "1000", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -72,6 +73,13 @@ def server_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """The URL of a `spillway serve --backend memory` started for the session, on a free port."""
+    with spillway_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from spillway_client import _messages as msg
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client.byte_reader import ByteRead
 from spillway_client.window import Window, collect
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
@@ -153,6 +154,39 @@ class SpillwayClient:
         req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
         return collect(list(self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)))
 
+    def read_bytes(
+        self,
+        run_id: str,
+        handle: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[bytes]:
+        """read_bytes yields the payload's bytes from `offset`, `length` of them (all by default).
+
+        Bytes-mode windows without the rendered text, one after another when the server's
+        max_bytes_window ends one early. A window that fails UNAVAILABLE resumes at the first
+        byte not yet yielded (attempts count afresh once bytes arrive), so no byte is yielded
+        twice; `timeout` (seconds) bounds the whole read.
+        """
+        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS)
+        while read.more():
+            call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
+            try:
+                for frame in call:
+                    data = read.take(frame)
+                    if data is not None:
+                        yield data
+            except grpc.RpcError as err:
+                time.sleep(read.backoff(err))
+                continue
+            finally:
+                # A caller that stops early must not leave the stream running.
+                call.cancel()
+            if read.window_done():
+                return
+
     def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
         """stat returns the record behind `handle` in run `run_id`."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
@@ -268,6 +302,32 @@ class AsyncSpillwayClient:
         req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
         call = self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)
         return collect([frame async for frame in call])
+
+    async def read_bytes(
+        self,
+        run_id: str,
+        handle: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[bytes]:
+        """read_bytes yields the payload's bytes in a range (see SpillwayClient.read_bytes)."""
+        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS)
+        while read.more():
+            call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
+            try:
+                async for frame in call:
+                    data = read.take(frame)
+                    if data is not None:
+                        yield data
+            except grpc.RpcError as err:
+                await asyncio.sleep(read.backoff(err))
+                continue
+            finally:
+                call.cancel()
+            if read.window_done():
+                return
 
     async def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
         """stat returns the record behind `handle` in run `run_id`."""

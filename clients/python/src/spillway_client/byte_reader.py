@@ -1,0 +1,101 @@
+"""The state of a bulk byte read that resumes where a failed attempt stopped."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from spillway_client import _messages as msg
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+
+
+class ByteRead:
+    """ByteRead tracks one `read_bytes` call for the blocking and the asyncio client alike.
+
+    It builds each bytes-mode window request from the first byte not yet yielded, takes the data
+    out of each frame, decides after a window whether another follows, and after a failure
+    whether to try again: only UNAVAILABLE is retried, at most `attempts` times in a row without
+    progress (attempts count afresh once bytes arrive), within the read's overall deadline.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        handle: str,
+        offset: int,
+        length: int | None,
+        timeout: float | None,
+        attempts: int,
+        base_delay: float,
+    ) -> None:
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError("read_bytes takes a non-negative offset and length")
+        self._run_id = run_id
+        self._handle = handle
+        self.position = offset
+        self._end = None if length is None else offset + length
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._attempts = attempts
+        self._base_delay = base_delay
+        self._failures = 0
+        self._window_start = offset
+        self._trailer: pb.WindowTrailer | None = None
+
+    def more(self) -> bool:
+        """more tells whether bytes of the range are still to be read."""
+        return self._end is None or self.position < self._end
+
+    def request(self) -> pb.ReadToolOutputRequest:
+        """request starts a window at the first byte not yet yielded."""
+        self._window_start = self.position
+        self._trailer = None
+        window: dict[str, int] = {"offset": self.position}
+        if self._end is not None:
+            window["limit"] = self._end - self.position
+        return msg.read_request(
+            self._run_id, self._handle, lines=None, bytes_=window, search=None, omit_rendered=True
+        )
+
+    def timeout(self) -> float | None:
+        """timeout is the time left for the next attempt (None: no deadline)."""
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+    def take(self, frame: pb.ReadToolOutputResponse) -> bytes | None:
+        """take returns a frame's data (and counts it as yielded), or None for other frames."""
+        kind = frame.WhichOneof("frame")
+        if kind == "trailer":
+            self._trailer = frame.trailer
+        if kind != "content" or frame.content.WhichOneof("body") != "data":
+            return None
+        data = frame.content.data
+        self.position += len(data)
+        return data
+
+    def window_done(self) -> bool:
+        """window_done is called after a window ended cleanly; True when the read is complete."""
+        trailer = self._trailer
+        if trailer is None:
+            raise RuntimeError("the server ended a bytes window without its trailer")
+        if trailer.eof or not trailer.HasField("next_offset"):
+            return True
+        if trailer.next_offset != self.position or self.position == self._window_start:
+            raise RuntimeError(
+                f"the server's bytes window ended at {self.position} "
+                f"but says the next starts at {trailer.next_offset}"
+            )
+        self._failures = 0
+        return False
+
+    def backoff(self, err: grpc.RpcError) -> float:
+        """backoff returns the sleep before retrying a failed window, or re-raises err."""
+        self._failures = 1 if self.position > self._window_start else self._failures + 1
+        if self._failures >= self._attempts or err.code() != grpc.StatusCode.UNAVAILABLE:
+            raise err
+        delay = self._base_delay * 2 ** (self._failures - 1)
+        left = self.timeout()
+        if left is not None and left <= delay:
+            raise err
+        return delay

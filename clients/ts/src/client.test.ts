@@ -190,6 +190,14 @@ describe("SpillwayClient", () => {
       }
     });
 
+    it("refuses a negative or fractional offset or length before any call", async () => {
+      for (const range of [{ offset: -1 }, { length: -5 }, { offset: 1.5 }]) {
+        expect(await codeOf(readAll(sdk.readBytes("rb", "res_blob", range)))).toBe(
+          Code.InvalidArgument,
+        );
+      }
+    });
+
     it("reads on past a window the server's max_bytes_window ended", async () => {
       const small = await startTestServer({ caps: { maxBytesWindow: 256 * 1024 } });
       try {

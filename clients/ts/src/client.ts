@@ -272,6 +272,17 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       });
       let position = range.offset ?? 0;
       const end = range.length === undefined ? undefined : position + range.length;
+      for (const [name, value] of [
+        ["offset", range.offset],
+        ["length", range.length],
+      ] as const) {
+        if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0)) {
+          throw new ConnectError(
+            `readBytes: ${name} must be a non-negative integer, got ${value}`,
+            Code.InvalidArgument,
+          );
+        }
+      }
       let failures = 0;
       while (end === undefined || position < end) {
         const bytes = {
@@ -306,7 +317,13 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           );
         }
         if (trailer.eof || trailer.nextOffset === undefined) return;
-        if (trailer.nextOffset !== BigInt(position) || position === from) {
+        if (position === from) {
+          throw new ConnectError(
+            `the server returned an empty bytes window at ${position}, before the payload's end`,
+            Code.Internal,
+          );
+        }
+        if (trailer.nextOffset !== BigInt(position)) {
           throw new ConnectError(
             `the server's bytes window ended at ${position} but says the next starts at ${trailer.nextOffset}`,
             Code.Internal,

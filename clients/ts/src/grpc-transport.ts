@@ -152,10 +152,10 @@ async function sendRequest<I extends DescMessage>(
 
 /**
  * Sends one call's request on a new HTTP/2 stream and resolves with the response header.
- * Messages are parsed as they arrive and held up to pauseAtMessages/pauseAtBytes before the stream is
- * paused, so a slow consumer holds back the server through HTTP/2 flow control. The first
- * verdict wins: an aborted signal, a reset or broken stream, a malformed body, or the status
- * in the trailer; queued messages are still handed out before an error from the trailer.
+ * Messages are parsed as they arrive and held up to pauseAtMessages or pauseAtBytes before the
+ * stream is paused, so a slow consumer holds back the server through HTTP/2 flow control. The
+ * first verdict wins: an aborted signal, a reset or broken stream, a malformed body, or the
+ * status in the trailer; queued messages are still handed out before an error from the trailer.
  */
 async function exchange<I extends DescMessage, O extends DescMessage>(
   opts: GrpcTransportOptions,
@@ -357,8 +357,9 @@ async function* single<T>(message: T): AsyncIterable<T> {
  *
  * It writes an OffloadRequest chunk as a short prefix followed by the caller's buffer (no
  * copy), parses each response message as soon as its envelope is complete (one copy at most,
- * none when it arrived in one piece), and applies backpressure by pausing the HTTP/2 stream
- * once a few parsed messages wait for the consumer.
+ * none when it arrived in one piece; a `bytesFields` message comes out in pieces instead, none
+ * copied), and applies backpressure by pausing the HTTP/2 stream once 4 MiB or 256 parsed
+ * messages wait for the consumer.
  */
 export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
   const interceptors = [...(opts.interceptors ?? [])];

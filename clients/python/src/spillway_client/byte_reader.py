@@ -81,7 +81,9 @@ class ByteRead:
             raise RuntimeError("the server ended a bytes window without its trailer")
         if trailer.eof or not trailer.HasField("next_offset"):
             return True
-        if trailer.next_offset != self.position or self.position == self._window_start:
+        if self.position == self._window_start:
+            raise RuntimeError(f"the server returned an empty bytes window at {self.position}, before the payload's end")
+        if trailer.next_offset != self.position:
             raise RuntimeError(
                 f"the server's bytes window ended at {self.position} "
                 f"but says the next starts at {trailer.next_offset}"

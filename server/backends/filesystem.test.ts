@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { mkdtempSync } from "node:fs";
 import {
   chmod,
   mkdir,
@@ -15,7 +14,8 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { bytesBody, readAllBytes } from "./body.js";
 import { describeBackendContract } from "./contract.js";
 import { createFilesystemBackend } from "./filesystem.js";
@@ -37,9 +37,8 @@ describeBackendContract("filesystem without fsync", async () => {
 });
 
 describe("filesystem backend", () => {
-  const scratch = mkdtempSync(join(tmpdir(), "spillway-fs-"));
+  const scratch = scratchDir("spillway-fs-");
   let serial = 0;
-  afterAll(() => rm(scratch, { recursive: true, force: true }));
 
   function fresh() {
     serial++;

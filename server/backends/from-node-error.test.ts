@@ -1,13 +1,11 @@
-import { mkdtempSync } from "node:fs";
-import { mkdir, open, readFile, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, open, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 
-const scratch = mkdtempSync(join(tmpdir(), "spillway-errors-"));
-afterAll(() => rm(scratch, { recursive: true, force: true }));
+const scratch = scratchDir("spillway-errors-");
 
 /** Runs a real filesystem call that must fail and returns what it threw. */
 async function failure(run: () => Promise<unknown>): Promise<unknown> {

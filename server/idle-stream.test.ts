@@ -2,6 +2,7 @@ import { getEventListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { failureOf } from "../test/support/code-of.js";
 import { createIdleStreamReader } from "./idle-stream.js";
 
 /** A stream whose messages the test hands in one at a time. */
@@ -27,15 +28,6 @@ function manualStream<T>() {
   };
 }
 
-async function failure(p: Promise<unknown>): Promise<ConnectError> {
-  try {
-    await p;
-  } catch (err) {
-    return ConnectError.from(err);
-  }
-  throw new Error("the read succeeded");
-}
-
 describe("createIdleStreamReader", () => {
   it("hands out the stream's messages in order, then its end", async () => {
     const s = manualStream<number>();
@@ -52,7 +44,7 @@ describe("createIdleStreamReader", () => {
   it("fails DEADLINE_EXCEEDED when the client is quiet for idleMs of a read", async () => {
     const s = manualStream<number>();
     const reader = createIdleStreamReader(s.iterator, 50, new AbortController().signal, "the X");
-    const err = await failure(reader.next());
+    const err = await failureOf(reader.next());
     expect(err.code).toBe(Code.DeadlineExceeded);
     expect(err.rawMessage).toBe("the X sent nothing for 50 ms");
     reader.close();
@@ -81,8 +73,8 @@ describe("createIdleStreamReader", () => {
     const reader = createIdleStreamReader(s.iterator, 60_000, abort.signal, "it");
     const pending = reader.next();
     abort.abort(new ConnectError("gone", Code.Canceled));
-    expect((await failure(pending)).rawMessage).toBe("gone");
-    expect((await failure(reader.next())).code).toBe(Code.Canceled);
+    expect((await failureOf(pending)).rawMessage).toBe("gone");
+    expect((await failureOf(reader.next())).code).toBe(Code.Canceled);
     reader.close();
   });
 

@@ -9,3 +9,13 @@ export async function codeOf(promise: Promise<unknown>): Promise<Code | undefine
     return ConnectError.from(err).code;
   }
 }
+
+/** failureOf awaits a call that must fail and returns its error as a ConnectError. */
+export async function failureOf(promise: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await promise;
+  } catch (err) {
+    return ConnectError.from(err);
+  }
+  throw new Error("the call succeeded");
+}

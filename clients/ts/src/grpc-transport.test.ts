@@ -1,10 +1,11 @@
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { failureOf } from "../../../test/support/code-of.js";
 import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   GetServerInfoResponseSchema,
@@ -65,15 +66,6 @@ function afterRequest(stream: http2.ServerHttp2Stream, then: () => void): void {
   stream.on("end", then);
 }
 
-async function failure(p: Promise<unknown>): Promise<ConnectError> {
-  try {
-    await p;
-  } catch (err) {
-    return ConnectError.from(err);
-  }
-  throw new Error("the call succeeded");
-}
-
 const serverInfo = (version: string) =>
   Buffer.from(
     encodeEnvelope(
@@ -115,7 +107,7 @@ describe("createGrpcTransport", () => {
         ),
       ),
     );
-    const err = await failure(client.getServerInfo({}));
+    const err = await failureOf(client.getServerInfo({}));
     expect(err.code).toBe(Code.NotFound);
     expect(err.rawMessage).toBe("no such");
   });
@@ -134,7 +126,7 @@ describe("createGrpcTransport", () => {
       }),
     );
     const got: number[] = [];
-    const err = await failure(
+    const err = await failureOf(
       (async () => {
         for await (const f of client.readToolOutput({ runId: "r", handle: "h" })) {
           if (f.frame.case === "content" && f.frame.value.body.case === "data") {
@@ -151,14 +143,14 @@ describe("createGrpcTransport", () => {
     const refused = await clientFor((stream) =>
       stream.close(http2.constants.NGHTTP2_REFUSED_STREAM),
     );
-    expect((await failure(refused.getServerInfo({}))).code).toBe(Code.Unavailable);
+    expect((await failureOf(refused.getServerInfo({}))).code).toBe(Code.Unavailable);
     const reset = await clientFor((stream) => {
       stream.respond(okHeaders);
       // Destroyed mid-message, as a proxy resets a call whose replica died (close() would
       // end the stream cleanly first).
       stream.write(serverInfo("1").subarray(0, 3), () => stream.destroy(new Error("gone")));
     });
-    const err = await failure(reset.getServerInfo({}));
+    const err = await failureOf(reset.getServerInfo({}));
     expect(err.code).toBe(Code.Internal);
     expect(err.rawMessage).toMatch(/stream closed with error code (NGHTTP2_)?INTERNAL_ERROR/i);
   });
@@ -171,7 +163,7 @@ describe("createGrpcTransport", () => {
         stream.end(serverInfo("1.2.3").subarray(0, 6));
       }),
     );
-    const incomplete = await failure(cut.getServerInfo({}));
+    const incomplete = await failureOf(cut.getServerInfo({}));
     expect(incomplete.code).toBe(Code.Internal);
     expect(incomplete.rawMessage).toMatch(/incomplete envelope/);
     const silent = await clientFor((stream) =>
@@ -180,7 +172,7 @@ describe("createGrpcTransport", () => {
         stream.end(serverInfo("1.2.3"));
       }),
     );
-    const missing = await failure(silent.getServerInfo({}));
+    const missing = await failureOf(silent.getServerInfo({}));
     expect(missing.code).toBe(Code.Internal);
     expect(missing.rawMessage).toMatch(/missing status/);
   });
@@ -193,7 +185,7 @@ describe("createGrpcTransport", () => {
         stream.end(serverInfo("1"));
       }),
     );
-    expect((await failure(gzip.getServerInfo({}))).code).toBe(Code.Internal);
+    expect((await failureOf(gzip.getServerInfo({}))).code).toBe(Code.Internal);
     const large = await clientFor(
       (stream) =>
         afterRequest(stream, () => {
@@ -203,14 +195,14 @@ describe("createGrpcTransport", () => {
         }),
       100,
     );
-    expect((await failure(large.getServerInfo({}))).code).toBe(Code.ResourceExhausted);
+    expect((await failureOf(large.getServerInfo({}))).code).toBe(Code.ResourceExhausted);
   });
 
   it("maps a proxy's HTTP error status to the gRPC code", async () => {
     const client = await clientFor((stream) =>
       afterRequest(stream, () => stream.respond({ ":status": 502 }, { endStream: true })),
     );
-    expect((await failure(client.getServerInfo({}))).code).toBe(Code.Unavailable);
+    expect((await failureOf(client.getServerInfo({}))).code).toBe(Code.Unavailable);
   });
 
   it("cancels the stream when the caller aborts, and reports CANCELED", async () => {
@@ -223,7 +215,7 @@ describe("createGrpcTransport", () => {
     const call = client.getServerInfo({}, { signal: abort.signal });
     await new Promise((resolve) => setTimeout(resolve, 100));
     abort.abort();
-    expect((await failure(call)).code).toBe(Code.Canceled);
+    expect((await failureOf(call)).code).toBe(Code.Canceled);
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
   });
 
@@ -239,12 +231,12 @@ describe("createGrpcTransport", () => {
     const abort = new AbortController();
     const call = client.getServerInfo({}, { signal: abort.signal });
     abort.abort();
-    expect((await failure(call)).code).toBe(Code.Canceled);
+    expect((await failureOf(call)).code).toBe(Code.Canceled);
   });
 
   it("ends a call past its deadline with DEADLINE_EXCEEDED", async () => {
     const client = await clientFor((stream) => stream.respond(okHeaders));
-    expect((await failure(client.getServerInfo({}, { timeoutMs: 200 }))).code).toBe(
+    expect((await failureOf(client.getServerInfo({}, { timeoutMs: 200 }))).code).toBe(
       Code.DeadlineExceeded,
     );
   });

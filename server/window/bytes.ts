@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { dataFrame } from "../../clients/ts/src/data-frame.js";
 import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
@@ -164,12 +165,7 @@ export async function* bytesWindow(
     const split = piece.length > dataFrameBytes;
     for (let at = 0; at < piece.length; at += dataFrameBytes) {
       const data = piece.subarray(at, at + dataFrameBytes);
-      yield create(ReadToolOutputResponseSchema, {
-        frame: {
-          case: "content",
-          value: { body: { case: "data", value: split ? Uint8Array.from(data) : data } },
-        },
-      });
+      yield dataFrame(split ? Uint8Array.from(data) : data);
     }
     returned += piece.length;
     if (returned >= length) break;

@@ -113,9 +113,7 @@ describe("createGrpcTransport", () => {
   });
 
   it("hands out streamed messages before the error status that follows them", async () => {
-    const frame = create(ReadToolOutputResponseSchema, {
-      frame: { case: "content", value: { body: { case: "data", value: new Uint8Array([1, 2]) } } },
-    });
+    const frame = dataFrame(new Uint8Array([1, 2]));
     const client = await clientFor((stream) =>
       afterRequest(stream, () => {
         stream.respond(okHeaders, { waitForTrailers: true });
@@ -250,15 +248,7 @@ describe("createGrpcTransport", () => {
       const message = Buffer.from(
         encodeEnvelope(
           0,
-          toBinary(
-            ReadToolOutputResponseSchema,
-            create(ReadToolOutputResponseSchema, {
-              frame: {
-                case: "content",
-                value: { body: { case: "data", value: new Uint8Array(1024 * 1024) } },
-              },
-            }),
-          ),
+          toBinary(ReadToolOutputResponseSchema, dataFrame(new Uint8Array(1024 * 1024))),
         ),
       );
       let written = 0;

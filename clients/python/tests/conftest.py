@@ -19,6 +19,8 @@ from spillway_client import AsyncSpillwayClient, SpillwayClient
 REPO = Path(__file__).resolve().parents[3]
 CLI = REPO / "dist" / "server" / "cli.js"
 START_SECONDS = 30
+SMALL_BYTES_WINDOW = 256 * 1024
+"""max_bytes_window of the small_window_url server."""
 
 
 def _build_if_stale() -> None:
@@ -79,6 +81,13 @@ def spillway_server(*flags: str) -> Iterator[str]:
 def server_url() -> Iterator[str]:
     """The URL of a `spillway serve --backend memory` started for the session, on a free port."""
     with spillway_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def small_window_url() -> Iterator[str]:
+    """The URL of a memory-backend server whose bytes windows end at 256 KiB."""
+    with spillway_server("--max-bytes-window", str(SMALL_BYTES_WINDOW)) as url:
         yield url
 
 

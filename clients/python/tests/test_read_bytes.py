@@ -8,7 +8,6 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import spillway_server
 
 from spillway_client import AsyncSpillwayClient, SpillwayClient
 
@@ -72,13 +71,14 @@ def test_whole_payload_and_ranges(client: SpillwayClient, run_id: str) -> None:
         next(client.read_bytes(run_id, "res_blob", offset=-1))
 
 
-def test_reads_on_past_the_servers_max_bytes_window(run_id: str) -> None:
-    with spillway_server("--max-bytes-window", "262144") as url, SpillwayClient(url) as small:
+def test_reads_on_past_the_servers_max_bytes_window(small_window_url: str, run_id: str) -> None:
+    with SpillwayClient(small_window_url) as small:
         small.offload(key(run_id, "blob"), PAYLOAD)
         cut = _CutReads(small.raw, [])
         small.raw = cut
         assert b"".join(small.read_bytes(run_id, "res_blob", offset=3)) == PAYLOAD[3:]
-        assert cut.calls == -(-(len(PAYLOAD) - 3) // 262144)
+        window = 256 * 1024
+        assert cut.calls == -(-(len(PAYLOAD) - 3) // window)
 
 
 def test_resumes_at_the_first_byte_not_yet_yielded(client: SpillwayClient, run_id: str) -> None:

@@ -106,14 +106,16 @@ export const responseWritableKey = createContextKey<ResponseWritable | undefined
   description: "the stream the call's response is written to",
 });
 
-const protocolName = "grpc";
+/** protocolName is the protocol name gRPC calls report in their HandlerContext. */
+export const protocolName = "grpc";
 /**
  * callEnded is the reason a call's signal carries once its response has ended normally.
  * Connect aborts it without one, and Node then builds a DOMException, stack trace included,
  * for every call.
  */
 export const callEnded = new ConnectError("the call has ended", Code.Canceled);
-const methodPost = "POST";
+/** methodPost is the only HTTP method a gRPC call arrives with. */
+export const methodPost = "POST";
 
 /**
  * createGrpcHandlerFactory returns a gRPC protocol handler factory that behaves as connect's own

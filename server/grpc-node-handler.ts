@@ -30,7 +30,9 @@ import {
   callEnded,
   createResponseFramer,
   type GrpcWireOptions,
+  methodPost,
   parseEnvelopes,
+  protocolName,
   type ResponseFramer,
   requestChunkReleaseKey,
   responseWritableKey,
@@ -51,9 +53,6 @@ export interface GrpcNodeCalls {
  * it), false when the caller must hand it to another handler untouched.
  */
 export type GrpcNodeHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => boolean;
-
-const methodPost = "POST";
-const protocolName = "grpc";
 
 /**
  * createGrpcNodeHandler returns a handler for gRPC calls that arrive over HTTP/2 as binary,

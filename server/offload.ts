@@ -106,10 +106,20 @@ async function offloadFrom(
       signal,
       ...(exceptHandle === undefined ? {} : { exceptHandle }),
     });
-  // Independent lookups on every offload: one round trip to the store, not several.
+  const lookUp = async () => {
+    const found = await deps.registry.get(tenant, key.runId, handle, signal);
+    if (found === undefined || !isExpired(found, deps.now())) return found;
+    await deps.registry.remove(tenant, key.runId, handle, signal);
+    return undefined;
+  };
+  // A run limit must know before streaming whether the bytes will be kept, so the record is
+  // looked up first. Without one the lookup waits until the payload outgrows the inline limit:
+  // a small payload's create-only commit finds an earlier record itself, one lookup fewer.
+  const lookUpFirst = maxRunBytes !== undefined;
+  // Independent lookups: one round trip to the store, not several.
   const [deleted, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
-    deps.registry.get(tenant, key.runId, handle, signal),
+    lookUpFirst ? lookUp() : undefined,
     maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {
@@ -119,14 +129,8 @@ async function offloadFrom(
     );
   }
 
-  let existing = recorded;
-  if (existing !== undefined && isExpired(existing, deps.now())) {
-    await deps.registry.remove(tenant, key.runId, handle, signal);
-    existing = undefined;
-  }
-
   const pass = createPass(deps.limits, header, handle);
-  const keepsBytes = existing === undefined && !header.previewOnly;
+  const keepsBytes = recorded === undefined && !header.previewOnly;
   const runRoom =
     maxRunBytes === undefined || !keepsBytes
       ? undefined
@@ -146,17 +150,19 @@ async function offloadFrom(
     const held = await runBytes(handle);
     if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
   };
-
-  if (!keepsBytes) {
-    for await (const _ of chunks) {
+  const stream = chunks[Symbol.asyncIterator]();
+  const replayOrPreview = async (existing: StoredRecord | undefined) => {
+    for (;;) {
       // Consumed for the digest only: the bytes are either already committed or not kept.
+      if ((await stream.next()).done === true) break;
     }
     const facts = pass.finish();
     if (existing !== undefined) return replay(existing, facts.sha256, facts.size);
     return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
-  }
+  };
 
-  const stream = chunks[Symbol.asyncIterator]();
+  if (!keepsBytes) return replayOrPreview(recorded);
+
   const head: Uint8Array[] = [];
   let headBytes = 0;
   let ended = false;
@@ -176,6 +182,10 @@ async function offloadFrom(
     await checkRunRoom(facts.size);
     const inline = Buffer.concat(head).toString("base64");
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
+  }
+  if (!lookUpFirst) {
+    const existing = await lookUp();
+    if (existing !== undefined) return replayOrPreview(existing);
   }
 
   const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
@@ -396,7 +406,12 @@ async function commit(
     ...(placement.stored === "blob" ? { blob: placement.blob } : {}),
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };
-  const committed = await deps.registry.commit(record, key.runId, signal);
+  let committed = await deps.registry.commit(record, key.runId, signal);
+  if (!committed.created && isExpired(committed.record, deps.now())) {
+    // An expired record no longer holds its handle: it goes, and this commit takes its place.
+    await deps.registry.remove(tenant, key.runId, handle, signal);
+    committed = await deps.registry.commit(record, key.runId, signal);
+  }
   if (committed.created) {
     const runExpires = await deps.runs.expiresMs(tenant, key.runId, signal);
     return create(OffloadResponseSchema, {

@@ -93,7 +93,9 @@ export type FilesystemBackend = Backend & {
  *   `FAILED_PRECONDITION` instead of touching anything outside the root;
  * - put writes a temp file beside the target, fsyncs it, publishes it create-only with a hard
  *   link, then fsyncs the directory (concurrent puts into one directory share directory
- *   fsyncs); a failed or aborted put leaves neither object nor temp file;
+ *   fsyncs); a failed or aborted put leaves neither object nor temp file; a put to a taken
+ *   name finds out when it publishes (as on the object stores, whose conditional writes fail
+ *   at completion), so only replays pay for writing bytes that are then dropped;
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
  *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
  *   list prefixes whose segments are short;
@@ -173,13 +175,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
   async function openTemp(
     dirSegments: readonly string[],
-    final: string,
     key: string,
   ): Promise<{ fd: number; tempPath: string; dir: string; created: readonly string[] }> {
     for (let attempt = 1; ; attempt++) {
       const walked = await walkDirs(dirSegments, true, key);
-      const existing = lstatIfPresent(child(walked.dir, final));
-      if (existing !== undefined) throw occupied(existing, key);
       // randomUUID draws on a buffer of random bytes that node:crypto refills in batches; a
       // randomBytes call per name went to OpenSSL every time (~12 µs per put in a profile).
       const tempPath = child(walked.dir, `${tempPrefix}${randomUUID()}`);
@@ -307,7 +306,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       let tempPath: string | undefined;
       try {
         throwIfAborted(signal);
-        const opened = await openTemp(dirSegments, name, key);
+        const opened = await openTemp(dirSegments, key);
         fd = opened.fd;
         tempPath = opened.tempPath;
         // Write-behind: one chunk is written while the producer makes the next (a copy, since
@@ -336,7 +335,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const written = fd;
         fd = undefined;
         closeSync(written);
-        linkSync(tempPath, child(opened.dir, name));
+        publish(tempPath, child(opened.dir, name), key);
         const published = tempPath;
         tempPath = undefined;
         // The object is already visible; a temp name that fails to go is left to sweepTempFiles.
@@ -519,6 +518,20 @@ function occupied(stats: Stats, key: string): ConnectError {
     `the key is a prefix of other objects, so it cannot be stored (key "${key}")`,
     Code.FailedPrecondition,
   );
+}
+
+/**
+ * Links a finished temp file under its final name, create-only. What already holds the name
+ * is looked at only when the link fails: a put to a free name (every new offload) makes no
+ * lookup of its own.
+ */
+function publish(tempPath: string, target: string, key: string): void {
+  try {
+    linkSync(tempPath, target);
+  } catch (err) {
+    const existing = errnoOf(err) === "EEXIST" ? lstatIfPresent(target) : undefined;
+    throw existing === undefined ? err : occupied(existing, key);
+  }
 }
 
 /** The flags every read opens a file with (O_NONBLOCK: a planted FIFO must not hang the open). */

@@ -39,8 +39,8 @@ const deniedNames = new Set([
 ]);
 
 /**
- * fromS3Error is the one function that turns an AWS SDK (`@aws-sdk/client-s3`,
- * `@aws-sdk/lib-storage`) failure into a ConnectError.
+ * fromS3Error is the one function that turns an AWS SDK (`@aws-sdk/client-s3`) failure into a
+ * ConnectError.
  *
  * Guarantees:
  * - an existing ConnectError is returned as is; an `AbortError` becomes `CANCELED`;

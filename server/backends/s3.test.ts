@@ -139,6 +139,32 @@ for (const kind of objectServerKinds) {
       expect(await uploadsFor(key)).toBe(0);
     });
 
+    it("keeps concurrent multipart puts apart while part buffers and the producer's are reused", async () => {
+      const payloads = [0, 1].map(() => new Uint8Array(randomBytes(11 * MiB + 4321)));
+      // One buffer per producer, refilled after each yield, as the contract allows.
+      async function* reusing(payload: Uint8Array): AsyncGenerator<Uint8Array> {
+        const buffer = new Uint8Array(300_001);
+        for (let at = 0; at < payload.byteLength; at += buffer.byteLength) {
+          const n = Math.min(buffer.byteLength, payload.byteLength - at);
+          buffer.set(payload.subarray(at, at + n));
+          yield buffer.subarray(0, n);
+        }
+      }
+      // A second round runs on part buffers the first one gave back.
+      for (const round of [1, 2]) {
+        const keys = payloads.map(
+          (_, i) => `pooled-${round}-${i}-${randomBytes(3).toString("hex")}`,
+        );
+        await Promise.all(
+          keys.map((key, i) => subject().put(key, reusing(payloads[i] as Uint8Array))),
+        );
+        for (const [i, key] of keys.entries()) {
+          const got = await readAllBytes(await subject().get(key));
+          expect(sha256(got)).toBe(sha256(payloads[i] as Uint8Array));
+        }
+      }
+    });
+
     it("aborts the multipart upload when the body throws mid-stream", async () => {
       const key = `broken-${randomBytes(4).toString("hex")}`;
       async function* failing(): AsyncGenerator<Uint8Array> {

@@ -2,6 +2,9 @@ import { Readable } from "node:stream";
 import type { _Object, S3ClientConfig } from "@aws-sdk/client-s3";
 import {
   AbortMultipartUploadCommand,
+  type CompletedPart,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -10,8 +13,8 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
+  UploadPartCommand,
 } from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { AwsCredentialIdentity } from "@smithy/types";
 import type {
@@ -24,10 +27,11 @@ import type {
 } from "./backend.js";
 import { abortableBody, emptyBody, responseBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
+import { createChunkPool } from "./chunk-pool.js";
 import { fromS3Error } from "./from-s3-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
-import { checkPartSize, s3BatchLimit } from "./s3-limits.js";
+import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
 
 /** Parts a multipart upload keeps in flight by default. */
 const defaultQueueSize = 4;
@@ -68,7 +72,9 @@ export interface S3BackendOptions {
  *   upload doomed to be refused never sends its parts;
  * - put holds at most one part in memory before deciding: a body up to `partSizeBytes` is one
  *   PutObject, a larger one a multipart upload with at most `queueSize` parts in flight;
- *   chunks are copied as they arrive, so writers may reuse their buffers;
+ *   chunks are copied as they arrive, so writers may reuse their buffers; part buffers are
+ *   reused across uploads (at most `queueSize + 1` kept free), and an object that would need
+ *   more than 10,000 parts is refused with `RESOURCE_EXHAUSTED` before the part past the limit;
  * - a failed or aborted body aborts the multipart upload before put rejects, so no object
  *   and no incomplete multipart upload is left behind (unless the store is unreachable at
  *   that moment);
@@ -102,6 +108,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
   }
   const ownsClient = opts.client === undefined;
   const client = opts.client ?? new S3Client(clientConfig(opts));
+  // Part buffers are reused across uploads: a fresh 8 MiB per part made V8 collect every few
+  // parts (external memory), and lib-storage's concatenation of chunks cost a second copy.
+  const parts = createChunkPool(partSize, queueSize + 1);
 
   const objectKey = (key: string): string => `${rootPrefix}${checkKey(key)}`;
   const fail = (err: unknown, key?: string): ConnectError => fromS3Error(err, key, bucket);
@@ -141,37 +150,101 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     rest: AsyncIterator<Uint8Array>,
     signal: AbortSignal | undefined,
   ): Promise<number> {
-    let size = 0;
-    async function* parts(): AsyncGenerator<Buffer> {
-      for (const chunk of head) {
-        size += chunk.byteLength;
-        yield chunk;
+    const target = { Bucket: bucket, Key: objectKey(key) };
+    const created = await client.send(new CreateMultipartUploadCommand(target), {
+      abortSignal: signal,
+    });
+    const uploadId = created.UploadId;
+    if (uploadId === undefined) {
+      throw new ConnectError(`object store returned no upload id (key "${key}")`, Code.Internal);
+    }
+    const upload = { ...target, UploadId: uploadId };
+    const completed: CompletedPart[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let failure: { error: unknown } | undefined;
+    const send = (part: Buffer, length: number) => {
+      const partNumber = completed.length + inFlight.size + 1;
+      if (partNumber > maxParts) {
+        throw new ConnectError(
+          `object needs more than ${maxParts} parts of ${partSize} bytes (key "${key}")`,
+          Code.ResourceExhausted,
+        );
       }
+      const sent: Promise<void> = client
+        .send(
+          new UploadPartCommand({
+            ...upload,
+            PartNumber: partNumber,
+            Body: part.subarray(0, length),
+            ContentLength: length,
+          }),
+          { abortSignal: signal },
+        )
+        .then(
+          (out) => {
+            completed.push({ PartNumber: partNumber, ETag: out.ETag });
+          },
+          (error: unknown) => {
+            failure ??= { error };
+          },
+        )
+        .finally(() => {
+          inFlight.delete(sent);
+          parts.give(part);
+        });
+      inFlight.add(sent);
+    };
+    const settle = async () => {
+      await Promise.all(inFlight);
+      if (failure !== undefined) throw failure.error;
+    };
+
+    let size = 0;
+    let part = parts.take(partSize);
+    let filled = 0;
+    try {
+      const copyIn = async (chunk: Uint8Array) => {
+        size += chunk.byteLength;
+        for (let at = 0; at < chunk.byteLength; ) {
+          const n = Math.min(partSize - filled, chunk.byteLength - at);
+          part.set(chunk.subarray(at, at + n), filled);
+          filled += n;
+          at += n;
+          if (filled < partSize) continue;
+          while (inFlight.size >= queueSize) await Promise.race(inFlight);
+          if (failure !== undefined) throw failure.error;
+          send(part, filled);
+          part = parts.take(partSize);
+          filled = 0;
+        }
+      };
+      for (const chunk of head) await copyIn(chunk);
       for (;;) {
         const next = await rest.next();
         if (next.done === true) break;
-        size += next.value.byteLength;
-        yield Buffer.from(next.value);
+        await copyIn(next.value);
       }
-      // Refusing the end of the body keeps a cancelled put from reaching CompleteMultipartUpload.
+      // Refusing the end of the body keeps a cancelled put from reaching the completion.
       throwIfAborted(signal);
+      if (filled > 0) send(part, filled);
+      else parts.give(part);
+      await settle();
+      completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
+      await client.send(
+        new CompleteMultipartUploadCommand({
+          ...upload,
+          MultipartUpload: { Parts: completed },
+          IfNoneMatch: "*",
+        }),
+        { abortSignal: signal },
+      );
+      return size;
+    } catch (err) {
+      // Parts still in flight would land after the abort; they are waited for first.
+      await Promise.allSettled(inFlight);
+      await client.send(new AbortMultipartUploadCommand(upload)).catch(() => undefined);
+      throw err;
     }
-    // The signal is not handed to Upload: its own abort resolves before the multipart upload is
-    // aborted. Ending the body with an error instead makes done() clean up, then reject.
-    const upload = new Upload({
-      client,
-      partSize,
-      queueSize,
-      leavePartsOnError: false,
-      params: {
-        Bucket: bucket,
-        Key: objectKey(key),
-        Body: Readable.from(parts(), { objectMode: false }),
-        IfNoneMatch: "*",
-      },
-    });
-    await upload.done();
-    return size;
   }
 
   return {

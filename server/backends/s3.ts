@@ -162,8 +162,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     const completed: CompletedPart[] = [];
     const inFlight = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    let partsSent = 0;
     const send = (part: Buffer, length: number) => {
-      const partNumber = completed.length + inFlight.size + 1;
+      const partNumber = ++partsSent;
       if (partNumber > maxParts) {
         throw new ConnectError(
           `object needs more than ${maxParts} parts of ${partSize} bytes (key "${key}")`,

@@ -132,5 +132,7 @@ describe.each(objectServerKinds)("private %s server", (kind) => {
     }
     await expect(createTestS3Client(server).send(new ListBucketsCommand({}))).rejects.toThrow();
     await expect(server.restart()).rejects.toThrow(/stopped for good/);
-  });
+    // A start and a restart may each take their full 60 s readiness wait (SeaweedFS takes ~20 s
+    // to come back on existing data), so the test's own limit covers both.
+  }, 150_000);
 });

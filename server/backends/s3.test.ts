@@ -139,6 +139,19 @@ for (const kind of objectServerKinds) {
       expect(await uploadsFor(key)).toBe(0);
     });
 
+    it("stores bodies around the part size whole, as one put or as parts", async () => {
+      // 5 MiB parts: one byte short of a part, exactly one, one byte over, and two exactly,
+      // each in chunks whose edges do not meet the part's.
+      for (const size of [5 * MiB - 1, 5 * MiB, 5 * MiB + 1, 10 * MiB]) {
+        const key = `edge-${size}-${randomBytes(3).toString("hex")}`;
+        const payload = new Uint8Array(randomBytes(size));
+        expect((await subject().put(key, chunks(payload, 999_983))).size).toBe(size);
+        const got = await readAllBytes(await subject().get(key));
+        expect(sha256(got)).toBe(sha256(payload));
+        expect(await uploadsFor(key)).toBe(0);
+      }
+    });
+
     it("keeps concurrent multipart puts apart while part buffers and the producer's are reused", async () => {
       const payloads = [0, 1].map(() => new Uint8Array(randomBytes(11 * MiB + 4321)));
       // One buffer per producer, refilled after each yield, as the contract allows.

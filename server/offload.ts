@@ -106,11 +106,10 @@ async function offloadFrom(
       signal,
       ...(exceptHandle === undefined ? {} : { exceptHandle }),
     });
+  // An expired record counts as none here; the commit replaces it (see commit).
   const lookUp = async () => {
     const found = await deps.registry.get(tenant, key.runId, handle, signal);
-    if (found === undefined || !isExpired(found, deps.now())) return found;
-    await deps.registry.remove(tenant, key.runId, handle, signal);
-    return undefined;
+    return found === undefined || isExpired(found, deps.now()) ? undefined : found;
   };
   // A run limit must know before streaming whether the bytes will be kept, so the record is
   // looked up first. Without one the lookup waits until the payload outgrows the inline limit:

@@ -122,41 +122,48 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     );
   });
 
-  it("lets a new offload take the handle of an expired output, small or streamed", async () => {
-    clock = Date.now();
-    t = await startTestServer({ backend: backendKind, now: () => clock });
-    const sdk = t.sdk();
-    const ttl = { ttl: { seconds: 60n, nanos: 0 } };
-    await sdk.offload({ tenant: "dev", runId: "r", callId: "small" }, "old small\n", ttl);
-    await sdk.offload({ tenant: "dev", runId: "r", callId: "big" }, big("old big"), ttl);
-    // Before expiry the handles are taken: other bytes are refused, the same bytes replay.
-    expect(
-      await codeOf(sdk.offload({ tenant: "dev", runId: "r", callId: "small" }, "other\n")),
-    ).toBe(Code.AlreadyExists);
-    const replayed = await sdk.offloadResult(
-      { tenant: "dev", runId: "r", callId: "big" },
-      big("old big"),
-      ttl,
-    );
-    expect(replayed.created).toBe(false);
+  // With a run limit the record is looked up before streaming; without one, at the commit.
+  it.each([
+    ["without a run limit", {}],
+    ["with a run limit", { maxRunBytes: 10_000_000 }],
+  ])(
+    "lets a new offload take the handle of an expired output, small or streamed, %s",
+    async (_, limits) => {
+      clock = Date.now();
+      t = await startTestServer({ backend: backendKind, now: () => clock, limits });
+      const sdk = t.sdk();
+      const ttl = { ttl: { seconds: 60n, nanos: 0 } };
+      await sdk.offload({ tenant: "dev", runId: "r", callId: "small" }, "old small\n", ttl);
+      await sdk.offload({ tenant: "dev", runId: "r", callId: "big" }, big("old big"), ttl);
+      // Before expiry the handles are taken: other bytes are refused, the same bytes replay.
+      expect(
+        await codeOf(sdk.offload({ tenant: "dev", runId: "r", callId: "small" }, "other\n")),
+      ).toBe(Code.AlreadyExists);
+      const replayed = await sdk.offloadResult(
+        { tenant: "dev", runId: "r", callId: "big" },
+        big("old big"),
+        ttl,
+      );
+      expect(replayed.created).toBe(false);
 
-    clock += 61_000;
-    const small = await sdk.offloadResult(
-      { tenant: "dev", runId: "r", callId: "small" },
-      "new small\n",
-    );
-    const streamed = await sdk.offloadResult(
-      { tenant: "dev", runId: "r", callId: "big" },
-      big("new big"),
-    );
-    expect([small.created, streamed.created]).toEqual([true, true]);
-    expect((await sdk.readToolOutput({ runId: "r", handle: "res_small" })).rendered).toContain(
-      "new small",
-    );
-    expect((await sdk.readToolOutput({ runId: "r", handle: "res_big" })).rendered).toContain(
-      "new big",
-    );
-  });
+      clock += 61_000;
+      const small = await sdk.offloadResult(
+        { tenant: "dev", runId: "r", callId: "small" },
+        "new small\n",
+      );
+      const streamed = await sdk.offloadResult(
+        { tenant: "dev", runId: "r", callId: "big" },
+        big("new big"),
+      );
+      expect([small.created, streamed.created]).toEqual([true, true]);
+      expect((await sdk.readToolOutput({ runId: "r", handle: "res_small" })).rendered).toContain(
+        "new small",
+      );
+      expect((await sdk.readToolOutput({ runId: "r", handle: "res_big" })).rendered).toContain(
+        "new big",
+      );
+    },
+  );
 
   it("sweeps blobs that no record refers to once they are old", async () => {
     clock = Date.now();

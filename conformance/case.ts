@@ -37,6 +37,12 @@ export interface OffloadSpec extends RunRef {
   readonly omitHeader?: boolean;
   /** Send the header twice. */
   readonly duplicateHeader?: boolean;
+  /**
+   * Send the payload as the one item of an OffloadBatch instead of an Offload stream; the
+   * item's outcome is checked as the call's would be (an item error as the call's status).
+   * Chunking options do not apply.
+   */
+  readonly batch?: boolean;
 }
 
 /** ReadSpec describes one ReadToolOutput call; at most one window. */

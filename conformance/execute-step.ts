@@ -7,6 +7,7 @@ import {
   type Match,
   type OffloadRequest,
   OffloadRequestSchema,
+  type OffloadResponse,
   type ReadToolOutputRequestSchema,
   type SpillwayService,
   type WindowHeader,
@@ -204,14 +205,9 @@ async function offload(
     : Array.from({ length: Math.ceil(bytes.byteLength / chunkBytes) }, (_, i) =>
         bytes.subarray(i * chunkBytes, (i + 1) * chunkBytes),
       );
-  const messages = (async function* () {
-    if (!spec.omitHeader) yield header;
-    if (spec.duplicateHeader) yield header;
-    for (const chunk of chunks) {
-      yield create(OffloadRequestSchema, { msg: { case: "chunk", value: chunk } });
-    }
-  })();
-  const res = await client.offload(messages, { timeoutMs: ctx.timeoutMs });
+  const res = spec.batch
+    ? await offloadAsBatchItem(client, spec.omitHeader ? undefined : header, chunks, ctx)
+    : await client.offload(streamOf(header, chunks, spec), { timeoutMs: ctx.timeoutMs });
   return {
     values: {
       attachment: attachmentJson(res.attachment),
@@ -220,6 +216,41 @@ async function offload(
       payloadSha256: digest,
     },
   };
+}
+
+/** The Offload stream of a step: the header (unless omitted, or twice), then the chunks. */
+async function* streamOf(header: OffloadRequest, chunks: readonly Uint8Array[], spec: OffloadSpec) {
+  if (!spec.omitHeader) yield header;
+  if (spec.duplicateHeader) yield header;
+  for (const chunk of chunks) {
+    yield create(OffloadRequestSchema, { msg: { case: "chunk", value: chunk } });
+  }
+}
+
+/**
+ * Offloads a step's payload as the one item of an OffloadBatch and returns the item's response,
+ * or throws its error as the call's status, so a step's expectations read the same either way.
+ */
+async function offloadAsBatchItem(
+  client: Client<typeof SpillwayService>,
+  header: OffloadRequest | undefined,
+  chunks: readonly Uint8Array[],
+  ctx: StepContext,
+): Promise<OffloadResponse> {
+  const item = {
+    ...(header?.msg.case === "header" ? { header: header.msg.value } : {}),
+    data: Buffer.concat(chunks),
+  };
+  const res = await client.offloadBatch({ items: [item] }, { timeoutMs: ctx.timeoutMs });
+  const result = res.results[0]?.result;
+  if (res.results.length !== 1 || result === undefined || result.case === undefined) {
+    throw new ConnectError(
+      `OffloadBatch answered ${res.results.length} results for one item`,
+      Code.Internal,
+    );
+  }
+  if (result.case === "error") throw new ConnectError(result.value.message, result.value.code);
+  return result.value;
 }
 
 function readRequest(

@@ -4,7 +4,10 @@ import { holdForCall } from "./hold-for-call.js";
 
 /** InflightBytesWeights are the bytes each kind of call reserves while it is in flight. */
 export interface InflightBytesWeights {
-  /** What one Offload stream can hold in the service at once: a chunk and the inline head. */
+  /**
+   * What one Offload stream can hold in the service at once: a chunk and the inline head. An
+   * OffloadBatch reserves the same: its one message is bounded like a chunk.
+   */
   readonly offload: number;
   /** What one ReadToolOutput can hold in the service at once: its largest frame. */
   readonly read: number;
@@ -34,7 +37,11 @@ export function createInflightBytesLimit(
   return (next) => async (req) => {
     const name = req.method.name;
     const weight =
-      name === "Offload" ? weights.offload : name === "ReadToolOutput" ? weights.read : 0;
+      name === "Offload" || name === "OffloadBatch"
+        ? weights.offload
+        : name === "ReadToolOutput"
+          ? weights.read
+          : 0;
     if (weight === 0) return next(req);
     if (held + weight > maxBytes) {
       throw new ConnectError(

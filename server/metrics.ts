@@ -3,6 +3,8 @@ import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import {
+  OffloadBatchRequestSchema,
+  OffloadBatchResponseSchema,
   OffloadRequestSchema,
   ReadToolOutputResponseSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
@@ -24,10 +26,12 @@ export interface Metrics {
   readonly duration: Histogram<"procedure">;
   /** `spillway_inflight_streams{procedure}`: calls whose response has not ended yet. */
   readonly inflight: Gauge<"procedure">;
-  /** `spillway_bytes_in_total`: payload bytes received in Offload chunks. */
+  /** `spillway_bytes_in_total`: payload bytes received in Offload chunks and OffloadBatch items. */
   readonly bytesIn: Counter;
   /** `spillway_bytes_out_total`: bytes-mode data plus UTF-8 bytes of rendered window text. */
   readonly bytesOut: Counter;
+  /** `spillway_batch_items_total{code}`: OffloadBatch items answered, by their own status code. */
+  readonly batchItems: Counter<"code">;
   /** `spillway_backend_errors_total{backend,code}`: failed backend calls, fed by instrumentBackend. */
   readonly backendErrors: Counter<"backend" | "code">;
   /** Records every call; put it first in the chain so refusals by later interceptors count. */
@@ -64,12 +68,18 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
   });
   const bytesIn = new Counter({
     name: "spillway_bytes_in_total",
-    help: "Payload bytes received in Offload chunks.",
+    help: "Payload bytes received in Offload chunks and OffloadBatch items.",
     registers: [registry],
   });
   const bytesOut = new Counter({
     name: "spillway_bytes_out_total",
     help: "Bytes-mode data bytes plus UTF-8 bytes of rendered window text sent by ReadToolOutput.",
+    registers: [registry],
+  });
+  const batchItems = new Counter({
+    name: "spillway_batch_items_total",
+    help: "OffloadBatch items answered, by each item's own gRPC status code.",
+    labelNames: ["code"] as const,
     registers: [registry],
   });
   const backendErrors = new Counter({
@@ -82,9 +92,19 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
   const countIn = (message: unknown) => {
     if (isMessage(message, OffloadRequestSchema) && message.msg.case === "chunk") {
       bytesIn.inc(message.msg.value.byteLength);
+    } else if (isMessage(message, OffloadBatchRequestSchema)) {
+      for (const item of message.items) bytesIn.inc(item.data.byteLength);
     }
   };
   const countOut = (message: unknown) => {
+    if (isMessage(message, OffloadBatchResponseSchema)) {
+      for (const { result } of message.results) {
+        batchItems.inc({
+          code: codeLabel(result.case === "error" ? result.value.code : undefined),
+        });
+      }
+      return;
+    }
     if (!isMessage(message, ReadToolOutputResponseSchema)) return;
     const frame = message.frame;
     if (frame.case === "content" && frame.value.body.case === "data") {
@@ -141,5 +161,15 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     }
   };
 
-  return { registry, requests, duration, inflight, bytesIn, bytesOut, backendErrors, interceptor };
+  return {
+    registry,
+    requests,
+    duration,
+    inflight,
+    bytesIn,
+    bytesOut,
+    batchItems,
+    backendErrors,
+    interceptor,
+  };
 }

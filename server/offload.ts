@@ -5,6 +5,7 @@ import {
   type OffloadHeader,
   OffloadHeaderSchema,
   type OffloadRequest,
+  OffloadRequestSchema,
   type OffloadResponse,
   OffloadResponseSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
@@ -65,6 +66,36 @@ export async function offload(
   } finally {
     reader.close();
   }
+}
+
+/**
+ * offloadWhole commits one payload that arrived whole (an OffloadBatch item) exactly as an
+ * Offload stream of its header and one chunk of data would be committed: the same
+ * validation, limits, idempotency and commit point, without a stream to wait on.
+ */
+export function offloadWhole(
+  deps: OffloadDeps,
+  tenant: string,
+  header: OffloadHeader,
+  data: Uint8Array,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits = {},
+): Promise<OffloadResponse> {
+  const messages: OffloadRequest[] = [
+    create(OffloadRequestSchema, { msg: { case: "header", value: header } }),
+    create(OffloadRequestSchema, { msg: { case: "chunk", value: data } }),
+  ];
+  let at = 0;
+  const reader: IdleStreamReader<OffloadRequest> = {
+    next: () => {
+      const value = messages[at++];
+      return Promise.resolve(
+        value === undefined ? { done: true, value: undefined } : { done: false, value },
+      );
+    },
+    close: () => undefined,
+  };
+  return offloadFrom(deps, tenant, reader, signal, tenantLimits, undefined);
 }
 
 /** offloadFrom is offload on a stream whose reader enforces the idle limit. */

@@ -16,7 +16,9 @@ import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { requestChunkReleaseKey } from "./grpc-handler-factory.js";
 import { limitsForTenant, type ServerLimits } from "./limits.js";
+import { batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";
+import { offloadBatch } from "./offload-batch.js";
 import { toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
 import { resolveHandle, windowSourceFor } from "./resolve.js";
@@ -94,6 +96,18 @@ export function createSpillwayService(
         ctx.signal,
         ctx.values.get(tenantLimitsKey),
         ctx.values.get(requestChunkReleaseKey),
+      );
+    },
+
+    offloadBatch(req, ctx) {
+      const failures = ctx.values.get(batchItemFailuresKey);
+      return offloadBatch(
+        core,
+        tenantOf(ctx),
+        req,
+        ctx.signal,
+        ctx.values.get(tenantLimitsKey),
+        failures === undefined ? undefined : (index, error) => failures.push({ index, error }),
       );
     },
 
@@ -185,7 +199,17 @@ export function createSpillwayService(
           maxLineChars: core.caps.maxLineChars,
           maxMatches: core.caps.maxMatches,
         },
-        features: ["lines", "bytes", "search", "regex", "fork", "ttl", "inline", "preview_only"],
+        features: [
+          "lines",
+          "bytes",
+          "search",
+          "regex",
+          "fork",
+          "ttl",
+          "inline",
+          "preview_only",
+          "offload_batch",
+        ],
       });
     },
   };

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/spillway.proto.
  */
 export const file_spillway_v1_spillway: GenFile = /*@__PURE__*/
-  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKVBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESRgoEc2xvdBgCIAEoCUIzukgwci4QASiABDInXihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwXFxdKykkSACIAQESFgoEbmFtZRgDIAEoCUIIukgFcgMogAISHgoMY29udGVudF90eXBlGAQgASgJQgi6SAVyAyiAAhIjCg1leHBlY3RlZF9zaXplGAUgASgDQge6SAQiAigASAGIAQESMwoPZXhwZWN0ZWRfc2hhMjU2GAYgASgJQhW6SBJyEDIOXlswLTlhLWZdezY0fSRIAogBARItCg5vYnNlcnZlZF9ieXRlcxgHIAEoA0IQukgNIgsY/////////w8oAEgDiAEBEhEKCXRydW5jYXRlZBgIIAEoCBI3CgN0dGwYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qABIsCgdwcmV2aWV3GAogASgLMhsuc3BpbGx3YXkudjEuUHJldmlld09wdGlvbnMSFAoMcHJldmlld19vbmx5GAsgASgIQgcKBV9zbG90QhAKDl9leHBlY3RlZF9zaXplQhIKEF9leHBlY3RlZF9zaGEyNTZCEQoPX29ic2VydmVkX2J5dGVzInoKDlByZXZpZXdPcHRpb25zEiQKCmhlYWRfY2hhcnMYASABKAVCC7pICBoGGKCcASgASACIAQESJAoKdGFpbF9jaGFycxgCIAEoBUILukgIGgYYoJwBKABIAYgBAUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFycyJVCg9PZmZsb2FkUmVzcG9uc2USMQoKYXR0YWNobWVudBgBIAEoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQSDwoHY3JlYXRlZBgCIAEoCCKJAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0EjAKBnJ1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SGgoGaGFuZGxlGAIgASgJQgq6SAdyBRABKIAIEikKBWxpbmVzGAMgASgLMhguc3BpbGx3YXkudjEuTGluZXNXaW5kb3dIABIpCgVieXRlcxgEIAEoCzIYLnNwaWxsd2F5LnYxLkJ5dGVzV2luZG93SAASKwoGc2VhcmNoGAUgASgLMhkuc3BpbGx3YXkudjEuU2VhcmNoV2luZG93SAASFQoNb21pdF9yZW5kZXJlZBgGIAEoCEIICgZ3aW5kb3ciXwoLTGluZXNXaW5kb3cSFwoGb2Zmc2V0GAEgASgDQge6SAQiAigAEhsKBWxpbWl0GAIgASgFQge6SAQaAigBSACIAQESEAoIZnJvbV9lbmQYAyABKAhCCAoGX2xpbWl0Ik0KC0J5dGVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoA0IHukgEIgIoAUgAiAEBQggKBl9saW1pdCK7AQoMU2VhcmNoV2luZG93EhsKB3BhdHRlcm4YASABKAlCCrpIB3IFEAEogAgSDQoFcmVnZXgYAiABKAgSEwoLaWdub3JlX2Nhc2UYAyABKAgSIQoLbWF4X21hdGNoZXMYBCABKAVCB7pIBBoCKAFIAIgBARIVCgRza2lwGAUgASgDQge6SAQiAigAEiAKDWNvbnRleHRfbGluZXMYBiABKAVCCbpIBhoEGBQoAEIOCgxfbWF4X21hdGNoZXMirAEKFlJlYWRUb29sT3V0cHV0UmVzcG9uc2USKwoGaGVhZGVyGAEgASgLMhkuc3BpbGx3YXkudjEuV2luZG93SGVhZGVySAASLQoHY29udGVudBgCIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd0NvbnRlbnRIABItCgd0cmFpbGVyGAMgASgLMhouc3BpbGx3YXkudjEuV2luZG93VHJhaWxlckgAQgcKBWZyYW1lIn0KDFdpbmRvd0hlYWRlchIOCgZoYW5kbGUYASABKAkSEwoLdG90YWxfYnl0ZXMYAiABKAMSEwoLdG90YWxfbGluZXMYAyABKAMSDgoGYmluYXJ5GAQgASgIEhQKDGNvbnRlbnRfdHlwZRgFIAEoCRINCgVzdGFydBgGIAEoAyJ1Cg1XaW5kb3dDb250ZW50Eg4KBGRhdGEYASABKAxIABIjCgVsaW5lcxgCIAEoCzISLnNwaWxsd2F5LnYxLkxpbmVzSAASJwoHbWF0Y2hlcxgDIAEoCzIULnNwaWxsd2F5LnYxLk1hdGNoZXNIAEIGCgRib2R5IikKBUxpbmVzEiAKBWxpbmVzGAEgAygLMhEuc3BpbGx3YXkudjEuTGluZSJKCgRMaW5lEg4KBm51bWJlchgBIAEoAxIMCgR0ZXh0GAIgASgJEg8KB2NsaXBwZWQYAyABKAgSEwoLYnl0ZV9vZmZzZXQYBCABKAMiLgoHTWF0Y2hlcxIjCgdtYXRjaGVzGAEgAygLMhIuc3BpbGx3YXkudjEuTWF0Y2gibQoFTWF0Y2gSHwoEbGluZRgBIAEoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIQoGYmVmb3JlGAIgAygLMhEuc3BpbGx3YXkudjEuTGluZRIgCgVhZnRlchgDIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUi4QEKDVdpbmRvd1RyYWlsZXISFgoOcmV0dXJuZWRfbGluZXMYASABKAMSFgoOcmV0dXJuZWRfYnl0ZXMYAiABKAMSGAoQcmV0dXJuZWRfbWF0Y2hlcxgDIAEoAxIYCgtuZXh0X29mZnNldBgEIAEoA0gAiAEBEg8KB2NsaXBwZWQYBSABKAgSCwoDZW9mGAYgASgIEhoKDXRvdGFsX21hdGNoZXMYByABKANIAYgBARIQCghyZW5kZXJlZBgIIAEoCUIOCgxfbmV4dF9vZmZzZXRCEAoOX3RvdGFsX21hdGNoZXMiZQoVU3RhdFRvb2xPdXRwdXRSZXF1ZXN0EjAKBnJ1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SGgoGaGFuZGxlGAIgASgJQgq6SAdyBRABKIAIIksKFlN0YXRUb29sT3V0cHV0UmVzcG9uc2USMQoKYXR0YWNobWVudBgBIAEoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQihwEKFkxpc3RUb29sT3V0cHV0c1JlcXVlc3QSMAoGcnVuX2lkGAEgASgJQiC6SB1yGxABKIABMg1eW14vXFxceDAwXSokWgEuWgIuLhIdCglwYWdlX3NpemUYAiABKAVCCrpIBxoFGOgHKAASHAoKcGFnZV90b2tlbhgDIAEoCUIIukgFcgMogBAiZgoXTGlzdFRvb2xPdXRwdXRzUmVzcG9uc2USMgoLYXR0YWNobWVudHMYASADKAsyHS5zcGlsbHdheS52MS5SZXN1bHRBdHRhY2htZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJEChBEZWxldGVSdW5SZXF1ZXN0EjAKBnJ1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4iMAoRRGVsZXRlUnVuUmVzcG9uc2USGwoTZGVsZXRlZF9hdHRhY2htZW50cxgBIAEoAyK6AQoORm9ya1J1blJlcXVlc3QSNwoNcGFyZW50X3J1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SNgoMY2hpbGRfcnVuX2lkGAIgASgJQiC6SB1yGxABKIABMg1eW14vXFxceDAwXSokWgEuWgIuLhI3CgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACItCg9Gb3JrUnVuUmVzcG9uc2USGgoSZm9ya2VkX2F0dGFjaG1lbnRzGAEgASgDIn0KEFNldFJ1blR0bFJlcXVlc3QSMAoGcnVuX2lkGAEgASgJQiC6SB1yGxABKIABMg1eW14vXFxceDAwXSokWgEuWgIuLhI3CgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACJEChFTZXRSdW5UdGxSZXNwb25zZRIvCgtleHBpcmVfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QilwEKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEg8KB2JhY2tlbmQYAiABKAkSIwoGbGltaXRzGAMgASgLMhMuc3BpbGx3YXkudjEuTGltaXRzEiUKBGNhcHMYBCABKAsyFy5zcGlsbHdheS52MS5XaW5kb3dDYXBzEhAKCGZlYXR1cmVzGAUgAygJItoCCgZMaW1pdHMSFgoObWF4X2Jsb2JfYnl0ZXMYASABKAMSFwoPbWF4X2NodW5rX2J5dGVzGAIgASgDEhQKDGlubGluZV9ieXRlcxgDIAEoAxIZChFtYXhfcGF0dGVybl9ieXRlcxgEIAEoAxIYChBtYXhfYnl0ZXNfd2luZG93GAUgASgDEhoKDW1heF9ydW5fYnl0ZXMYBiABKANIAIgBARIaChJtYXhfaW5mbGlnaHRfYnl0ZXMYByABKAMSHAoUbWF4X2NhbGxzX3Blcl90ZW5hbnQYCCABKAUSMwoQcmVxdWVzdF9kZWFkbGluZRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI3ChRvZmZsb2FkX2lkbGVfdGltZW91dBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIQCg5fbWF4X3J1bl9ieXRlcyJtCgpXaW5kb3dDYXBzEhgKEG1heF93aW5kb3dfbGluZXMYASABKAUSGAoQbWF4X3dpbmRvd19jaGFycxgCIAEoBRIWCg5tYXhfbGluZV9jaGFycxgDIAEoBRITCgttYXhfbWF0Y2hlcxgEIAEoBTKlBQoPU3BpbGx3YXlTZXJ2aWNlEkYKB09mZmxvYWQSGy5zcGlsbHdheS52MS5PZmZsb2FkUmVxdWVzdBocLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXNwb25zZSgBElsKDlJlYWRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXNwb25zZTABElkKDlN0YXRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXNwb25zZRJcCg9MaXN0VG9vbE91dHB1dHMSIy5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXF1ZXN0GiQuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVzcG9uc2USSgoJRGVsZXRlUnVuEh0uc3BpbGx3YXkudjEuRGVsZXRlUnVuUmVxdWVzdBoeLnNwaWxsd2F5LnYxLkRlbGV0ZVJ1blJlc3BvbnNlEkQKB0ZvcmtSdW4SGy5zcGlsbHdheS52MS5Gb3JrUnVuUmVxdWVzdBocLnNwaWxsd2F5LnYxLkZvcmtSdW5SZXNwb25zZRJKCglTZXRSdW5UdGwSHS5zcGlsbHdheS52MS5TZXRSdW5UdGxSZXF1ZXN0Gh4uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVzcG9uc2USVgoNR2V0U2VydmVySW5mbxIhLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiIuc3BpbGx3YXkudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
+  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKVBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESRgoEc2xvdBgCIAEoCUIzukgwci4QASiABDInXihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwXFxdKykkSACIAQESFgoEbmFtZRgDIAEoCUIIukgFcgMogAISHgoMY29udGVudF90eXBlGAQgASgJQgi6SAVyAyiAAhIjCg1leHBlY3RlZF9zaXplGAUgASgDQge6SAQiAigASAGIAQESMwoPZXhwZWN0ZWRfc2hhMjU2GAYgASgJQhW6SBJyEDIOXlswLTlhLWZdezY0fSRIAogBARItCg5vYnNlcnZlZF9ieXRlcxgHIAEoA0IQukgNIgsY/////////w8oAEgDiAEBEhEKCXRydW5jYXRlZBgIIAEoCBI3CgN0dGwYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qABIsCgdwcmV2aWV3GAogASgLMhsuc3BpbGx3YXkudjEuUHJldmlld09wdGlvbnMSFAoMcHJldmlld19vbmx5GAsgASgIQgcKBV9zbG90QhAKDl9leHBlY3RlZF9zaXplQhIKEF9leHBlY3RlZF9zaGEyNTZCEQoPX29ic2VydmVkX2J5dGVzInoKDlByZXZpZXdPcHRpb25zEiQKCmhlYWRfY2hhcnMYASABKAVCC7pICBoGGKCcASgASACIAQESJAoKdGFpbF9jaGFycxgCIAEoBUILukgIGgYYoJwBKABIAYgBAUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFycyJVCg9PZmZsb2FkUmVzcG9uc2USMQoKYXR0YWNobWVudBgBIAEoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQSDwoHY3JlYXRlZBgCIAEoCCJQChNPZmZsb2FkQmF0Y2hSZXF1ZXN0EjkKBWl0ZW1zGAEgAygLMh0uc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoSXRlbUILukgIkgEFCAEQ6AciVAoQT2ZmbG9hZEJhdGNoSXRlbRIyCgZoZWFkZXIYASABKAsyGi5zcGlsbHdheS52MS5PZmZsb2FkSGVhZGVyQga6SAPIAQESDAoEZGF0YRgCIAEoDCJIChRPZmZsb2FkQmF0Y2hSZXNwb25zZRIwCgdyZXN1bHRzGAEgAygLMh8uc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVzdWx0IoIBChJPZmZsb2FkQmF0Y2hSZXN1bHQSMQoJb2ZmbG9hZGVkGAEgASgLMhwuc3BpbGx3YXkudjEuT2ZmbG9hZFJlc3BvbnNlSAASLwoFZXJyb3IYAiABKAsyHi5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hFcnJvckgAQggKBnJlc3VsdCIyChFPZmZsb2FkQmF0Y2hFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkiiQIKFVJlYWRUb29sT3V0cHV0UmVxdWVzdBIwCgZydW5faWQYASABKAlCILpIHXIbEAEogAEyDV5bXi9cXFx4MDBdKiRaAS5aAi4uEhoKBmhhbmRsZRgCIAEoCUIKukgHcgUQASiACBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQiuwEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKABCDgoMX21heF9tYXRjaGVzIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIuEBCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAlCDgoMX25leHRfb2Zmc2V0QhAKDl90b3RhbF9tYXRjaGVzImUKFVN0YXRUb29sT3V0cHV0UmVxdWVzdBIwCgZydW5faWQYASABKAlCILpIHXIbEAEogAEyDV5bXi9cXFx4MDBdKiRaAS5aAi4uEhoKBmhhbmRsZRgCIAEoCUIKukgHcgUQASiACCJLChZTdGF0VG9vbE91dHB1dFJlc3BvbnNlEjEKCmF0dGFjaG1lbnQYASABKAsyHS5zcGlsbHdheS52MS5SZXN1bHRBdHRhY2htZW50IocBChZMaXN0VG9vbE91dHB1dHNSZXF1ZXN0EjAKBnJ1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SHQoJcGFnZV9zaXplGAIgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDKIAQImYKF0xpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEjIKC2F0dGFjaG1lbnRzGAEgAygLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRAoQRGVsZXRlUnVuUmVxdWVzdBIwCgZydW5faWQYASABKAlCILpIHXIbEAEogAEyDV5bXi9cXFx4MDBdKiRaAS5aAi4uIjAKEURlbGV0ZVJ1blJlc3BvbnNlEhsKE2RlbGV0ZWRfYXR0YWNobWVudHMYASABKAMiugEKDkZvcmtSdW5SZXF1ZXN0EjcKDXBhcmVudF9ydW5faWQYASABKAlCILpIHXIbEAEogAEyDV5bXi9cXFx4MDBdKiRaAS5aAi4uEjYKDGNoaWxkX3J1bl9pZBgCIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SNwoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiLQoPRm9ya1J1blJlc3BvbnNlEhoKEmZvcmtlZF9hdHRhY2htZW50cxgBIAEoAyJ9ChBTZXRSdW5UdGxSZXF1ZXN0EjAKBnJ1bl9pZBgBIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SNwoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiRAoRU2V0UnVuVHRsUmVzcG9uc2USLwoLZXhwaXJlX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IpcBChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEiMKBmxpbWl0cxgDIAEoCzITLnNwaWxsd2F5LnYxLkxpbWl0cxIlCgRjYXBzGAQgASgLMhcuc3BpbGx3YXkudjEuV2luZG93Q2FwcxIQCghmZWF0dXJlcxgFIAMoCSLaAgoGTGltaXRzEhYKDm1heF9ibG9iX2J5dGVzGAEgASgDEhcKD21heF9jaHVua19ieXRlcxgCIAEoAxIUCgxpbmxpbmVfYnl0ZXMYAyABKAMSGQoRbWF4X3BhdHRlcm5fYnl0ZXMYBCABKAMSGAoQbWF4X2J5dGVzX3dpbmRvdxgFIAEoAxIaCg1tYXhfcnVuX2J5dGVzGAYgASgDSACIAQESGgoSbWF4X2luZmxpZ2h0X2J5dGVzGAcgASgDEhwKFG1heF9jYWxsc19wZXJfdGVuYW50GAggASgFEjMKEHJlcXVlc3RfZGVhZGxpbmUYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUb2ZmbG9hZF9pZGxlX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CEAoOX21heF9ydW5fYnl0ZXMibQoKV2luZG93Q2FwcxIYChBtYXhfd2luZG93X2xpbmVzGAEgASgFEhgKEG1heF93aW5kb3dfY2hhcnMYAiABKAUSFgoObWF4X2xpbmVfY2hhcnMYAyABKAUSEwoLbWF4X21hdGNoZXMYBCABKAUy+gUKD1NwaWxsd2F5U2VydmljZRJGCgdPZmZsb2FkEhsuc3BpbGx3YXkudjEuT2ZmbG9hZFJlcXVlc3QaHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2UoARJTCgxPZmZsb2FkQmF0Y2gSIC5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXF1ZXN0GiEuc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVzcG9uc2USWwoOUmVhZFRvb2xPdXRwdXQSIi5zcGlsbHdheS52MS5SZWFkVG9vbE91dHB1dFJlcXVlc3QaIy5zcGlsbHdheS52MS5SZWFkVG9vbE91dHB1dFJlc3BvbnNlMAESWQoOU3RhdFRvb2xPdXRwdXQSIi5zcGlsbHdheS52MS5TdGF0VG9vbE91dHB1dFJlcXVlc3QaIy5zcGlsbHdheS52MS5TdGF0VG9vbE91dHB1dFJlc3BvbnNlElwKD0xpc3RUb29sT3V0cHV0cxIjLnNwaWxsd2F5LnYxLkxpc3RUb29sT3V0cHV0c1JlcXVlc3QaJC5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXNwb25zZRJKCglEZWxldGVSdW4SHS5zcGlsbHdheS52MS5EZWxldGVSdW5SZXF1ZXN0Gh4uc3BpbGx3YXkudjEuRGVsZXRlUnVuUmVzcG9uc2USRAoHRm9ya1J1bhIbLnNwaWxsd2F5LnYxLkZvcmtSdW5SZXF1ZXN0Ghwuc3BpbGx3YXkudjEuRm9ya1J1blJlc3BvbnNlEkoKCVNldFJ1blR0bBIdLnNwaWxsd2F5LnYxLlNldFJ1blR0bFJlcXVlc3QaHi5zcGlsbHdheS52MS5TZXRSdW5UdGxSZXNwb25zZRJWCg1HZXRTZXJ2ZXJJbmZvEiEuc3BpbGx3YXkudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaIi5zcGlsbHdheS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
 
 /**
  * OffloadRequest is one message of an Offload stream: exactly one header, then chunks.
@@ -202,6 +202,142 @@ export const OffloadResponseSchema: GenMessage<OffloadResponse> = /*@__PURE__*/
   messageDesc(file_spillway_v1_spillway, 3);
 
 /**
+ * OffloadBatchRequest carries small outputs to commit, each with its own header.
+ *
+ * @generated from message spillway.v1.OffloadBatchRequest
+ */
+export type OffloadBatchRequest = Message<"spillway.v1.OffloadBatchRequest"> & {
+  /**
+   * The outputs, at most 1000. Each item's data is bounded by the server's max_chunk_bytes,
+   * and the whole request by its largest accepted message.
+   *
+   * @generated from field: repeated spillway.v1.OffloadBatchItem items = 1;
+   */
+  items: OffloadBatchItem[];
+};
+
+/**
+ * Describes the message spillway.v1.OffloadBatchRequest.
+ * Use `create(OffloadBatchRequestSchema)` to create a new message.
+ */
+export const OffloadBatchRequestSchema: GenMessage<OffloadBatchRequest> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 4);
+
+/**
+ * OffloadBatchItem is one output of an OffloadBatch: what an Offload stream's header and its
+ * concatenated chunks would carry.
+ *
+ * @generated from message spillway.v1.OffloadBatchItem
+ */
+export type OffloadBatchItem = Message<"spillway.v1.OffloadBatchItem"> & {
+  /**
+   * Describes the output, as OffloadRequest.header does.
+   *
+   * @generated from field: spillway.v1.OffloadHeader header = 1;
+   */
+  header?: OffloadHeader | undefined;
+
+  /**
+   * The whole payload.
+   *
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message spillway.v1.OffloadBatchItem.
+ * Use `create(OffloadBatchItemSchema)` to create a new message.
+ */
+export const OffloadBatchItemSchema: GenMessage<OffloadBatchItem> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 5);
+
+/**
+ * OffloadBatchResponse answers every item, in request order.
+ *
+ * @generated from message spillway.v1.OffloadBatchResponse
+ */
+export type OffloadBatchResponse = Message<"spillway.v1.OffloadBatchResponse"> & {
+  /**
+   * One result per item, at the item's index.
+   *
+   * @generated from field: repeated spillway.v1.OffloadBatchResult results = 1;
+   */
+  results: OffloadBatchResult[];
+};
+
+/**
+ * Describes the message spillway.v1.OffloadBatchResponse.
+ * Use `create(OffloadBatchResponseSchema)` to create a new message.
+ */
+export const OffloadBatchResponseSchema: GenMessage<OffloadBatchResponse> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 6);
+
+/**
+ * OffloadBatchResult is one item's outcome: the Offload response it would have had, or the
+ * status its Offload would have failed with.
+ *
+ * @generated from message spillway.v1.OffloadBatchResult
+ */
+export type OffloadBatchResult = Message<"spillway.v1.OffloadBatchResult"> & {
+  /**
+   * @generated from oneof spillway.v1.OffloadBatchResult.result
+   */
+  result: {
+    /**
+     * The item committed (or an identical earlier offload had).
+     *
+     * @generated from field: spillway.v1.OffloadResponse offloaded = 1;
+     */
+    value: OffloadResponse;
+    case: "offloaded";
+  } | {
+    /**
+     * The item was refused or failed; nothing of it was committed.
+     *
+     * @generated from field: spillway.v1.OffloadBatchError error = 2;
+     */
+    value: OffloadBatchError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message spillway.v1.OffloadBatchResult.
+ * Use `create(OffloadBatchResultSchema)` to create a new message.
+ */
+export const OffloadBatchResultSchema: GenMessage<OffloadBatchResult> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 7);
+
+/**
+ * OffloadBatchError is the status one batch item failed with.
+ *
+ * @generated from message spillway.v1.OffloadBatchError
+ */
+export type OffloadBatchError = Message<"spillway.v1.OffloadBatchError"> & {
+  /**
+   * The gRPC status code (google.rpc.Code), never OK.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * What went wrong, as the single Offload's status message would say it.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message spillway.v1.OffloadBatchError.
+ * Use `create(OffloadBatchErrorSchema)` to create a new message.
+ */
+export const OffloadBatchErrorSchema: GenMessage<OffloadBatchError> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 8);
+
+/**
  * ReadToolOutputRequest asks for one bounded window of the output behind a handle.
  *
  * @generated from message spillway.v1.ReadToolOutputRequest
@@ -265,7 +401,7 @@ export type ReadToolOutputRequest = Message<"spillway.v1.ReadToolOutputRequest">
  * Use `create(ReadToolOutputRequestSchema)` to create a new message.
  */
 export const ReadToolOutputRequestSchema: GenMessage<ReadToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 4);
+  messageDesc(file_spillway_v1_spillway, 9);
 
 /**
  * LinesWindow selects lines on the `\n` grid that `wc -l`, `grep -n` and `sed` use.
@@ -300,7 +436,7 @@ export type LinesWindow = Message<"spillway.v1.LinesWindow"> & {
  * Use `create(LinesWindowSchema)` to create a new message.
  */
 export const LinesWindowSchema: GenMessage<LinesWindow> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 5);
+  messageDesc(file_spillway_v1_spillway, 10);
 
 /**
  * BytesWindow selects raw bytes; content frames carry them unchanged.
@@ -328,7 +464,7 @@ export type BytesWindow = Message<"spillway.v1.BytesWindow"> & {
  * Use `create(BytesWindowSchema)` to create a new message.
  */
 export const BytesWindowSchema: GenMessage<BytesWindow> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 6);
+  messageDesc(file_spillway_v1_spillway, 11);
 
 /**
  * SearchWindow finds lines matching a pattern.
@@ -384,7 +520,7 @@ export type SearchWindow = Message<"spillway.v1.SearchWindow"> & {
  * Use `create(SearchWindowSchema)` to create a new message.
  */
 export const SearchWindowSchema: GenMessage<SearchWindow> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 7);
+  messageDesc(file_spillway_v1_spillway, 12);
 
 /**
  * ReadToolOutputResponse is one frame of a window: header first, content, trailer last.
@@ -427,7 +563,7 @@ export type ReadToolOutputResponse = Message<"spillway.v1.ReadToolOutputResponse
  * Use `create(ReadToolOutputResponseSchema)` to create a new message.
  */
 export const ReadToolOutputResponseSchema: GenMessage<ReadToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 8);
+  messageDesc(file_spillway_v1_spillway, 13);
 
 /**
  * WindowHeader describes the payload and the window the server selected.
@@ -483,7 +619,7 @@ export type WindowHeader = Message<"spillway.v1.WindowHeader"> & {
  * Use `create(WindowHeaderSchema)` to create a new message.
  */
 export const WindowHeaderSchema: GenMessage<WindowHeader> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 9);
+  messageDesc(file_spillway_v1_spillway, 14);
 
 /**
  * WindowContent carries lines, raw bytes or matches.
@@ -526,7 +662,7 @@ export type WindowContent = Message<"spillway.v1.WindowContent"> & {
  * Use `create(WindowContentSchema)` to create a new message.
  */
 export const WindowContentSchema: GenMessage<WindowContent> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 10);
+  messageDesc(file_spillway_v1_spillway, 15);
 
 /**
  * Lines is a batch of numbered lines.
@@ -547,7 +683,7 @@ export type Lines = Message<"spillway.v1.Lines"> & {
  * Use `create(LinesSchema)` to create a new message.
  */
 export const LinesSchema: GenMessage<Lines> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 11);
+  messageDesc(file_spillway_v1_spillway, 16);
 
 /**
  * Line is one line on the `\n` grid, a trailing `\r` removed.
@@ -589,7 +725,7 @@ export type Line = Message<"spillway.v1.Line"> & {
  * Use `create(LineSchema)` to create a new message.
  */
 export const LineSchema: GenMessage<Line> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 12);
+  messageDesc(file_spillway_v1_spillway, 17);
 
 /**
  * Matches is a batch of search matches.
@@ -610,7 +746,7 @@ export type Matches = Message<"spillway.v1.Matches"> & {
  * Use `create(MatchesSchema)` to create a new message.
  */
 export const MatchesSchema: GenMessage<Matches> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 13);
+  messageDesc(file_spillway_v1_spillway, 18);
 
 /**
  * Match is one matching line with optional context.
@@ -645,7 +781,7 @@ export type Match = Message<"spillway.v1.Match"> & {
  * Use `create(MatchSchema)` to create a new message.
  */
 export const MatchSchema: GenMessage<Match> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 14);
+  messageDesc(file_spillway_v1_spillway, 19);
 
 /**
  * WindowTrailer ends a window.
@@ -715,7 +851,7 @@ export type WindowTrailer = Message<"spillway.v1.WindowTrailer"> & {
  * Use `create(WindowTrailerSchema)` to create a new message.
  */
 export const WindowTrailerSchema: GenMessage<WindowTrailer> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 15);
+  messageDesc(file_spillway_v1_spillway, 20);
 
 /**
  * StatToolOutputRequest names a handle in a run.
@@ -743,7 +879,7 @@ export type StatToolOutputRequest = Message<"spillway.v1.StatToolOutputRequest">
  * Use `create(StatToolOutputRequestSchema)` to create a new message.
  */
 export const StatToolOutputRequestSchema: GenMessage<StatToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 16);
+  messageDesc(file_spillway_v1_spillway, 21);
 
 /**
  * StatToolOutputResponse carries the record.
@@ -764,7 +900,7 @@ export type StatToolOutputResponse = Message<"spillway.v1.StatToolOutputResponse
  * Use `create(StatToolOutputResponseSchema)` to create a new message.
  */
 export const StatToolOutputResponseSchema: GenMessage<StatToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 17);
+  messageDesc(file_spillway_v1_spillway, 22);
 
 /**
  * ListToolOutputsRequest pages through a run's records.
@@ -799,7 +935,7 @@ export type ListToolOutputsRequest = Message<"spillway.v1.ListToolOutputsRequest
  * Use `create(ListToolOutputsRequestSchema)` to create a new message.
  */
 export const ListToolOutputsRequestSchema: GenMessage<ListToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 18);
+  messageDesc(file_spillway_v1_spillway, 23);
 
 /**
  * ListToolOutputsResponse is one page of records.
@@ -827,7 +963,7 @@ export type ListToolOutputsResponse = Message<"spillway.v1.ListToolOutputsRespon
  * Use `create(ListToolOutputsResponseSchema)` to create a new message.
  */
 export const ListToolOutputsResponseSchema: GenMessage<ListToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 19);
+  messageDesc(file_spillway_v1_spillway, 24);
 
 /**
  * DeleteRunRequest names the run to delete.
@@ -848,7 +984,7 @@ export type DeleteRunRequest = Message<"spillway.v1.DeleteRunRequest"> & {
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
 export const DeleteRunRequestSchema: GenMessage<DeleteRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 20);
+  messageDesc(file_spillway_v1_spillway, 25);
 
 /**
  * DeleteRunResponse reports what was removed.
@@ -869,7 +1005,7 @@ export type DeleteRunResponse = Message<"spillway.v1.DeleteRunResponse"> & {
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
 export const DeleteRunResponseSchema: GenMessage<DeleteRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 21);
+  messageDesc(file_spillway_v1_spillway, 26);
 
 /**
  * ForkRunRequest creates a child run that sees the parent's handles.
@@ -904,7 +1040,7 @@ export type ForkRunRequest = Message<"spillway.v1.ForkRunRequest"> & {
  * Use `create(ForkRunRequestSchema)` to create a new message.
  */
 export const ForkRunRequestSchema: GenMessage<ForkRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 22);
+  messageDesc(file_spillway_v1_spillway, 27);
 
 /**
  * ForkRunResponse reports the fork.
@@ -925,7 +1061,7 @@ export type ForkRunResponse = Message<"spillway.v1.ForkRunResponse"> & {
  * Use `create(ForkRunResponseSchema)` to create a new message.
  */
 export const ForkRunResponseSchema: GenMessage<ForkRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 23);
+  messageDesc(file_spillway_v1_spillway, 28);
 
 /**
  * SetRunTtlRequest sets a run's expiry.
@@ -953,7 +1089,7 @@ export type SetRunTtlRequest = Message<"spillway.v1.SetRunTtlRequest"> & {
  * Use `create(SetRunTtlRequestSchema)` to create a new message.
  */
 export const SetRunTtlRequestSchema: GenMessage<SetRunTtlRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 24);
+  messageDesc(file_spillway_v1_spillway, 29);
 
 /**
  * SetRunTtlResponse confirms the expiry.
@@ -974,7 +1110,7 @@ export type SetRunTtlResponse = Message<"spillway.v1.SetRunTtlResponse"> & {
  * Use `create(SetRunTtlResponseSchema)` to create a new message.
  */
 export const SetRunTtlResponseSchema: GenMessage<SetRunTtlResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 25);
+  messageDesc(file_spillway_v1_spillway, 30);
 
 /**
  * GetServerInfoRequest has no fields.
@@ -989,7 +1125,7 @@ export type GetServerInfoRequest = Message<"spillway.v1.GetServerInfoRequest"> &
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 26);
+  messageDesc(file_spillway_v1_spillway, 31);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -1038,7 +1174,7 @@ export type GetServerInfoResponse = Message<"spillway.v1.GetServerInfoResponse">
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 27);
+  messageDesc(file_spillway_v1_spillway, 32);
 
 /**
  * Limits are the server's bounds on input, as they apply to the calling tenant: where the
@@ -1123,7 +1259,7 @@ export type Limits = Message<"spillway.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 28);
+  messageDesc(file_spillway_v1_spillway, 33);
 
 /**
  * WindowCaps bound every model-facing window, whatever the client asks.
@@ -1165,7 +1301,7 @@ export type WindowCaps = Message<"spillway.v1.WindowCaps"> & {
  * Use `create(WindowCapsSchema)` to create a new message.
  */
 export const WindowCapsSchema: GenMessage<WindowCaps> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 29);
+  messageDesc(file_spillway_v1_spillway, 34);
 
 /**
  * SpillwayService stores large tool outputs and serves them back in bounded windows.
@@ -1185,6 +1321,19 @@ export const SpillwayService: GenService<{
     methodKind: "client_streaming";
     input: typeof OffloadRequestSchema;
     output: typeof OffloadResponseSchema;
+  },
+  /**
+   * OffloadBatch commits several small outputs in one call, each exactly as its own Offload
+   * would (same validation, limits, idempotency and commit point). Items succeed or fail on
+   * their own and are answered in request order; the call itself fails only when the request
+   * as a whole is refused (authentication, malformed, over the server's limits).
+   *
+   * @generated from rpc spillway.v1.SpillwayService.OffloadBatch
+   */
+  offloadBatch: {
+    methodKind: "unary";
+    input: typeof OffloadBatchRequestSchema;
+    output: typeof OffloadBatchResponseSchema;
   },
   /**
    * ReadToolOutput streams one bounded window of a committed output: a header, content

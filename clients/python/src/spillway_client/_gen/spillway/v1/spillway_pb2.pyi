@@ -62,6 +62,42 @@ class OffloadResponse(_message.Message):
     created: bool
     def __init__(self, attachment: _Optional[_Union[_types_pb2.ResultAttachment, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
+class OffloadBatchRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[OffloadBatchItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[OffloadBatchItem, _Mapping]]] = ...) -> None: ...
+
+class OffloadBatchItem(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: OffloadHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[OffloadHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class OffloadBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[OffloadBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[OffloadBatchResult, _Mapping]]] = ...) -> None: ...
+
+class OffloadBatchResult(_message.Message):
+    __slots__ = ("offloaded", "error")
+    OFFLOADED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    offloaded: OffloadResponse
+    error: OffloadBatchError
+    def __init__(self, offloaded: _Optional[_Union[OffloadResponse, _Mapping]] = ..., error: _Optional[_Union[OffloadBatchError, _Mapping]] = ...) -> None: ...
+
+class OffloadBatchError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ReadToolOutputRequest(_message.Message):
     __slots__ = ("run_id", "handle", "lines", "bytes", "search", "omit_rendered")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

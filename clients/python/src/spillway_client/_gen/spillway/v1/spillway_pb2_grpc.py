@@ -41,6 +41,11 @@ class SpillwayServiceStub:
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.OffloadRequest.SerializeToString,
                 response_deserializer=spillway_dot_v1_dot_spillway__pb2.OffloadResponse.FromString,
                 _registered_method=True)
+        self.OffloadBatch = channel.unary_unary(
+                '/spillway.v1.SpillwayService/OffloadBatch',
+                request_serializer=spillway_dot_v1_dot_spillway__pb2.OffloadBatchRequest.SerializeToString,
+                response_deserializer=spillway_dot_v1_dot_spillway__pb2.OffloadBatchResponse.FromString,
+                _registered_method=True)
         self.ReadToolOutput = channel.unary_stream(
                 '/spillway.v1.SpillwayService/ReadToolOutput',
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.ReadToolOutputRequest.SerializeToString,
@@ -87,6 +92,16 @@ class SpillwayServiceServicer:
         """Offload streams one tool output into storage: an OffloadHeader first, then chunks.
         Idempotent: the same key with the same bytes returns the same record; different bytes
         for a committed key is ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffloadBatch(self, request, context):
+        """OffloadBatch commits several small outputs in one call, each exactly as its own Offload
+        would (same validation, limits, idempotency and commit point). Items succeed or fail on
+        their own and are answered in request order; the call itself fails only when the request
+        as a whole is refused (authentication, malformed, over the server's limits).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,6 +164,11 @@ def add_SpillwayServiceServicer_to_server(servicer, server):
                     servicer.Offload,
                     request_deserializer=spillway_dot_v1_dot_spillway__pb2.OffloadRequest.FromString,
                     response_serializer=spillway_dot_v1_dot_spillway__pb2.OffloadResponse.SerializeToString,
+            ),
+            'OffloadBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffloadBatch,
+                    request_deserializer=spillway_dot_v1_dot_spillway__pb2.OffloadBatchRequest.FromString,
+                    response_serializer=spillway_dot_v1_dot_spillway__pb2.OffloadBatchResponse.SerializeToString,
             ),
             'ReadToolOutput': grpc.unary_stream_rpc_method_handler(
                     servicer.ReadToolOutput,
@@ -215,6 +235,33 @@ class SpillwayService:
             '/spillway.v1.SpillwayService/Offload',
             spillway_dot_v1_dot_spillway__pb2.OffloadRequest.SerializeToString,
             spillway_dot_v1_dot_spillway__pb2.OffloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffloadBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spillway.v1.SpillwayService/OffloadBatch',
+            spillway_dot_v1_dot_spillway__pb2.OffloadBatchRequest.SerializeToString,
+            spillway_dot_v1_dot_spillway__pb2.OffloadBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

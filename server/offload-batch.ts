@@ -1,0 +1,105 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type OffloadBatchItem,
+  type OffloadBatchRequest,
+  type OffloadBatchResponse,
+  OffloadBatchResponseSchema,
+  type OffloadBatchResult,
+  OffloadBatchResultSchema,
+} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { abortReason } from "./backends/body.js";
+import { limitsForTenant, type TenantLimits } from "./limits.js";
+import { type OffloadDeps, offloadWhole } from "./offload.js";
+
+/** MAX_BATCH_ITEMS is the most items one OffloadBatch may carry (the proto's max_items). */
+export const MAX_BATCH_ITEMS = 1000;
+
+/**
+ * BATCH_ITEMS_IN_FLIGHT bounds how many items of one batch are committed at once, so that a
+ * batch of a thousand items does not put a thousand writes on the store at the same moment.
+ */
+export const BATCH_ITEMS_IN_FLIGHT = 32;
+
+/**
+ * offloadBatch commits every item of an OffloadBatch for tenant, BATCH_ITEMS_IN_FLIGHT at a
+ * time (one at a time under a run limit), each exactly as its own Offload would be
+ * (offloadWhole), and answers each in request order: its OffloadResponse, or the status its
+ * Offload would have failed with. One item's failure never
+ * touches another's commit. The call as a whole fails only when the batch is malformed (no
+ * items, too many) or the call itself ends (cancelled, past its deadline): then the outcome of
+ * items still in flight is unknown to the caller, as for any cancelled Offload, and each
+ * item's retry is safe because offloads are idempotent.
+ *
+ * A failure that is not a ConnectError is a server fault: the item answers INTERNAL with a
+ * generic message, as a failed call would, never the fault's own text. `onItemFailure` hears
+ * of every failed item with the status it answered (a fault's original error as its cause).
+ */
+export async function offloadBatch(
+  deps: OffloadDeps,
+  tenant: string,
+  request: OffloadBatchRequest,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits = {},
+  onItemFailure?: (index: number, error: unknown) => void,
+): Promise<OffloadBatchResponse> {
+  const count = request.items.length;
+  if (count === 0 || count > MAX_BATCH_ITEMS) {
+    throw new ConnectError(
+      `items: a batch carries 1 to ${MAX_BATCH_ITEMS} items, got ${count}`,
+      Code.InvalidArgument,
+    );
+  }
+  const commitItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
+    try {
+      if (item.header === undefined) {
+        throw new ConnectError("header: required", Code.InvalidArgument);
+      }
+      const offloaded = await offloadWhole(
+        deps,
+        tenant,
+        item.header,
+        item.data,
+        signal,
+        tenantLimits,
+      );
+      return create(OffloadBatchResultSchema, { result: { case: "offloaded", value: offloaded } });
+    } catch (err) {
+      const failure =
+        err instanceof ConnectError
+          ? err
+          : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+      onItemFailure?.(index, failure);
+      return create(OffloadBatchResultSchema, {
+        result: { case: "error", value: { code: failure.code, message: failure.rawMessage } },
+      });
+    }
+  };
+  // Under a run limit each item is measured against what the items before it committed, as
+  // consecutive Offload calls would be; concurrent items would all see the same room.
+  const concurrency =
+    limitsForTenant(deps.limits, tenantLimits).maxRunBytes === undefined
+      ? BATCH_ITEMS_IN_FLIGHT
+      : 1;
+  const results = await mapConcurrently(request.items, concurrency, commitItem);
+  if (signal.aborted) throw abortReason(signal);
+  return create(OffloadBatchResponseSchema, { results });
+}
+
+/** Maps items through each with at most `limit` calls in flight; results keep the items' order. */
+async function mapConcurrently<T, R>(
+  items: readonly T[],
+  limit: number,
+  each: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await each(items[i] as T, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

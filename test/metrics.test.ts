@@ -68,7 +68,9 @@ describe("Prometheus metrics of a real server", () => {
     const key = (callId: string) => ({ tenant: "dev", runId: "m", callId });
     await sdk.offload(key("text"), text);
     await sdk.offload(key("bin"), binary, { contentType: "application/octet-stream" });
-    const bytesIn = Buffer.byteLength(text) + binary.byteLength;
+    // Small payloads ride OffloadBatch calls; their bytes count the same.
+    await Promise.all([sdk.offload(key("s1"), "small one\n"), sdk.offload(key("s2"), "two\n")]);
+    const bytesIn = Buffer.byteLength(text) + binary.byteLength + 10 + 4;
 
     const lines = await sdk.readToolOutput({
       runId: "m",
@@ -103,6 +105,10 @@ describe("Prometheus metrics of a real server", () => {
       value(s, "spillway_requests_total", { procedure: read, code: "PERMISSION_DENIED" }),
     ).toBe(1);
     expect(value(s, "spillway_bytes_in_total")).toBe(bytesIn);
+    expect(
+      value(s, "spillway_requests_total", { procedure: `${SERVICE}/OffloadBatch`, code: "OK" }),
+    ).toBe(1);
+    expect(value(s, "spillway_batch_items_total", { code: "OK" })).toBe(2);
     expect(value(s, "spillway_bytes_out_total")).toBe(dataBytes + renderedBytes);
     expect(value(s, "spillway_request_duration_seconds_count", { procedure: read })).toBe(3);
     expect(value(s, "spillway_request_duration_seconds_count", { procedure: offload })).toBe(2);
@@ -135,20 +141,35 @@ describe("Prometheus metrics of a real server", () => {
     await rm(root, { recursive: true, force: true });
     await writeFile(root, "not a directory");
 
-    const offload = t.sdk().offload({ tenant: "dev", runId: "m", callId: "c" }, "x\n");
-    expect(await codeOf(offload)).toBe(Code.FailedPrecondition);
+    const batchCalls = () =>
+      scrape().then(
+        (s) =>
+          value(s, "spillway_requests_total", {
+            procedure: `${SERVICE}/OffloadBatch`,
+            code: "OK",
+          }) ?? 0,
+      );
+    const batchCallsBefore = await batchCalls();
+    // A large payload streams on an Offload call, a small one rides an OffloadBatch.
+    const large = t.sdk().offload({ tenant: "dev", runId: "m", callId: "c" }, "x".repeat(100_000));
+    expect(await codeOf(large)).toBe(Code.FailedPrecondition);
+    const small = t.sdk().offload({ tenant: "dev", runId: "m", callId: "d" }, "x\n");
+    expect(await codeOf(small)).toBe(Code.FailedPrecondition);
     const s = await scrape();
     expect(
       value(s, "spillway_backend_errors_total", {
         backend: "filesystem",
         code: "FAILED_PRECONDITION",
       }),
-    ).toBeGreaterThanOrEqual(1);
+    ).toBeGreaterThanOrEqual(2);
     expect(
       value(s, "spillway_requests_total", {
         procedure: `${SERVICE}/Offload`,
         code: "FAILED_PRECONDITION",
       }),
     ).toBe(1);
+    // The batch call itself succeeded; its one item failed, and that is counted by item.
+    expect(await batchCalls()).toBe(batchCallsBefore + 1);
+    expect(value(s, "spillway_batch_items_total", { code: "FAILED_PRECONDITION" })).toBe(1);
   });
 });

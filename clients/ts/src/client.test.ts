@@ -8,18 +8,21 @@ import { Storage } from "./gen/spillway/v1/types_pb.js";
 type Fault = "before" | "after" | "none";
 
 /**
- * faultyOffloads fails Offload calls at the wire boundary, one planned fault per call: "before"
- * refuses the call without sending it, "after" lets it commit and then loses the response.
+ * faultyOffloads fails Offload and OffloadBatch calls at the wire boundary, one planned fault
+ * per call: "before" refuses the call without sending it, "after" lets it commit and then loses
+ * the response.
  */
 function faultyOffloads(plan: Fault[]): Interceptor {
   return (next) => async (req) => {
-    if (req.method.name !== "Offload") return next(req);
+    if (req.method.name !== "Offload" && req.method.name !== "OffloadBatch") return next(req);
     const fault = plan.shift() ?? "none";
     if (fault === "before") throw new ConnectError("injected before send", Code.Unavailable);
     const res = await next(req);
-    if (fault === "after" && res.stream) {
-      for await (const _ of res.message) {
-        // Drained so the server has committed before the response is "lost".
+    if (fault === "after") {
+      if (res.stream) {
+        for await (const _ of res.message) {
+          // Drained so the server has committed before the response is "lost".
+        }
       }
       throw new ConnectError("injected after commit", Code.Unavailable);
     }

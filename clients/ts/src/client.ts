@@ -20,6 +20,7 @@ import {
 } from "./gen/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
 import { createGrpcTransport } from "./grpc-transport.js";
+import { createOffloadBatcher } from "./offload-batcher.js";
 import { isTransientError, type RetryOptions, retryBudget, retryUnavailable } from "./retry.js";
 import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
 
@@ -182,6 +183,13 @@ export interface SpillwayClient {
 
 const CHUNK_BYTES = 1024 * 1024;
 
+/**
+ * Payloads up to this size share OffloadBatch calls with the offloads started beside them;
+ * larger ones stream on their own Offload call, where one call's cost is small against the
+ * bytes.
+ */
+const BATCHED_BYTES = 64 * 1024;
+
 /** createSpillwayClient connects to a Spillway server over gRPC (HTTP/2). */
 export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClient {
   const auth: Interceptor = (next) => (req) => {
@@ -202,6 +210,39 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     });
   const raw = createClient(SpillwayService, transport);
 
+  // Offload is idempotent, so a proxy's reset of a stream whose replica died is retried too.
+  const offloadStream = (
+    header: MessageInitShape<typeof OffloadHeaderSchema>,
+    data: OffloadData,
+    call: SpillwayCallOptions,
+  ) => {
+    const source = { started: false };
+    return retryUnavailable(
+      (timeoutMs) => raw.offload(requests(header, data, source), callOptions(call, timeoutMs)),
+      {
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+        replayable: () => isReplayable(data) || !source.started,
+        retryable: isTransientError,
+      },
+    );
+  };
+  const batcher = createOffloadBatcher({
+    sendBatch: (items, timeoutMs, signal) =>
+      retryUnavailable((left) => raw.offloadBatch({ items }, { timeoutMs: left, signal }), {
+        retry: opts.retry,
+        signal,
+        timeoutMs,
+        retryable: isTransientError,
+      }),
+    sendOne: (header, data, timeoutMs, signal) =>
+      offloadStream(header, data, {
+        ...(timeoutMs === undefined ? {} : { timeoutMs }),
+        ...(signal === undefined ? {} : { signal }),
+      }),
+  });
+
   async function offloadResult(
     key: OffloadKey,
     data: OffloadData,
@@ -209,18 +250,11 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     call: SpillwayCallOptions = {},
   ): Promise<OffloadResult> {
     const header = { ...options, key };
-    const source = { started: false };
-    const res = await retryUnavailable(
-      (timeoutMs) => raw.offload(requests(header, data, source), callOptions(call, timeoutMs)),
-      {
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-        replayable: () => isReplayable(data) || !source.started,
-        // Offload is idempotent, so a proxy's reset of a stream whose replica died is retried too.
-        retryable: isTransientError,
-      },
-    );
+    const whole = isReplayable(data) ? bytesOf(data) : undefined;
+    const res =
+      whole !== undefined && whole.byteLength <= BATCHED_BYTES
+        ? await batcher.offload(create(OffloadHeaderSchema, header), whole, call)
+        : await offloadStream(header, whole ?? data, call);
     if (res.attachment === undefined) {
       throw new ConnectError("server returned no attachment", Code.Internal);
     }
@@ -379,12 +413,20 @@ function duration(seconds: number) {
   return { seconds: BigInt(whole), nanos: Math.round((seconds - whole) * 1e9) };
 }
 
-function isReplayable(data: OffloadData): boolean {
+/** Whether data is whole in memory (bytes, text, a JSON value), so any attempt can resend it. */
+function isReplayable(data: OffloadData): data is Exclude<OffloadData, AsyncIterable<Uint8Array>> {
   return typeof data === "string" || data instanceof Uint8Array || "json" in data;
 }
 
+/** The bytes of data that is whole in memory. */
+function bytesOf(data: Exclude<OffloadData, AsyncIterable<Uint8Array>>): Uint8Array {
+  if (data instanceof Uint8Array) return data;
+  if (typeof data === "string") return Buffer.from(data, "utf8");
+  return Buffer.from(JSON.stringify(data.json), "utf8");
+}
+
 async function* requests(
-  header: OffloadOptions & { key: OffloadKey },
+  header: MessageInitShape<typeof OffloadHeaderSchema>,
   data: OffloadData,
   source: { started: boolean },
 ) {
@@ -400,13 +442,8 @@ async function* chunks(
   data: OffloadData,
   source: { started: boolean },
 ): AsyncGenerator<Uint8Array> {
-  if (typeof data === "string" || data instanceof Uint8Array || "json" in data) {
-    const bytes =
-      typeof data === "string"
-        ? Buffer.from(data, "utf8")
-        : data instanceof Uint8Array
-          ? data
-          : Buffer.from(JSON.stringify(data.json), "utf8");
+  if (isReplayable(data)) {
+    const bytes = bytesOf(data);
     for (let i = 0; i < bytes.byteLength; i += CHUNK_BYTES) {
       yield bytes.subarray(i, i + CHUNK_BYTES);
     }

@@ -105,3 +105,20 @@ def read_request(
     elif search is not None:
         req.search.CopyFrom(search if isinstance(search, pb.SearchWindow) else pb.SearchWindow(**search))
     return req
+
+
+BatchItemLike: TypeAlias = tuple[KeyLike, Any] | tuple[KeyLike, Any, Mapping[str, Any]]
+"""A batch item: (key, data) or (key, data, header options), data bytes, str or a JSON value."""
+
+
+def batch_request(items: Iterable[BatchItemLike]) -> pb.OffloadBatchRequest:
+    """batch_request builds an OffloadBatch request; a stream is refused (a batch item is whole)."""
+    req = pb.OffloadBatchRequest()
+    for item in items:
+        key, data = item[0], item[1]
+        options: Mapping[str, Any] = item[2] if len(item) > 2 else {}  # type: ignore[misc]
+        if is_stream(data):
+            raise TypeError("offload_batch takes whole payloads (bytes, str, JSON values), not streams")
+        payload, json_value = payload_bytes(data)
+        req.items.add(header=header(key, options, json_value=json_value).header, data=payload)
+    return req

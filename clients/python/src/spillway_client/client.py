@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import grpc
@@ -15,6 +15,7 @@ from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client.byte_reader import ByteRead
+from spillway_client.errors import BatchItemError
 from spillway_client.window import Window, collect
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
@@ -49,6 +50,19 @@ def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
 
 def _retryable(err: grpc.RpcError, attempt: int, attempts: int) -> bool:
     return attempt + 1 < attempts and err.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def _batch_results(
+    req: pb.OffloadBatchRequest, res: pb.OffloadBatchResponse
+) -> list[types_pb.ResultAttachment | BatchItemError]:
+    if len(res.results) != len(req.items):
+        raise BatchItemError(13, f"protocol error: {len(res.results)} results for a batch of {len(req.items)}")
+    return [
+        r.offloaded.attachment
+        if r.WhichOneof("result") == "offloaded"
+        else BatchItemError(r.error.code, r.error.message)
+        for r in res.results
+    ]
 
 
 def _stream_requests(first: pb.OffloadRequest, data: Any) -> Iterator[pb.OffloadRequest]:
@@ -133,6 +147,29 @@ class SpillwayClient:
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
         return res.attachment
+
+    def offload_batch(
+        self, items: Iterable[msg.BatchItemLike], *, timeout: float | None = None
+    ) -> list[types_pb.ResultAttachment | BatchItemError]:
+        """offload_batch commits several small outputs in one OffloadBatch call.
+
+        `items` are `(key, data)` or `(key, data, options)` with whole data (bytes, str or a JSON
+        value) and the options `offload` takes; at most 1,000, bounded together by the server's
+        largest message (max_chunk_bytes + 64 KiB). Each item is committed exactly as its own
+        `offload` would be, and the result at its index is its record or a `BatchItemError`
+        (its own status; nothing of it committed). The call raises `grpc.RpcError` only when
+        the batch as a whole is refused; it is retried while the server answers UNAVAILABLE.
+        """
+        req = msg.batch_request(items)
+        for attempt in range(OFFLOAD_ATTEMPTS):
+            try:
+                res: pb.OffloadBatchResponse = self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata)
+                return _batch_results(req, res)
+            except grpc.RpcError as err:
+                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                    raise
+                time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
 
     def read_tool_output(
         self,
@@ -286,6 +323,23 @@ class AsyncSpillwayClient:
     async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = await self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
         return res.attachment
+
+    async def offload_batch(
+        self, items: Iterable[msg.BatchItemLike], *, timeout: float | None = None
+    ) -> list[types_pb.ResultAttachment | BatchItemError]:
+        """offload_batch commits several small outputs in one call (see SpillwayClient.offload_batch)."""
+        req = msg.batch_request(items)
+        for attempt in range(OFFLOAD_ATTEMPTS):
+            try:
+                res: pb.OffloadBatchResponse = await self.raw.OffloadBatch(
+                    req, timeout=timeout, metadata=self._metadata
+                )
+                return _batch_results(req, res)
+            except grpc.RpcError as err:
+                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                    raise
+                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
 
     async def read_tool_output(
         self,

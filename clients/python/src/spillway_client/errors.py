@@ -11,6 +11,32 @@ _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "spillway.v1.ErrorInfo"
 
 
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class BatchItemError(Exception):
+    """BatchItemError is one OffloadBatch item's failure: the status its own Offload would have had.
+
+    `code()` and `details()` read like a `grpc.RpcError`'s; nothing of the item was committed.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self._code = _CODES.get(code, grpc.StatusCode.UNKNOWN)
+        self._details = message
+
+    def code(self) -> grpc.StatusCode:
+        """code is the item's gRPC status code."""
+        return self._code
+
+    def details(self) -> str:
+        """details is the item's status message."""
+        return self._details
+
+    def __repr__(self) -> str:
+        return f"BatchItemError({self._code.name}, {self._details!r})"
+
+
 def error_info(err: grpc.RpcError) -> types_pb.ErrorInfo | None:
     """error_info returns the `spillway.v1.ErrorInfo` detail of a failed call, or None.
 

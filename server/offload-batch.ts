@@ -43,6 +43,8 @@ export async function offloadBatch(
   tenantLimits: TenantLimits = {},
   onItemFailure?: (index: number, error: unknown) => void,
 ): Promise<OffloadBatchResponse> {
+  // The proto's item count rule, by hand: protovalidate would check every item's header as
+  // well and refuse the whole batch for one bad item, which must only fail that item.
   const count = request.items.length;
   if (count === 0 || count > MAX_BATCH_ITEMS) {
     throw new ConnectError(

@@ -49,6 +49,7 @@ export interface OffloadBatcher {
 }
 
 interface Pending {
+  readonly header: OffloadHeader;
   readonly item: OffloadBatchItem;
   readonly deadline: number | undefined;
   readonly signal: AbortSignal | undefined;
@@ -100,8 +101,12 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
   const sendAlone = async (pending: Pending) => {
     const timeoutMs = pending.deadline === undefined ? undefined : pending.deadline - Date.now();
     try {
-      const header = pending.item.header as OffloadHeader;
-      const response = await opts.sendOne(header, pending.item.data, timeoutMs, pending.signal);
+      const response = await opts.sendOne(
+        pending.header,
+        pending.item.data,
+        timeoutMs,
+        pending.signal,
+      );
       pending.settle({ response });
     } catch (error) {
       pending.settle({ error });
@@ -176,6 +181,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
         const onAbort = () =>
           pending.settle({ error: ConnectError.from(signal?.reason, Code.Canceled) });
         const pending: Pending = {
+          header,
           item: create(OffloadBatchItemSchema, { header, data }),
           deadline: timeoutMs === undefined ? undefined : Date.now() + timeoutMs,
           signal,

@@ -56,7 +56,7 @@ def _batch_results(
     req: pb.OffloadBatchRequest, res: pb.OffloadBatchResponse
 ) -> list[types_pb.ResultAttachment | BatchItemError]:
     if len(res.results) != len(req.items):
-        raise BatchItemError(13, f"protocol error: {len(res.results)} results for a batch of {len(req.items)}")
+        raise RuntimeError(f"protocol error: {len(res.results)} results for a batch of {len(req.items)}")
     return [
         r.offloaded.attachment
         if r.WhichOneof("result") == "offloaded"

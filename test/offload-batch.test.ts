@@ -142,9 +142,18 @@ describe("OffloadBatch under a run limit", () => {
 describe("OffloadBatch concurrency", () => {
   let t: TestServer;
   const puts = { now: 0, most: 0 };
+  const runStateReads: string[] = [];
   beforeAll(async () => {
     const counting = (base: Backend): Backend => ({
       ...base,
+      head(k, opts) {
+        if (k.endsWith("/deleted")) runStateReads.push(k);
+        return base.head(k, opts);
+      },
+      get(k, opts) {
+        if (k.endsWith("/ttl")) runStateReads.push(k);
+        return base.get(k, opts);
+      },
       async put(k, body, opts) {
         puts.now++;
         puts.most = Math.max(puts.most, puts.now);
@@ -169,6 +178,24 @@ describe("OffloadBatch concurrency", () => {
     const res = await t.raw().offloadBatch({ items });
     expect(new Set(outcomes(res))).toEqual(new Set(["ok"]));
     expect(puts.most).toBe(32);
+  });
+
+  it("reads each run's state once per batch, not once per item", async () => {
+    runStateReads.length = 0;
+    const items = ["a", "b"].flatMap((run) =>
+      Array.from({ length: 10 }, (_, i) => ({
+        header: { key: key(`c${i}`, `state-${run}`) },
+        data: Buffer.from(`${run}${i}\n`),
+      })),
+    );
+    const res = await t.raw().offloadBatch({ items });
+    expect(new Set(outcomes(res))).toEqual(new Set(["ok"]));
+    expect(runStateReads.map((k) => k.replace(/^.*\/r\//, "")).sort()).toEqual([
+      "state-a/deleted",
+      "state-a/ttl",
+      "state-b/deleted",
+      "state-b/ttl",
+    ]);
   });
 });
 

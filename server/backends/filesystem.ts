@@ -314,8 +314,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         // overlap instead of taking turns. Copies come from the read pool and go back to it
         // once written. A small chunk is written at once: that is cheaper than the hand-off.
         let writing: Promise<void> = Promise.resolve();
+        let size = 0;
         for await (const chunk of abortableBody(body, signal)) {
           await writing;
+          size += chunk.byteLength;
           if (chunk.byteLength <= syncIoBytes) {
             writeAllSync(fd, chunk);
             continue;
@@ -329,7 +331,6 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         await writing;
         throwIfAborted(signal);
         if (fsync) await syncFd(fd);
-        const stats = fstatSync(fd);
         // Forgotten before closing: a close that fails has still released the descriptor,
         // whose number another open may take at once.
         const written = fd;
@@ -346,7 +347,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           // Left for the sweep.
         }
         if (fsync) await syncDirectories([opened.dir, ...opened.created.map((d) => dirname(d))]);
-        return { size: stats.size, modifiedMs: stats.mtimeMs };
+        // Every byte was written (or the put failed), and the write just ended: no fstat needed.
+        return { size, modifiedMs: Date.now() };
       } catch (err) {
         if (fd !== undefined) closeQuietly(fd);
         if (tempPath !== undefined) await unlinkIfPresent(tempPath).catch(() => false);

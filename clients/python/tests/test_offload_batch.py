@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import grpc
 import pytest
 
-from spillway_client import AsyncSpillwayClient, BatchItemError, SpillwayClient
+from spillway_client import AsyncSpillwayClient, BatchItemError, SpillwayClient, error_reason
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 
 
@@ -57,3 +58,85 @@ async def test_async_batch(aclient: AsyncSpillwayClient, run_id: str) -> None:
     results = await aclient.offload_batch([(key(run_id, f"c{i}"), f"item {i}\n") for i in range(50)])
     assert [r.handle for r in results if isinstance(r, types_pb.ResultAttachment)] == [f"res_c{i}" for i in range(50)]
     assert (await aclient.stat(run_id, "res_c49")).size_bytes == len(b"item 49\n")
+
+
+def spy_batches(aclient: AsyncSpillwayClient) -> list[int]:
+    """Counts the async client's OffloadBatch calls (the items of each); the calls still reach the server."""
+    sizes: list[int] = []
+    real = aclient.raw.OffloadBatch
+
+    async def counted(req, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(req.items))
+        return await real(req, **kwargs)
+
+    aclient.raw.OffloadBatch = counted  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_async_offloads_started_together_share_one_call(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    sizes = spy_batches(aclient)
+    payloads = [f"payload {i}\n".encode() * (i + 1) for i in range(40)]
+    large = b"x" * 100_000
+    big, *small = await asyncio.gather(
+        aclient.offload(key(run_id, "large"), large),
+        *(aclient.offload(key(run_id, f"s{i}"), p) for i, p in enumerate(payloads)),
+    )
+    assert big.sha256 == hashlib.sha256(large).hexdigest()
+    assert [a.sha256 for a in small] == [hashlib.sha256(p).hexdigest() for p in payloads]
+    assert sizes == [40]
+    await aclient.offload(key(run_id, "later"), "later\n")
+    assert sizes == [40, 1]
+
+
+async def test_async_item_failure_is_an_rpc_error(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    ok, theirs = await asyncio.gather(
+        aclient.offload(key(run_id, "ok"), "fine\n"),
+        aclient.offload(key(run_id, "x", tenant="other"), "not mine\n"),
+        return_exceptions=True,
+    )
+    assert isinstance(ok, types_pb.ResultAttachment) and ok.handle == "res_ok"
+    assert isinstance(theirs, grpc.RpcError) and theirs.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason(theirs) is None
+
+
+async def test_async_offload_cancelled_before_its_batch_is_left_out(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    sizes = spy_batches(aclient)
+    gone = asyncio.ensure_future(aclient.offload(key(run_id, "gone"), "gone\n"))
+    kept = asyncio.ensure_future(aclient.offload(key(run_id, "kept"), "kept\n"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    assert (await kept).handle == "res_kept"
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert sizes == [1]
+    assert [a.handle async for a in aclient.list_all(run_id)] == ["res_kept"]
+
+
+async def test_async_offload_gives_up_at_its_timeout(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    real = aclient.raw.OffloadBatch
+
+    async def slow(req, **kwargs):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.3)
+        return await real(req, **kwargs)
+
+    aclient.raw.OffloadBatch = slow  # type: ignore[method-assign]
+    with pytest.raises(grpc.RpcError) as caught:
+        await aclient.offload(key(run_id, "slow"), "slow\n", timeout=0.05)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_async_falls_back_to_offload_streams_when_batches_are_unimplemented(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    refused: list[int] = []
+
+    async def older_replica(req, **kwargs):  # type: ignore[no-untyped-def]
+        refused.append(len(req.items))
+        raise BatchItemError(grpc.StatusCode.UNIMPLEMENTED.value[0], "unknown method")
+
+    aclient.raw.OffloadBatch = older_replica  # type: ignore[method-assign]
+    first = await asyncio.gather(aclient.offload(key(run_id, "a"), "a\n"), aclient.offload(key(run_id, "b"), "b\n"))
+    assert [a.handle for a in first] == ["res_a", "res_b"]
+    assert (await aclient.offload(key(run_id, "c"), "c\n")).handle == "res_c"
+    assert refused == [2]
+    assert [a.handle async for a in aclient.list_all(run_id)] == ["res_a", "res_b", "res_c"]

@@ -14,6 +14,7 @@ from spillway_client import _messages as msg
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client._offload_batcher import AsyncOffloadBatcher
 from spillway_client.byte_reader import ByteRead
 from spillway_client.errors import BatchItemError
 from spillway_client.window import Window, collect
@@ -25,6 +26,9 @@ OFFLOAD_ATTEMPTS = 3
 """Attempts an offload of replayable data makes while the server answers UNAVAILABLE."""
 
 _RETRY_BASE_SECONDS = 0.2
+
+BATCHED_BYTES = 64 * 1024
+"""The async client sends payloads up to this size given whole through shared OffloadBatch calls."""
 
 
 def _channel_target(target: str) -> tuple[str, bool]:
@@ -291,6 +295,7 @@ class AsyncSpillwayClient:
         self._metadata = _metadata(token)
         self.raw = pb_grpc.SpillwayServiceStub(self._channel)
         """The generated stub on the aio channel, for calls the SDK does not wrap."""
+        self._batcher = AsyncOffloadBatcher(self._send_batch, self._send_alone)
 
     async def close(self) -> None:
         """close releases the channel."""
@@ -305,15 +310,40 @@ class AsyncSpillwayClient:
     async def offload(
         self, key: msg.KeyLike, data: Any, *, timeout: float | None = None, **options: Any
     ) -> types_pb.ResultAttachment:
-        """offload stores `data` under `key` and returns the committed record (see SpillwayClient.offload)."""
+        """offload stores `data` under `key` and returns the committed record (see SpillwayClient.offload).
+
+        A payload of at most 64 KiB given whole shares an OffloadBatch call with the offloads
+        started beside it on the event loop (see AsyncOffloadBatcher); it settles the same way.
+        """
         if msg.is_stream(data):
             first = msg.header(key, options, json_value=False)
             return await self._offload_once(_async_stream_requests(first, data), timeout)
         payload, json_value = msg.payload_bytes(data)
         first = msg.header(key, options, json_value=json_value)
+        if len(payload) <= BATCHED_BYTES:
+            return await self._batcher.offload(first.header, payload, timeout)
+        return await self._send_alone(first.header, payload, timeout)
+
+    async def _send_alone(
+        self, header: pb.OffloadHeader, payload: bytes, timeout: float | None
+    ) -> types_pb.ResultAttachment:
+        first = pb.OffloadRequest(header=header)
         for attempt in range(OFFLOAD_ATTEMPTS):
             try:
                 return await self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout)
+            except grpc.RpcError as err:
+                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                    raise
+                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _send_batch(self, req: pb.OffloadBatchRequest, timeout: float | None) -> pb.OffloadBatchResponse:
+        for attempt in range(OFFLOAD_ATTEMPTS):
+            try:
+                res: pb.OffloadBatchResponse = await self.raw.OffloadBatch(
+                    req, timeout=timeout, metadata=self._metadata
+                )
+                return res
             except grpc.RpcError as err:
                 if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
                     raise
@@ -329,17 +359,7 @@ class AsyncSpillwayClient:
     ) -> list[types_pb.ResultAttachment | BatchItemError]:
         """offload_batch commits several small outputs in one call (see SpillwayClient.offload_batch)."""
         req = msg.batch_request(items)
-        for attempt in range(OFFLOAD_ATTEMPTS):
-            try:
-                res: pb.OffloadBatchResponse = await self.raw.OffloadBatch(
-                    req, timeout=timeout, metadata=self._metadata
-                )
-                return _batch_results(req, res)
-            except grpc.RpcError as err:
-                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                    raise
-                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-        raise AssertionError("unreachable")
+        return _batch_results(req, await self._send_batch(req, timeout))
 
     async def read_tool_output(
         self,

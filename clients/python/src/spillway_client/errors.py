@@ -14,10 +14,11 @@ _ERROR_INFO_TYPE = "spillway.v1.ErrorInfo"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class BatchItemError(Exception):
+class BatchItemError(grpc.RpcError):
     """BatchItemError is one OffloadBatch item's failure: the status its own Offload would have had.
 
-    `code()` and `details()` read like a `grpc.RpcError`'s; nothing of the item was committed.
+    It is a `grpc.RpcError` with `code()` and `details()`, so code that handles a failed
+    `offload` handles it unchanged; nothing of the item was committed.
     """
 
     def __init__(self, code: int, message: str) -> None:
@@ -32,6 +33,10 @@ class BatchItemError(Exception):
     def details(self) -> str:
         """details is the item's status message."""
         return self._details
+
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        """trailing_metadata is empty: an item's status carries no details."""
+        return ()
 
     def __repr__(self) -> str:
         return f"BatchItemError({self._code.name}, {self._details!r})"

@@ -53,6 +53,8 @@ describe.each(serviceBackends)("OffloadBatch (%s)", (backendKind) => {
       { header: { key: key("badsha"), expectedSha256: "0".repeat(64) }, data: Buffer.from("y") },
       { header: { key: key("badslot"), slot: "bogus" }, data: Buffer.from("z") },
       { header: { key: key("empty") }, data: new Uint8Array(0) },
+      { header: { key: key("up"), slot: "file:../../etc/passwd" }, data: Buffer.from("t") },
+      { header: { key: key("c", "../other") }, data: Buffer.from("t") },
     ];
     const res = await t.raw().offloadBatch({ items });
     expect(outcomes(res)).toEqual([
@@ -65,6 +67,8 @@ describe.each(serviceBackends)("OffloadBatch (%s)", (backendKind) => {
       "DataLoss",
       "InvalidArgument",
       "ok",
+      "InvalidArgument",
+      "InvalidArgument",
     ]);
     const [a, big] = res.results.map((r) =>
       r.result.case === "offloaded" ? r.result.value.attachment : undefined,

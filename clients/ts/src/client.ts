@@ -118,10 +118,13 @@ export interface SpillwayClient {
   /** The generated Connect client, for calls the SDK does not wrap. */
   readonly raw: Client<typeof SpillwayService>;
   /**
-   * offload streams data to key in 1 MiB chunks and returns the committed record. It retries
-   * UNAVAILABLE (offload is idempotent per key and bytes) with backoff, unless data is an
-   * AsyncIterable that the failed attempt already started to read: a stream cannot be
-   * replayed, so that error is rethrown. Bytes, strings and JSON values are always replayable.
+   * offload streams data to key in 1 MiB chunks and returns the committed record; a payload of
+   * at most 64 KiB given whole (bytes, text, a JSON value) goes instead as an item of an
+   * OffloadBatch shared with the offloads started in the same turn of the event loop, with the
+   * same outcome, deadline and cancellation as a call of its own. It retries UNAVAILABLE
+   * (offload is idempotent per key and bytes) with backoff, unless data is an AsyncIterable that
+   * the failed attempt already started to read: a stream cannot be replayed, so that error is
+   * rethrown. Bytes, strings and JSON values are always replayable.
    */
   offload(
     key: OffloadKey,

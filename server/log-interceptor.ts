@@ -10,8 +10,8 @@ export interface BatchItemFailure {
 }
 
 /**
- * batchItemFailuresKey is where a batch handler reports its failed items, so that the call's
- * log shows the server faults among them although the call itself succeeds.
+ * batchItemFailuresKey is where a batch handler puts the list of its failed items, so that the
+ * call's log shows the server faults among them although the call itself succeeds.
  */
 export const batchItemFailuresKey = createContextKey<BatchItemFailure[] | undefined>(undefined, {
   description: "failed items of a batch call",
@@ -31,8 +31,6 @@ export function createLogInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
     const requestId = req.header.get("x-request-id") ?? randomUUID();
-    const itemFailures: BatchItemFailure[] = [];
-    if (!req.stream) req.contextValues.set(batchItemFailuresKey, itemFailures);
     const done = (err?: unknown) => {
       const fields = {
         procedure: req.method.name,
@@ -40,29 +38,26 @@ export function createLogInterceptor(logger: Logger): Interceptor {
         code: err === undefined ? "ok" : Code[ConnectError.from(err).code],
         ms: Math.round(performance.now() - started),
       };
-      if (!logFault(fields, err, "call failed")) logger.debug(fields, "call");
-      for (const { index, error } of itemFailures) {
-        logFault(
-          { ...fields, item: index, code: Code[ConnectError.from(error).code] },
-          error,
-          "batch item failed",
-        );
+      if (!logFault(fields, err, "call failed", "store denied access")) {
+        logger.debug(fields, "call");
+      }
+      for (const { index, error } of req.contextValues.get(batchItemFailuresKey) ?? []) {
+        const item = { ...fields, item: index, code: Code[ConnectError.from(error).code] };
+        logFault(item, error, "batch item failed", "batch item failed");
       }
     };
-    /** Logs err at error level when it is a server fault; says whether it was one. */
-    const logFault = (fields: object, err: unknown, msg: string): boolean => {
+    /**
+     * Logs err at error level when it is a server fault (`faultMsg`) or the store refusing the
+     * server's credentials, which callers see only as PERMISSION_DENIED (`deniedMsg`); says
+     * whether it logged.
+     */
+    const logFault = (fields: object, err: unknown, faultMsg: string, deniedMsg: string) => {
       if (err === undefined) return false;
       const failure = ConnectError.from(err);
-      if (serverFaults.has(failure.code)) {
-        logger.error({ ...fields, err }, msg);
-        return true;
-      }
-      if (failure.code === Code.PermissionDenied && failure.cause !== undefined) {
-        // The store refused our credentials: a server misconfiguration the caller never sees.
-        logger.error({ ...fields, err }, msg === "call failed" ? "store denied access" : msg);
-        return true;
-      }
-      return false;
+      const denied = failure.code === Code.PermissionDenied && failure.cause !== undefined;
+      if (!serverFaults.has(failure.code) && !denied) return false;
+      logger.error({ ...fields, err }, denied ? deniedMsg : faultMsg);
+      return true;
     };
     try {
       const res = await next(req);

@@ -26,11 +26,11 @@ export const BATCH_ITEMS_IN_FLIGHT = 32;
  * offloadBatch commits every item of an OffloadBatch for tenant, BATCH_ITEMS_IN_FLIGHT at a
  * time (one at a time under a run limit), each exactly as its own Offload would be
  * (offloadWhole), and answers each in request order: its OffloadResponse, or the status its
- * Offload would have failed with. One item's failure never
- * touches another's commit. The call as a whole fails only when the batch is malformed (no
- * items, too many) or the call itself ends (cancelled, past its deadline): then the outcome of
- * items still in flight is unknown to the caller, as for any cancelled Offload, and each
- * item's retry is safe because offloads are idempotent.
+ * Offload would have failed with. One item's failure never touches another's commit. The call
+ * as a whole fails only when the batch is malformed (no items, too many) or the call itself
+ * ends (cancelled, past its deadline): then the outcome of items still in flight is unknown to
+ * the caller, as for any cancelled Offload, and each item's retry is safe because offloads are
+ * idempotent.
  *
  * A failure that is not a ConnectError is a server fault: the item answers INTERNAL with a
  * generic message, as a failed call would, never the fault's own text. `onItemFailure` hears

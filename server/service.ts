@@ -16,7 +16,7 @@ import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { requestChunkReleaseKey } from "./grpc-handler-factory.js";
 import { limitsForTenant, type ServerLimits } from "./limits.js";
-import { batchItemFailuresKey } from "./log-interceptor.js";
+import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
 import { toAttachment } from "./record.js";
@@ -100,14 +100,15 @@ export function createSpillwayService(
     },
 
     offloadBatch(req, ctx) {
-      const failures = ctx.values.get(batchItemFailuresKey);
+      const failures: BatchItemFailure[] = [];
+      ctx.values.set(batchItemFailuresKey, failures);
       return offloadBatch(
         core,
         tenantOf(ctx),
         req,
         ctx.signal,
         ctx.values.get(tenantLimitsKey),
-        failures === undefined ? undefined : (index, error) => failures.push({ index, error }),
+        (index, error) => failures.push({ index, error }),
       );
     },
 

@@ -50,7 +50,7 @@ export interface OffloadBatcher {
 
 interface Pending {
   readonly header: OffloadHeader;
-  readonly item: OffloadBatchItem;
+  readonly data: Uint8Array;
   readonly deadline: number | undefined;
   readonly signal: AbortSignal | undefined;
   /** Settles the caller's promise once; later calls do nothing. */
@@ -86,7 +86,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
     let batch: Pending[] = [];
     let bytes = 0;
     for (const pending of ready) {
-      const size = pending.item.data.byteLength;
+      const size = pending.data.byteLength;
       if (batch.length > 0 && (batch.length >= maxItems || bytes + size > maxBytes)) {
         void send(batch);
         batch = [];
@@ -101,12 +101,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
   const sendAlone = async (pending: Pending) => {
     const timeoutMs = pending.deadline === undefined ? undefined : pending.deadline - Date.now();
     try {
-      const response = await opts.sendOne(
-        pending.header,
-        pending.item.data,
-        timeoutMs,
-        pending.signal,
-      );
+      const response = await opts.sendOne(pending.header, pending.data, timeoutMs, pending.signal);
       pending.settle({ response });
     } catch (error) {
       pending.settle({ error });
@@ -133,7 +128,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
     let response: OffloadBatchResponse;
     try {
       response = await opts.sendBatch(
-        batch.map((p) => p.item),
+        batch.map((p) => create(OffloadBatchItemSchema, { header: p.header, data: p.data })),
         timeoutMs,
         controller.signal,
       );
@@ -182,7 +177,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
           pending.settle({ error: ConnectError.from(signal?.reason, Code.Canceled) });
         const pending: Pending = {
           header,
-          item: create(OffloadBatchItemSchema, { header, data }),
+          data,
           deadline: timeoutMs === undefined ? undefined : Date.now() + timeoutMs,
           signal,
           waiting: () => !settled,

@@ -11,6 +11,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client.errors import BatchItemError
 
 CHUNK_BYTES = 1024 * 1024
 """Payloads are streamed in chunks of this size (the server's default max_chunk_bytes is larger)."""
@@ -122,3 +123,16 @@ def batch_request(items: Iterable[BatchItemLike]) -> pb.OffloadBatchRequest:
         payload, json_value = payload_bytes(data)
         req.items.add(header=header(key, options, json_value=json_value).header, data=payload)
     return req
+
+
+def batch_outcomes(res: pb.OffloadBatchResponse, count: int) -> list[types_pb.ResultAttachment | BatchItemError]:
+    """batch_outcomes turns an OffloadBatch answer for `count` items into each item's record or
+    BatchItemError, in order; an answer with another number of results is a RuntimeError."""
+    if len(res.results) != count:
+        raise RuntimeError(f"protocol error: {len(res.results)} results for a batch of {count}")
+    return [
+        r.offloaded.attachment
+        if r.WhichOneof("result") == "offloaded"
+        else BatchItemError(r.error.code, r.error.message)
+        for r in res.results
+    ]

@@ -10,6 +10,7 @@ import grpc
 
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client._messages import batch_outcomes
 from spillway_client.errors import BatchItemError
 
 MAX_ITEMS = 256
@@ -126,16 +127,14 @@ class AsyncOffloadBatcher:
             for p in batch:
                 _settle(p.future, err)
             return
-        if len(response.results) != len(batch):
-            error = RuntimeError(f"protocol error: {len(response.results)} results for a batch of {len(batch)}")
+        try:
+            outcomes = batch_outcomes(response, len(batch))
+        except RuntimeError as err:
             for p in batch:
-                _settle(p.future, error)
+                _settle(p.future, err)
             return
-        for p, result in zip(batch, response.results, strict=True):
-            if result.WhichOneof("result") == "offloaded":
-                _settle(p.future, result.offloaded.attachment)
-            else:
-                _settle(p.future, BatchItemError(result.error.code, result.error.message))
+        for p, outcome in zip(batch, outcomes, strict=True):
+            _settle(p.future, outcome)
 
     async def _alone(self, pending: _Pending) -> None:
         if pending.future.done():

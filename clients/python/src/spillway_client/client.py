@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -26,6 +26,8 @@ OFFLOAD_ATTEMPTS = 3
 """Attempts an offload of replayable data makes while the server answers UNAVAILABLE."""
 
 _RETRY_BASE_SECONDS = 0.2
+
+T = TypeVar("T")
 
 BATCHED_BYTES = 64 * 1024
 """The async client sends payloads up to this size given whole through shared OffloadBatch calls."""
@@ -56,17 +58,28 @@ def _retryable(err: grpc.RpcError, attempt: int, attempts: int) -> bool:
     return attempt + 1 < attempts and err.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def _batch_results(
-    req: pb.OffloadBatchRequest, res: pb.OffloadBatchResponse
-) -> list[types_pb.ResultAttachment | BatchItemError]:
-    if len(res.results) != len(req.items):
-        raise RuntimeError(f"protocol error: {len(res.results)} results for a batch of {len(req.items)}")
-    return [
-        r.offloaded.attachment
-        if r.WhichOneof("result") == "offloaded"
-        else BatchItemError(r.error.code, r.error.message)
-        for r in res.results
-    ]
+def _with_retries(call: Callable[[], T]) -> T:
+    """Runs call, and again after a backoff while it fails UNAVAILABLE, OFFLOAD_ATTEMPTS times at most."""
+    for attempt in range(OFFLOAD_ATTEMPTS):
+        try:
+            return call()
+        except grpc.RpcError as err:
+            if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                raise
+            time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+async def _with_retries_async(call: Callable[[], Awaitable[T]]) -> T:
+    """_with_retries for a coroutine: the backoff sleeps without blocking the event loop."""
+    for attempt in range(OFFLOAD_ATTEMPTS):
+        try:
+            return await call()
+        except grpc.RpcError as err:
+            if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
+                raise
+            await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _stream_requests(first: pb.OffloadRequest, data: Any) -> Iterator[pb.OffloadRequest]:
@@ -136,17 +149,7 @@ class SpillwayClient:
             return self._offload_once(_stream_requests(first, data), timeout)
         payload, json_value = msg.payload_bytes(data)
         first = msg.header(key, options, json_value=json_value)
-        for attempt in range(OFFLOAD_ATTEMPTS):
-            try:
-                return self._offload_once(
-                    iter([first, *msg.chunk_requests(payload)]),
-                    timeout,
-                )
-            except grpc.RpcError as err:
-                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                    raise
-                time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-        raise AssertionError("unreachable")
+        return _with_retries(lambda: self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout))
 
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
@@ -165,15 +168,8 @@ class SpillwayClient:
         the batch as a whole is refused; it is retried while the server answers UNAVAILABLE.
         """
         req = msg.batch_request(items)
-        for attempt in range(OFFLOAD_ATTEMPTS):
-            try:
-                res: pb.OffloadBatchResponse = self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata)
-                return _batch_results(req, res)
-            except grpc.RpcError as err:
-                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                    raise
-                time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-        raise AssertionError("unreachable")
+        res = _with_retries(lambda: self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata))
+        return msg.batch_outcomes(res, len(req.items))
 
     def read_tool_output(
         self,
@@ -328,27 +324,12 @@ class AsyncSpillwayClient:
         self, header: pb.OffloadHeader, payload: bytes, timeout: float | None
     ) -> types_pb.ResultAttachment:
         first = pb.OffloadRequest(header=header)
-        for attempt in range(OFFLOAD_ATTEMPTS):
-            try:
-                return await self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout)
-            except grpc.RpcError as err:
-                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                    raise
-                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-        raise AssertionError("unreachable")
+        return await _with_retries_async(
+            lambda: self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout)
+        )
 
     async def _send_batch(self, req: pb.OffloadBatchRequest, timeout: float | None) -> pb.OffloadBatchResponse:
-        for attempt in range(OFFLOAD_ATTEMPTS):
-            try:
-                res: pb.OffloadBatchResponse = await self.raw.OffloadBatch(
-                    req, timeout=timeout, metadata=self._metadata
-                )
-                return res
-            except grpc.RpcError as err:
-                if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                    raise
-                await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-        raise AssertionError("unreachable")
+        return await _with_retries_async(lambda: self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata))
 
     async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = await self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
@@ -359,7 +340,7 @@ class AsyncSpillwayClient:
     ) -> list[types_pb.ResultAttachment | BatchItemError]:
         """offload_batch commits several small outputs in one call (see SpillwayClient.offload_batch)."""
         req = msg.batch_request(items)
-        return _batch_results(req, await self._send_batch(req, timeout))
+        return msg.batch_outcomes(await self._send_batch(req, timeout), len(req.items))
 
     async def read_tool_output(
         self,

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, BACKEND_USAGE, backendFromOptions } from "./backend-config.js";

@@ -2,14 +2,15 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 /**
- * spillwayCli is the compiled CLI, `dist/server/cli.js`: test/global-setup.ts builds it before
- * any test file runs, and `npm run bench` compiles it beside the benchmarks.
+ * spillwayCli is the compiled `spillway` executable, `dist/server/entry.cjs` (the package's bin):
+ * test/global-setup.ts builds it before any test file runs, and `npm run bench` compiles it
+ * beside the benchmarks.
  */
 export const spillwayCli = fileURLToPath(
   // Run from source (vitest) this module is test/support/*.ts; compiled for the benchmarks it
   // is dist/test/support/*.js, beside dist/server.
   new URL(
-    import.meta.url.endsWith(".ts") ? "../../dist/server/cli.js" : "../../server/cli.js",
+    import.meta.url.endsWith(".ts") ? "../../dist/server/entry.cjs" : "../../server/entry.cjs",
     import.meta.url,
   ),
 );

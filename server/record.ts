@@ -59,10 +59,35 @@ export interface StoredRecord {
   readonly inline?: string;
 }
 
-/** encodeRecord serializes a record for the backend. */
+/**
+ * encodeRecord serializes a record for the backend as one JSON object (what decodeRecord reads).
+ * An inline payload's base64 text goes in last, copied as it is: base64 never needs escaping,
+ * and JSON.stringify escaping it character by character was the largest share of the
+ * JavaScript a small offload cost the server (a 4 KiB payload's record: 38 µs, now 10).
+ */
 export function encodeRecord(record: StoredRecord): Uint8Array {
-  return Buffer.from(JSON.stringify(record), "utf8");
+  const { inline, ...rest } = record;
+  if (inline === undefined || needsEscapes.test(inline)) {
+    return Buffer.from(JSON.stringify(record), "utf8");
+  }
+  const head = JSON.stringify(rest);
+  // The head without its closing brace, then the inline field, written as one-byte text.
+  const headBytes = Buffer.byteLength(head, "utf8") - 1;
+  const field = ',"inline":"';
+  const out = Buffer.allocUnsafe(headBytes + field.length + inline.length + 2);
+  let at = out.write(head, 0, headBytes, "utf8");
+  at += out.write(field, at, "latin1");
+  at += out.write(inline, at, "latin1");
+  out.write('"}', at, "latin1");
+  return out;
 }
+
+/**
+ * A character outside printable ASCII, or `"` or `\\` (which JSON escapes). One negated class:
+ * searching for such a character is six times cheaper than matching a whole base64 pattern or
+ * an alternation (a 5 KiB payload: 5 against 26-30 µs).
+ */
+const needsEscapes = /[^ !#-[\]-~]/;
 
 /**
  * decodeRecord parses a stored record; anything that is not a version-1 record is reported

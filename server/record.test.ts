@@ -1,0 +1,44 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
+
+const base: StoredRecord = {
+  v: 1,
+  handle: "res_c1",
+  tenant: "dev",
+  runId: "run",
+  callId: "c1",
+  name: 'ünïcode "quoted" \\ name\n',
+  contentType: "text/plain",
+  sizeBytes: 4096,
+  observedBytes: 4096,
+  truncated: false,
+  stored: "inline",
+  sha256: "0".repeat(64),
+  binary: true,
+  lineCount: 16,
+  preview: { head: "a\u0000b", tail: "\u2028", shape: "", omittedBytes: 4096, text: "[res_c1]" },
+  createdMs: 1_796_094_295_331,
+};
+
+describe("encodeRecord", () => {
+  it("writes JSON that decodes to the same record, an inline payload included", () => {
+    const record = { ...base, inline: randomBytes(4096).toString("base64") };
+    const bytes = encodeRecord(record);
+    expect(decodeRecord(bytes)).toEqual(record);
+    expect(JSON.parse(Buffer.from(bytes).toString("utf8"))).toEqual(record);
+  });
+
+  it("writes records without an inline payload as JSON.stringify does", () => {
+    const record = { ...base, stored: "preview_only" as const };
+    expect(Buffer.from(encodeRecord(record)).toString("utf8")).toBe(JSON.stringify(record));
+  });
+
+  it.each([['AAAA","handle":"res_other'], ["AA\u00e9"], ["A\\B"], ["A\nB"]])(
+    "escapes an inline value that is not base64 (a tampered store): %j",
+    (inline) => {
+      const record = { ...base, inline };
+      expect(decodeRecord(encodeRecord(record))).toEqual(record);
+    },
+  );
+});

@@ -56,6 +56,22 @@ describe("filesystem backend", () => {
     expect((await stat(loose)).mode & 0o777).toBe(0o700);
   });
 
+  it("stores every byte of a put long enough to start writeback while it streams", async () => {
+    const { backend } = fresh();
+    // 80 MiB in 1 MiB chunks, each a different fill: two fdatasyncs start along the way.
+    const chunks = Array.from({ length: 80 }, (_, i) => Buffer.alloc(1024 * 1024, i));
+    const want = createHash("sha256");
+    for (const chunk of chunks) want.update(chunk);
+    async function* body() {
+      yield* chunks;
+    }
+    const put = await backend.put("big/object", body());
+    expect(put.size).toBe(80 * 1024 * 1024);
+    const got = createHash("sha256");
+    for await (const chunk of await backend.get("big/object")) got.update(chunk);
+    expect(got.digest("hex")).toBe(want.digest("hex"));
+  });
+
   it("creates directories 0700 and files 0600", async () => {
     const { backend } = fresh();
     await backend.put("a/b", bytesBody(text("x")));

@@ -4,6 +4,7 @@ import {
   chmodSync,
   closeSync,
   constants,
+  fdatasync as fdatasyncCallback,
   fstatSync,
   fsync as fsyncCallback,
   linkSync,
@@ -48,6 +49,14 @@ const openTempAttempts = 3;
  * call to libuv's thread pool and back.
  */
 const syncIoBytes = 64 * 1024;
+/**
+ * While a put streams, an fdatasync is started every time this much more has been written
+ * (one at a time, on libuv's pool), so the disk writes the file as it arrives and the fsync
+ * that ends the put waits only for the last stretch: for 256 MiB that final fsync had taken
+ * 126-162 ms of a 1.2 s offload, with the disk idle until then (256 MiB offloads alternating
+ * between two servers: medians 208/259/251 against 184/234/216 MiB/s).
+ */
+const writebackBytes = 32 * 1024 * 1024;
 
 /** A directory reached by walking a key's segments, and the ones this walk created. */
 interface Walk {
@@ -91,9 +100,11 @@ export type FilesystemBackend = Backend & {
  *   (a directory checked less than a second ago is trusted, so bursts walk once), files are
  *   opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
  *   `FAILED_PRECONDITION` instead of touching anything outside the root;
- * - put writes a temp file beside the target, fsyncs it, publishes it create-only with a hard
- *   link, then fsyncs the directory (concurrent puts into one directory share directory
- *   fsyncs); a failed or aborted put leaves neither object nor temp file; a put to a taken
+ * - put writes a temp file beside the target (a large one with writeback started every 32 MiB,
+ *   see writebackBytes), fsyncs it, publishes it create-only with a hard link, then fsyncs the
+ *   directory (concurrent puts into one directory share directory fsyncs); a failed or
+ *   aborted put leaves neither object nor temp file, and closes its file only once no write or
+ *   fdatasync of its own is still running; a put to a taken
  *   name finds out when it publishes (as on the object stores, whose conditional writes fail
  *   at completion), so only replays pay for writing bytes that are then dropped;
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
@@ -314,21 +325,45 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         // overlap instead of taking turns. Copies come from the read pool and go back to it
         // once written. A small chunk is written at once: that is cheaper than the hand-off.
         let writing: Promise<void> = Promise.resolve();
+        // Each early writeback chains on the one before, so a failure is never lost.
+        let writeback: Promise<void> = Promise.resolve();
+        let writebackRunning = false;
+        let writebackFrom = 0;
         let size = 0;
-        for await (const chunk of abortableBody(body, signal)) {
-          await writing;
-          size += chunk.byteLength;
-          if (chunk.byteLength <= syncIoBytes) {
-            writeAllSync(fd, chunk);
-            continue;
+        try {
+          for await (const chunk of abortableBody(body, signal)) {
+            await writing;
+            size += chunk.byteLength;
+            if (chunk.byteLength <= syncIoBytes) {
+              writeAllSync(fd, chunk);
+              continue;
+            }
+            const copy = chunks.take(chunk.byteLength);
+            copy.set(chunk);
+            writing = writeAll(fd, copy).finally(() => chunks.give(copy));
+            // An error surfaces at the next await; until then it must not count as unhandled.
+            writing.catch(() => undefined);
+            if (fsync && !writebackRunning && size - writebackFrom >= writebackBytes) {
+              writebackRunning = true;
+              writebackFrom = size;
+              const target = fd;
+              const written = writing;
+              writeback = writeback
+                .then(() => written)
+                .then(() => datasyncFd(target))
+                .finally(() => {
+                  writebackRunning = false;
+                });
+              writeback.catch(() => undefined);
+            }
           }
-          const copy = chunks.take(chunk.byteLength);
-          copy.set(chunk);
-          writing = writeAll(fd, copy).finally(() => chunks.give(copy));
-          // An error surfaces at the next await; until then it must not count as unhandled.
-          writing.catch(() => undefined);
+          await writing;
+          await writeback;
+        } finally {
+          // The descriptor must outlive every call still using it: closed under a write or an
+          // fdatasync on the pool, its number could be reused by another open meanwhile.
+          await Promise.allSettled([writing, writeback]);
         }
-        await writing;
         throwIfAborted(signal);
         if (fsync) await syncFd(fd);
         // Forgotten before closing: a close that fails has still released the descriptor,
@@ -589,6 +624,7 @@ function closeQuietly(fd: number): void {
 // Descriptor calls on libuv's pool, for the descriptors the synchronous calls also use.
 const openFd = promisify(openCallback);
 const syncFd = promisify(fsyncCallback);
+const datasyncFd = promisify(fdatasyncCallback);
 const writeFd = promisify(writeCallback);
 
 function writeAllSync(fd: number, chunk: Uint8Array): void {

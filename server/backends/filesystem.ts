@@ -57,6 +57,13 @@ const syncIoBytes = 64 * 1024;
  * between two servers: medians 208/259/251 against 184/234/216 MiB/s).
  */
 const writebackBytes = 32 * 1024 * 1024;
+/**
+ * How many chunks of one put are written at once. Two let the kernel's page-cache copy of one
+ * chunk (the largest single cost of a filesystem offload) overlap with the next: 256 MiB
+ * offloads alternating between two servers, medians of ten, eight rounds: higher in five,
+ * equal in two, lower in one (248-376 against 242-314 MiB/s, about +9 % on average).
+ */
+const writesInFlight = 2;
 
 /** A directory reached by walking a key's segments, and the ones this walk created. */
 interface Walk {
@@ -320,11 +327,12 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const opened = await openTemp(dirSegments, key);
         fd = opened.fd;
         tempPath = opened.tempPath;
-        // Write-behind: one chunk is written while the producer makes the next (a copy, since
-        // a producer may reuse its buffer once it is asked for more), so hashing and the disk
-        // overlap instead of taking turns. Copies come from the read pool and go back to it
-        // once written. A small chunk is written at once: that is cheaper than the hand-off.
-        let writing: Promise<void> = Promise.resolve();
+        // Write-behind: up to writesInFlight chunks are written (each at its own offset, on
+        // libuv's pool) while the producer makes the next (copies, since a producer may reuse
+        // its buffer once it is asked for more), so hashing and the disk overlap instead of
+        // taking turns. Copies come from the read pool and go back to it once written. A small
+        // chunk is written at once: that is cheaper than the hand-off.
+        const writing: Promise<void>[] = [];
         // Each early writeback chains on the one before, so a failure is never lost.
         let writeback: Promise<void> = Promise.resolve();
         let writebackRunning = false;
@@ -332,22 +340,23 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         let size = 0;
         try {
           for await (const chunk of abortableBody(body, signal)) {
-            await writing;
+            if (writing.length >= writesInFlight) await writing.shift();
+            const offset = size;
             size += chunk.byteLength;
             if (chunk.byteLength <= syncIoBytes) {
-              writeAllSync(fd, chunk);
+              writeAllSync(fd, chunk, offset);
               continue;
             }
             const copy = chunks.take(chunk.byteLength);
             copy.set(chunk);
-            writing = writeAll(fd, copy).finally(() => chunks.give(copy));
-            // An error surfaces at the next await; until then it must not count as unhandled.
-            writing.catch(() => undefined);
+            const written = writeAll(fd, copy, offset).finally(() => chunks.give(copy));
+            // An error surfaces when it is awaited; until then it must not count as unhandled.
+            written.catch(() => undefined);
+            writing.push(written);
             if (fsync && !writebackRunning && size - writebackFrom >= writebackBytes) {
               writebackRunning = true;
               writebackFrom = size;
               const target = fd;
-              const written = writing;
               writeback = writeback
                 .then(() => written)
                 .then(() => datasyncFd(target))
@@ -357,12 +366,12 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
               writeback.catch(() => undefined);
             }
           }
-          await writing;
+          await Promise.all(writing);
           await writeback;
         } finally {
           // The descriptor must outlive every call still using it: closed under a write or an
           // fdatasync on the pool, its number could be reused by another open meanwhile.
-          await Promise.allSettled([writing, writeback]);
+          await Promise.allSettled([...writing, writeback]);
         }
         throwIfAborted(signal);
         if (fsync) await syncFd(fd);
@@ -627,9 +636,12 @@ const syncFd = promisify(fsyncCallback);
 const datasyncFd = promisify(fdatasyncCallback);
 const writeFd = promisify(writeCallback);
 
-function writeAllSync(fd: number, chunk: Uint8Array): void {
+/** Writes all of chunk at position, synchronously. */
+function writeAllSync(fd: number, chunk: Uint8Array, position: number): void {
   let at = 0;
-  while (at < chunk.byteLength) at += writeSync(fd, chunk, at, chunk.byteLength - at);
+  while (at < chunk.byteLength) {
+    at += writeSync(fd, chunk, at, chunk.byteLength - at, position + at);
+  }
 }
 
 /** Unlinks a file; true when this call removed it, false when it was already gone. */
@@ -643,10 +655,11 @@ async function unlinkIfPresent(path: string): Promise<boolean> {
   }
 }
 
-async function writeAll(fd: number, chunk: Uint8Array): Promise<void> {
+/** Writes all of chunk at position on libuv's pool; positioned, so writes may overlap in time. */
+async function writeAll(fd: number, chunk: Uint8Array, position: number): Promise<void> {
   let at = 0;
   while (at < chunk.byteLength) {
-    at += (await writeFd(fd, chunk, at, chunk.byteLength - at, null)).bytesWritten;
+    at += (await writeFd(fd, chunk, at, chunk.byteLength - at, position + at)).bytesWritten;
   }
 }
 

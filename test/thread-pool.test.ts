@@ -1,8 +1,8 @@
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 /** Threads of a process now: the main thread, V8's workers, libuv's pool once it started. */
@@ -23,16 +23,11 @@ async function servedWithPool(dir: string, env: NodeJS.ProcessEnv): Promise<Spil
  * threads unless the operator set UV_THREADPOOL_SIZE, whose value wins.
  */
 describe("spillway serve: libuv's thread pool", () => {
-  let dir: string;
+  const dir = scratchDir("spillway-pool-");
   const servers: SpillwayProcess[] = [];
-
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-pool-"));
-  });
 
   afterAll(async () => {
     await Promise.all(servers.map((s) => s.stop()));
-    await rm(dir, { recursive: true, force: true });
   });
 
   it("runs 16 pool threads by default and the operator's count when set", async () => {

@@ -1,3 +1,5 @@
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256 } from "../../../test/support/read-back.js";
@@ -51,6 +53,16 @@ function cutReads(plan: number[], calls: { count: number }): Interceptor {
     }
     return { ...res, message: cut() };
   };
+}
+
+/** filesOfSize lists the regular files under dir that are exactly `size` bytes long. */
+async function filesOfSize(dir: string, size: number): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    const path = join(entry.parentPath, entry.name);
+    if (entry.isFile() && (await stat(path)).size === size) found.push(path);
+  }
+  return found;
 }
 
 /** Everything readBytes yields, joined, and how many pieces it came in. */
@@ -190,6 +202,65 @@ describe("SpillwayClient", () => {
         const got = await readAll(sdk.readBytes("rb", "res_blob", range));
         const want = payload.subarray(offset, length === undefined ? undefined : offset + length);
         expect(got.bytes.equals(want)).toBe(true);
+      }
+    });
+
+    it("verifies a whole payload against its record, on the caller's thread and off it", async () => {
+      const large = Buffer.alloc(6 * 1024 * 1024 + 3, "spill\n");
+      await sdk.offload(key("rb", "large"), large);
+      for (const [handle, want] of [
+        ["res_blob", payload],
+        ["res_large", large],
+      ] as const) {
+        const got = await readAll(sdk.readBytes("rb", handle, {}, { verify: true }));
+        expect(got.bytes.equals(want)).toBe(true);
+      }
+      expect(
+        await codeOf(readAll(sdk.readBytes("rb", "res_blob", { offset: 1 }, { verify: true }))),
+      ).toBe(Code.InvalidArgument);
+      expect(await codeOf(readAll(sdk.readBytes("rb", "res_missing", {}, { verify: true })))).toBe(
+        Code.PermissionDenied,
+      );
+    });
+
+    it("fails a verified read with DATA_LOSS when stored bytes changed, after yielding them", async () => {
+      const store = await startTestServer();
+      try {
+        const client = createSpillwayClient({ baseUrl: store.url });
+        for (const [callId, bytes] of [
+          ["small", payload.subarray(0, 300_000)],
+          ["big", Buffer.concat([payload, payload])],
+        ] as const) {
+          await client.offload(key("rot", callId), bytes);
+          // Bit rot: one byte of the stored blob changes on disk, its size does not.
+          const [blob] = await filesOfSize(store.dataDir, bytes.length);
+          if (blob === undefined) throw new Error(`no stored blob of ${bytes.length} bytes`);
+          const stored = await readFile(blob);
+          stored[stored.length >> 1] = (stored[stored.length >> 1] ?? 0) ^ 0x20;
+          await writeFile(blob, stored);
+          const unchecked = await readAll(client.readBytes("rot", `res_${callId}`));
+          expect(unchecked.bytes.equals(stored)).toBe(true);
+          let yielded = 0;
+          let failure: unknown;
+          try {
+            for await (const chunk of client.readBytes(
+              "rot",
+              `res_${callId}`,
+              {},
+              { verify: true },
+            )) {
+              yielded += chunk.byteLength;
+            }
+          } catch (err) {
+            failure = err;
+          }
+          expect(yielded).toBe(bytes.length);
+          expect(failure).toBeInstanceOf(ConnectError);
+          expect((failure as ConnectError).code).toBe(Code.DataLoss);
+          expect((failure as ConnectError).rawMessage).toContain(sha256(bytes));
+        }
+      } finally {
+        await store.stop();
       }
     });
 

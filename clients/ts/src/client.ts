@@ -21,8 +21,15 @@ import {
 import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
 import { createGrpcTransport } from "./grpc-transport.js";
 import { createOffloadBatcher } from "./offload-batcher.js";
-import { isTransientError, type RetryOptions, retryBudget, retryUnavailable } from "./retry.js";
+import {
+  isTransientError,
+  type RetryBudget,
+  type RetryOptions,
+  retryBudget,
+  retryUnavailable,
+} from "./retry.js";
 import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
+import { createSha256Hasher, type Sha256Hash } from "./sha256-hasher.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
 export interface SpillwayClientOptions {
@@ -81,6 +88,16 @@ export interface Window {
   readonly trailer: WindowTrailer | undefined;
   /** The server-rendered text to show the model. */
   readonly rendered: string;
+}
+
+/** ReadBytesOptions bound one readBytes call and ask for the payload's bytes to be checked. */
+export interface ReadBytesOptions extends SpillwayCallOptions {
+  /**
+   * Check the bytes read against the record's sha256 and size (from a stat before the read):
+   * the whole payload only. Large payloads are hashed on a worker thread, so the check costs
+   * the caller's event loop a copy, not the hashing.
+   */
+  readonly verify?: boolean;
 }
 
 /** ByteRange selects bytes of a payload: from `offset` (default 0), `length` of them. */
@@ -153,13 +170,15 @@ export interface SpillwayClient {
    * text, one after another when the server's max_bytes_window ends one early. A transient
    * failure (see isTransientError) resumes at the first byte not yet yielded, under the
    * client's retry policy (attempts count again once bytes arrive); no byte is yielded twice,
-   * and `timeoutMs` bounds the whole read.
+   * and `timeoutMs` bounds the whole read. With `verify` (whole payload only; a range is
+   * INVALID_ARGUMENT) the bytes are checked against the record's sha256 and size as they pass:
+   * a mismatch fails the read with DATA_LOSS after its last byte, in place of a clean end.
    */
   readBytes(
     runId: string,
     handle: string,
     range?: ByteRange,
-    call?: SpillwayCallOptions,
+    call?: ReadBytesOptions,
   ): AsyncGenerator<Uint8Array, void, undefined>;
   /** stat returns the record behind handle, as run runId resolves it. */
   stat(runId: string, handle: string, call?: SpillwayCallOptions): Promise<ResultAttachment>;
@@ -264,12 +283,47 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     return { attachment: res.attachment, created: res.created };
   }
 
+  const hasher = createSha256Hasher();
+
   async function list(runId: string, options: ListOptions = {}): Promise<ListPage> {
     const res = await raw.listToolOutputs(
       { runId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
       callOptions(options),
     );
     return { attachments: res.attachments, nextPageToken: res.nextPageToken };
+  }
+
+  /**
+   * verification looks up what a verified readBytes must find (the record's size and sha256)
+   * and starts the hash that checks it; verify covers whole payloads only.
+   */
+  async function verification(
+    runId: string,
+    handle: string,
+    range: ByteRange,
+    call: SpillwayCallOptions,
+    budget: RetryBudget,
+  ): Promise<{ size: number; sha256: string; hash: Sha256Hash }> {
+    if ((range.offset ?? 0) !== 0 || range.length !== undefined) {
+      throw new ConnectError(
+        "readBytes: verify checks a whole payload; drop the range's offset and length",
+        Code.InvalidArgument,
+      );
+    }
+    const { attachment } = await retryUnavailable(
+      (timeoutMs) => raw.statToolOutput({ runId, handle }, callOptions(call, timeoutMs)),
+      {
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: budget.left(),
+        retryable: isTransientError,
+      },
+    );
+    if (attachment === undefined) {
+      throw new ConnectError("server returned no attachment", Code.Internal);
+    }
+    const size = Number(attachment.sizeBytes);
+    return { size, sha256: attachment.sha256, hash: hasher.hash(size) };
   }
 
   return {
@@ -301,14 +355,6 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       );
     },
     async *readBytes(runId, handle, range = {}, call = {}) {
-      const budget = retryBudget({
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-        retryable: isTransientError,
-      });
-      let position = range.offset ?? 0;
-      const end = range.length === undefined ? undefined : position + range.length;
       for (const [name, value] of [
         ["offset", range.offset],
         ["length", range.length],
@@ -320,53 +366,82 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           );
         }
       }
+      const budget = retryBudget({
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+        retryable: isTransientError,
+      });
+      const check =
+        call.verify === true ? await verification(runId, handle, range, call, budget) : undefined;
+      let position = range.offset ?? 0;
+      const end = range.length === undefined ? undefined : position + range.length;
       let failures = 0;
-      while (end === undefined || position < end) {
-        const bytes = {
-          offset: BigInt(position),
-          ...(end === undefined ? {} : { limit: BigInt(end - position) }),
-        };
-        const request = {
-          runId,
-          handle,
-          window: { case: "bytes", value: bytes },
-          omitRendered: true,
-        } as const;
-        const from = position;
-        let trailer: WindowTrailer | undefined;
-        try {
-          for await (const frame of raw.readToolOutput(request, callOptions(call, budget.left()))) {
-            if (frame.frame.case === "trailer") trailer = frame.frame.value;
-            if (frame.frame.case !== "content" || frame.frame.value.body.case !== "data") continue;
-            const data = frame.frame.value.body.value;
-            position += data.byteLength;
-            yield data;
+      try {
+        while (end === undefined || position < end) {
+          const bytes = {
+            offset: BigInt(position),
+            ...(end === undefined ? {} : { limit: BigInt(end - position) }),
+          };
+          const request = {
+            runId,
+            handle,
+            window: { case: "bytes", value: bytes },
+            omitRendered: true,
+          } as const;
+          const from = position;
+          let trailer: WindowTrailer | undefined;
+          try {
+            for await (const frame of raw.readToolOutput(
+              request,
+              callOptions(call, budget.left()),
+            )) {
+              if (frame.frame.case === "trailer") trailer = frame.frame.value;
+              if (frame.frame.case !== "content" || frame.frame.value.body.case !== "data")
+                continue;
+              const data = frame.frame.value.body.value;
+              position += data.byteLength;
+              // Hashed before the caller sees (and may reuse) the bytes; waits only for room.
+              const room = check?.hash.update(data);
+              if (room !== undefined) await room;
+              yield data;
+            }
+          } catch (err) {
+            failures = position > from ? 1 : failures + 1;
+            await budget.failed(err, failures);
+            continue;
           }
-        } catch (err) {
-          failures = position > from ? 1 : failures + 1;
-          await budget.failed(err, failures);
-          continue;
+          if (trailer === undefined) {
+            throw new ConnectError(
+              "the server ended a bytes window without its trailer",
+              Code.Internal,
+            );
+          }
+          if (trailer.eof || trailer.nextOffset === undefined) break;
+          if (position === from) {
+            throw new ConnectError(
+              `the server returned an empty bytes window at ${position}, before the payload's end`,
+              Code.Internal,
+            );
+          }
+          if (trailer.nextOffset !== BigInt(position)) {
+            throw new ConnectError(
+              `the server's bytes window ended at ${position} but says the next starts at ${trailer.nextOffset}`,
+              Code.Internal,
+            );
+          }
+          failures = 0;
         }
-        if (trailer === undefined) {
+        if (check === undefined) return;
+        const sha256 = await check.hash.digest();
+        if (position !== check.size || sha256 !== check.sha256) {
           throw new ConnectError(
-            "the server ended a bytes window without its trailer",
-            Code.Internal,
+            `readBytes: ${handle} read back as ${position} bytes with sha256 ${sha256}, but its record says ${check.size} bytes with sha256 ${check.sha256}`,
+            Code.DataLoss,
           );
         }
-        if (trailer.eof || trailer.nextOffset === undefined) return;
-        if (position === from) {
-          throw new ConnectError(
-            `the server returned an empty bytes window at ${position}, before the payload's end`,
-            Code.Internal,
-          );
-        }
-        if (trailer.nextOffset !== BigInt(position)) {
-          throw new ConnectError(
-            `the server's bytes window ended at ${position} but says the next starts at ${trailer.nextOffset}`,
-            Code.Internal,
-          );
-        }
-        failures = 0;
+      } finally {
+        check?.hash.dispose();
       }
     },
     async stat(runId, handle, call = {}) {

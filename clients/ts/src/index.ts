@@ -12,6 +12,7 @@ export {
   type OffloadKey,
   type OffloadOptions,
   type OffloadResult,
+  type ReadBytesOptions,
   type ReadToolOutputInit,
   type SpillwayCallOptions,
   type SpillwayClient,

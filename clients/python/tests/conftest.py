@@ -38,11 +38,11 @@ def _build_if_stale() -> None:
 
 
 @contextlib.contextmanager
-def spillway_server(*flags: str) -> Iterator[str]:
-    """Runs `spillway serve --backend memory` with extra flags on a free port; yields its URL."""
+def spillway_server(*flags: str, backend: str = "memory") -> Iterator[str]:
+    """Runs `spillway serve --backend <backend>` with extra flags on a free port; yields its URL."""
     _build_if_stale()
     proc = subprocess.Popen(
-        ["node", str(CLI), "serve", "--backend", "memory", "--port", "0", "--grace-ms", "1000", *flags],
+        ["node", str(CLI), "serve", "--backend", backend, "--port", "0", "--grace-ms", "1000", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -93,6 +93,14 @@ def small_window_url() -> Iterator[str]:
     """The URL of a memory-backend server whose bytes windows end at 256 KiB."""
     with spillway_server("--max-bytes-window", str(SMALL_BYTES_WINDOW)) as url:
         yield url
+
+
+@pytest.fixture
+def filesystem_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The URL and data directory of a filesystem-backend server of the test's own."""
+    store = tmp_path / "store"
+    with spillway_server("--data-dir", str(store), backend="filesystem") as url:
+        yield url, store
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from spillway_client import AsyncSpillwayClient, SpillwayClient
+from spillway_client import AsyncSpillwayClient, DataLossError, SpillwayClient
 
 PAYLOAD = bytes((i * 131 + (i >> 12)) & 0xFF for i in range(3 * 1024 * 1024 + 5))
 
@@ -37,7 +38,7 @@ class _CutReads:
         self._plan = plan
         self.calls = 0
 
-    def ReadToolOutput(self, request: Any, **kwargs: Any) -> Any:  # noqa: N802 - the stub's name
+    def ReadToolOutput(self, request: Any, **kwargs: Any) -> Any:
         self.calls += 1
         call = self._stub.ReadToolOutput(request, **kwargs)
         after = self._plan.pop(0) if self._plan else None
@@ -112,3 +113,40 @@ async def test_async_read_bytes(aclient: AsyncSpillwayClient, run_id: str) -> No
     await aclient.offload(key(run_id, "blob"), PAYLOAD)
     got = b"".join([chunk async for chunk in aclient.read_bytes(run_id, "res_blob", offset=10, length=2_000_000)])
     assert got == PAYLOAD[10:2_000_010]
+
+
+def test_verified_read_checks_the_whole_payload(client: SpillwayClient, run_id: str) -> None:
+    client.offload(key(run_id, "blob"), PAYLOAD)
+    assert b"".join(client.read_bytes(run_id, "res_blob", verify=True)) == PAYLOAD
+    with pytest.raises(ValueError):
+        next(client.read_bytes(run_id, "res_blob", offset=1, verify=True))
+    with pytest.raises(grpc.RpcError) as refused:
+        next(client.read_bytes(run_id, "res_missing", verify=True))
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_verified_read_raises_data_loss_when_stored_bytes_changed(
+    filesystem_server: tuple[str, Path], run_id: str
+) -> None:
+    url, store = filesystem_server
+    with SpillwayClient(url) as c:
+        c.offload(key(run_id, "blob"), PAYLOAD)
+        # Bit rot: one byte of the stored blob changes on disk, its size does not.
+        [blob] = [p for p in store.rglob("*") if p.is_file() and p.stat().st_size == len(PAYLOAD)]
+        stored = bytearray(blob.read_bytes())
+        stored[len(stored) // 2] ^= 0x20
+        blob.write_bytes(stored)
+        assert b"".join(c.read_bytes(run_id, "res_blob")) == stored
+        got: list[bytes] = []
+        with pytest.raises(DataLossError) as lost:
+            # extend keeps what the generator yielded before it raised.
+            got.extend(c.read_bytes(run_id, "res_blob", verify=True))
+        assert b"".join(got) == stored
+        assert lost.value.code() == grpc.StatusCode.DATA_LOSS
+        assert hashlib.sha256(PAYLOAD).hexdigest() in lost.value.details()
+
+
+async def test_async_verified_read(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    await aclient.offload(key(run_id, "blob"), PAYLOAD)
+    got = b"".join([chunk async for chunk in aclient.read_bytes(run_id, "res_blob", verify=True)])
+    assert got == PAYLOAD

@@ -8,7 +8,7 @@ runs on grpc.aio. The generated stubs are in `spillway_client._gen` (e.g.
 """
 
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
-from spillway_client.errors import BatchItemError, error_info, error_reason
+from spillway_client.errors import BatchItemError, DataLossError, error_info, error_reason
 from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_NAME,
     READ_TOOL_OUTPUT_TOOL,
@@ -23,6 +23,7 @@ __all__ = [
     "READ_TOOL_OUTPUT_TOOL",
     "AsyncSpillwayClient",
     "BatchItemError",
+    "DataLossError",
     "SpillwayClient",
     "Window",
     "error_info",

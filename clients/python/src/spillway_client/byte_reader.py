@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import grpc
 
 from spillway_client import _messages as msg
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+from spillway_client.errors import DataLossError
 
 
 class ByteRead:
@@ -16,7 +18,8 @@ class ByteRead:
     It builds each bytes-mode window request from the first byte not yet yielded, takes the data
     out of each frame, decides after a window whether another follows, and after a failure
     whether to try again: only UNAVAILABLE is retried, at most `attempts` times in a row without
-    progress (attempts count afresh once bytes arrive), within the read's overall deadline.
+    progress (attempts count afresh once bytes arrive), within the read's overall deadline. A
+    verified read also hashes every byte it hands out and checks the total at the end.
     """
 
     def __init__(
@@ -28,9 +31,12 @@ class ByteRead:
         timeout: float | None,
         attempts: int,
         base_delay: float,
+        verify: bool = False,
     ) -> None:
         if offset < 0 or (length is not None and length < 0):
             raise ValueError("read_bytes takes a non-negative offset and length")
+        if verify and (offset != 0 or length is not None):
+            raise ValueError("read_bytes verifies a whole payload; drop offset and length")
         self._run_id = run_id
         self._handle = handle
         self.position = offset
@@ -41,6 +47,13 @@ class ByteRead:
         self._failures = 0
         self._window_start = offset
         self._trailer: pb.WindowTrailer | None = None
+        self._expected: tuple[int, str] | None = None
+        self._hash: hashlib._Hash | None = None
+
+    def expect(self, size: int, sha256: str) -> None:
+        """expect makes the read check its bytes against a record's size and sha256 when it ends."""
+        self._expected = (size, sha256)
+        self._hash = hashlib.sha256()
 
     def more(self) -> bool:
         """more tells whether bytes of the range are still to be read."""
@@ -72,6 +85,8 @@ class ByteRead:
             return None
         data = frame.content.data
         self.position += len(data)
+        if self._hash is not None:
+            self._hash.update(data)
         return data
 
     def window_done(self) -> bool:
@@ -80,6 +95,7 @@ class ByteRead:
         if trailer is None:
             raise RuntimeError("the server ended a bytes window without its trailer")
         if trailer.eof or not trailer.HasField("next_offset"):
+            self._check()
             return True
         if self.position == self._window_start:
             raise RuntimeError(f"the server returned an empty bytes window at {self.position}, before the payload's end")
@@ -90,6 +106,18 @@ class ByteRead:
             )
         self._failures = 0
         return False
+
+    def _check(self) -> None:
+        """_check raises DataLossError when a verified read's bytes differ from the record."""
+        if self._expected is None or self._hash is None:
+            return
+        size, sha256 = self._expected
+        got = self._hash.hexdigest()
+        if self.position != size or got != sha256:
+            raise DataLossError(
+                f"read_bytes: {self._handle} read back as {self.position} bytes with sha256 {got}, "
+                f"but its record says {size} bytes with sha256 {sha256}"
+            )
 
     def backoff(self, err: grpc.RpcError) -> float:
         """backoff returns the sleep before retrying a failed window, or re-raises err."""

@@ -199,15 +199,21 @@ class SpillwayClient:
         offset: int = 0,
         length: int | None = None,
         timeout: float | None = None,
+        verify: bool = False,
     ) -> Iterator[bytes]:
         """read_bytes yields the payload's bytes from `offset`, `length` of them (all by default).
 
         Bytes-mode windows without the rendered text, one after another when the server's
         max_bytes_window ends one early. A window that fails UNAVAILABLE resumes at the first
         byte not yet yielded (attempts count afresh once bytes arrive), so no byte is yielded
-        twice; `timeout` (seconds) bounds the whole read.
+        twice; `timeout` (seconds) bounds the whole read. With `verify` (whole payload only) the
+        bytes are checked against the record's size and sha256 as they pass: a mismatch raises
+        DataLossError (DATA_LOSS) after the last byte, in place of a clean end.
         """
-        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS)
+        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS, verify)
+        if verify:
+            record = self.stat(run_id, handle, timeout=read.timeout())
+            read.expect(record.size_bytes, record.sha256)
         while read.more():
             call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
             try:
@@ -366,9 +372,13 @@ class AsyncSpillwayClient:
         offset: int = 0,
         length: int | None = None,
         timeout: float | None = None,
+        verify: bool = False,
     ) -> AsyncIterator[bytes]:
         """read_bytes yields the payload's bytes in a range (see SpillwayClient.read_bytes)."""
-        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS)
+        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS, verify)
+        if verify:
+            record = await self.stat(run_id, handle, timeout=read.timeout())
+            read.expect(record.size_bytes, record.sha256)
         while read.more():
             call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
             try:

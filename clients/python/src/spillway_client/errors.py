@@ -42,6 +42,33 @@ class BatchItemError(grpc.RpcError):
         return f"BatchItemError({self._code.name}, {self._details!r})"
 
 
+class DataLossError(grpc.RpcError):
+    """DataLossError fails a verified `read_bytes` whose bytes do not match the record.
+
+    It is a `grpc.RpcError` with code DATA_LOSS, raised after the last byte was yielded: the
+    bytes read back differ in size or sha256 from what the server recorded at offload.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self._details = message
+
+    def code(self) -> grpc.StatusCode:
+        """code is DATA_LOSS."""
+        return grpc.StatusCode.DATA_LOSS
+
+    def details(self) -> str:
+        """details says what was read and what the record says."""
+        return self._details
+
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        """trailing_metadata is empty: the check runs in the client."""
+        return ()
+
+    def __repr__(self) -> str:
+        return f"DataLossError({self._details!r})"
+
+
 def error_info(err: grpc.RpcError) -> types_pb.ErrorInfo | None:
     """error_info returns the `spillway.v1.ErrorInfo` detail of a failed call, or None.
 

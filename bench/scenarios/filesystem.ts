@@ -20,7 +20,8 @@ async function rawRead(path: string): Promise<string> {
 
 /**
  * filesystemScenarios measures `offload_256mib_fs` (text and random payloads, alternating) and
- * `read_full_256mib_fs` against raw Node file I/O with sha256 on the same disk.
+ * `read_full_256mib_fs` (a verified `readBytes`) against raw Node file I/O with sha256 on the
+ * same disk.
  */
 export async function filesystemScenarios(opts: {
   runs: number;
@@ -44,9 +45,13 @@ export async function filesystemScenarios(opts: {
     const read = await alternate(
       opts.runs,
       async (run) => {
-        const hash = createHash("sha256");
-        for await (const chunk of client.readBytes("bench", `res_o${run}`)) hash.update(chunk);
-        return hash.digest("hex");
+        // Like the baseline, every byte is hashed: the SDK checks them against the record's
+        // sha256 (on a worker thread) and fails the read on a mismatch.
+        let read = 0;
+        for await (const chunk of client.readBytes("bench", `res_o${run}`, {}, { verify: true })) {
+          read += chunk.byteLength;
+        }
+        if (read !== opts.bytes) throw new Error(`read ${read} bytes of ${opts.bytes}`);
       },
       async (run) => rawRead(join(raw, `o${run}`)),
     );

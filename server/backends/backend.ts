@@ -56,6 +56,7 @@ export interface ObjectInfo {
  *   yields no bytes.
  * - `list` returns keys under a prefix in ascending order, paginated.
  * - `delete` and `deleteMany` are idempotent: deleting a missing key succeeds.
+ * - `link`, where present, is create-only like `put` and gives an object a second name.
  */
 export interface Backend {
   /** Backend kind reported by GetServerInfo: `memory`, `filesystem`, `s3`, `minio`. */
@@ -81,6 +82,14 @@ export interface Backend {
    * visible object. Absent on backends whose writes leave nothing behind.
    */
   sweepLeftovers?(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
+  /**
+   * Makes `to` a second name of the object at `from`, create-only and durable like put: the
+   * same bytes, read, listed and deleted under either name independently (deleting one keeps
+   * the other). A `to` that exists is `ALREADY_EXISTS` and left untouched; a missing `from` is
+   * `NOT_FOUND`. Absent on stores without cheap aliases (the object stores would copy), where
+   * callers put each object instead.
+   */
+  link?(from: string, to: string, opts?: BackendCallOptions): Promise<void>;
   /**
    * Takes back a chunk a `get` stream yielded, from a caller that will read no view of it
    * again, so its memory can serve later reads. Calling it is optional (chunks not handed

@@ -20,6 +20,8 @@ export interface BackendUnderTest {
 export interface ContractDifferences {
   /** False for stores that list in their own (directory) order rather than byte order. */
   readonly listsInByteOrder?: boolean;
+  /** False for stores without `link` (the object stores, where a second name is a copy). */
+  readonly links?: boolean;
 }
 
 /**
@@ -35,6 +37,7 @@ export function describeBackendContract(
   differences: ContractDifferences = {},
 ): void {
   const byteOrder = differences.listsInByteOrder ?? true;
+  const links = differences.links ?? true;
   describe(`Backend contract: ${name}`, () => {
     let subject: BackendUnderTest | undefined;
 
@@ -282,6 +285,70 @@ export function describeBackendContract(
         expect(page.keys).toEqual([`${prefix}c/x`, `${prefix}e`]);
         const after = await backend().list(prefix, { startAfter: `${prefix}c/x` });
         expect(after.keys).toEqual([`${prefix}e`]);
+      });
+    });
+
+    describe("link", () => {
+      if (!links) {
+        it("has no link, so callers put each object", () => {
+          expect(backend().link).toBeUndefined();
+        });
+        return;
+      }
+      const link = (from: string, to: string, signal?: AbortSignal) => {
+        const linkCall = backend().link;
+        if (linkCall === undefined) throw new Error("the backend has no link");
+        return linkCall(from, to, signal === undefined ? {} : { signal });
+      };
+
+      it("gives an object a second name, in another directory too, each deletable alone", async () => {
+        const prefix = uniquePrefix();
+        const bytes = randomBytes(200_000);
+        await backend().put(`${prefix}a/original`, chunked(bytes, [65_536]));
+        await link(`${prefix}a/original`, `${prefix}b/c/alias`);
+        expectSameBytes(await getBytes(backend(), `${prefix}b/c/alias`), bytes);
+        expect((await backend().head(`${prefix}b/c/alias`))?.size).toBe(bytes.length);
+        expect(await getBytes(backend(), `${prefix}b/c/alias`, { offset: 199_990 })).toEqual(
+          new Uint8Array(bytes.subarray(199_990)),
+        );
+        expect((await backend().list(prefix)).keys).toEqual([
+          `${prefix}a/original`,
+          `${prefix}b/c/alias`,
+        ]);
+        await backend().delete(`${prefix}a/original`);
+        expectSameBytes(await getBytes(backend(), `${prefix}b/c/alias`), bytes);
+        await backend().delete(`${prefix}b/c/alias`);
+        expect((await backend().list(prefix)).keys).toEqual([]);
+      });
+
+      it("is create-only: a taken name is ALREADY_EXISTS and keeps its bytes", async () => {
+        const prefix = uniquePrefix();
+        await backend().put(`${prefix}one`, bytesBody(text("one")));
+        await backend().put(`${prefix}two`, bytesBody(text("two")));
+        expect(await codeOf(link(`${prefix}one`, `${prefix}two`))).toBe(Code.AlreadyExists);
+        expect(await getBytes(backend(), `${prefix}two`)).toEqual(text("two"));
+        const racers = await Promise.allSettled(
+          [`${prefix}one`, `${prefix}two`].map((from) => link(from, `${prefix}race`)),
+        );
+        expect(racers.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+        for (const r of racers) {
+          if (r.status === "rejected") expect(codeOfError(r.reason)).toBe(Code.AlreadyExists);
+        }
+        expect([text("one"), text("two")]).toContainEqual(
+          await getBytes(backend(), `${prefix}race`),
+        );
+      });
+
+      it("refuses a missing source, bad keys and an aborted signal, creating nothing", async () => {
+        const prefix = uniquePrefix();
+        expect(await codeOf(link(`${prefix}missing`, `${prefix}to`))).toBe(Code.NotFound);
+        await backend().put(`${prefix}from`, bytesBody(text("x")));
+        expect(await codeOf(link(`${prefix}from`, "../escape"))).toBe(Code.InvalidArgument);
+        expect(await codeOf(link("a//b", `${prefix}to`))).toBe(Code.InvalidArgument);
+        expect(await codeOf(link(`${prefix}from`, `${prefix}to`, AbortSignal.abort()))).toBe(
+          Code.Canceled,
+        );
+        expect((await backend().list(prefix)).keys).toEqual([`${prefix}from`]);
       });
     });
 

@@ -117,6 +117,9 @@ export type FilesystemBackend = Backend & {
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
  *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
  *   list prefixes whose segments are short;
+ * - link is a hard link (publish's create-only `link(2)`) followed by the directory fsyncs a
+ *   put makes, so the second name survives a crash once link resolves; deleting either name
+ *   unlinks only that name, and the bytes go with the last one;
  * - delete removes directories it leaves empty, up to the root;
  * - a stream returned by get holds an open file until it is read to the end or abandoned
  *   with `break`/`return`, so callers always consume or close it.
@@ -472,6 +475,36 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         return { keys: keys.slice(0, limit), truncated: keys.length > limit };
       } catch (err) {
         throw fromNodeError(err, prefix);
+      }
+    },
+
+    async link(from: string, to: string, callOpts?: BackendCallOptions): Promise<void> {
+      const signal = callOpts?.signal;
+      const source = splitKey(from);
+      const target = splitKey(to);
+      try {
+        throwIfAborted(signal);
+        const walkedFrom = await walkDirs(source.dirSegments, false, from);
+        const fromPath = walkedFrom === undefined ? undefined : child(walkedFrom.dir, source.name);
+        const found = fromPath === undefined ? undefined : lstatIfPresent(fromPath);
+        if (found?.isSymbolicLink() === true) throw symlinkRefused(from);
+        if (fromPath === undefined || found?.isFile() !== true) throw notFound(from);
+        for (let attempt = 1; ; attempt++) {
+          const walked = await walkDirs(target.dirSegments, true, to);
+          try {
+            publish(fromPath, child(walked.dir, target.name), to);
+          } catch (err) {
+            // A concurrent delete may prune the directory between walking and linking.
+            if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
+            knownDirectories.forget(walked.dir);
+            if (lstatIfPresent(fromPath) === undefined) throw notFound(from);
+            continue;
+          }
+          if (fsync) await syncDirectories([walked.dir, ...walked.created.map((d) => dirname(d))]);
+          return;
+        }
+      } catch (err) {
+        throw fromNodeError(err, to);
       }
     },
 

@@ -30,6 +30,7 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
       throw err;
     }
   };
+  const { link } = base;
   return {
     ...base,
     async put(key, body, opts) {
@@ -58,6 +59,9 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
     list: (prefix, opts) => counted(() => base.list(prefix, opts), opts),
     delete: (key, opts) => counted(() => base.delete(key, opts), opts),
     deleteMany: (keys, opts) => counted(() => base.deleteMany(keys, opts), opts),
+    ...(link === undefined
+      ? {}
+      : { link: (from, to, opts) => counted(() => link(from, to, opts), opts) }),
     close: () => counted(() => base.close()),
   };
 }

@@ -26,7 +26,7 @@ interface StoredObject {
  * Guarantees: the full Backend contract, with keys and list prefixes checked by the shared key
  * rules (`object-key.ts`) like every other backend's; bytes are copied on put and on get, so
  * neither the writer reusing its buffers nor a reader mutating what it got can change a stored
- * object; an aborted or failed put stores nothing. Keys are compared by UTF-16 code unit, which is
+ * object; an aborted or failed put stores nothing; link shares one object's bytes between names. Keys are compared by UTF-16 code unit, which is
  * byte order for the ASCII keys the service produces. Nothing survives the process.
  */
 export function createMemoryBackend(): Backend {
@@ -98,6 +98,17 @@ export function createMemoryBackend(): Backend {
         .filter((k) => k.startsWith(prefix) && (startAfter === undefined || k > startAfter))
         .sort();
       return { keys: matching.slice(0, limit), truncated: matching.length > limit };
+    },
+
+    async link(from: string, to: string, opts?: BackendCallOptions): Promise<void> {
+      checkKey(from);
+      checkKey(to);
+      throwIfAborted(opts?.signal);
+      const stored = objects.get(from);
+      if (stored === undefined) throw notFound(from);
+      if (objects.has(to)) throw alreadyExists(to);
+      // Stored bytes are never mutated (copies go in and out), so both names can share them.
+      objects.set(to, stored);
     },
 
     async delete(key: string, opts?: BackendCallOptions): Promise<void> {

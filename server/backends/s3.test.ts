@@ -51,7 +51,7 @@ for (const kind of objectServerKinds) {
         },
       };
     },
-    { listsInByteOrder: listsInByteOrder[kind] },
+    { listsInByteOrder: listsInByteOrder[kind], links: false },
   );
 
   describe(`s3 backend on ${kind}`, () => {

@@ -3,6 +3,8 @@ import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { recordKey, registryPrefix } from "./keys.js";
 import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
+import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
+import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
 
 /** The largest record the registry reads back (inline payloads included). */
 const MAX_RECORD_BYTES = 4 * 1024 * 1024;
@@ -53,10 +55,40 @@ export interface Registry {
   remove(tenant: string, runId: string, handle: string, signal?: AbortSignal): Promise<void>;
 }
 
-/** createRegistry stores run registries in backend. */
+/**
+ * createRegistry stores run registries in backend. On a backend that can link, records
+ * committed in the same turn of the event loop are written together (createGroupCommit) and
+ * each is read back from the pack stored under its key.
+ */
 export function createRegistry(backend: Backend): Registry {
+  const { link } = backend;
+  const writer: RecordWriter =
+    link === undefined
+      ? {
+          async write(key, bytes, signal) {
+            await backend.put(key, bytesBody(bytes), signalOpt(signal));
+          },
+        }
+      : createGroupCommit({ ...backend, link });
+
   const readRecord = async (key: string, signal?: AbortSignal) => {
-    const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal);
+    // One read for a single record (most are far smaller), or a pack's header and the
+    // records after it; a second read only for a larger record, or one further into a pack.
+    const head = await readObject(backend, key, packHeadBytes, signal, { length: packHeadBytes });
+    if (head === undefined) return undefined;
+    if (!isRecordPack(head)) {
+      if (head.byteLength < packHeadBytes) return decodeRecord(head);
+      const whole = await readObject(backend, key, MAX_RECORD_BYTES, signal);
+      return whole === undefined ? undefined : decodeRecord(whole);
+    }
+    const slice = findInPack(head, key);
+    if (slice === undefined) {
+      throw new ConnectError("stored record pack holds no record for its key", Code.DataLoss);
+    }
+    const bytes =
+      slice.offset + slice.length <= head.byteLength
+        ? head.subarray(slice.offset, slice.offset + slice.length)
+        : await readObject(backend, key, MAX_RECORD_BYTES, signal, slice);
     return bytes === undefined ? undefined : decodeRecord(bytes);
   };
 
@@ -73,7 +105,7 @@ export function createRegistry(backend: Backend): Registry {
     async commit(record, runId, signal) {
       const key = recordKey(record.tenant, runId, record.handle);
       try {
-        await backend.put(key, bytesBody(encodeRecord(record)), signalOpt(signal));
+        await writer.write(key, encodeRecord(record), signal);
         return { record, created: true };
       } catch (err) {
         if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;

@@ -178,19 +178,20 @@ function closeQuietly(source: AsyncIterator<Uint8Array>): void {
 }
 
 /**
- * readObject reads a whole small object (a record, run metadata), or returns undefined when it
- * does not exist — including one deleted between opening and reading it. Larger objects than
- * maxBytes are RESOURCE_EXHAUSTED.
+ * readObject reads a whole small object (a record, run metadata), or the range of it `range`
+ * selects, or returns undefined when it does not exist — including one deleted between opening
+ * and reading it. More than maxBytes is RESOURCE_EXHAUSTED.
  */
 export async function readObject(
   backend: Backend,
   key: string,
   maxBytes: number,
   signal?: AbortSignal,
+  range: { readonly offset?: number; readonly length?: number } = {},
 ): Promise<Uint8Array | undefined> {
   try {
     return await readAllBytes(
-      await backend.get(key, signal === undefined ? {} : { signal }),
+      await backend.get(key, signal === undefined ? range : { ...range, signal }),
       maxBytes,
     );
   } catch (err) {

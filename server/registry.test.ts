@@ -1,0 +1,177 @@
+import { randomBytes } from "node:crypto";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { codeOf } from "../test/support/code-of.js";
+import { scratchDir } from "../test/support/scratch-dir.js";
+import type { Backend } from "./backends/backend.js";
+import { bytesBody } from "./backends/body.js";
+import { createFilesystemBackend } from "./backends/filesystem.js";
+import { createMemoryBackend } from "./backends/memory.js";
+import { recordKey } from "./keys.js";
+import type { StoredRecord } from "./record.js";
+import { createRegistry } from "./registry.js";
+
+/** A record of about `inlineBytes` of payload (4 KiB ones make a pack outgrow its first read). */
+function record(runId: string, callId: string, inlineBytes = 4096): StoredRecord {
+  return {
+    v: 1,
+    handle: `res_${callId}`,
+    tenant: "dev",
+    runId,
+    callId,
+    name: callId,
+    contentType: "text/plain",
+    sizeBytes: inlineBytes,
+    observedBytes: inlineBytes,
+    truncated: false,
+    stored: "inline",
+    sha256: "0".repeat(64),
+    binary: true,
+    lineCount: 0,
+    preview: { head: "", tail: "", shape: "", omittedBytes: 0, text: `[res_${callId}]` },
+    createdMs: 1_796_094_295_331,
+    inline: randomBytes(inlineBytes).toString("base64"),
+  };
+}
+
+/** commitAll commits records in one turn of the event loop, as an OffloadBatch's items do. */
+function commitAll(
+  registry: ReturnType<typeof createRegistry>,
+  records: readonly StoredRecord[],
+  signals: readonly (AbortSignal | undefined)[] = [],
+) {
+  return Promise.allSettled(records.map((r, i) => registry.commit(r, r.runId, signals[i])));
+}
+
+const backends: [string, (dir: string) => Backend][] = [
+  ["memory", () => createMemoryBackend()],
+  ["filesystem", (dir) => createFilesystemBackend({ root: dir })],
+];
+
+for (const [kind, make] of backends) {
+  describe(`registry on ${kind}: records committed together`, () => {
+    const dir = scratchDir(`spillway-registry-${kind}-`);
+
+    it("are each read back whole, whatever their place in the pack, across runs", async () => {
+      const registry = createRegistry(make(join(dir, "a")));
+      const records = Array.from({ length: 40 }, (_, i) => record(i % 2 ? "odd" : "even", `c${i}`));
+      const results = await commitAll(registry, records);
+      expect(results.map((r) => r.status === "fulfilled" && r.value.created)).toEqual(
+        records.map(() => true),
+      );
+      for (const r of records) {
+        expect(await registry.get("dev", r.runId, r.handle)).toEqual(r);
+      }
+      const page = await registry.list("dev", "odd", { limit: 100 });
+      const odd = records.filter((r) => r.runId === "odd");
+      expect(page.records).toEqual(odd.sort((a, b) => (a.handle < b.handle ? -1 : 1)));
+    });
+
+    it("answer a taken handle with the record already there, and commit the rest", async () => {
+      const registry = createRegistry(make(join(dir, "b")));
+      const earlier = record("run", "taken");
+      await registry.commit(earlier, "run");
+      const later = ["x", "taken", "y"].map((c) => record("run", c));
+      const results = await commitAll(registry, later);
+      expect(
+        results.map((r) => (r.status === "fulfilled" ? [r.value.created, r.value.record] : r)),
+      ).toEqual([
+        [true, later[0]],
+        [false, earlier],
+        [true, later[2]],
+      ]);
+      expect(await registry.get("dev", "run", "res_taken")).toEqual(earlier);
+    });
+
+    it("leave an aborted record out and keep every other", async () => {
+      const registry = createRegistry(make(join(dir, "c")));
+      const records = ["p", "q", "r"].map((c) => record("run", c));
+      const results = await commitAll(registry, records, [
+        AbortSignal.abort(),
+        undefined,
+        undefined,
+      ]);
+      expect(
+        results[0]?.status === "rejected" && (await codeOf(Promise.reject(results[0].reason))),
+      ).toBe(Code.Canceled);
+      expect(await registry.get("dev", "run", "res_p")).toBeUndefined();
+      expect(await registry.get("dev", "run", "res_q")).toEqual(records[1]);
+      expect(await registry.get("dev", "run", "res_r")).toEqual(records[2]);
+    });
+
+    it("stay readable under each key once the others are removed", async () => {
+      const registry = createRegistry(make(join(dir, "d")));
+      const records = ["first", "second", "third"].map((c) => record("run", c));
+      await commitAll(registry, records);
+      await registry.remove("dev", "run", "res_first");
+      await registry.remove("dev", "run", "res_third");
+      expect(await registry.get("dev", "run", "res_first")).toBeUndefined();
+      expect(await registry.get("dev", "run", "res_second")).toEqual(records[1]);
+    });
+
+    it("fall back to one put each when the pack cannot be written", async () => {
+      const base = make(join(dir, "e"));
+      const refused: string[] = [];
+      const registry = createRegistry({
+        ...base,
+        async put(key, body, opts) {
+          // The first record's key is where the pack goes: the store refuses that one write.
+          if (refused.length === 0) {
+            refused.push(key);
+            throw new Error("disk on fire");
+          }
+          return base.put(key, body, opts);
+        },
+      });
+      const records = ["m", "n", "o"].map((c) => record("run", c));
+      const results = await commitAll(registry, records);
+      expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "fulfilled"]);
+      expect(refused).toEqual([recordKey("dev", "run", "res_m")]);
+      expect(await registry.get("dev", "run", "res_n")).toEqual(records[1]);
+      expect(await registry.get("dev", "run", "res_o")).toEqual(records[2]);
+    });
+
+    it("read a single record larger than the first read", async () => {
+      const backend = make(join(dir, "f"));
+      const registry = createRegistry(backend);
+      const big = record("run", "big", 60 * 1024);
+      await registry.commit(big, "run");
+      expect(await registry.get("dev", "run", "res_big")).toEqual(big);
+    });
+
+    it("report a pack stored under a key it does not list as DATA_LOSS", async () => {
+      const backend = make(join(dir, "g"));
+      const registry = createRegistry(backend);
+      await commitAll(
+        registry,
+        ["u", "v"].map((c) => record("run", c)),
+      );
+      const planted = recordKey("dev", "run", "res_w");
+      await backend.link?.(recordKey("dev", "run", "res_u"), planted);
+      expect(await codeOf(registry.get("dev", "run", "res_w"))).toBe(Code.DataLoss);
+      await backend.put(recordKey("dev", "run", "res_z"), bytesBody(Buffer.from("[cut")));
+      expect(await codeOf(registry.get("dev", "run", "res_z"))).toBe(Code.DataLoss);
+    });
+  });
+}
+
+describe("registry on filesystem: a pack on disk", () => {
+  const dir = scratchDir("spillway-registry-disk-");
+
+  it("is one file linked under every record's name, at most 64 records a file", async () => {
+    const backend = createFilesystemBackend({ root: dir });
+    const registry = createRegistry(backend);
+    const records = Array.from({ length: 100 }, (_, i) => record("run", `c${i}`, 100));
+    await commitAll(registry, records);
+    const inodes = new Map<number, number>();
+    for (const r of records) {
+      const stats = statSync(join(dir, recordKey("dev", "run", r.handle)));
+      inodes.set(stats.ino, stats.nlink);
+    }
+    // 100 records committed in one turn: a pack of 64 and one of 36, each file linked once
+    // per record it holds.
+    expect([...inodes.values()].sort((a, b) => a - b)).toEqual([36, 64]);
+  });
+});

@@ -2,6 +2,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { describe, expect, it } from "vitest";
 import {
+  OffloadBatchRequestSchema,
   OffloadRequestSchema,
   ReadToolOutputRequestSchema,
 } from "./gen/spillway/v1/spillway_pb.js";
@@ -55,6 +56,44 @@ describe("wireRequest", () => {
     );
     expect(Buffer.concat(wireRequest(ReadToolOutputRequestSchema, read))).toEqual(
       connectBytes(ReadToolOutputRequestSchema, read),
+    );
+  });
+
+  it("writes an OffloadBatch into one buffer, exactly as protobuf-es encodes it", () => {
+    const bytes = (n: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + n) & 0xff);
+    const header = (callId: string) => ({
+      key: { tenant: "dev", runId: "r\u00e9", callId },
+      name: "x".repeat(200),
+      contentType: "text/plain",
+      expectedSize: 5n,
+    });
+    const batches = [
+      // Item and data lengths around the varint widths, an empty item, a headerless one.
+      [{ header: header("a"), data: bytes(0) }],
+      [{ data: bytes(3) }, {}],
+      [
+        { header: header("a"), data: bytes(127) },
+        { header: header("b"), data: bytes(128) },
+        { header: header("c"), data: bytes(16_383) },
+        { header: header("d"), data: bytes(70_000) },
+      ],
+      Array.from({ length: 32 }, (_, i) => ({ header: header(`c${i}`), data: bytes(4096) })),
+    ];
+    for (const items of batches) {
+      const batch = create(OffloadBatchRequestSchema, { items });
+      const parts = wireRequest(OffloadBatchRequestSchema, batch);
+      expect(parts).toHaveLength(1);
+      expect(Buffer.from(parts[0] ?? [])).toEqual(connectBytes(OffloadBatchRequestSchema, batch));
+    }
+  });
+
+  it("leaves a batch with unknown fields to protobuf-es, which keeps them", () => {
+    const batch = create(OffloadBatchRequestSchema, { items: [{ data: new Uint8Array([1]) }] });
+    const item = batch.items[0];
+    if (item === undefined) throw new Error("no item");
+    item.$unknown = [{ no: 9, wireType: 0, data: new Uint8Array([5]) }];
+    expect(Buffer.concat(wireRequest(OffloadBatchRequestSchema, batch))).toEqual(
+      connectBytes(OffloadBatchRequestSchema, batch),
     );
   });
 });

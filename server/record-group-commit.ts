@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Backend } from "./backends/backend.js";
+import type { Backend, ObjectInfo } from "./backends/backend.js";
 import { abortReason, bytesBody } from "./backends/body.js";
 import {
   encodeRecordPack,
@@ -31,16 +31,16 @@ interface Pending {
 
 /**
  * createGroupCommit returns a RecordWriter that commits the records written in the same turn
- * of the event loop together, on a backend that can link: one object holding all of them (a
- * record pack) is put under the first record's key and linked under each other key, so N
- * records cost one file, one fsync and N links instead of N of each (the 32 offloads of an
- * OffloadBatch commit as one pack). Each record still commits on its own: a link that finds its
- * key taken is ALREADY_EXISTS for that record only, and a record the pack could not reach
- * (the pack's own put failed, a link failed otherwise) is put by itself. A record alone in its
- * turn is put as before.
+ * of the event loop together, on a backend with putMany: one object holding all of them (a
+ * record pack) is stored under every record's key at once, so N records cost one file, one
+ * fsync and N links on the filesystem instead of N of each (the 32 offloads of an
+ * OffloadBatch commit as one pack). Each record still commits on its own: a taken key is
+ * ALREADY_EXISTS for that record only, and a record the pack could not reach (the pack failed
+ * as a whole, or its name failed otherwise) is put by itself. A record alone in its turn is put
+ * as before.
  */
 export function createGroupCommit(
-  backend: Backend & { link: NonNullable<Backend["link"]> },
+  backend: Backend & { putMany: NonNullable<Backend["putMany"]> },
 ): RecordWriter {
   let pending: Pending[] = [];
 
@@ -63,32 +63,29 @@ export function createGroupCommit(
       if (member.signal?.aborted === true) member.reject(abortReason(member.signal));
       else live.push(member);
     }
-    const [holder, ...rest] = live;
-    if (holder === undefined) return;
-    if (rest.length === 0) return putAlone(holder);
+    const [only] = live;
+    if (only === undefined) return;
+    if (live.length === 1) return putAlone(only);
     const pack = encodeRecordPack(live.map((member) => member.record));
+    let results: readonly (ObjectInfo | ConnectError)[];
     try {
-      await backend.put(holder.record.key, bytesBody(pack), signalOpt(holder.signal));
-      holder.resolve();
-    } catch (err) {
-      holder.reject(err);
-      await Promise.all(rest.map(putAlone));
+      results = await backend.putMany(
+        live.map((member) => member.record.key),
+        bytesBody(pack),
+      );
+    } catch {
+      // The pack could not be written at all: each record is put on its own instead, and
+      // fails with its own error if the store is down.
+      await Promise.all(live.map(putAlone));
       return;
     }
     await Promise.all(
-      rest.map(async (member) => {
-        try {
-          await backend.link(holder.record.key, member.record.key, signalOpt(member.signal));
-          member.resolve();
-        } catch (err) {
-          const settled =
-            member.signal?.aborted === true ||
-            (err instanceof ConnectError && err.code === Code.AlreadyExists);
-          if (settled) member.reject(err);
-          // The holder's name went (a run deleted at this very moment), or the store could
-          // not link this name: the record is put on its own instead.
-          else await putAlone(member);
-        }
+      live.map(async (member, i) => {
+        const result = results[i];
+        if (!(result instanceof ConnectError)) member.resolve();
+        else if (result.code === Code.AlreadyExists) member.reject(result);
+        // A name the store could not link (not a taken one): the record goes on its own.
+        else await putAlone(member);
       }),
     );
   };

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { codeOf } from "../test/support/code-of.js";
 import { scratchDir } from "../test/support/scratch-dir.js";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody } from "./backends/body.js";
+import { bytesBody, readAllBytes } from "./backends/body.js";
 import { createFilesystemBackend } from "./backends/filesystem.js";
 import { createMemoryBackend } from "./backends/memory.js";
 import { recordKey } from "./keys.js";
@@ -113,22 +113,25 @@ for (const [kind, make] of backends) {
 
     it("fall back to one put each when the pack cannot be written", async () => {
       const base = make(join(dir, "e"));
-      const refused: string[] = [];
+      const calls: string[] = [];
       const registry = createRegistry({
         ...base,
+        async putMany() {
+          calls.push("putMany");
+          throw new Error("disk on fire");
+        },
         async put(key, body, opts) {
-          // The first record's key is where the pack goes: the store refuses that one write.
-          if (refused.length === 0) {
-            refused.push(key);
-            throw new Error("disk on fire");
-          }
+          calls.push(key);
+          // Of the records put one by one, the store refuses the first.
+          if (key.endsWith("res_m")) throw new Error("disk on fire");
           return base.put(key, body, opts);
         },
       });
       const records = ["m", "n", "o"].map((c) => record("run", c));
       const results = await commitAll(registry, records);
       expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "fulfilled"]);
-      expect(refused).toEqual([recordKey("dev", "run", "res_m")]);
+      expect(calls).toEqual(["putMany", ...records.map((r) => recordKey("dev", "run", r.handle))]);
+      expect(await registry.get("dev", "run", "res_m")).toBeUndefined();
       expect(await registry.get("dev", "run", "res_n")).toEqual(records[1]);
       expect(await registry.get("dev", "run", "res_o")).toEqual(records[2]);
     });
@@ -149,7 +152,8 @@ for (const [kind, make] of backends) {
         ["u", "v"].map((c) => record("run", c)),
       );
       const planted = recordKey("dev", "run", "res_w");
-      await backend.link?.(recordKey("dev", "run", "res_u"), planted);
+      const pack = await readAllBytes(await backend.get(recordKey("dev", "run", "res_u")));
+      await backend.put(planted, bytesBody(pack));
       expect(await codeOf(registry.get("dev", "run", "res_w"))).toBe(Code.DataLoss);
       await backend.put(recordKey("dev", "run", "res_z"), bytesBody(Buffer.from("[cut")));
       expect(await codeOf(registry.get("dev", "run", "res_z"))).toBe(Code.DataLoss);
@@ -173,5 +177,20 @@ describe("registry on filesystem: a pack on disk", () => {
     // 100 records committed in one turn: a pack of 64 and one of 36, each file linked once
     // per record it holds.
     expect([...inodes.values()].sort((a, b) => a - b)).toEqual([36, 64]);
+  });
+
+  it("fails only the record whose name is taken by a directory, and commits the rest", async () => {
+    const backend = createFilesystemBackend({ root: join(dir, "occupied") });
+    const registry = createRegistry(backend);
+    // An object below res_dir makes res_dir a directory on disk.
+    await backend.put(`${recordKey("dev", "run", "res_dir")}/below`, bytesBody(Buffer.from("x")));
+    const records = ["before", "dir", "after"].map((c) => record("run", c, 100));
+    const results = await commitAll(registry, records);
+    expect(
+      await Promise.all(
+        results.map((r) => (r.status === "fulfilled" ? "ok" : codeOf(Promise.reject(r.reason)))),
+      ),
+    ).toEqual(["ok", Code.FailedPrecondition, "ok"]);
+    expect(await registry.get("dev", "run", "res_after")).toEqual(records[2]);
   });
 });

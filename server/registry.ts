@@ -56,20 +56,20 @@ export interface Registry {
 }
 
 /**
- * createRegistry stores run registries in backend. On a backend that can link, records
+ * createRegistry stores run registries in backend. On a backend with putMany, records
  * committed in the same turn of the event loop are written together (createGroupCommit) and
  * each is read back from the pack stored under its key.
  */
 export function createRegistry(backend: Backend): Registry {
-  const { link } = backend;
+  const { putMany } = backend;
   const writer: RecordWriter =
-    link === undefined
+    putMany === undefined
       ? {
           async write(key, bytes, signal) {
             await backend.put(key, bytesBody(bytes), signalOpt(signal));
           },
         }
-      : createGroupCommit({ ...backend, link });
+      : createGroupCommit({ ...backend, putMany });
 
   const readRecord = async (key: string, signal?: AbortSignal) => {
     // One read for a single record (most are far smaller), or a pack's header and the

@@ -147,15 +147,16 @@ describe("OffloadBatch concurrency", () => {
   let t: TestServer;
   const writes = { now: 0, most: 0 };
   const runStateReads: string[] = [];
-  const slowWrite = async <T>(write: () => Promise<T>): Promise<T> => {
-    writes.now++;
+  /** Counts `records` records as being written while write runs, made slow enough to overlap. */
+  const slowWrite = async <T>(records: number, write: () => Promise<T>): Promise<T> => {
+    writes.now += records;
     writes.most = Math.max(writes.most, writes.now);
     try {
       // Long enough that every item the server starts at once overlaps.
       await new Promise((resolve) => setTimeout(resolve, 5));
       return await write();
     } finally {
-      writes.now--;
+      writes.now -= records;
     }
   };
   beforeAll(async () => {
@@ -169,9 +170,10 @@ describe("OffloadBatch concurrency", () => {
         if (k.endsWith("/ttl")) runStateReads.push(k);
         return base.get(k, opts);
       },
-      put: (k, body, opts) => slowWrite(() => base.put(k, body, opts)),
-      // Records committed together are one put and a link per other record: writes as well.
-      link: (from, to, opts) => slowWrite(() => base.link?.(from, to, opts) ?? Promise.resolve()),
+      put: (k, body, opts) => slowWrite(1, () => base.put(k, body, opts)),
+      // Records committed together are one putMany, which writes each of them.
+      putMany: (keys, body, opts) =>
+        slowWrite(keys.length, () => base.putMany?.(keys, body, opts) ?? Promise.resolve([])),
     });
     t = await startTestServer({ wrapBackend: counting });
   });
@@ -184,7 +186,7 @@ describe("OffloadBatch concurrency", () => {
     }));
     const res = await t.raw().offloadBatch({ items });
     expect(new Set(outcomes(res))).toEqual(new Set(["ok"]));
-    // Each item has at most one write in flight (its record's put, or its link to a pack),
+    // Each item has at most one record being written (on its own, or in a pack with others),
     // and they do overlap.
     expect(writes.most).toBeLessThanOrEqual(32);
     expect(writes.most).toBeGreaterThanOrEqual(16);
@@ -378,9 +380,9 @@ describe("OffloadBatch item failures", () => {
         if (k.includes("/broken/")) throw new Error("disk on fire");
         return base.put(k, body, opts);
       },
-      async link(from, to, opts) {
-        if (to.includes("/broken/")) throw new Error("disk on fire");
-        return base.link?.(from, to, opts);
+      async putMany(keys, body, opts) {
+        if (keys.some((k) => k.includes("/broken/"))) throw new Error("disk on fire");
+        return base.putMany?.(keys, body, opts) ?? [];
       },
     });
     const logger = pino(

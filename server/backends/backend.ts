@@ -1,3 +1,4 @@
+import type { ConnectError } from "@connectrpc/connect";
 /**
  * The one interface between the Spillway service and a store of bytes.
  *
@@ -56,7 +57,7 @@ export interface ObjectInfo {
  *   yields no bytes.
  * - `list` returns keys under a prefix in ascending order, paginated.
  * - `delete` and `deleteMany` are idempotent: deleting a missing key succeeds.
- * - `link`, where present, is create-only like `put` and gives an object a second name.
+ * - `putMany`, where present, is `put` under several names at once, create-only per name.
  */
 export interface Backend {
   /** Backend kind reported by GetServerInfo: `memory`, `filesystem`, `s3`, `minio`. */
@@ -83,13 +84,18 @@ export interface Backend {
    */
   sweepLeftovers?(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
   /**
-   * Makes `to` a second name of the object at `from`, create-only and durable like put: the
-   * same bytes, read, listed and deleted under either name independently (deleting one keeps
-   * the other). A `to` that exists is `ALREADY_EXISTS` and left untouched; a missing `from` is
-   * `NOT_FOUND`. Absent on stores without cheap aliases (the object stores would copy), where
-   * callers put each object instead.
+   * Writes one object from a stream of bytes under every key of `keys`, each name create-only:
+   * resolves once all are durable with, per key in order, the object's info or the
+   * ConnectError that name met (ALREADY_EXISTS for a taken one, which keeps its bytes). A
+   * failed or aborted body, or a refused key, fails the whole call with nothing visible. The
+   * names are independent afterwards: each is read, listed and deleted on its own. Absent on
+   * stores where more names cost more copies (the object stores); callers put each instead.
    */
-  link?(from: string, to: string, opts?: BackendCallOptions): Promise<void>;
+  putMany?(
+    keys: readonly string[],
+    body: AsyncIterable<Uint8Array>,
+    opts?: BackendCallOptions,
+  ): Promise<(ObjectInfo | ConnectError)[]>;
   /**
    * Takes back a chunk a `get` stream yielded, from a caller that will read no view of it
    * again, so its memory can serve later reads. Calling it is optional (chunks not handed

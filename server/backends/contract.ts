@@ -20,8 +20,8 @@ export interface BackendUnderTest {
 export interface ContractDifferences {
   /** False for stores that list in their own (directory) order rather than byte order. */
   readonly listsInByteOrder?: boolean;
-  /** False for stores without `link` (the object stores, where a second name is a copy). */
-  readonly links?: boolean;
+  /** False for stores without `putMany` (the object stores, where each name is a copy). */
+  readonly putsMany?: boolean;
 }
 
 /**
@@ -37,7 +37,7 @@ export function describeBackendContract(
   differences: ContractDifferences = {},
 ): void {
   const byteOrder = differences.listsInByteOrder ?? true;
-  const links = differences.links ?? true;
+  const putsMany = differences.putsMany ?? true;
   describe(`Backend contract: ${name}`, () => {
     let subject: BackendUnderTest | undefined;
 
@@ -288,67 +288,76 @@ export function describeBackendContract(
       });
     });
 
-    describe("link", () => {
-      if (!links) {
-        it("has no link, so callers put each object", () => {
-          expect(backend().link).toBeUndefined();
+    describe("putMany", () => {
+      if (!putsMany) {
+        it("has no putMany, so callers put each object", () => {
+          expect(backend().putMany).toBeUndefined();
         });
         return;
       }
-      const link = (from: string, to: string, signal?: AbortSignal) => {
-        const linkCall = backend().link;
-        if (linkCall === undefined) throw new Error("the backend has no link");
-        return linkCall(from, to, signal === undefined ? {} : { signal });
+      const putMany = (
+        keys: readonly string[],
+        body: AsyncIterable<Uint8Array>,
+        signal?: AbortSignal,
+      ) => {
+        const call = backend().putMany;
+        if (call === undefined) throw new Error("the backend has no putMany");
+        return call(keys, body, signal === undefined ? {} : { signal });
       };
 
-      it("gives an object a second name, in another directory too, each deletable alone", async () => {
+      it("stores one body under every key, in other directories too, each deletable alone", async () => {
         const prefix = uniquePrefix();
         const bytes = randomBytes(200_000);
-        await backend().put(`${prefix}a/original`, chunked(bytes, [65_536]));
-        await link(`${prefix}a/original`, `${prefix}b/c/alias`);
-        expectSameBytes(await getBytes(backend(), `${prefix}b/c/alias`), bytes);
-        expect((await backend().head(`${prefix}b/c/alias`))?.size).toBe(bytes.length);
-        expect(await getBytes(backend(), `${prefix}b/c/alias`, { offset: 199_990 })).toEqual(
+        const keys = [`${prefix}a/one`, `${prefix}b/c/two`, `${prefix}a/three`];
+        const results = await putMany(keys, chunked(bytes, [65_536]));
+        expect(results).toHaveLength(3);
+        for (const [i, key] of keys.entries()) {
+          expect(results[i]).not.toBeInstanceOf(ConnectError);
+          expectSameBytes(await getBytes(backend(), key), bytes);
+          expect((await backend().head(key))?.size).toBe(bytes.length);
+        }
+        expect(await getBytes(backend(), `${prefix}b/c/two`, { offset: 199_990 })).toEqual(
           new Uint8Array(bytes.subarray(199_990)),
         );
-        expect((await backend().list(prefix)).keys).toEqual([
-          `${prefix}a/original`,
-          `${prefix}b/c/alias`,
-        ]);
-        await backend().delete(`${prefix}a/original`);
-        expectSameBytes(await getBytes(backend(), `${prefix}b/c/alias`), bytes);
-        await backend().delete(`${prefix}b/c/alias`);
+        expect((await backend().list(prefix)).keys).toEqual([...keys].sort(byBytes));
+        await backend().delete(`${prefix}a/one`);
+        expectSameBytes(await getBytes(backend(), `${prefix}b/c/two`), bytes);
+        await backend().deleteMany(keys);
         expect((await backend().list(prefix)).keys).toEqual([]);
       });
 
-      it("is create-only: a taken name is ALREADY_EXISTS and keeps its bytes", async () => {
+      it("is create-only per key: a taken one is ALREADY_EXISTS and keeps its bytes", async () => {
         const prefix = uniquePrefix();
-        await backend().put(`${prefix}one`, bytesBody(text("one")));
-        await backend().put(`${prefix}two`, bytesBody(text("two")));
-        expect(await codeOf(link(`${prefix}one`, `${prefix}two`))).toBe(Code.AlreadyExists);
-        expect(await getBytes(backend(), `${prefix}two`)).toEqual(text("two"));
-        const racers = await Promise.allSettled(
-          [`${prefix}one`, `${prefix}two`].map((from) => link(from, `${prefix}race`)),
+        await backend().put(`${prefix}taken`, bytesBody(text("earlier")));
+        const results = await putMany(
+          [`${prefix}free`, `${prefix}taken`, `${prefix}other`],
+          bytesBody(text("later")),
         );
-        expect(racers.filter((r) => r.status === "fulfilled")).toHaveLength(1);
-        for (const r of racers) {
-          if (r.status === "rejected") expect(codeOfError(r.reason)).toBe(Code.AlreadyExists);
-        }
-        expect([text("one"), text("two")]).toContainEqual(
-          await getBytes(backend(), `${prefix}race`),
-        );
+        expect(results.map((r) => (r instanceof ConnectError ? r.code : "ok"))).toEqual([
+          "ok",
+          Code.AlreadyExists,
+          "ok",
+        ]);
+        expect(await getBytes(backend(), `${prefix}taken`)).toEqual(text("earlier"));
+        expect(await getBytes(backend(), `${prefix}other`)).toEqual(text("later"));
       });
 
-      it("refuses a missing source, bad keys and an aborted signal, creating nothing", async () => {
+      it("leaves nothing visible when the body fails, the signal aborts or a key is bad", async () => {
         const prefix = uniquePrefix();
-        expect(await codeOf(link(`${prefix}missing`, `${prefix}to`))).toBe(Code.NotFound);
-        await backend().put(`${prefix}from`, bytesBody(text("x")));
-        expect(await codeOf(link(`${prefix}from`, "../escape"))).toBe(Code.InvalidArgument);
-        expect(await codeOf(link("a//b", `${prefix}to`))).toBe(Code.InvalidArgument);
-        expect(await codeOf(link(`${prefix}from`, `${prefix}to`, AbortSignal.abort()))).toBe(
+        async function* failing(): AsyncGenerator<Uint8Array> {
+          yield text("partial");
+          throw new Error("producer failed");
+        }
+        const keys = [`${prefix}x`, `${prefix}y`];
+        expect(await codeOf(putMany(keys, failing()))).not.toBe("ok");
+        expect(await codeOf(putMany(keys, bytesBody(text("x")), AbortSignal.abort()))).toBe(
           Code.Canceled,
         );
-        expect((await backend().list(prefix)).keys).toEqual([`${prefix}from`]);
+        expect(await codeOf(putMany([`${prefix}z`, "../escape"], bytesBody(text("x"))))).toBe(
+          Code.InvalidArgument,
+        );
+        expect((await backend().list(prefix)).keys).toEqual([]);
+        expect(await putMany([], bytesBody(text("x")))).toEqual([]);
       });
     });
 

@@ -117,9 +117,9 @@ export type FilesystemBackend = Backend & {
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
  *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
  *   list prefixes whose segments are short;
- * - link is a hard link (publish's create-only `link(2)`) followed by the directory fsyncs a
- *   put makes, so the second name survives a crash once link resolves; deleting either name
- *   unlinks only that name, and the bytes go with the last one;
+ * - putMany writes one temp file and publishes it under each name with its own create-only
+ *   hard link, then fsyncs the directories once for all names: N names cost one file, one
+ *   fsync and N links; deleting a name unlinks only that name, and the bytes go with the last;
  * - delete removes directories it leaves empty, up to the root;
  * - a stream returned by get holds an open file until it is read to the end or abandoned
  *   with `break`/`return`, so callers always consume or close it.
@@ -316,91 +316,150 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     }
   }
 
+  /**
+   * Writes body to a new temp file in the directory of dirSegments (created as needed), fsyncs
+   * and closes it. On any failure or abort the temp file is gone and the error is mapped; the
+   * caller publishes the temp file under its names and then unlinks it.
+   */
+  async function writeTemp(
+    dirSegments: readonly string[],
+    key: string,
+    body: AsyncIterable<Uint8Array>,
+    signal: AbortSignal | undefined,
+  ): Promise<{ tempPath: string; dir: string; created: readonly string[]; size: number }> {
+    let fd: number | undefined;
+    let tempPath: string | undefined;
+    try {
+      throwIfAborted(signal);
+      const opened = await openTemp(dirSegments, key);
+      fd = opened.fd;
+      tempPath = opened.tempPath;
+      // Write-behind: up to writesInFlight chunks are written (each at its own offset, on
+      // libuv's pool) while the producer makes the next (copies, since a producer may reuse
+      // its buffer once it is asked for more), so hashing and the disk overlap instead of
+      // taking turns. Copies come from the read pool and go back to it once written. A small
+      // chunk is written at once: that is cheaper than the hand-off.
+      const writing: Promise<void>[] = [];
+      // Each early writeback chains on the one before, so a failure is never lost.
+      let writeback: Promise<void> = Promise.resolve();
+      let writebackRunning = false;
+      let writebackFrom = 0;
+      let size = 0;
+      try {
+        for await (const chunk of abortableBody(body, signal)) {
+          if (writing.length >= writesInFlight) await writing.shift();
+          const offset = size;
+          size += chunk.byteLength;
+          if (chunk.byteLength <= syncIoBytes) {
+            writeAllSync(fd, chunk, offset);
+            continue;
+          }
+          const copy = chunks.take(chunk.byteLength);
+          copy.set(chunk);
+          const written = writeAll(fd, copy, offset).finally(() => chunks.give(copy));
+          // An error surfaces when it is awaited; until then it must not count as unhandled.
+          written.catch(() => undefined);
+          writing.push(written);
+          if (fsync && !writebackRunning && size - writebackFrom >= writebackBytes) {
+            writebackRunning = true;
+            writebackFrom = size;
+            const target = fd;
+            writeback = writeback
+              .then(() => written)
+              .then(() => datasyncFd(target))
+              .finally(() => {
+                writebackRunning = false;
+              });
+            writeback.catch(() => undefined);
+          }
+        }
+        await Promise.all(writing);
+        await writeback;
+      } finally {
+        // The descriptor must outlive every call still using it: closed under a write or an
+        // fdatasync on the pool, its number could be reused by another open meanwhile.
+        await Promise.allSettled([...writing, writeback]);
+      }
+      throwIfAborted(signal);
+      if (fsync) await syncFd(fd);
+      // Forgotten before closing: a close that fails has still released the descriptor,
+      // whose number another open may take at once.
+      const done = fd;
+      fd = undefined;
+      closeSync(done);
+      return { tempPath, dir: opened.dir, created: opened.created, size };
+    } catch (err) {
+      if (fd !== undefined) closeQuietly(fd);
+      if (tempPath !== undefined) await unlinkIfPresent(tempPath).catch(() => false);
+      throw fromNodeError(err, key);
+    }
+  }
+
   const backend: FilesystemBackend = {
     kind: "filesystem",
     root,
 
     async put(key: string, body: AsyncIterable<Uint8Array>, callOpts?: BackendCallOptions) {
-      const signal = callOpts?.signal;
       const { dirSegments, name } = splitKey(key);
-      let fd: number | undefined;
-      let tempPath: string | undefined;
+      const written = await writeTemp(dirSegments, key, body, callOpts?.signal);
       try {
-        throwIfAborted(signal);
-        const opened = await openTemp(dirSegments, key);
-        fd = opened.fd;
-        tempPath = opened.tempPath;
-        // Write-behind: up to writesInFlight chunks are written (each at its own offset, on
-        // libuv's pool) while the producer makes the next (copies, since a producer may reuse
-        // its buffer once it is asked for more), so hashing and the disk overlap instead of
-        // taking turns. Copies come from the read pool and go back to it once written. A small
-        // chunk is written at once: that is cheaper than the hand-off.
-        const writing: Promise<void>[] = [];
-        // Each early writeback chains on the one before, so a failure is never lost.
-        let writeback: Promise<void> = Promise.resolve();
-        let writebackRunning = false;
-        let writebackFrom = 0;
-        let size = 0;
-        try {
-          for await (const chunk of abortableBody(body, signal)) {
-            if (writing.length >= writesInFlight) await writing.shift();
-            const offset = size;
-            size += chunk.byteLength;
-            if (chunk.byteLength <= syncIoBytes) {
-              writeAllSync(fd, chunk, offset);
-              continue;
-            }
-            const copy = chunks.take(chunk.byteLength);
-            copy.set(chunk);
-            const written = writeAll(fd, copy, offset).finally(() => chunks.give(copy));
-            // An error surfaces when it is awaited; until then it must not count as unhandled.
-            written.catch(() => undefined);
-            writing.push(written);
-            if (fsync && !writebackRunning && size - writebackFrom >= writebackBytes) {
-              writebackRunning = true;
-              writebackFrom = size;
-              const target = fd;
-              writeback = writeback
-                .then(() => written)
-                .then(() => datasyncFd(target))
-                .finally(() => {
-                  writebackRunning = false;
-                });
-              writeback.catch(() => undefined);
-            }
-          }
-          await Promise.all(writing);
-          await writeback;
-        } finally {
-          // The descriptor must outlive every call still using it: closed under a write or an
-          // fdatasync on the pool, its number could be reused by another open meanwhile.
-          await Promise.allSettled([...writing, writeback]);
-        }
-        throwIfAborted(signal);
-        if (fsync) await syncFd(fd);
-        // Forgotten before closing: a close that fails has still released the descriptor,
-        // whose number another open may take at once.
-        const written = fd;
-        fd = undefined;
-        closeSync(written);
-        publish(tempPath, child(opened.dir, name), key);
-        const published = tempPath;
-        tempPath = undefined;
-        // The object is already visible; a temp name that fails to go is left to sweepTempFiles.
-        // Unlinking it drops a second name, never the data, so it is quick.
-        try {
-          unlinkSync(published);
-        } catch {
-          // Left for the sweep.
-        }
-        if (fsync) await syncDirectories([opened.dir, ...opened.created.map((d) => dirname(d))]);
-        // Every byte was written (or the put failed), and the write just ended: no fstat needed.
-        return { size, modifiedMs: Date.now() };
+        publish(written.tempPath, child(written.dir, name), key);
       } catch (err) {
-        if (fd !== undefined) closeQuietly(fd);
-        if (tempPath !== undefined) await unlinkIfPresent(tempPath).catch(() => false);
+        await unlinkIfPresent(written.tempPath).catch(() => false);
         throw fromNodeError(err, key);
       }
+      // The object is already visible; a temp name that fails to go is left to sweepTempFiles.
+      // Unlinking it drops a second name, never the data, so it is quick.
+      unlinkQuietly(written.tempPath);
+      try {
+        if (fsync) await syncDirectories([written.dir, ...written.created.map((d) => dirname(d))]);
+      } catch (err) {
+        throw fromNodeError(err, key);
+      }
+      // Every byte was written (or the put failed), and the write just ended: no fstat needed.
+      return { size: written.size, modifiedMs: Date.now() };
+    },
+
+    async putMany(
+      keys: readonly string[],
+      body: AsyncIterable<Uint8Array>,
+      callOpts?: BackendCallOptions,
+    ) {
+      const targets = keys.map((key) => ({ key, ...splitKey(key) }));
+      const [first] = targets;
+      if (first === undefined) return [];
+      const written = await writeTemp(first.dirSegments, first.key, body, callOpts?.signal);
+      const dirs = new Set<string>();
+      const results = await Promise.all(
+        targets.map(async ({ key, dirSegments, name }): Promise<ObjectInfo | ConnectError> => {
+          try {
+            for (let attempt = 1; ; attempt++) {
+              const walked = await walkDirs(dirSegments, true, key);
+              try {
+                publish(written.tempPath, child(walked.dir, name), key);
+              } catch (err) {
+                // A concurrent delete may prune the directory between walking and linking.
+                if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
+                knownDirectories.forget(walked.dir);
+                continue;
+              }
+              dirs.add(walked.dir);
+              for (const created of walked.created) dirs.add(dirname(created));
+              return { size: written.size, modifiedMs: Date.now() };
+            }
+          } catch (err) {
+            return fromNodeError(err, key);
+          }
+        }),
+      );
+      unlinkQuietly(written.tempPath);
+      for (const created of written.created) dirs.add(dirname(created));
+      try {
+        if (fsync) await syncDirectories(dirs);
+      } catch (err) {
+        throw fromNodeError(err, first.key);
+      }
+      return results;
     },
 
     async get(key: string, getOpts?: GetOptions) {
@@ -475,36 +534,6 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         return { keys: keys.slice(0, limit), truncated: keys.length > limit };
       } catch (err) {
         throw fromNodeError(err, prefix);
-      }
-    },
-
-    async link(from: string, to: string, callOpts?: BackendCallOptions): Promise<void> {
-      const signal = callOpts?.signal;
-      const source = splitKey(from);
-      const target = splitKey(to);
-      try {
-        throwIfAborted(signal);
-        const walkedFrom = await walkDirs(source.dirSegments, false, from);
-        const fromPath = walkedFrom === undefined ? undefined : child(walkedFrom.dir, source.name);
-        const found = fromPath === undefined ? undefined : lstatIfPresent(fromPath);
-        if (found?.isSymbolicLink() === true) throw symlinkRefused(from);
-        if (fromPath === undefined || found?.isFile() !== true) throw notFound(from);
-        for (let attempt = 1; ; attempt++) {
-          const walked = await walkDirs(target.dirSegments, true, to);
-          try {
-            publish(fromPath, child(walked.dir, target.name), to);
-          } catch (err) {
-            // A concurrent delete may prune the directory between walking and linking.
-            if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
-            knownDirectories.forget(walked.dir);
-            if (lstatIfPresent(fromPath) === undefined) throw notFound(from);
-            continue;
-          }
-          if (fsync) await syncDirectories([walked.dir, ...walked.created.map((d) => dirname(d))]);
-          return;
-        }
-      } catch (err) {
-        throw fromNodeError(err, to);
       }
     },
 
@@ -674,6 +703,15 @@ function writeAllSync(fd: number, chunk: Uint8Array, position: number): void {
   let at = 0;
   while (at < chunk.byteLength) {
     at += writeSync(fd, chunk, at, chunk.byteLength - at, position + at);
+  }
+}
+
+/** Unlinks a file, leaving it to sweepTempFiles when that fails. */
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Left for the sweep.
   }
 }
 

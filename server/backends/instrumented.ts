@@ -9,8 +9,8 @@ const contractOutcomes: ReadonlySet<Code> = new Set([Code.NotFound, Code.Already
 
 /**
  * instrumentBackend returns `base` with every failed call counted in
- * `spillway_backend_errors_total{backend,code}`: a rejected promise, or a `get` stream that
- * fails while it is read. Results and errors pass through unchanged. Not counted, because the
+ * `spillway_backend_errors_total{backend,code}`: a rejected promise, a `get` stream that
+ * fails while it is read, or a name `putMany` could not store. Results and errors pass through unchanged. Not counted, because the
  * store did not fail: `NOT_FOUND` and `ALREADY_EXISTS` (the contract's answers for a missing
  * key and a taken one), a call whose signal was aborted (the caller went away), and a `put`
  * whose body — the caller's upload — failed.
@@ -30,23 +30,29 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
       throw err;
     }
   };
-  const { link } = base;
+  // A write counts unless its body — the caller's upload — is what failed.
+  const uploaded = async <T>(
+    body: AsyncIterable<Uint8Array>,
+    opts: BackendCallOptions | undefined,
+    write: (observed: AsyncIterable<Uint8Array>) => Promise<T>,
+  ): Promise<T> => {
+    let bodyFailed = false;
+    const observed = observeIterable(body, {
+      onEnd: (ending) => {
+        bodyFailed ||= ending.kind === "failed";
+      },
+    });
+    try {
+      return await write(observed);
+    } catch (err) {
+      if (!bodyFailed) count(err, opts);
+      throw err;
+    }
+  };
+  const { putMany } = base;
   return {
     ...base,
-    async put(key, body, opts) {
-      let bodyFailed = false;
-      const observed = observeIterable(body, {
-        onEnd: (ending) => {
-          bodyFailed ||= ending.kind === "failed";
-        },
-      });
-      try {
-        return await base.put(key, observed, opts);
-      } catch (err) {
-        if (!bodyFailed) count(err, opts);
-        throw err;
-      }
-    },
+    put: (key, body, opts) => uploaded(body, opts, (observed) => base.put(key, observed, opts)),
     async get(key, opts) {
       const stream = await counted(() => base.get(key, opts), opts);
       return observeIterable(stream, {
@@ -59,9 +65,17 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
     list: (prefix, opts) => counted(() => base.list(prefix, opts), opts),
     delete: (key, opts) => counted(() => base.delete(key, opts), opts),
     deleteMany: (keys, opts) => counted(() => base.deleteMany(keys, opts), opts),
-    ...(link === undefined
+    ...(putMany === undefined
       ? {}
-      : { link: (from, to, opts) => counted(() => link(from, to, opts), opts) }),
+      : {
+          async putMany(keys, body, opts) {
+            const results = await uploaded(body, opts, (observed) => putMany(keys, observed, opts));
+            for (const result of results) {
+              if (result instanceof ConnectError) count(result, opts);
+            }
+            return results;
+          },
+        }),
     close: () => counted(() => base.close()),
   };
 }

@@ -26,7 +26,7 @@ interface StoredObject {
  * Guarantees: the full Backend contract, with keys and list prefixes checked by the shared key
  * rules (`object-key.ts`) like every other backend's; bytes are copied on put and on get, so
  * neither the writer reusing its buffers nor a reader mutating what it got can change a stored
- * object; an aborted or failed put stores nothing; link shares one object's bytes between names. Keys are compared by UTF-16 code unit, which is
+ * object; an aborted or failed put stores nothing; putMany shares one copy between its names. Keys are compared by UTF-16 code unit, which is
  * byte order for the ASCII keys the service produces. Nothing survives the process.
  */
 export function createMemoryBackend(): Backend {
@@ -40,29 +40,12 @@ export function createMemoryBackend(): Backend {
       checkKey(key);
       throwIfAborted(signal);
       if (objects.has(key)) throw alreadyExists(key);
-      const chunks: Uint8Array[] = [];
-      let size = 0;
-      try {
-        for await (const chunk of abortableBody(body, signal)) {
-          // A copy: on a Buffer, slice() is a view.
-          chunks.push(new Uint8Array(chunk));
-          size += chunk.byteLength;
-        }
-      } catch (err) {
-        throw fromNodeError(err, key);
-      }
-      throwIfAborted(signal);
+      const bytes = await collect(body, signal, key);
       // Check and insert with no await in between: concurrent puts of one key see one winner.
       if (objects.has(key)) throw alreadyExists(key);
-      const bytes = new Uint8Array(size);
-      let at = 0;
-      for (const chunk of chunks) {
-        bytes.set(chunk, at);
-        at += chunk.byteLength;
-      }
       const stored: StoredObject = { bytes, modifiedMs: Date.now() };
       objects.set(key, stored);
-      return { size, modifiedMs: stored.modifiedMs };
+      return { size: bytes.byteLength, modifiedMs: stored.modifiedMs };
     },
 
     async get(key: string, opts?: GetOptions) {
@@ -100,15 +83,22 @@ export function createMemoryBackend(): Backend {
       return { keys: matching.slice(0, limit), truncated: matching.length > limit };
     },
 
-    async link(from: string, to: string, opts?: BackendCallOptions): Promise<void> {
-      checkKey(from);
-      checkKey(to);
-      throwIfAborted(opts?.signal);
-      const stored = objects.get(from);
-      if (stored === undefined) throw notFound(from);
-      if (objects.has(to)) throw alreadyExists(to);
-      // Stored bytes are never mutated (copies go in and out), so both names can share them.
-      objects.set(to, stored);
+    async putMany(
+      keys: readonly string[],
+      body: AsyncIterable<Uint8Array>,
+      opts?: BackendCallOptions,
+    ) {
+      for (const key of keys) checkKey(key);
+      const [first] = keys;
+      if (first === undefined) return [];
+      const bytes = await collect(body, opts?.signal, first);
+      const stored: StoredObject = { bytes, modifiedMs: Date.now() };
+      // Stored bytes are never mutated (copies go in and out), so the names can share them.
+      return keys.map((key) => {
+        if (objects.has(key)) return alreadyExists(key);
+        objects.set(key, stored);
+        return { size: bytes.byteLength, modifiedMs: stored.modifiedMs };
+      });
     },
 
     async delete(key: string, opts?: BackendCallOptions): Promise<void> {
@@ -125,6 +115,34 @@ export function createMemoryBackend(): Backend {
 
     async close(): Promise<void> {},
   };
+}
+
+/** A copy of everything body yields, in one buffer; an aborted signal or a failed body throws. */
+async function collect(
+  body: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+  key: string,
+): Promise<Uint8Array> {
+  throwIfAborted(signal);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of abortableBody(body, signal)) {
+      // A copy: on a Buffer, slice() is a view.
+      chunks.push(new Uint8Array(chunk));
+      size += chunk.byteLength;
+    }
+  } catch (err) {
+    throw fromNodeError(err, key);
+  }
+  throwIfAborted(signal);
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
 }
 
 async function* readSlices(

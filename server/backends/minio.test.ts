@@ -37,7 +37,7 @@ for (const kind of ["minio", "seaweedfs"] as const) {
         cleanup: () => removeBucket(info, bucket),
       };
     },
-    { listsInByteOrder: listsInByteOrder[kind], links: false },
+    { listsInByteOrder: listsInByteOrder[kind], putsMany: false },
   );
 
   describe(`minio backend on ${kind}`, () => {

@@ -51,7 +51,7 @@ for (const kind of objectServerKinds) {
         },
       };
     },
-    { listsInByteOrder: listsInByteOrder[kind], links: false },
+    { listsInByteOrder: listsInByteOrder[kind], putsMany: false },
   );
 
   describe(`s3 backend on ${kind}`, () => {

@@ -51,6 +51,12 @@ export interface Registry {
     runId: string,
     opts: { after?: string | undefined; limit: number; signal?: AbortSignal },
   ): Promise<RegistryPage>;
+  /**
+   * Reads the record stored under a registry key (a key `list` of the backend returned under
+   * a registry prefix), single or packed; undefined when it is gone. Tenant and handle are not
+   * checked: callers that walk the store (the sweeper) use what the record says.
+   */
+  readAt(key: string, signal?: AbortSignal): Promise<StoredRecord | undefined>;
   /** Removes one record; a missing record is not an error. */
   remove(tenant: string, runId: string, handle: string, signal?: AbortSignal): Promise<void>;
 }
@@ -102,6 +108,7 @@ export function createRegistry(backend: Backend): Registry {
 
   return {
     get,
+    readAt: readRecord,
     async commit(record, runId, signal) {
       const key = recordKey(record.tenant, runId, record.handle);
       try {

@@ -1,5 +1,5 @@
 import { readObject } from "./backends/body.js";
-import { decodeRecord, isExpired } from "./record.js";
+import { isExpired } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
 /** SweepReport counts what one sweep removed. */
@@ -77,9 +77,8 @@ export function createSweeper(
             expiredRunIds.push({ tenant: ttl.tenant, runId: ttl.runId });
           }
         } else if (rest.startsWith("h/")) {
-          const bytes = await readBytes(key, signal);
-          if (bytes === undefined) continue;
-          const record = decodeRecord(bytes);
+          const record = await core.registry.readAt(key, signal);
+          if (record === undefined) continue;
           if (isExpired(record, nowMs)) {
             const opt = signal === undefined ? {} : { signal };
             await backend.delete(key, opt);

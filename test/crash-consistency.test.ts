@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -50,13 +50,13 @@ interface Target {
 
 const servers: SpillwayProcess[] = [];
 
-async function spawnServe(target: Target): Promise<SpillwayProcess> {
+async function spawnServe(target: Pick<Target, "args" | "env">): Promise<SpillwayProcess> {
   const server = await spawnSpillway([...target.args, "--grace-ms", "1000"], target.env);
   servers.push(server);
   return server;
 }
 
-async function runSweep(target: Target): Promise<Record<string, number>> {
+async function runSweep(target: Pick<Target, "args" | "env">): Promise<Record<string, number>> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
     [spillwayCli, "sweep", ...target.args, "--orphan-age-ms", "0"],
@@ -345,5 +345,81 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
     } finally {
       s3.destroy();
     }
+  }, 120_000);
+});
+
+describe("crash consistency: kill -9 during batched small offloads (record packs)", () => {
+  let dataDir: string | undefined;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "spillway-crash-packs-"));
+  });
+
+  afterAll(async () => {
+    for (const server of servers) server.kill();
+    await Promise.allSettled(servers.map((s) => s.exited));
+    if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("filesystem: acknowledged offloads survive, the rest are whole or absent, sweep cleans up", async () => {
+    const dir = dataDir ?? "";
+    const target = { args: ["--backend", "filesystem", "--data-dir", dir], env: {} };
+    const first = await spawnServe(target);
+    const client = createSpillwayClient({ baseUrl: first.url, retry: { maxAttempts: 1 } });
+    // Distinct 4 KiB payloads, 64 in flight: the SDK batches them, the server commits each
+    // batch's records as packs.
+    const payload = (i: number) => source.subarray(i * 4099, i * 4099 + 4096);
+    const total = 5000;
+    const acked = new Set<number>();
+    let next = 0;
+    let killed = false;
+    const workers = Array.from({ length: 64 }, async () => {
+      while (!killed && next < total) {
+        const i = next++;
+        try {
+          await client.offload({ tenant: "dev", runId, callId: `small-${i}` }, payload(i));
+          acked.add(i);
+        } catch {
+          // Cut off by the kill.
+        }
+      }
+    });
+    const deadline = Date.now() + 60_000;
+    while (acked.size < 1500) {
+      if (Date.now() > deadline)
+        throw new Error(`only ${acked.size} offloads acknowledged in 60 s`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    first.kill();
+    killed = true;
+    await first.exited;
+    await Promise.all(workers);
+    const started = next;
+
+    const second = await spawnServe(target);
+    const reader = createSpillwayClient({ baseUrl: second.url });
+    let committedUnacked = 0;
+    const indexes = Array.from({ length: started }, (_, i) => i);
+    await pool(indexes, 16, async (i) => {
+      const seen = await outcome(reader, `small-${i}`);
+      const whole = { size: 4096, sha256: sha256(payload(i)) };
+      if (acked.has(i)) expect(seen).toEqual(whole);
+      else if (seen !== "absent") {
+        expect(seen).toEqual(whole);
+        committedUnacked++;
+      }
+    });
+    // Records of one batch share a file: one name per record, hard links to one pack.
+    const records = (await filesUnder(dir)).filter((f) => f.startsWith(`t/dev/r/${runId}/h/`));
+    const links = await Promise.all(records.map(async (f) => (await stat(join(dir, f))).nlink));
+    expect(Math.max(...links)).toBeGreaterThan(1);
+    const report = await runSweep(target);
+    const temps = (await filesUnder(dir)).filter((f) => f.split("/").at(-1)?.startsWith(".tmp-"));
+    expect(temps).toEqual([]);
+    second.kill();
+    await second.exited;
+    console.log(
+      `crash-consistency packs: ${JSON.stringify({ acked: acked.size, started, committedUnacked, report })}`,
+    );
   }, 120_000);
 });

@@ -37,7 +37,8 @@ describe("createSha256Hasher", () => {
       [0, 1],
       [1, 1],
       [3 * MiB + 7, 64 * 1024],
-      // Larger than the 8 MiB ring, in pieces that straddle its end: update must wait for room.
+      // More than the 8 MiB of slabs a hash may have out, in pieces that straddle slab ends:
+      // update must wait for slabs to come back.
       [21 * MiB + 5, 1_000_003],
       [9 * MiB, 16 * MiB],
     ] as const) {
@@ -49,8 +50,8 @@ describe("createSha256Hasher", () => {
   });
 
   it("matches node:crypto when pieces come slower than the worker hashes them", async () => {
-    // The worker has freed the ring by the time it wraps, with part of a slice gathered at
-    // its end (pieces of just under 1 MiB).
+    // The worker hands each slab back before the next fills, so slabs are reused with part of
+    // a piece already in them (pieces of just under 1 MiB).
     const hasher = createSha256Hasher();
     for (const piece of [MiB - 7, 1_000_003, 300_001]) {
       const bytes = pattern(19 * MiB + 3, piece);

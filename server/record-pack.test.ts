@@ -1,5 +1,6 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { codeThrownBy } from "../test/support/code-of.js";
 import {
   encodeRecordPack,
   findInPack,
@@ -14,15 +15,6 @@ const records = [
   { key: 't/dev/r/run/h/res_"b"\u00e9', bytes: Buffer.from("") },
   { key: "t/dev/r/other/h/res_c", bytes: Buffer.alloc(70_000, "c") },
 ];
-
-function codeOf(fn: () => unknown): Code | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    return err instanceof ConnectError ? err.code : undefined;
-  }
-}
 
 describe("record packs", () => {
   it("lay records out so that each key finds exactly its own bytes", () => {
@@ -60,7 +52,7 @@ describe("record packs", () => {
       key: `t/dev/r/run/h/${"k".repeat(400)}${i}`,
       bytes: Buffer.from("{}"),
     }));
-    expect(codeOf(() => encodeRecordPack(many))).toBe(Code.Internal);
+    expect(codeThrownBy(() => encodeRecordPack(many))).toBe(Code.Internal);
     const entries = many.reduce((sum, r) => sum + packEntryBytes(r.key), 0);
     expect(packHeaderBytes(entries)).toBeGreaterThan(packHeadBytes);
   });
@@ -75,7 +67,7 @@ describe("record packs", () => {
       Buffer.from('["spillway-records",1,[["t/dev/r/run/h/res_a",-1,3]]]\n'),
       Buffer.from('["spillway-records",1,[["t/dev/r/run/h/res_a",0,"3"]]]\n'),
     ]) {
-      expect(codeOf(() => findInPack(bad, "t/dev/r/run/h/res_a"))).toBe(Code.DataLoss);
+      expect(codeThrownBy(() => findInPack(bad, "t/dev/r/run/h/res_a"))).toBe(Code.DataLoss);
     }
   });
 });

@@ -6,7 +6,7 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, throwIfAborted } from "./body.js";
+import { abortableBody, readAllBytes, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange } from "./call-options.js";
 import { fromNodeError } from "./from-node-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
@@ -124,24 +124,13 @@ async function collect(
   key: string,
 ): Promise<Uint8Array> {
   throwIfAborted(signal);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
+  let bytes: Uint8Array;
   try {
-    for await (const chunk of abortableBody(body, signal)) {
-      // A copy: on a Buffer, slice() is a view.
-      chunks.push(new Uint8Array(chunk));
-      size += chunk.byteLength;
-    }
+    bytes = await readAllBytes(abortableBody(body, signal));
   } catch (err) {
     throw fromNodeError(err, key);
   }
   throwIfAborted(signal);
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
   return bytes;
 }
 

@@ -19,3 +19,13 @@ export async function failureOf(promise: Promise<unknown>): Promise<ConnectError
   }
   throw new Error("the call succeeded");
 }
+
+/** codeThrownBy runs fn and returns the gRPC code of the ConnectError it threw, if it threw one. */
+export function codeThrownBy(fn: () => unknown): Code | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    return err instanceof ConnectError ? err.code : undefined;
+  }
+}

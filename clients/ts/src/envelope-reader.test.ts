@@ -1,7 +1,8 @@
 import { toBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { describe, expect, it } from "vitest";
+import { codeThrownBy } from "../../../test/support/code-of.js";
 import { dataFrame, dataFramePath } from "./data-frame.js";
 import { type BytesFieldPiece, createEnvelopeReader } from "./envelope-reader.js";
 import { ReadToolOutputResponseSchema } from "./gen/spillway/v1/spillway_pb.js";
@@ -14,15 +15,6 @@ const message = (size: number, seed: number): Uint8Array => {
 
 const body = (messages: readonly Uint8Array[]): Buffer =>
   Buffer.concat(messages.map((m) => encodeEnvelope(0, m)));
-
-function codeOf(fn: () => unknown): Code | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    return err instanceof ConnectError ? err.code : undefined;
-  }
-}
 
 describe("createEnvelopeReader", () => {
   const messages = [message(0, 1), message(1, 2), message(300, 3), message(4, 4), message(70, 5)];
@@ -71,14 +63,16 @@ describe("createEnvelopeReader", () => {
 
   it("refuses a message over readMaxBytes from its header alone", () => {
     const header = body([message(2000, 1)]).subarray(0, 5);
-    expect(codeOf(() => createEnvelopeReader(1999).push(header))).toBe(Code.ResourceExhausted);
+    expect(codeThrownBy(() => createEnvelopeReader(1999).push(header))).toBe(
+      Code.ResourceExhausted,
+    );
     expect(createEnvelopeReader(2000).push(header)).toEqual([]);
   });
 
   it("refuses compressed and other flagged envelopes", () => {
     for (const flags of [0x01, 0x02, 0x80]) {
       const piece = Buffer.from(encodeEnvelope(flags, message(3, 1)));
-      expect(codeOf(() => createEnvelopeReader(1024).push(piece))).toBe(Code.Internal);
+      expect(codeThrownBy(() => createEnvelopeReader(1024).push(piece))).toBe(Code.Internal);
     }
   });
 

@@ -14,59 +14,50 @@ _ERROR_INFO_TYPE = "spillway.v1.ErrorInfo"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class BatchItemError(grpc.RpcError):
-    """BatchItemError is one OffloadBatch item's failure: the status its own Offload would have had.
+class StatusError(grpc.RpcError):
+    """StatusError is a status the SDK reports itself: a `grpc.RpcError` with `code()` and
+    `details()` and no trailing metadata, so code that handles a failed call handles it unchanged."""
 
-    It is a `grpc.RpcError` with `code()` and `details()`, so code that handles a failed
-    `offload` handles it unchanged; nothing of the item was committed.
-    """
-
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
-        self._code = _CODES.get(code, grpc.StatusCode.UNKNOWN)
+        self._code = code
         self._details = message
 
     def code(self) -> grpc.StatusCode:
-        """code is the item's gRPC status code."""
+        """code is the status's gRPC code."""
         return self._code
 
     def details(self) -> str:
-        """details is the item's status message."""
+        """details is the status message."""
         return self._details
 
     def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        """trailing_metadata is empty: an item's status carries no details."""
+        """trailing_metadata is empty: the status carries no details."""
         return ()
 
     def __repr__(self) -> str:
-        return f"BatchItemError({self._code.name}, {self._details!r})"
+        return f"{type(self).__name__}({self._code.name}, {self._details!r})"
 
 
-class DataLossError(grpc.RpcError):
+class BatchItemError(StatusError):
+    """BatchItemError is one OffloadBatch item's failure: the status its own Offload would have had.
+
+    Nothing of the item was committed.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
+
+
+class DataLossError(StatusError):
     """DataLossError fails a verified `read_bytes` whose bytes do not match the record.
 
-    It is a `grpc.RpcError` with code DATA_LOSS, raised after the last byte was yielded: the
-    bytes read back differ in size or sha256 from what the server recorded at offload.
+    Its code is DATA_LOSS, raised after the last byte was yielded: the bytes read back differ in
+    size or sha256 from what the server recorded at offload.
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self._details = message
-
-    def code(self) -> grpc.StatusCode:
-        """code is DATA_LOSS."""
-        return grpc.StatusCode.DATA_LOSS
-
-    def details(self) -> str:
-        """details says what was read and what the record says."""
-        return self._details
-
-    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        """trailing_metadata is empty: the check runs in the client."""
-        return ()
-
-    def __repr__(self) -> str:
-        return f"DataLossError({self._details!r})"
+        super().__init__(grpc.StatusCode.DATA_LOSS, message)
 
 
 def error_info(err: grpc.RpcError) -> types_pb.ErrorInfo | None:

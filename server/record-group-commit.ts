@@ -97,30 +97,49 @@ export function createGroupCommit(
     });
   };
 
-  const flush = () => {
-    const group = pending;
-    pending = [];
+  /**
+   * Commits a group in packs of at most maxPackRecords whose header fits what readers read
+   * first. A key may appear once in a pack (a reader finds the first entry for its key, which
+   * must be the one that won the name): a second record for a key goes to a later pack of its
+   * own, and the two race for the name like any two puts.
+   */
+  const flush = (group: readonly Pending[]) => {
+    const later: Pending[] = [];
     let pack: Pending[] = [];
+    let keys = new Set<string>();
     let entryBytes = 0;
     for (const member of group) {
+      if (keys.has(member.record.key)) {
+        later.push(member);
+        continue;
+      }
       const entry = packEntryBytes(member.record.key);
       const full =
         pack.length >= maxPackRecords || packHeaderBytes(entryBytes + entry) > packHeadBytes;
       if (pack.length > 0 && full) {
         commit(pack);
         pack = [];
+        keys = new Set();
         entryBytes = 0;
       }
       pack.push(member);
+      keys.add(member.record.key);
       entryBytes += entry;
     }
     commit(pack);
+    if (later.length > 0) flush(later);
   };
 
   return {
     write(key, bytes, signal) {
       return new Promise<void>((resolve, reject) => {
-        if (pending.length === 0) setImmediate(flush);
+        if (pending.length === 0) {
+          setImmediate(() => {
+            const group = pending;
+            pending = [];
+            flush(group);
+          });
+        }
         pending.push({ record: { key, bytes }, signal, resolve, reject });
       });
     },

@@ -85,6 +85,27 @@ for (const [kind, make] of backends) {
       expect(await registry.get("dev", "run", "res_taken")).toEqual(earlier);
     });
 
+    it("let one of two records for the same handle win, and read back the winner", async () => {
+      const base = make(join(dir, "h"));
+      // A store may take a pack's names in any order: this one takes them last to first.
+      const registry = createRegistry({
+        ...base,
+        async putMany(keys, body, opts) {
+          const results = await base.putMany?.([...keys].reverse(), body, opts);
+          return [...(results ?? [])].reverse();
+        },
+      });
+      const [a, b] = [record("run", "same"), record("run", "same")];
+      if (a === undefined || b === undefined) throw new Error("no records");
+      const results = await commitAll(registry, [record("run", "x"), a, b, record("run", "y")]);
+      const same = results.slice(1, 3).map((r) => (r.status === "fulfilled" ? r.value : undefined));
+      expect(same.map((r) => r?.created).sort()).toEqual([false, true]);
+      const winner = same.find((r) => r?.created)?.record;
+      expect(winner === a || winner === b).toBe(true);
+      expect(same.find((r) => r?.created === false)?.record).toEqual(winner);
+      expect(await registry.get("dev", "run", "res_same")).toEqual(winner);
+    });
+
     it("leave an aborted record out and keep every other", async () => {
       const registry = createRegistry(make(join(dir, "c")));
       const records = ["p", "q", "r"].map((c) => record("run", c));

@@ -4,9 +4,9 @@ import { abortReason, bytesBody } from "./backends/body.js";
 import {
   encodeRecordPack,
   type PackedRecord,
-  packEntryBytes,
+  packEntryBound,
   packHeadBytes,
-  packHeaderBytes,
+  packHeaderBound,
 } from "./record-pack.js";
 
 /** The most records one pack holds; more records committed at once make several packs. */
@@ -113,9 +113,9 @@ export function createGroupCommit(
         later.push(member);
         continue;
       }
-      const entry = packEntryBytes(member.record.key);
+      const entry = packEntryBound(member.record.key);
       const full =
-        pack.length >= maxPackRecords || packHeaderBytes(entryBytes + entry) > packHeadBytes;
+        pack.length >= maxPackRecords || packHeaderBound(entryBytes + entry) > packHeadBytes;
       if (pack.length > 0 && full) {
         commit(pack);
         pack = [];

@@ -5,9 +5,9 @@ import {
   encodeRecordPack,
   findInPack,
   isRecordPack,
-  packEntryBytes,
+  packEntryBound,
   packHeadBytes,
-  packHeaderBytes,
+  packHeaderBound,
 } from "./record-pack.js";
 
 const records = [
@@ -37,9 +37,9 @@ describe("record packs", () => {
   });
 
   it("keeps the header within the bound a writer computes from the keys", () => {
-    const entries = records.reduce((sum, r) => sum + packEntryBytes(r.key), 0);
+    const entries = records.reduce((sum, r) => sum + packEntryBound(r.key), 0);
     const headerEnd = encodeRecordPack(records).indexOf(0x0a) + 1;
-    expect(headerEnd).toBeLessThanOrEqual(packHeaderBytes(entries));
+    expect(headerEnd).toBeLessThanOrEqual(packHeaderBound(entries));
   });
 
   it("are told from a single record by their first byte", () => {
@@ -53,8 +53,8 @@ describe("record packs", () => {
       bytes: Buffer.from("{}"),
     }));
     expect(codeThrownBy(() => encodeRecordPack(many))).toBe(Code.Internal);
-    const entries = many.reduce((sum, r) => sum + packEntryBytes(r.key), 0);
-    expect(packHeaderBytes(entries)).toBeGreaterThan(packHeadBytes);
+    const entries = many.reduce((sum, r) => sum + packEntryBound(r.key), 0);
+    expect(packHeaderBound(entries)).toBeGreaterThan(packHeadBytes);
   });
 
   it("report a cut, unparsable or foreign header as DATA_LOSS", () => {

@@ -39,16 +39,16 @@ function headerLine(records: readonly PackedRecord[]): string {
 }
 
 /**
- * packEntryBytes bounds what one record adds to a pack's header line (its key, offset and
+ * packEntryBound bounds what one record adds to a pack's header line (its key, offset and
  * length), so a writer can tell how many records fit in packHeadBytes without encoding them.
  */
-export function packEntryBytes(key: string): number {
+export function packEntryBound(key: string): number {
   // The JSON string of the key, two safe integers of at most 16 digits, brackets and commas.
   return Buffer.byteLength(JSON.stringify(key)) + 2 * 16 + 4;
 }
 
-/** packHeaderBytes bounds the header line around entries of packEntryBytes in all. */
-export function packHeaderBytes(entryBytes: number): number {
+/** packHeaderBound bounds the header line around entries of packEntryBound in all. */
+export function packHeaderBound(entryBytes: number): number {
   return Buffer.byteLength(JSON.stringify([packFormat, packVersion, []])) + entryBytes + 1;
 }
 

@@ -78,24 +78,31 @@ export function createRegistry(backend: Backend): Registry {
       : createGroupCommit({ ...backend, putMany });
 
   const readRecord = async (key: string, signal?: AbortSignal) => {
-    // One read for a single record (most are far smaller), or a pack's header and the
-    // records after it; a second read only for a larger record, or one further into a pack.
-    const head = await readObject(backend, key, packHeadBytes, signal, { length: packHeadBytes });
-    if (head === undefined) return undefined;
-    if (!isRecordPack(head)) {
-      if (head.byteLength < packHeadBytes) return decodeRecord(head);
-      const whole = await readObject(backend, key, MAX_RECORD_BYTES, signal);
-      return whole === undefined ? undefined : decodeRecord(whole);
+    // The first read covers a single record (most are far smaller) or a pack's header and the
+    // records after it. A record further into a pack is read with everything before it, header
+    // included, so that the header and the record always come from one read of one file, even
+    // if the name was deleted and taken by another pack in between.
+    let range: { length?: number } = { length: packHeadBytes };
+    for (let reads = 1; ; reads++) {
+      const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, range);
+      if (bytes === undefined) return undefined;
+      const asked = range.length;
+      if (!isRecordPack(bytes)) {
+        if (asked === undefined || bytes.byteLength < asked) return decodeRecord(bytes);
+        range = {};
+        continue;
+      }
+      const slice = findInPack(bytes, key);
+      if (slice === undefined) {
+        throw new ConnectError("stored record pack holds no record for its key", Code.DataLoss);
+      }
+      const end = slice.offset + slice.length;
+      if (end <= bytes.byteLength) return decodeRecord(bytes.subarray(slice.offset, end));
+      if ((asked !== undefined && bytes.byteLength < asked) || reads >= 3) {
+        throw new ConnectError("stored record pack is shorter than its header says", Code.DataLoss);
+      }
+      range = { length: end };
     }
-    const slice = findInPack(head, key);
-    if (slice === undefined) {
-      throw new ConnectError("stored record pack holds no record for its key", Code.DataLoss);
-    }
-    const bytes =
-      slice.offset + slice.length <= head.byteLength
-        ? head.subarray(slice.offset, slice.offset + slice.length)
-        : await readObject(backend, key, MAX_RECORD_BYTES, signal, slice);
-    return bytes === undefined ? undefined : decodeRecord(bytes);
   };
 
   const get: Registry["get"] = async (tenant, runId, handle, signal) => {

@@ -1,4 +1,3 @@
-import type { ConnectError } from "@connectrpc/connect";
 /**
  * The one interface between the Spillway service and a store of bytes.
  *
@@ -7,6 +6,8 @@ import type { ConnectError } from "@connectrpc/connect";
  * root or prefix. Every call takes an `AbortSignal`; every failure is a `ConnectError`
  * produced by the backend's single error-mapping function.
  */
+
+import type { ConnectError } from "@connectrpc/connect";
 
 /** BackendCallOptions are accepted by every backend call. */
 export interface BackendCallOptions {

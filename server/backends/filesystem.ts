@@ -83,6 +83,8 @@ export interface FilesystemBackendOptions {
 export type FilesystemBackend = Backend & {
   /** Absolute path of the root directory. */
   readonly root: string;
+  /** Always present here: a put is putMany under one name. */
+  putMany: NonNullable<Backend["putMany"]>;
   /**
    * Deletes temp files (`.tmp-*`, left by a crash mid-put) last modified more than
    * `olderThanMs` ago, anywhere under the root, without following symlinks; returns how many.
@@ -117,9 +119,10 @@ export type FilesystemBackend = Backend & {
  * - list returns the names found on disk, so a key with a hashed (long) segment is listed with
  *   `~<hash>` in its place (such a listed key still works with get, head and delete); callers
  *   list prefixes whose segments are short;
- * - putMany writes one temp file and publishes it under each name with its own create-only
- *   hard link, then fsyncs the directories once for all names: N names cost one file, one
- *   fsync and N links; deleting a name unlinks only that name, and the bytes go with the last;
+ * - putMany writes one temp file the same way and publishes it under each name with its own
+ *   create-only hard link, then fsyncs the directories once for all names: N names cost one
+ *   file, one fsync and N links; deleting a name unlinks only that name, and the bytes go with
+ *   the last; put is putMany under one name;
  * - delete removes directories it leaves empty, up to the root;
  * - a stream returned by get holds an open file until it is read to the end or abandoned
  *   with `break`/`return`, so callers always consume or close it.
@@ -400,24 +403,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     root,
 
     async put(key: string, body: AsyncIterable<Uint8Array>, callOpts?: BackendCallOptions) {
-      const { dirSegments, name } = splitKey(key);
-      const written = await writeTemp(dirSegments, key, body, callOpts?.signal);
-      try {
-        publish(written.tempPath, child(written.dir, name), key);
-      } catch (err) {
-        await unlinkIfPresent(written.tempPath).catch(() => false);
-        throw fromNodeError(err, key);
+      const [result] = await backend.putMany([key], body, callOpts);
+      if (result === undefined || result instanceof ConnectError) {
+        throw result ?? new ConnectError(`put of "${key}" stored nothing`, Code.Internal);
       }
-      // The object is already visible; a temp name that fails to go is left to sweepTempFiles.
-      // Unlinking it drops a second name, never the data, so it is quick.
-      unlinkQuietly(written.tempPath);
-      try {
-        if (fsync) await syncDirectories([written.dir, ...written.created.map((d) => dirname(d))]);
-      } catch (err) {
-        throw fromNodeError(err, key);
-      }
-      // Every byte was written (or the put failed), and the write just ended: no fstat needed.
-      return { size: written.size, modifiedMs: Date.now() };
+      return result;
     },
 
     async putMany(

@@ -10,10 +10,11 @@ const contractOutcomes: ReadonlySet<Code> = new Set([Code.NotFound, Code.Already
 /**
  * instrumentBackend returns `base` with every failed call counted in
  * `spillway_backend_errors_total{backend,code}`: a rejected promise, a `get` stream that
- * fails while it is read, or a name `putMany` could not store. Results and errors pass through unchanged. Not counted, because the
- * store did not fail: `NOT_FOUND` and `ALREADY_EXISTS` (the contract's answers for a missing
- * key and a taken one), a call whose signal was aborted (the caller went away), and a `put`
- * whose body — the caller's upload — failed.
+ * fails while it is read, or a name `putMany` could not store. Results and errors pass
+ * through unchanged. Not counted, because the store did not fail: `NOT_FOUND` and
+ * `ALREADY_EXISTS` (the contract's answers for a missing key and a taken one), a call whose
+ * signal was aborted (the caller went away), and a `put` or `putMany` whose body — the
+ * caller's upload — failed.
  */
 export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
   const count = (err: unknown, opts: BackendCallOptions | undefined) => {

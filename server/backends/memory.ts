@@ -26,8 +26,9 @@ interface StoredObject {
  * Guarantees: the full Backend contract, with keys and list prefixes checked by the shared key
  * rules (`object-key.ts`) like every other backend's; bytes are copied on put and on get, so
  * neither the writer reusing its buffers nor a reader mutating what it got can change a stored
- * object; an aborted or failed put stores nothing; putMany shares one copy between its names. Keys are compared by UTF-16 code unit, which is
- * byte order for the ASCII keys the service produces. Nothing survives the process.
+ * object; an aborted or failed put stores nothing; putMany shares one copy between its names.
+ * Keys are compared by UTF-16 code unit, which is byte order for the ASCII keys the service
+ * produces. Nothing survives the process.
  */
 export function createMemoryBackend(): Backend {
   const objects = new Map<string, StoredObject>();

@@ -126,6 +126,26 @@ describe("SpillwayClient", () => {
     expect(stat.name).toBe("ls");
   });
 
+  it("retries a stat whose replica was lost, and never one that was refused", async () => {
+    await sdk.offload(key("c1s", "a"), "alpha\n");
+    let stats = 0;
+    const lostOnce: Interceptor = (next) => async (req) => {
+      if (req.method.name !== "StatToolOutput") return next(req);
+      if (stats++ === 0) throw new ConnectError("injected: replica lost", Code.Unavailable);
+      return next(req);
+    };
+    const client = createSpillwayClient({
+      baseUrl: t.url,
+      interceptors: [lostOnce],
+      retry: { baseDelayMs: 1 },
+    });
+    expect((await client.stat("c1s", "res_a")).handle).toBe("res_a");
+    expect(stats).toBe(2);
+    stats = 1;
+    expect(await codeOf(client.stat("c1s", "res_missing"))).toBe(Code.PermissionDenied);
+    expect(stats).toBe(2);
+  });
+
   it("lists one page at a time and all pages with listAll", async () => {
     for (let i = 0; i < 5; i++) await sdk.offload(key("c2", `call${i}`), `output ${i}\n`);
     const page = await sdk.list("c2", { pageSize: 2 });

@@ -180,7 +180,10 @@ export interface SpillwayClient {
     range?: ByteRange,
     call?: ReadBytesOptions,
   ): AsyncGenerator<Uint8Array, void, undefined>;
-  /** stat returns the record behind handle, as run runId resolves it. */
+  /**
+   * stat returns the record behind handle, as run runId resolves it; a transient failure is
+   * retried under the client's retry policy within `timeoutMs`.
+   */
   stat(runId: string, handle: string, call?: SpillwayCallOptions): Promise<ResultAttachment>;
   /** list returns one page of run runId's records, ordered by handle. */
   list(runId: string, options?: ListOptions): Promise<ListPage>;
@@ -293,6 +296,27 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     return { attachments: res.attachments, nextPageToken: res.nextPageToken };
   }
 
+  async function stat(
+    runId: string,
+    handle: string,
+    call: SpillwayCallOptions = {},
+  ): Promise<ResultAttachment> {
+    // A stat is idempotent, so a lost replica is retried like a window read.
+    const res = await retryUnavailable(
+      (timeoutMs) => raw.statToolOutput({ runId, handle }, callOptions(call, timeoutMs)),
+      {
+        retry: opts.retry,
+        signal: call.signal,
+        timeoutMs: call.timeoutMs,
+        retryable: isTransientError,
+      },
+    );
+    if (res.attachment === undefined) {
+      throw new ConnectError("server returned no attachment", Code.Internal);
+    }
+    return res.attachment;
+  }
+
   /**
    * verification looks up what a verified readBytes must find (the record's size and sha256)
    * and starts the hash that checks it; verify covers whole payloads only.
@@ -310,18 +334,11 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         Code.InvalidArgument,
       );
     }
-    const { attachment } = await retryUnavailable(
-      (timeoutMs) => raw.statToolOutput({ runId, handle }, callOptions(call, timeoutMs)),
-      {
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: budget.left(),
-        retryable: isTransientError,
-      },
-    );
-    if (attachment === undefined) {
-      throw new ConnectError("server returned no attachment", Code.Internal);
-    }
+    const left = budget.left();
+    const attachment = await stat(runId, handle, {
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(left === undefined ? {} : { timeoutMs: left }),
+    });
     const size = Number(attachment.sizeBytes);
     return { size, sha256: attachment.sha256, hash: hasher.hash(size) };
   }
@@ -444,13 +461,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         check?.hash.dispose();
       }
     },
-    async stat(runId, handle, call = {}) {
-      const res = await raw.statToolOutput({ runId, handle }, callOptions(call));
-      if (res.attachment === undefined) {
-        throw new ConnectError("server returned no attachment", Code.Internal);
-      }
-      return res.attachment;
-    },
+    stat,
     list,
     async *listAll(runId, options = {}) {
       let pageToken = "";

@@ -10,6 +10,7 @@ export const BACKEND_FLAGS = {
   "s3-endpoint": "SPILLWAY_S3_ENDPOINT",
   "s3-region": "SPILLWAY_S3_REGION",
   "s3-path-style": "SPILLWAY_S3_PATH_STYLE",
+  "s3-sign-payload": "SPILLWAY_S3_SIGN_PAYLOAD",
 } as const;
 
 /** BACKEND_USAGE documents BACKEND_FLAGS for `spillway --help`. */
@@ -20,9 +21,18 @@ export const BACKEND_USAGE = `  --backend <memory|filesystem|s3|minio>   SPILLWA
   --s3-endpoint <url>             SPILLWAY_S3_ENDPOINT  e.g. http://127.0.0.1:9000 (S3-compatible)
   --s3-region <region>            SPILLWAY_S3_REGION    default us-east-1
   --s3-path-style <true|false>    SPILLWAY_S3_PATH_STYLE  path-style URLs, default true with an endpoint
+  --s3-sign-payload <true|false>  SPILLWAY_S3_SIGN_PAYLOAD  sign a sha256 of every body (s3 backend),
+                                  default false: bodies are checked by a signed CRC32
   Credentials come from the standard chain: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles,
   instance roles (s3); the same two variables for the minio backend.
 `;
+
+/** booleanOption reads a `true`/`false` flag; anything else is an Error naming the flag. */
+function booleanOption(value: string | undefined, flag: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value === "true" || value === "false") return value === "true";
+  throw new Error(`--${flag} must be true or false, got "${value}"`);
+}
 
 /** ConfiguredBackend is a backend built from flags (its `sweepLeftovers`, if any, included). */
 export interface ConfiguredBackend {
@@ -60,9 +70,10 @@ export async function backendFromOptions(
       const endpoint = opt("s3-endpoint");
       const region = opt("s3-region") ?? "us-east-1";
       const prefix = opt("s3-prefix") ?? "";
+      const signPayload = booleanOption(opt("s3-sign-payload"), "s3-sign-payload");
       if (kind === "s3") {
         const { createS3Backend } = await import("./backends/s3.js");
-        const pathStyle = opt("s3-path-style");
+        const pathStyle = booleanOption(opt("s3-path-style"), "s3-path-style");
         return {
           kind,
           backend: createS3Backend({
@@ -70,9 +81,14 @@ export async function backendFromOptions(
             prefix,
             region,
             ...(endpoint === undefined ? {} : { endpoint }),
-            forcePathStyle: pathStyle === undefined ? endpoint !== undefined : pathStyle === "true",
+            forcePathStyle: pathStyle ?? endpoint !== undefined,
+            ...(signPayload === undefined ? {} : { signPayload }),
           }),
         };
+      }
+      if (signPayload !== undefined) {
+        // The minio client decides by itself: it signs bodies over http, not over https.
+        throw new Error("--s3-sign-payload applies to --backend s3 only");
       }
       if (endpoint === undefined) {
         throw new Error("--s3-endpoint is required with --backend minio");

@@ -39,6 +39,17 @@ const deniedNames = new Set([
 ]);
 
 /**
+ * S3 error codes for a body that does not match the checksum the request carries: the bytes
+ * changed between Spillway and the store (S3 and SeaweedFS say `BadDigest`, MinIO names the
+ * header that did not match).
+ */
+const corruptedBodyNames = new Set([
+  "BadDigest",
+  "XAmzContentChecksumMismatch",
+  "XAmzContentSHA256Mismatch",
+]);
+
+/**
  * fromS3Error is the one function that turns an AWS SDK (`@aws-sdk/client-s3`) failure into a
  * ConnectError.
  *
@@ -53,6 +64,11 @@ const deniedNames = new Set([
  * - `AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch` and any other 403 become
  *   `PERMISSION_DENIED` with a fixed message: the store's explanation (bucket policies, key
  *   ids) stays in `cause` for the server's logs and never reaches a client;
+ * - a body the store refused for not matching its checksum (`BadDigest`, MinIO's
+ *   `XAmzContentChecksumMismatch` and `XAmzContentSHA256Mismatch`) becomes `UNAVAILABLE`: the
+ *   bytes changed on the way, nothing was stored, and sending them again may succeed;
+ * - a read whose bytes do not match the checksum the store keeps for the object (the SDK's
+ *   `Checksum mismatch` at the end of a whole-object read) becomes `DATA_LOSS`;
  * - throttling (`SlowDown`, `Throttling…`, 429, 503), every other 5xx, timeouts and network
  *   failures (refused, reset, unreachable, `socket hang up`) become `UNAVAILABLE`, which
  *   callers may retry once the store is back;
@@ -93,6 +109,18 @@ export function fromS3Error(err: unknown, key?: string, bucket?: string): Connec
     return wrap(
       `the object store denied access${about}; the server's storage credentials or policy need attention`,
       Code.PermissionDenied,
+    );
+  }
+  if (name !== undefined && corruptedBodyNames.has(name)) {
+    return wrap(
+      `object store refused the bytes as changed on the way (checksum mismatch)${about}; retry`,
+      Code.Unavailable,
+    );
+  }
+  if (err instanceof Error && err.message.startsWith("Checksum mismatch:")) {
+    return wrap(
+      `stored bytes do not match the checksum the object store keeps for them${about}`,
+      Code.DataLoss,
     );
   }
   if ((name !== undefined && throttlingNames.has(name)) || status === 429 || status === 503) {

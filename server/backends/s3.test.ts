@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { crc32 } from "node:zlib";
 import {
   AbortMultipartUploadCommand,
   CreateBucketCommand,
@@ -8,14 +9,16 @@ import {
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
-  type S3Client,
+  S3Client,
   S3ServiceException,
 } from "@aws-sdk/client-s3";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { FinalizeRequestMiddleware, MetadataBearer } from "@smithy/types";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { codeOf } from "../../test/support/code-of.js";
 import {
   atomicConditionalComplete,
+  bodyChecksumSupport,
   conditionalWriteSupport,
   freePort,
   listsInByteOrder,
@@ -347,6 +350,88 @@ for (const kind of objectServerKinds) {
       }
     });
 
+    for (const signPayload of [false, true]) {
+      const mode = signPayload ? "signed" : "unsigned";
+
+      it(`sends every body with a signed CRC32, its sha256 ${signPayload ? "signed" : "left out"} (${mode})`, async () => {
+        const sent: SentBody[] = [];
+        const client = watchedClient(info, { sent });
+        const watched = createS3Backend({ bucket, client, partSizeBytes: 5 * MiB, signPayload });
+        try {
+          const small = new Uint8Array(randomBytes(70_000));
+          const large = new Uint8Array(randomBytes(11 * MiB + 77));
+          const keys = [`sent-small-${mode}`, `sent-large-${mode}`].map(
+            (k) => `${k}-${randomBytes(3).toString("hex")}`,
+          );
+          await watched.put(keys[0] as string, bytesBody(small));
+          await watched.put(keys[1] as string, chunks(large, 1_000_003));
+          // One PutObject, then three parts.
+          expect(sent.map((s) => s.body.byteLength)).toEqual([
+            small.byteLength,
+            ...[5 * MiB, 5 * MiB, MiB + 77],
+          ]);
+          for (const { headers, body } of sent) {
+            const crc = Buffer.alloc(4);
+            crc.writeUInt32BE(crc32(body));
+            expect(headers["x-amz-checksum-crc32"]).toBe(crc.toString("base64"));
+            expect(headers["x-amz-content-sha256"]).toBe(
+              signPayload ? sha256(body) : "UNSIGNED-PAYLOAD",
+            );
+            const signed = /SignedHeaders=([^,]+)/.exec(headers.authorization ?? "")?.[1];
+            expect(signed?.split(";")).toEqual(
+              expect.arrayContaining(["x-amz-checksum-crc32", "x-amz-content-sha256"]),
+            );
+          }
+          expect(sha256(await readAllBytes(await watched.get(keys[0] as string)))).toBe(
+            sha256(small),
+          );
+          expect(sha256(await readAllBytes(await watched.get(keys[1] as string)))).toBe(
+            sha256(large),
+          );
+        } finally {
+          client.destroy();
+        }
+      });
+
+      it(`refuses a body changed on the way as UNAVAILABLE, leaving nothing, per server (${mode})`, async () => {
+        const client = watchedClient(info, { corrupt: true });
+        const corrupting = createS3Backend({
+          bucket,
+          prefix: rootPrefix,
+          client,
+          partSizeBytes: 5 * MiB,
+          signPayload,
+        });
+        try {
+          for (const size of [70_000, 11 * MiB]) {
+            const key = `corrupted-${mode}-${size}-${randomBytes(3).toString("hex")}`;
+            const payload = new Uint8Array(randomBytes(size));
+            const put = corrupting.put(key, chunks(payload, 1_000_003));
+            if (bodyChecksumSupport[kind]) {
+              const err = await failure(put);
+              expect(err.code).toBe(Code.Unavailable);
+              expect(err.rawMessage).toContain("changed on the way");
+              expect(await subject().head(key)).toBeUndefined();
+              expect(await uploadsFor(key)).toBe(0);
+            } else {
+              // Documented difference: the store keeps whatever bytes arrive. The SDK checks a
+              // whole-object read against a single put's stored CRC32, not against the
+              // per-part ones of a multipart object (a record's sha256 is what catches those).
+              await put;
+              const read = readAllBytes(await subject().get(key));
+              if (size <= 5 * MiB) {
+                expect((await failure(read)).code).toBe(Code.DataLoss);
+              } else {
+                expect(sha256(await read)).not.toBe(sha256(payload));
+              }
+            }
+          }
+        } finally {
+          client.destroy();
+        }
+      });
+    }
+
     it("maps a wrong secret to PERMISSION_DENIED without the store's detail, per server", async () => {
       const denied = createS3Backend({
         ...connection(info),
@@ -449,6 +534,18 @@ describe("fromS3Error", () => {
     });
   }
 
+  it("maps a body refused for its checksum to UNAVAILABLE and a read failing it to DATA_LOSS", () => {
+    for (const name of ["BadDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"]) {
+      const mapped = fromS3Error(serviceError(name, 400), "k");
+      expect(mapped.code).toBe(Code.Unavailable);
+      expect(mapped.rawMessage).toContain("changed on the way");
+    }
+    const mismatch = new Error('Checksum mismatch: expected "AAAAAA==" but received "AQAAAA=="');
+    const mapped = fromS3Error(mismatch, "k");
+    expect(mapped.code).toBe(Code.DataLoss);
+    expect(mapped.cause).toBe(mismatch);
+  });
+
   it("maps throttling to UNAVAILABLE", () => {
     for (const err of [
       serviceError("SlowDown", 503, "server"),
@@ -510,6 +607,42 @@ describe("fromS3Error", () => {
     expect(fromS3Error(serviceError("MalformedXML", 400)).code).toBe(Code.Internal);
   });
 });
+
+/** A body-carrying request as it left the client, after signing. */
+interface SentBody {
+  readonly headers: Record<string, string>;
+  readonly body: Uint8Array;
+}
+
+/**
+ * watchedClient returns an S3 client for `info` that sees every request carrying a body once
+ * it is signed: it records them into `sent`, and with `corrupt` flips one byte of each body
+ * (in a copy) after its checksums were taken, as a fault on the wire would.
+ */
+function watchedClient(
+  info: ObjectServerInfo,
+  watch: { sent?: SentBody[]; corrupt?: boolean },
+): S3Client {
+  const client = new S3Client({ ...connection(info), maxAttempts: 1 });
+  const watchBodies: FinalizeRequestMiddleware<object, MetadataBearer> = (next) => (args) => {
+    const request = args.request as { headers: Record<string, string>; body?: unknown };
+    if (request.body instanceof Uint8Array && request.body.byteLength > 0) {
+      watch.sent?.push({ headers: { ...request.headers }, body: request.body });
+      if (watch.corrupt === true) {
+        const changed = Buffer.from(request.body);
+        changed.writeUInt8(changed.readUInt8(0) ^ 0x01, 0);
+        request.body = changed;
+      }
+    }
+    return next(args);
+  };
+  client.middlewareStack.addRelativeTo(watchBodies, {
+    relation: "after",
+    toMiddleware: "httpSigningMiddleware",
+    name: "watchBodies",
+  });
+  return client;
+}
 
 function connection(info: ObjectServerInfo) {
   return {

@@ -16,7 +16,7 @@ import {
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { AwsCredentialIdentity } from "@smithy/types";
+import type { AwsCredentialIdentity, BuildMiddleware, MetadataBearer } from "@smithy/types";
 import type {
   Backend,
   BackendCallOptions,
@@ -54,6 +54,12 @@ export interface S3BackendOptions {
   readonly partSizeBytes?: number;
   /** Parts uploaded concurrently. Default 4. */
   readonly queueSize?: number;
+  /**
+   * Whether SigV4 signs a sha256 of every body (PutObject, UploadPart) besides its headers.
+   * Default false: bodies go as `UNSIGNED-PAYLOAD`, checked by the CRC32 header the signature
+   * covers, which saves hashing every byte a second time (Spillway hashes it for the record).
+   */
+  readonly signPayload?: boolean;
   /** A client to use instead of building one; the backend then leaves it open on close. */
   readonly client?: S3Client;
 }
@@ -70,6 +76,11 @@ export interface S3BackendOptions {
  *   CompleteMultipartUpload), so an existing object or a concurrent writer that wins the race
  *   makes this put `ALREADY_EXISTS`; a multipart upload is also preceded by a HeadObject so an
  *   upload doomed to be refused never sends its parts;
+ * - every body the store receives carries its CRC32 (`x-amz-checksum-crc32`, under the
+ *   signature): a store that checks it refuses bytes changed on the way, and put fails with
+ *   `UNAVAILABLE` leaving nothing behind; unless `signPayload` is set, the body itself is sent
+ *   unsigned (`UNSIGNED-PAYLOAD`), so on plain HTTP the CRC32 guards against corruption, not
+ *   against a forger on the path (use HTTPS to the store for that, as for reads);
  * - put holds at most one part in memory before deciding: a body up to `partSizeBytes` is one
  *   PutObject, a larger one a multipart upload with at most `queueSize` parts in flight;
  *   chunks are copied as they arrive, so writers may reuse their buffers; part buffers are
@@ -106,6 +117,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       Code.InvalidArgument,
     );
   }
+  const signPayload = opts.signPayload ?? false;
   const ownsClient = opts.client === undefined;
   const client = opts.client ?? new S3Client(clientConfig(opts));
   // Part buffers are reused across uploads: a fresh 8 MiB per part made V8 collect every few
@@ -132,16 +144,16 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
   }
 
   async function putSmall(key: string, bytes: Buffer, signal: AbortSignal | undefined) {
-    await client.send(
-      new PutObjectCommand({
-        Bucket: bucket,
-        Key: objectKey(key),
-        Body: bytes,
-        ContentLength: bytes.byteLength,
-        IfNoneMatch: "*",
-      }),
-      { abortSignal: signal },
-    );
+    const command = new PutObjectCommand({
+      Bucket: bucket,
+      Key: objectKey(key),
+      Body: bytes,
+      ContentLength: bytes.byteLength,
+      ChecksumAlgorithm: "CRC32",
+      IfNoneMatch: "*",
+    });
+    if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
+    await client.send(command, { abortSignal: signal });
   }
 
   async function putMultipart(
@@ -171,16 +183,16 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
           Code.ResourceExhausted,
         );
       }
+      const command = new UploadPartCommand({
+        ...upload,
+        PartNumber: partNumber,
+        Body: part.subarray(0, length),
+        ContentLength: length,
+        ChecksumAlgorithm: "CRC32",
+      });
+      if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
       const sent: Promise<void> = client
-        .send(
-          new UploadPartCommand({
-            ...upload,
-            PartNumber: partNumber,
-            Body: part.subarray(0, length),
-            ContentLength: length,
-          }),
-          { abortSignal: signal },
-        )
+        .send(command, { abortSignal: signal })
         .then(
           (out) => {
             completed.push({ PartNumber: partNumber, ETag: out.ETag });
@@ -447,6 +459,24 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     },
   };
 }
+
+/**
+ * unsignedPayload returns a middleware that sets `x-amz-content-sha256: UNSIGNED-PAYLOAD`
+ * before signing, so SigV4 signs the headers (the body's CRC32 among them) without hashing the
+ * body, and the store skips hashing it again to check.
+ */
+function unsignedPayload<I extends object, O extends MetadataBearer>(): BuildMiddleware<I, O> {
+  return (next) => (args) => {
+    const request = args.request;
+    if (typeof request === "object" && request !== null && "headers" in request) {
+      const headers = request.headers as Record<string, string>;
+      headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD";
+    }
+    return next(args);
+  };
+}
+
+const unsignedPayloadStep = { step: "build", name: "spillwayUnsignedPayload" } as const;
 
 function clientConfig(opts: S3BackendOptions): S3ClientConfig {
   return {

@@ -57,6 +57,16 @@ export const signatureCheckSupport: Readonly<Record<ObjectServerKind, boolean>> 
 };
 
 /**
+ * Whether a server checks a body against the CRC32 the request carries
+ * (`x-amz-checksum-crc32`) and refuses a mismatch: moto stores the body unchecked.
+ */
+export const bodyChecksumSupport: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: true,
+  moto: false,
+};
+
+/**
  * Whether a server reports a missing bucket on PutObject and ListObjectsV2: SeaweedFS (with an
  * admin identity) either creates the bucket on the first put or fails the put with a 500, and
  * lists a missing bucket as empty. Every server reports NoSuchBucket on GetObject.

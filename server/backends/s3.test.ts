@@ -627,7 +627,8 @@ function watchedClient(
   const watchBodies: FinalizeRequestMiddleware<object, MetadataBearer> = (next) => (args) => {
     const request = args.request as { headers: Record<string, string>; body?: unknown };
     if (request.body instanceof Uint8Array && request.body.byteLength > 0) {
-      watch.sent?.push({ headers: { ...request.headers }, body: request.body });
+      // A copy: the body is a view of a part buffer that later parts reuse.
+      watch.sent?.push({ headers: { ...request.headers }, body: Buffer.from(request.body) });
       if (watch.corrupt === true) {
         const changed = Buffer.from(request.body);
         changed.writeUInt8(changed.readUInt8(0) ^ 0x01, 0);

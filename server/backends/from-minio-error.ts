@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { untrustedCertificate } from "./object-errors.js";
 
 /** S3 error codes (as the minio client reports them in `err.code`) and their status. */
 const codeByS3Code: Readonly<Record<string, Code>> = {
@@ -61,7 +62,8 @@ const retryableStatus = /Retryable HTTP status: (\d{3})/;
  * invalid tokens) → PERMISSION_DENIED, SlowDown/ServiceUnavailable/InternalError/RequestTimeout
  * → UNAVAILABLE; a retryable HTTP status the client gave up on (408, 429, 5xx) and socket
  * failures (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) are UNAVAILABLE; anything else is
- * `INTERNAL`. Messages name the key (when given) and at most the S3 code or errno, never the
+ * `INTERNAL`; a store whose TLS certificate this process does not trust is
+ * `FAILED_PRECONDITION` (`untrustedCertificate`). Messages name the key (when given) and at most the S3 code or errno, never the
  * server's own text, and a permission failure says nothing about which credential was wrong;
  * the original error is kept as `cause` for logs.
  */
@@ -80,6 +82,8 @@ export function fromMinioError(err: unknown, key?: string): ConnectError {
       err,
     );
   }
+  const untrusted = untrustedCertificate(err, about);
+  if (untrusted !== undefined) return untrusted;
   const s3Code = stringField(err, "code");
   const mapped = s3Code === undefined ? undefined : codeByS3Code[s3Code];
   if (s3Code !== undefined && mapped !== undefined) {

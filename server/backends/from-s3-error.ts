@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { untrustedCertificate } from "./object-errors.js";
 
 /** Node and SDK error codes that mean the endpoint could not be reached or dropped the call. */
 const networkCodes = new Set([
@@ -55,6 +56,8 @@ const corruptedBodyNames = new Set([
  *
  * Guarantees:
  * - an existing ConnectError is returned as is; an `AbortError` becomes `CANCELED`;
+ * - a store whose TLS certificate this process does not trust becomes `FAILED_PRECONDITION`
+ *   (`untrustedCertificate`);
  * - `NoSuchBucket` becomes `FAILED_PRECONDITION` naming the bucket (the operator's setup is
  *   wrong, retrying will not help);
  * - `NoSuchKey`, `NotFound` and any other 404 become `NOT_FOUND`;
@@ -80,6 +83,8 @@ export function fromS3Error(err: unknown, key?: string, bucket?: string): Connec
   const about = key === undefined ? "" : ` (key "${key}")`;
   const wrap = (message: string, code: Code): ConnectError =>
     new ConnectError(message, code, undefined, undefined, err);
+  const untrusted = untrustedCertificate(err, about);
+  if (untrusted !== undefined) return untrusted;
   const name = nameOf(err);
   if (name === "AbortError") return wrap(`operation aborted${about}`, Code.Canceled);
   if (name === "TimeoutError" || isNetworkError(err)) {

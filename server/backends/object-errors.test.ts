@@ -1,6 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { alreadyExists, notFound } from "./object-errors.js";
+import { fromMinioError } from "./from-minio-error.js";
+import { fromS3Error } from "./from-s3-error.js";
+import { alreadyExists, notFound, untrustedCertificate } from "./object-errors.js";
 
 describe("object errors", () => {
   it("notFound is NOT_FOUND naming the key, and leaves the stack-trace limit as it was", () => {
@@ -16,5 +18,28 @@ describe("object errors", () => {
     const err = alreadyExists("t/a/b");
     expect(err.code).toBe(Code.AlreadyExists);
     expect(err.rawMessage).toBe('object already exists (key "t/a/b")');
+  });
+
+  it("untrustedCertificate is FAILED_PRECONDITION for Node's TLS trust failures, through both SDK mappings", () => {
+    for (const code of [
+      "DEPTH_ZERO_SELF_SIGNED_CERT",
+      "CERT_HAS_EXPIRED",
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+    ]) {
+      const err = Object.assign(new Error("certificate trouble"), { code });
+      for (const mapped of [
+        untrustedCertificate(err, ' (key "k")'),
+        fromS3Error(err, "k"),
+        fromMinioError(err, "k"),
+      ]) {
+        expect(mapped?.code).toBe(Code.FailedPrecondition);
+        expect(mapped?.rawMessage).toContain(`[${code}]`);
+        expect(mapped?.rawMessage).toContain("NODE_EXTRA_CA_CERTS");
+        expect(mapped?.cause).toBe(err);
+      }
+    }
+    const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+    expect(untrustedCertificate(refused, "")).toBeUndefined();
+    expect(untrustedCertificate("not an error", "")).toBeUndefined();
   });
 });

@@ -28,3 +28,42 @@ export function notFound(key: string): ConnectError {
 export function alreadyExists(key: string): ConnectError {
   return new ConnectError(`object already exists (key "${key}")`, Code.AlreadyExists);
 }
+
+/** Node's codes for a TLS peer whose certificate the process does not accept. */
+const untrustedCertificateCodes: ReadonlySet<string> = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_UNTRUSTED",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_REVOKED",
+  "CERT_SIGNATURE_FAILURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * untrustedCertificate returns the error for a store reached over HTTPS whose certificate
+ * this process does not accept, or undefined when `err` is not such a failure. The SDK
+ * mappings call it first.
+ *
+ * Guarantees: the code is `FAILED_PRECONDITION` (the deployment's trust or endpoint needs
+ * fixing; retrying will not help), the message names Node's code and the remedy, and `err` is
+ * kept as `cause`.
+ */
+export function untrustedCertificate(err: unknown, about: string): ConnectError | undefined {
+  const code =
+    typeof err === "object" && err !== null && "code" in err && typeof err.code === "string"
+      ? err.code
+      : undefined;
+  if (code === undefined || !untrustedCertificateCodes.has(code)) return undefined;
+  return new ConnectError(
+    `the object store's TLS certificate is not trusted${about} [${code}]; add its CA to NODE_EXTRA_CA_CERTS or fix the endpoint`,
+    Code.FailedPrecondition,
+    undefined,
+    undefined,
+    err,
+  );
+}

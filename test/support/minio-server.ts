@@ -1,4 +1,5 @@
-import { access, constants, mkdir, mkdtemp } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { access, constants, mkdir, mkdtemp, readFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -20,9 +21,10 @@ export function minioBinaryPath(): string {
  * with a private data dir, and resolves once it answers an authenticated ListBuckets (the
  * default probe): /minio/health/live answers 200 before MinIO's object layer is initialized, and
  * S3 calls made then fail with XMinioServerNotInitialized. It fails, never skips, when the binary
- * is missing.
+ * is missing. With `tls`, it serves HTTPS under a fresh self-signed certificate for 127.0.0.1
+ * (made with `openssl`), whose PEM the returned info carries as `ca` and writes to `caFile`.
  */
-export async function startMinioServer(): Promise<ObjectServer> {
+export async function startMinioServer(opts: { tls?: boolean } = {}): Promise<ObjectServer> {
   const binary = minioBinaryPath();
   try {
     await access(binary, constants.X_OK);
@@ -36,12 +38,19 @@ export async function startMinioServer(): Promise<ObjectServer> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-minio-"));
   const data = join(dir, "data");
   await mkdir(data);
-  const endpoint = `http://127.0.0.1:${port}`;
+  const certs = join(dir, "certs");
+  if (opts.tls === true) {
+    await mkdir(certs);
+    selfSignedFor127(certs);
+  }
+  const endpoint = `${opts.tls === true ? "https" : "http"}://127.0.0.1:${port}`;
   const accessKeyId = "spillway-test";
   const secretAccessKey = "spillway-test-secret";
+  const caFile = join(certs, "public.crt");
   return launchObjectServer({
     kind: "minio",
     endpoint,
+    ...(opts.tls === true ? { ca: await readFile(caFile, "utf8"), caFile } : {}),
     region: "us-east-1",
     accessKeyId,
     secretAccessKey,
@@ -55,6 +64,7 @@ export async function startMinioServer(): Promise<ObjectServer> {
       "--console-address",
       `127.0.0.1:${consolePort}`,
       "--quiet",
+      ...(opts.tls === true ? ["--certs-dir", certs] : []),
     ],
     env: {
       MINIO_ROOT_USER: accessKeyId,
@@ -63,4 +73,31 @@ export async function startMinioServer(): Promise<ObjectServer> {
     },
     readyTimeoutMs: 60_000,
   });
+}
+
+/** Writes MinIO's `public.crt` and `private.key` into dir: a self-signed EC certificate for 127.0.0.1. */
+function selfSignedFor127(dir: string): void {
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+      "-keyout",
+      join(dir, "private.key"),
+      "-out",
+      join(dir, "public.crt"),
+    ],
+    { stdio: "ignore" },
+  );
 }

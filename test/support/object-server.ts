@@ -18,8 +18,15 @@ export const objectServerKinds: readonly ObjectServerKind[] = ["minio", "seaweed
  */
 export interface ObjectServerInfo {
   kind: ObjectServerKind;
-  /** Loopback base URL, `http://127.0.0.1:<port>`; use it with path-style addressing. */
+  /**
+   * Loopback base URL, `http://127.0.0.1:<port>` (`https://` for a server started with TLS);
+   * use it with path-style addressing.
+   */
   endpoint: string;
+  /** PEM of the certificate a TLS server presents, for clients to trust; absent without TLS. */
+  ca?: string;
+  /** The same PEM as a file, for `NODE_EXTRA_CA_CERTS`; absent without TLS. */
+  caFile?: string;
   region: string;
   accessKeyId: string;
   secretAccessKey: string;

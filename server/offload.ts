@@ -130,6 +130,13 @@ async function offloadFrom(
   const handle = handleFor(key.callId, header.slot);
 
   const limits = limitsForTenant(deps.limits, tenantLimits);
+  // A payload announced as too large is refused before any of it is sent or anything is read.
+  if (header.expectedSize !== undefined && header.expectedSize > BigInt(limits.maxBlobBytes)) {
+    throw new ConnectError(
+      `payload of header.expected_size ${header.expectedSize} bytes exceeds max_blob_bytes ${limits.maxBlobBytes}`,
+      Code.ResourceExhausted,
+    );
+  }
   const { maxRunBytes } = limits;
   const runBytes = (exceptHandle?: string) =>
     storedRunBytes(deps.registry, tenant, key.runId, {

@@ -112,6 +112,46 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     expect(ok.sha256).toBe(sha(bytes));
   });
 
+  it("refuses a payload announced over max_blob_bytes before any of it is sent", async () => {
+    // The header alone, then a stream that never sends: the answer cannot wait for bytes.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const announced = t.sdk().raw.offload(
+      (async function* () {
+        yield create(OffloadRequestSchema, {
+          msg: {
+            case: "header",
+            value: { key: key("announced"), expectedSize: BigInt(64 << 20) + 1n },
+          },
+        });
+        await held;
+      })(),
+    );
+    try {
+      const err = ConnectError.from(await announced.catch((e: unknown) => e));
+      expect(err.code).toBe(Code.ResourceExhausted);
+      expect(err.rawMessage).toContain(`expected_size ${(64 << 20) + 1}`);
+      expect(err.rawMessage).toContain(`max_blob_bytes ${64 << 20}`);
+    } finally {
+      release();
+    }
+    // The SDK announces the size of a payload it holds whole, so the same refusal comes first.
+    const whole = Buffer.alloc((64 << 20) + 1);
+    const viaSdk = ConnectError.from(
+      await t
+        .sdk()
+        .offload(key("announced-sdk"), whole)
+        .catch((e: unknown) => e),
+    );
+    expect(viaSdk.code).toBe(Code.ResourceExhausted);
+    expect(viaSdk.rawMessage).toContain("expected_size");
+    expect(await codeOf(t.sdk().readToolOutput({ runId: "run", handle: "res_announced" }))).toBe(
+      Code.PermissionDenied,
+    );
+  });
+
   it("keeps observed_bytes exact up to 2^53 - 1 and refuses more with INVALID_ARGUMENT", async () => {
     const max = BigInt(Number.MAX_SAFE_INTEGER);
     const kept = await t.sdk().offload(key("observed-max"), "abc", { observedBytes: max });

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient, SpillwayClient, error_reason
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 
@@ -142,3 +143,19 @@ def test_json_binary_header_options_and_run_operations(client: SpillwayClient, r
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     info = client.server_info()
     assert info.backend == "memory" and info.caps.max_window_lines > 0
+
+
+async def test_a_payload_over_max_blob_bytes_is_refused_by_its_announced_size(run_id: str) -> None:
+    with spillway_server("--max-blob-bytes", "100000") as url:
+        with SpillwayClient(url) as sync_client:
+            with pytest.raises(grpc.RpcError) as caught:
+                sync_client.offload(key(run_id, "big"), b"x" * 150_000)
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "expected_size 150000" in (caught.value.details() or "")
+        async with AsyncSpillwayClient(url) as async_client:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await async_client.offload(key(run_id, "big-async"), "y" * 150_000)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "expected_size 150000" in (refused.value.details() or "")
+            stored = await async_client.offload(key(run_id, "fits"), b"z" * 90_000)
+            assert stored.size_bytes == 90_000

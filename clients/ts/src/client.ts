@@ -141,7 +141,9 @@ export interface SpillwayClient {
    * same outcome, deadline and cancellation as a call of its own. It retries UNAVAILABLE
    * (offload is idempotent per key and bytes) with backoff, unless data is an AsyncIterable that
    * the failed attempt already started to read: a stream cannot be replayed, so that error is
-   * rethrown. Bytes, strings and JSON values are always replayable.
+   * rethrown. Bytes, strings and JSON values are always replayable, and a streamed one
+   * announces its size (`expected_size`), so a payload over the server's max_blob_bytes is
+   * RESOURCE_EXHAUSTED before its bytes are sent.
    */
   offload(
     key: OffloadKey,
@@ -276,10 +278,16 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
   ): Promise<OffloadResult> {
     const header = { ...options, key };
     const whole = isReplayable(data) ? bytesOf(data) : undefined;
+    // A streamed payload of known length announces it, so the server refuses one over its
+    // limits before the bytes are sent.
+    const announced =
+      whole === undefined || options.expectedSize !== undefined
+        ? header
+        : { ...header, expectedSize: BigInt(whole.byteLength) };
     const res =
       whole !== undefined && whole.byteLength <= BATCHED_BYTES
         ? await batcher.offload(create(OffloadHeaderSchema, header), whole, call)
-        : await offloadStream(header, whole ?? data, call);
+        : await offloadStream(announced, whole ?? data, call);
     if (res.attachment === undefined) {
       throw new ConnectError("server returned no attachment", Code.Internal);
     }

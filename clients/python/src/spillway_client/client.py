@@ -140,7 +140,9 @@ class SpillwayClient:
         `data` is bytes, str (UTF-8), an iterator of bytes (streamed as it comes) or any other
         JSON-able value (sent as compact JSON). `options` are OffloadHeader fields (`slot`,
         `name`, `content_type`, `expected_size`, `expected_sha256`, `observed_bytes`,
-        `truncated`, `ttl`, `preview`, `preview_only`). Replayable data is retried while the
+        `truncated`, `ttl`, `preview`, `preview_only`); a payload given whole is sent with its
+        `expected_size`, so one over the server's max_blob_bytes is refused (RESOURCE_EXHAUSTED)
+        before its bytes are sent. Replayable data is retried while the
         server answers UNAVAILABLE (a draining replica); Offload is idempotent per key, so a
         retry of a committed offload returns the same record.
         """
@@ -148,7 +150,8 @@ class SpillwayClient:
             first = msg.header(key, options, json_value=False)
             return self._offload_once(_stream_requests(first, data), timeout)
         payload, json_value = msg.payload_bytes(data)
-        first = msg.header(key, options, json_value=json_value)
+        # The size is announced, so a payload over the server's limit is refused before it is sent.
+        first = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
         return _with_retries(lambda: self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout))
 
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
@@ -324,7 +327,8 @@ class AsyncSpillwayClient:
         first = msg.header(key, options, json_value=json_value)
         if len(payload) <= BATCHED_BYTES:
             return await self._batcher.offload(first.header, payload, timeout)
-        return await self._send_alone(first.header, payload, timeout)
+        announced = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
+        return await self._send_alone(announced.header, payload, timeout)
 
     async def _send_alone(
         self, header: pb.OffloadHeader, payload: bytes, timeout: float | None

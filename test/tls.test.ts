@@ -9,29 +9,18 @@ import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { writeSelfSigned } from "./support/self-signed.js";
 
 const openssl = (args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
 
-/** Writes `<dir>/<name>.pem` and `.key`: a self-signed EC certificate for `cn` (with localhost SANs for "localhost"). */
+/** Writes `<dir>/<name>.pem` and `.key`: a self-signed certificate for `cn` (with localhost SANs for "localhost"). */
 function selfSigned(dir: string, name: string, cn: string): void {
-  openssl([
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-days",
-    "1",
-    "-subj",
-    `/CN=${cn}`,
-    "-keyout",
-    join(dir, `${name}.key`),
-    "-out",
-    join(dir, `${name}.pem`),
-    ...(cn === "localhost" ? ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"] : []),
-  ]);
+  writeSelfSigned({
+    certFile: join(dir, `${name}.pem`),
+    keyFile: join(dir, `${name}.key`),
+    commonName: cn,
+    ...(cn === "localhost" ? { altNames: ["DNS:localhost", "IP:127.0.0.1"] } : {}),
+  });
 }
 
 describe("TLS", () => {

@@ -1,10 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { access, constants, mkdir, mkdtemp, readFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { freePorts } from "./free-port.js";
 import type { ObjectServer } from "./object-server.js";
+import { writeSelfSigned } from "./self-signed.js";
 import { launchObjectServer } from "./server-process.js";
 
 /**
@@ -41,7 +41,12 @@ export async function startMinioServer(opts: { tls?: boolean } = {}): Promise<Ob
   const certs = join(dir, "certs");
   if (opts.tls === true) {
     await mkdir(certs);
-    selfSignedFor127(certs);
+    writeSelfSigned({
+      certFile: join(certs, "public.crt"),
+      keyFile: join(certs, "private.key"),
+      commonName: "127.0.0.1",
+      altNames: ["IP:127.0.0.1"],
+    });
   }
   const endpoint = `${opts.tls === true ? "https" : "http"}://127.0.0.1:${port}`;
   const accessKeyId = "spillway-test";
@@ -73,31 +78,4 @@ export async function startMinioServer(opts: { tls?: boolean } = {}): Promise<Ob
     },
     readyTimeoutMs: 60_000,
   });
-}
-
-/** Writes MinIO's `public.crt` and `private.key` into dir: a self-signed EC certificate for 127.0.0.1. */
-function selfSignedFor127(dir: string): void {
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=127.0.0.1",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1",
-      "-keyout",
-      join(dir, "private.key"),
-      "-out",
-      join(dir, "public.crt"),
-    ],
-    { stdio: "ignore" },
-  );
 }

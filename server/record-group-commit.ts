@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend, ObjectInfo } from "./backends/backend.js";
 import { abortReason, bytesBody } from "./backends/body.js";
+import { signalOption } from "./backends/call-options.js";
 import {
   encodeRecordPack,
   type PackedRecord,
@@ -49,7 +50,7 @@ export function createGroupCommit(
       await backend.put(
         member.record.key,
         bytesBody(member.record.bytes),
-        signalOpt(member.signal),
+        signalOption(member.signal),
       );
       member.resolve();
     } catch (err) {
@@ -144,8 +145,4 @@ export function createGroupCommit(
       });
     },
   };
-}
-
-function signalOpt(signal: AbortSignal | undefined): { signal?: AbortSignal } {
-  return signal === undefined ? {} : { signal };
 }

@@ -57,7 +57,8 @@ export function packHeaderBound(entryBytes: number): number {
  * `["spillway-records",1,[[key,offset,length],...]]` and then the records' bytes back to back,
  * offsets counted from the end of the header line. The same object is stored under every
  * record's key (hard links on the filesystem), and each key reads only its own record. Records
- * whose header would not fit (packFits) are refused with INTERNAL: the caller must split them.
+ * whose header would outgrow packHeadBytes are refused with INTERNAL: the caller splits them
+ * beforehand (packEntryBound, packHeaderBound).
  */
 export function encodeRecordPack(records: readonly PackedRecord[]): Uint8Array {
   const header = Buffer.from(headerLine(records));

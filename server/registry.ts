@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
+import { signalOption } from "./backends/call-options.js";
 import { recordKey, registryPrefix } from "./keys.js";
 import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
@@ -72,7 +73,7 @@ export function createRegistry(backend: Backend): Registry {
     putMany === undefined
       ? {
           async write(key, bytes, signal) {
-            await backend.put(key, bytesBody(bytes), signalOpt(signal));
+            await backend.put(key, bytesBody(bytes), signalOption(signal));
           },
         }
       : createGroupCommit({ ...backend, putMany });
@@ -135,7 +136,7 @@ export function createRegistry(backend: Backend): Registry {
       const page = await backend.list(prefix, {
         limit: opts.limit,
         ...(opts.after === undefined ? {} : { startAfter: prefix + opts.after }),
-        ...signalOpt(opts.signal),
+        ...signalOption(opts.signal),
       });
       // Records are independent reads: a few at a time, not one round trip after another
       // (a page is up to 1,000 records, and run limits, forks and deletes read whole runs).
@@ -154,11 +155,7 @@ export function createRegistry(backend: Backend): Registry {
       };
     },
     async remove(tenant, runId, handle, signal) {
-      await backend.delete(recordKey(tenant, runId, handle), signalOpt(signal));
+      await backend.delete(recordKey(tenant, runId, handle), signalOption(signal));
     },
   };
-}
-
-function signalOpt(signal: AbortSignal | undefined): { signal?: AbortSignal } {
-  return signal === undefined ? {} : { signal };
 }

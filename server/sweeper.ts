@@ -1,4 +1,5 @@
 import { readObject } from "./backends/body.js";
+import { signalOption } from "./backends/call-options.js";
 import { isExpired } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
@@ -57,7 +58,7 @@ export function createSweeper(
       const page = await backend.list("t/", {
         limit: 1000,
         ...(startAfter === undefined ? {} : { startAfter }),
-        ...(signal === undefined ? {} : { signal }),
+        ...signalOption(signal),
       });
       for (const key of page.keys) {
         const match = /^(t\/[^/]+\/r\/[^/]+\/)(.*)$/.exec(key);
@@ -80,7 +81,7 @@ export function createSweeper(
           const record = await core.registry.readAt(key, signal);
           if (record === undefined) continue;
           if (isExpired(record, nowMs)) {
-            const opt = signal === undefined ? {} : { signal };
+            const opt = signalOption(signal);
             await backend.delete(key, opt);
             expiredRecords++;
             // Fork markers sort before records, so a run with forks is already known here.
@@ -114,16 +115,16 @@ export function createSweeper(
       if (forkedRuns.has(run)) continue;
       for (const key of blobs) {
         if (referenced.has(key)) continue;
-        const info = await backend.head(key, signal === undefined ? {} : { signal });
+        const info = await backend.head(key, signalOption(signal));
         if (info === undefined || nowMs - info.modifiedMs < opts.orphanAgeMs) continue;
-        await backend.delete(key, signal === undefined ? {} : { signal });
+        await backend.delete(key, signalOption(signal));
         orphanBlobs++;
       }
     }
     const leftovers =
       backend.sweepLeftovers === undefined
         ? 0
-        : await backend.sweepLeftovers(opts.orphanAgeMs, signal === undefined ? {} : { signal });
+        : await backend.sweepLeftovers(opts.orphanAgeMs, signalOption(signal));
     return { expiredRuns, expiredRecords, orphanBlobs, leftovers };
   };
 

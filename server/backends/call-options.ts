@@ -66,3 +66,11 @@ export function sweepCutoffMs(olderThanMs: number): number {
 function isCount(value: number): boolean {
   return Number.isSafeInteger(value) && value >= 0;
 }
+
+/**
+ * signalOption is the options object that carries `signal` to a backend call, or none without
+ * one (`exactOptionalPropertyTypes` keeps `{ signal: undefined }` out).
+ */
+export function signalOption(signal: AbortSignal | undefined): { signal?: AbortSignal } {
+  return signal === undefined ? {} : { signal };
+}

@@ -236,6 +236,13 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       sessionManager: createWideWindowSessionManager(opts.baseUrl, opts.tls),
     });
   const raw = createClient(SpillwayService, transport);
+  /** The client's retry policy for one call: transient failures, within its signal and time. */
+  const retryPolicy = (call: SpillwayCallOptions) => ({
+    retry: opts.retry,
+    signal: call.signal,
+    timeoutMs: call.timeoutMs,
+    retryable: isTransientError,
+  });
 
   // Offload is idempotent, so a proxy's reset of a stream whose replica died is retried too.
   const offloadStream = (
@@ -246,13 +253,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     const source = { started: false };
     return retryUnavailable(
       (timeoutMs) => raw.offload(requests(header, data, source), callOptions(call, timeoutMs)),
-      {
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-        replayable: () => isReplayable(data) || !source.started,
-        retryable: isTransientError,
-      },
+      { ...retryPolicy(call), replayable: () => isReplayable(data) || !source.started },
     );
   };
   const batcher = createOffloadBatcher({
@@ -278,16 +279,18 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
   ): Promise<OffloadResult> {
     const header = { ...options, key };
     const whole = isReplayable(data) ? bytesOf(data) : undefined;
-    // A streamed payload of known length announces it, so the server refuses one over its
-    // limits before the bytes are sent.
-    const announced =
-      whole === undefined || options.expectedSize !== undefined
-        ? header
-        : { ...header, expectedSize: BigInt(whole.byteLength) };
     const res =
       whole !== undefined && whole.byteLength <= BATCHED_BYTES
         ? await batcher.offload(create(OffloadHeaderSchema, header), whole, call)
-        : await offloadStream(announced, whole ?? data, call);
+        : await offloadStream(
+            // A streamed payload of known length announces it, so the server refuses one over
+            // its limits before the bytes are sent.
+            whole === undefined || options.expectedSize !== undefined
+              ? header
+              : { ...header, expectedSize: BigInt(whole.byteLength) },
+            whole ?? data,
+            call,
+          );
     if (res.attachment === undefined) {
       throw new ConnectError("server returned no attachment", Code.Internal);
     }
@@ -312,12 +315,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     // A stat is idempotent, so a lost replica is retried like a window read.
     const res = await retryUnavailable(
       (timeoutMs) => raw.statToolOutput({ runId, handle }, callOptions(call, timeoutMs)),
-      {
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-        retryable: isTransientError,
-      },
+      retryPolicy(call),
     );
     if (res.attachment === undefined) {
       throw new ConnectError("server returned no attachment", Code.Internal);
@@ -359,25 +357,17 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     offloadResult,
     readToolOutput(request, call = {}) {
       // A window read is idempotent, so a replica lost mid-stream is retried from the start.
-      return retryUnavailable(
-        async (timeoutMs) => {
-          const frames: ReadToolOutputResponse[] = [];
-          let header: WindowHeader | undefined;
-          let trailer: WindowTrailer | undefined;
-          for await (const frame of raw.readToolOutput(request, callOptions(call, timeoutMs))) {
-            frames.push(frame);
-            if (frame.frame.case === "header") header = frame.frame.value;
-            if (frame.frame.case === "trailer") trailer = frame.frame.value;
-          }
-          return { header, frames, trailer, rendered: trailer?.rendered ?? "" };
-        },
-        {
-          retry: opts.retry,
-          signal: call.signal,
-          timeoutMs: call.timeoutMs,
-          retryable: isTransientError,
-        },
-      );
+      return retryUnavailable(async (timeoutMs) => {
+        const frames: ReadToolOutputResponse[] = [];
+        let header: WindowHeader | undefined;
+        let trailer: WindowTrailer | undefined;
+        for await (const frame of raw.readToolOutput(request, callOptions(call, timeoutMs))) {
+          frames.push(frame);
+          if (frame.frame.case === "header") header = frame.frame.value;
+          if (frame.frame.case === "trailer") trailer = frame.frame.value;
+        }
+        return { header, frames, trailer, rendered: trailer?.rendered ?? "" };
+      }, retryPolicy(call));
     },
     async *readBytes(runId, handle, range = {}, call = {}) {
       for (const [name, value] of [
@@ -391,12 +381,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           );
         }
       }
-      const budget = retryBudget({
-        retry: opts.retry,
-        signal: call.signal,
-        timeoutMs: call.timeoutMs,
-        retryable: isTransientError,
-      });
+      const budget = retryBudget(retryPolicy(call));
       const check =
         call.verify === true ? await verification(runId, handle, range, call, budget) : undefined;
       let position = range.offset ?? 0;

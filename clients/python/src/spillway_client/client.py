@@ -324,9 +324,10 @@ class AsyncSpillwayClient:
             first = msg.header(key, options, json_value=False)
             return await self._offload_once(_async_stream_requests(first, data), timeout)
         payload, json_value = msg.payload_bytes(data)
-        first = msg.header(key, options, json_value=json_value)
         if len(payload) <= BATCHED_BYTES:
+            first = msg.header(key, options, json_value=json_value)
             return await self._batcher.offload(first.header, payload, timeout)
+        # Streamed alone, it announces its size, so one over the server's limit is refused first.
         announced = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
         return await self._send_alone(announced.header, payload, timeout)
 

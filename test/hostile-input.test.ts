@@ -12,6 +12,7 @@ import type {
   SpillwayService,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { defaultLimits } from "../server/limits.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -687,11 +688,13 @@ describe("hostile input over the wire (filesystem backend)", () => {
           [h.headChars, h.tailChars].every((c) => c === undefined || (c >= 0 && c <= 20_000));
         const expected = !shapeOk
           ? Code.InvalidArgument
-          : h.expectedSize !== undefined && h.expectedSize !== size
-            ? Code.InvalidArgument
-            : sha !== undefined && sha !== digest
-              ? Code.DataLoss
-              : undefined;
+          : h.expectedSize !== undefined && h.expectedSize > BigInt(defaultLimits.maxBlobBytes)
+            ? Code.ResourceExhausted
+            : h.expectedSize !== undefined && h.expectedSize !== size
+              ? Code.InvalidArgument
+              : sha !== undefined && sha !== digest
+                ? Code.DataLoss
+                : undefined;
         const callId = fresh("hdr");
         const value: HeaderInit = {
           key: { tenant: TA, runId: "headers", callId },

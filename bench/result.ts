@@ -1,3 +1,5 @@
+import { type CpuSeconds, medianCpu } from "./process-cpu.js";
+
 /** BenchResult is one row of bench/results.json, as the performance issue specifies. */
 export interface BenchResult {
   /** Scenario name, e.g. `offload_256mib_minio`. */
@@ -18,6 +20,11 @@ export interface BenchResult {
   readonly met: boolean;
   /** Every sample, Spillway's then the baseline's, for the record. */
   readonly samples: { readonly spillway: number[]; readonly baseline: number[] };
+  /**
+   * Where a timed run's time went, for scenarios that meter it: per side, the medians of its
+   * elapsed seconds (`wall`) and of each process's CPU seconds (see meterCpu).
+   */
+  readonly cpu_seconds?: { readonly spillway: CpuSeconds; readonly baseline: CpuSeconds };
 }
 
 /** median returns the middle of the samples (the mean of the two middle ones for even counts). */
@@ -39,9 +46,11 @@ export function throughputResult(opts: {
   spillwaySeconds: number[];
   baselineSeconds: number[];
   minRatio: number;
+  /** Each timed run's metered CPU, per side, when the scenario meters it. */
+  cpu?: { spillway: readonly CpuSeconds[]; baseline: readonly CpuSeconds[] };
 }): BenchResult {
   const mib = opts.bytes / (1024 * 1024);
-  return ratioResult({
+  const row = ratioResult({
     name: opts.name,
     unit: "MiB/s",
     baseline: opts.baseline,
@@ -51,6 +60,11 @@ export function throughputResult(opts: {
     target: `ratio >= ${opts.minRatio}`,
     meets: (ratio) => ratio >= opts.minRatio,
   });
+  if (opts.cpu === undefined) return row;
+  return {
+    ...row,
+    cpu_seconds: { spillway: medianCpu(opts.cpu.spillway), baseline: medianCpu(opts.cpu.baseline) },
+  };
 }
 
 /**

@@ -108,6 +108,22 @@ async function main(): Promise<void> {
       `| ${r.name} | ${r.value} ${r.unit} | ${r.baseline_value} ${r.unit} (${r.baseline}) | ${r.ratio} | ${r.target} | ${r.met ? "yes" : "no"} |\n`,
     );
   }
+  const metered = results.filter((r) => r.cpu_seconds !== undefined);
+  if (metered.length > 0) {
+    process.stdout.write(
+      "\nwhere the time went (medians per run, seconds: elapsed, then each process's CPU):\n\n| scenario | side | wall | CPU |\n|---|---|---|---|\n",
+    );
+    for (const r of metered) {
+      for (const [side, use] of Object.entries(r.cpu_seconds ?? {})) {
+        const { wall, ...cpu } = use;
+        const total = Object.values(cpu).reduce((sum, s) => sum + s, 0);
+        const parts = Object.entries(cpu).map(([label, s]) => `${label} ${s}`);
+        process.stdout.write(
+          `| ${r.name} | ${side} | ${wall} | ${parts.join(", ")}; total ${total.toFixed(2)} |\n`,
+        );
+      }
+    }
+  }
   process.stdout.write(`\nwrote ${out}\n`);
 }
 

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { createSpillwayClient } from "../../clients/ts/src/client.js";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
+import { metered, type SideCpu } from "../process-cpu.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, throughputResult } from "../result.js";
 import { alternate } from "../timing.js";
@@ -21,7 +22,8 @@ async function rawRead(path: string): Promise<string> {
 /**
  * filesystemScenarios measures `offload_256mib_fs` (text and random payloads, alternating) and
  * `read_full_256mib_fs` (a verified `readBytes`) against raw Node file I/O with sha256 on the
- * same disk.
+ * same disk. Every timed run also meters the CPU of the Spillway server and of this process (the
+ * SDK's client, or the raw I/O), reported as each row's `cpu_seconds`.
  */
 export async function filesystemScenarios(opts: {
   runs: number;
@@ -32,19 +34,24 @@ export async function filesystemScenarios(opts: {
   await mkdir(raw);
   const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
   try {
+    const processes = { server: server.pid, bench: "self" } as const;
+    const offloadCpu: SideCpu = { spillway: [], baseline: [] };
+    const readCpu: SideCpu = { spillway: [], baseline: [] };
     const client = createSpillwayClient({ baseUrl: server.url });
     const payloads = [textPayload(opts.bytes), randomPayload(opts.bytes)];
     const offload = await alternate(
       opts.runs,
-      async (run) => {
+      metered(processes, offloadCpu, "spillway", async (run) => {
         const data = payloads[run % 2] as Buffer;
         await client.offload({ tenant: "dev", runId: "bench", callId: `o${run}` }, data);
-      },
-      async (run) => rawAtomicWrite(raw, `o${run}`, payloads[run % 2] as Buffer),
+      }),
+      metered(processes, offloadCpu, "baseline", (run) =>
+        rawAtomicWrite(raw, `o${run}`, payloads[run % 2] as Buffer),
+      ),
     );
     const read = await alternate(
       opts.runs,
-      async (run) => {
+      metered(processes, readCpu, "spillway", async (run) => {
         // Like the baseline, every byte is hashed: the SDK checks them against the record's
         // sha256 (on a worker thread) and fails the read on a mismatch.
         let read = 0;
@@ -52,8 +59,8 @@ export async function filesystemScenarios(opts: {
           read += chunk.byteLength;
         }
         if (read !== opts.bytes) throw new Error(`read ${read} bytes of ${opts.bytes}`);
-      },
-      async (run) => rawRead(join(raw, `o${run}`)),
+      }),
+      metered(processes, readCpu, "baseline", (run) => rawRead(join(raw, `o${run}`))),
     );
     return [
       throughputResult({
@@ -62,6 +69,7 @@ export async function filesystemScenarios(opts: {
         bytes: opts.bytes,
         ...offload,
         minRatio: 0.6,
+        cpu: offloadCpu,
       }),
       throughputResult({
         name: "read_full_256mib_fs",
@@ -69,6 +77,7 @@ export async function filesystemScenarios(opts: {
         bytes: opts.bytes,
         ...read,
         minRatio: 0.5,
+        cpu: readCpu,
       }),
     ];
   } finally {

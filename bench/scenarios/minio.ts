@@ -5,12 +5,15 @@ import { startObjectServer } from "../../test/support/object-server.js";
 import { createTestS3Client } from "../../test/support/s3-client.js";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { textPayload } from "../payload.js";
+import { metered, type SideCpu } from "../process-cpu.js";
 import { type BenchResult, throughputResult } from "../result.js";
 import { alternate } from "../timing.js";
 
 /**
  * minioScenarios measures `offload_256mib_minio`: an Offload through Spillway's s3 backend into
- * a real MinIO, against lib-storage's `Upload` straight into the same MinIO, same run.
+ * a real MinIO, against lib-storage's `Upload` straight into the same MinIO, same run. Every
+ * timed run also meters the CPU of the Spillway server, of MinIO and of this process (the
+ * SDK's client, or lib-storage), reported as the row's `cpu_seconds`.
  */
 export async function minioScenarios(opts: {
   runs: number;
@@ -40,18 +43,25 @@ export async function minioScenarios(opts: {
     },
   );
   try {
+    const minioPid = minio.pid();
+    if (minioPid === undefined) throw new Error("MinIO is not running");
+    const processes = { server: server.pid, minio: minioPid, bench: "self" } as const;
+    const cpu: SideCpu = { spillway: [], baseline: [] };
     const client = createSpillwayClient({ baseUrl: server.url });
     const data = textPayload(opts.bytes);
     const offload = await alternate(
       opts.runs,
-      (run) => client.offload({ tenant: "dev", runId: "bench", callId: `m${run}` }, data),
-      (run) =>
+      metered(processes, cpu, "spillway", (run) =>
+        client.offload({ tenant: "dev", runId: "bench", callId: `m${run}` }, data),
+      ),
+      metered(processes, cpu, "baseline", (run) =>
         new Upload({
           client: s3,
           params: { Bucket: bucket, Key: `direct/m${run}`, Body: data },
           partSize: 8 * 1024 * 1024,
           queueSize: 4,
         }).done(),
+      ),
     );
     return [
       throughputResult({
@@ -60,6 +70,7 @@ export async function minioScenarios(opts: {
         bytes: opts.bytes,
         ...offload,
         minRatio: 0.8,
+        cpu,
       }),
     ];
   } finally {

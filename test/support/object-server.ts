@@ -40,6 +40,8 @@ export interface ObjectServer extends ObjectServerInfo {
   restart(): Promise<void>;
   /** pause stops the process but keeps port and data so a later restart() brings it back. */
   pause(): Promise<void>;
+  /** pid is the running process's id (for its /proc entries); undefined while stopped or paused. */
+  pid(): number | undefined;
 }
 
 /**

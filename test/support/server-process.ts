@@ -112,6 +112,9 @@ export async function launchObjectServer(spec: ObjectServerSpec): Promise<Object
       }
       await halt();
     },
+    pid() {
+      return child?.pid;
+    },
   };
 }
 

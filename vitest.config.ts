@@ -9,6 +9,7 @@ export default defineConfig({
       "clients/ts/**/*.test.ts",
       "test/**/*.test.ts",
       "conformance/**/*.test.ts",
+      "bench/**/*.test.ts",
     ],
     globalSetup: ["./test/global-setup.ts"],
     testTimeout: 60_000,

@@ -1,0 +1,60 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { describe, expect, it } from "vitest";
+import { cpuSecondsOf, medianCpu, meterCpu } from "./process-cpu.js";
+
+/** Spins until this process has used `ms` more milliseconds of user CPU. */
+function spinCpu(ms: number): void {
+  const end = process.cpuUsage().user + ms * 1000;
+  while (process.cpuUsage().user < end) {}
+}
+
+/** A child that names itself `name`, uses `busyMs` of CPU, then waits to be killed. */
+function busyChild(name: string, busyMs: number) {
+  const script = `process.title = ${JSON.stringify(name)};
+    const end = process.cpuUsage().user + ${busyMs * 1000};
+    while (process.cpuUsage().user < end) {}
+    process.stdout.write("done\\n"); setInterval(() => {}, 1000);`;
+  return spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+}
+
+describe("process CPU metering", () => {
+  it("reads a process's CPU from /proc even when its name holds spaces and parentheses", async () => {
+    const child = busyChild("a) b (c", 400);
+    try {
+      await once(child.stdout, "data");
+      const pid = child.pid ?? -1;
+      // The busy loop alone is 0.4 s of CPU; /proc counts in 10 ms ticks.
+      expect(await cpuSecondsOf(pid)).toBeGreaterThanOrEqual(0.39);
+      expect(await cpuSecondsOf(pid)).toBeLessThan(30);
+    } finally {
+      child.kill();
+    }
+  });
+
+  it("refuses a process that has gone rather than report it idle", async () => {
+    const child = busyChild("gone", 0);
+    await once(child.stdout, "data");
+    const pid = child.pid ?? -1;
+    child.kill();
+    await once(child, "exit");
+    await expect(cpuSecondsOf(pid)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("meters the CPU a run used and its elapsed time, per process", async () => {
+    const used = await meterCpu({ bench: "self" }, async () => spinCpu(300));
+    expect(used.bench).toBeGreaterThanOrEqual(0.3);
+    // One thread spun: the run took at least that long, give or take the clocks' grain.
+    expect(used.wall).toBeGreaterThanOrEqual(0.29);
+  });
+
+  it("takes medians key by key", () => {
+    expect(
+      medianCpu([
+        { wall: 1, server: 3 },
+        { wall: 2, server: 1 },
+        { wall: 4, server: 2 },
+      ]),
+    ).toEqual({ wall: 2, server: 2 });
+  });
+});

@@ -9,7 +9,7 @@ import {
   OffloadRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { Storage } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
-import { codeOf } from "./support/code-of.js";
+import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
@@ -130,7 +130,7 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
       })(),
     );
     try {
-      const err = ConnectError.from(await announced.catch((e: unknown) => e));
+      const err = await failureOf(announced);
       expect(err.code).toBe(Code.ResourceExhausted);
       expect(err.rawMessage).toContain(`expected_size ${(64 << 20) + 1}`);
       expect(err.rawMessage).toContain(`max_blob_bytes ${64 << 20}`);
@@ -139,12 +139,7 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     }
     // The SDK announces the size of a payload it holds whole, so the same refusal comes first.
     const whole = Buffer.alloc((64 << 20) + 1);
-    const viaSdk = ConnectError.from(
-      await t
-        .sdk()
-        .offload(key("announced-sdk"), whole)
-        .catch((e: unknown) => e),
-    );
+    const viaSdk = await failureOf(t.sdk().offload(key("announced-sdk"), whole));
     expect(viaSdk.code).toBe(Code.ResourceExhausted);
     expect(viaSdk.rawMessage).toContain("expected_size");
     expect(await codeOf(t.sdk().readToolOutput({ runId: "run", handle: "res_announced" }))).toBe(
@@ -156,12 +151,11 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     const max = BigInt(Number.MAX_SAFE_INTEGER);
     const kept = await t.sdk().offload(key("observed-max"), "abc", { observedBytes: max });
     expect(kept.observedBytes).toBe(max);
-    const err = await t
-      .sdk()
-      .offload(key("observed-huge"), "abc", { observedBytes: 2n ** 63n - 1n })
-      .catch((e: unknown) => ConnectError.from(e));
-    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
-    expect((err as ConnectError).rawMessage).toContain("observed_bytes");
+    const err = await failureOf(
+      t.sdk().offload(key("observed-huge"), "abc", { observedBytes: 2n ** 63n - 1n }),
+    );
+    expect(err.code).toBe(Code.InvalidArgument);
+    expect(err.rawMessage).toContain("observed_bytes");
   });
 
   it("leaves nothing visible and no temp file when the client cancels mid-stream", async () => {

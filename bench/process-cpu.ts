@@ -42,8 +42,8 @@ export async function meterCpu(
   processes: Readonly<Record<string, number | "self">>,
   fn: () => Promise<unknown>,
 ): Promise<CpuSeconds> {
-  const labels = Object.keys(processes);
-  const read = () => Promise.all(labels.map((label) => cpuSecondsOf(processes[label] ?? "self")));
+  const measured = Object.entries(processes);
+  const read = () => Promise.all(measured.map(([, pid]) => cpuSecondsOf(pid)));
   const before = await read();
   const started = process.hrtime.bigint();
   await fn();
@@ -51,7 +51,9 @@ export async function meterCpu(
   const after = await read();
   return {
     wall,
-    ...Object.fromEntries(labels.map((label, i) => [label, (after[i] ?? 0) - (before[i] ?? 0)])),
+    ...Object.fromEntries(
+      measured.map(([label], i) => [label, (after[i] ?? 0) - (before[i] ?? 0)]),
+    ),
   };
 }
 

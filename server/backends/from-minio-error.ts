@@ -63,9 +63,9 @@ const retryableStatus = /Retryable HTTP status: (\d{3})/;
  * → UNAVAILABLE; a retryable HTTP status the client gave up on (408, 429, 5xx) and socket
  * failures (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) are UNAVAILABLE; anything else is
  * `INTERNAL`; a store whose TLS certificate this process does not trust is
- * `FAILED_PRECONDITION` (`untrustedCertificate`). Messages name the key (when given) and at most the S3 code or errno, never the
- * server's own text, and a permission failure says nothing about which credential was wrong;
- * the original error is kept as `cause` for logs.
+ * `FAILED_PRECONDITION` (`untrustedCertificate`). Messages name the key (when given) and at
+ * most the S3 code or errno, never the server's own text, and a permission failure says
+ * nothing about which credential was wrong; the original error is kept as `cause` for logs.
  */
 export function fromMinioError(err: unknown, key?: string): ConnectError {
   if (err instanceof ConnectError) return err;

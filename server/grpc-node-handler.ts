@@ -171,6 +171,7 @@ async function serve(
   ended = true;
   context.abort(failure ?? callEnded);
   finish(res, context, failure);
+  drainUnreadRequest(req);
 }
 
 /** CallContext is a call's HandlerContext and the means to end its signal. */
@@ -290,6 +291,48 @@ function finish(res: Http2ServerResponse, context: HandlerContext, failure: unkn
   if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
   res.addTrailers(nodeHeaders(context.responseTrailer));
   res.end();
+}
+
+/**
+ * How much of a request a client may still send once its call has been answered, and for how
+ * long, before the server resets the stream: more than the rest of the largest message a
+ * client may be writing, and time to send it.
+ */
+const unreadRequestBytes = 16 * 1024 * 1024;
+const unreadRequestMs = 5_000;
+
+/**
+ * Discards what is left of a request whose call was answered before all of it was read
+ * (refused at its header, or failed part way), so that the stream closes and is freed however
+ * the client stops. A client that ends its side, as Spillway's SDK does rather than reset the
+ * stream (nghttp2 shuts a connection past 1,000 client resets at once, 33 a second after, and
+ * Node then leaves the calls on it hanging), has the rest read and dropped. And a stream no
+ * longer closes with unread bytes, which Node frees only once they are read: 1,000 such
+ * streams made Node refuse every new call on the connection with ENHANCE_YOUR_CALM. A client
+ * that sends more than unreadRequestBytes, or takes longer than unreadRequestMs, is reset with
+ * NO_ERROR, as RFC 9113 §8.1 provides for a request the server no longer needs.
+ */
+function drainUnreadRequest(req: Http2ServerRequest): void {
+  const stream = req.stream;
+  if (req.complete || stream.destroyed || stream.readableEnded) return;
+  let left = unreadRequestBytes;
+  const reset = () => {
+    clearTimeout(timer);
+    if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
+  };
+  const discard = (chunk: Buffer) => {
+    left -= chunk.byteLength;
+    if (left < 0) reset();
+  };
+  const timer = setTimeout(reset, unreadRequestMs);
+  stream.once("close", () => clearTimeout(timer));
+  // The bytes go straight from the HTTP/2 stream to nowhere. Left to the compatibility layer's
+  // request, which pauses the stream whenever its own buffer fills and lets go of the stream
+  // when it closes, a stream that closed while paused kept its buffered bytes and its slot for
+  // the connection's lifetime (Node destroys a closed stream only once its data is read).
+  stream.removeAllListeners("data");
+  stream.on("data", discard);
+  stream.resume();
 }
 
 /** Resolves once the response drains; rejects when it closes or fails first. */

@@ -60,14 +60,19 @@ describe("readableChunks", () => {
     await expect(next).rejects.toMatchObject({ code: "ERR_STREAM_PREMATURE_CLOSE" });
   });
 
-  it("destroys the stream when the consumer stops early", async () => {
+  it("leaves the stream paused, its rest unread, when the consumer stops early", async () => {
     const stream = new PassThrough();
     stream.write(Buffer.from("a"));
-    stream.write(Buffer.from("b"));
     for await (const chunk of readableChunks(stream, 1 << 20)) {
       expect(chunk.toString()).toBe("a");
       break;
     }
-    expect(stream.destroyed).toBe(true);
+    stream.write(Buffer.from("b"));
+    await turn();
+    expect(stream.destroyed).toBe(false);
+    expect(stream.isPaused()).toBe(true);
+    expect(stream.listenerCount("data")).toBe(0);
+    // Its owner can still read the rest.
+    expect(String(stream.read())).toBe("b");
   });
 });

@@ -10,8 +10,9 @@ import { finished, type Readable } from "node:stream";
  * paused once they are queued, so the transport's flow control holds the sender back, and
  * resumed once the consumer has taken some); the stream's error, or a close before its end
  * (ERR_STREAM_PREMATURE_CLOSE, as Node's iterator reports it), is thrown instead of any chunk
- * still waiting; a consumer that stops early (`break`, `return()`) destroys the stream, as
- * Node's iterator does.
+ * still waiting; a consumer that stops early (`break`, `return()`) leaves the stream paused with
+ * the rest unread and no listener of this iterator's on it, for its owner to drain or destroy
+ * (Node's iterator destroys it; the gRPC handler answers first and then drains the rest).
  */
 export function readableChunks(stream: Readable, pauseAtBytes: number): AsyncIterable<Buffer> {
   return {
@@ -58,7 +59,7 @@ export function readableChunks(stream: Readable, pauseAtBytes: number): AsyncIte
           queue.length = 0;
           stream.off("data", onData);
           stopWatching();
-          if (!ended) stream.destroy();
+          if (!ended) stream.pause();
           return { done: true, value: undefined };
         },
       };

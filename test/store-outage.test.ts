@@ -92,7 +92,8 @@ describe("store outage", () => {
     const runId = "load";
     const acked: { handle: string; sha: string }[] = [];
     const failedOffloads: { handle: string; sha: string }[] = [];
-    const codes = new Set<string>();
+    // Each code seen, with its first message: a failure then says which limit or store answer it was.
+    const codes = new Map<string, string>();
     let phase: "up" | "down" | "back" = "up";
     let failuresWhileDown = 0;
     let successesWhenBack = 0;
@@ -118,8 +119,8 @@ describe("store outage", () => {
           }
           if (callPhase === "back" && phase === "back") successesWhenBack++;
         } catch (err) {
-          const code = ConnectError.from(err).code;
-          codes.add(Code[code]);
+          const { code, rawMessage } = ConnectError.from(err);
+          if (!codes.has(Code[code])) codes.set(Code[code], rawMessage);
           if (!reading) failedOffloads.push({ handle: `res_${callId}`, sha: sha256(data) });
           if (phase === "down") failuresWhileDown++;
           // A refused call comes back at once; pause so the workers do not spin.
@@ -145,7 +146,7 @@ describe("store outage", () => {
     await workers;
 
     expect(inFlightAtStop).toBeGreaterThan(0);
-    expect([...codes]).toEqual(["Unavailable"]);
+    expect(Object.fromEntries(codes)).toEqual({ Unavailable: expect.any(String) });
     for (const a of acked) {
       expect(sha256(await readBack(spillway, runId, a.handle))).toBe(a.sha);
     }

@@ -96,6 +96,30 @@ function toNodeHeaders(header: Headers): http2.OutgoingHttpHeaders {
   return node;
 }
 
+/**
+ * How long a server that answered before the whole request was sent may take to let the
+ * stream close (by reading what was already on its way) before the client resets it.
+ */
+const unwantedRequestMs = 10_000;
+
+/**
+ * Stops sending a request the server has already answered: no further message is written,
+ * what is already on its way is sent, and the stream is ended rather than reset. A server
+ * counts every reset its clients send against a limit (nghttp2, in Node servers among others,
+ * shuts a connection past 1,000 resets at once, 33 a second after), so a client refused many
+ * times in a row, in an outage or over a limit, would lose its connection; Spillway's server
+ * reads and discards the rest. A server that does not let the stream close within
+ * unwantedRequestMs is reset after all.
+ */
+function stopRequest(stream: http2.ClientHttp2Stream): void {
+  stream.end();
+  const timer = setTimeout(() => {
+    if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+  }, unwantedRequestMs);
+  timer.unref();
+  stream.once("close", () => clearTimeout(timer));
+}
+
 /** Resolves once the stream can take more writes, or has closed. */
 function drained(stream: http2.ClientHttp2Stream): Promise<void> {
   return new Promise((resolve) => {
@@ -307,8 +331,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   let streamError: unknown;
   stream.on("end", () => {
     bodyEnded = true;
-    // The server has answered; whatever of the request is still unsent is not wanted.
-    if (!stream.writableEnded && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    if (!stream.writableEnded && !stream.closed) stopRequest(stream);
   });
   stream.on("error", (err) => {
     streamError ??= err;

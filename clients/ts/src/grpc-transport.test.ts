@@ -9,6 +9,7 @@ import { failureOf } from "../../../test/support/code-of.js";
 import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   GetServerInfoResponseSchema,
+  OffloadRequestSchema,
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
   SpillwayService,
@@ -216,6 +217,56 @@ describe("createGrpcTransport", () => {
     expect((await failureOf(call)).code).toBe(Code.Canceled);
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
   });
+
+  it("ends, not resets, a request the server answered early, and settles without waiting for it", async () => {
+    const closed: Promise<number>[] = [];
+    let streamsClosed = 0;
+    const client = await clientFor((stream) => {
+      closed.push(
+        new Promise((resolve) =>
+          stream.on("close", () => {
+            streamsClosed++;
+            resolve(stream.rstCode);
+          }),
+        ),
+      );
+      // Refused at once. The second server reads no more once it has seen some of the request
+      // (Node would otherwise reset a stream whose request nobody started to read).
+      if (closed.length === 2) stream.once("data", () => stream.pause());
+      // Headers, then the status in trailers, as Spillway's server answers.
+      stream.respond(okHeaders, { waitForTrailers: true });
+      stream.on("wantTrailers", () =>
+        stream.sendTrailers({
+          "grpc-status": String(Code.ResourceExhausted),
+          "grpc-message": "full",
+        }),
+      );
+      stream.end();
+    });
+    const offload = (chunkBytes: number) =>
+      client.offload(
+        (async function* () {
+          yield create(OffloadRequestSchema, {
+            msg: { case: "chunk", value: new Uint8Array(chunkBytes) },
+          });
+          // The rest of the payload is on its way when the answer comes.
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          yield create(OffloadRequestSchema, { msg: { case: "chunk", value: new Uint8Array(8) } });
+        })(),
+      );
+
+    // What was sent fits the server's window: the client ends its side, nothing is reset.
+    expect((await failureOf(offload(1024))).code).toBe(Code.ResourceExhausted);
+    expect(await closed[0]).toBe(http2.constants.NGHTTP2_NO_ERROR);
+
+    // Stuck behind a server that never reads: the verdict comes at once, and the stream is
+    // reset only once the client has given up waiting for it to close.
+    const err = await failureOf(offload(1024 * 1024));
+    expect(err.code).toBe(Code.ResourceExhausted);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(streamsClosed).toBe(1);
+    expect(await closed[1]).toBe(http2.constants.NGHTTP2_CANCEL);
+  }, 30_000);
 
   it("cancels a call aborted while its stream was still being opened", async () => {
     const client = await clientFor((stream) =>

@@ -223,10 +223,11 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     settleHeader = { resolve, reject };
   });
 
-  const fail = (err: ConnectError): void => {
+  /** Ends the call with err, resetting the stream unless the server already ended it well. */
+  const fail = (err: ConnectError, reset = true): void => {
     if (failure !== undefined || ended) return;
     failure = err;
-    if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    if (reset && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
     settleHeader.reject(err);
     wake?.();
   };
@@ -250,7 +251,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       try {
         validateTrailer(trailer, responseHeader);
       } catch (err) {
-        fail(ConnectError.from(err));
+        // The status the server ended the stream with: nothing to reset (see stopRequest).
+        fail(ConnectError.from(err), false);
         return;
       }
     }
@@ -331,7 +333,11 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   let streamError: unknown;
   stream.on("end", () => {
     bodyEnded = true;
-    if (!stream.writableEnded && !stream.closed) stopRequest(stream);
+    if (!stream.writableEnded && !stream.closed) {
+      stopRequest(stream);
+      // The status is in: the verdict need not wait for the rest of the request to go out.
+      if (foundStatus || trailer.has(headerGrpcStatus)) finish();
+    }
   });
   stream.on("error", (err) => {
     streamError ??= err;

@@ -1,6 +1,10 @@
+import * as http2 from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { OffloadRequestSchema } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
 import { sha256 } from "./support/read-back.js";
@@ -15,6 +19,75 @@ async function* chunks(size: number): AsyncGenerator<Uint8Array> {
   for (let sent = 0; sent < size; sent += 256 * 1024) {
     yield Buffer.alloc(Math.min(256 * 1024, size - sent), 0x61);
   }
+}
+
+/** What a raw client saw of an offload refused at its header that it went on with. */
+interface HeldOpen {
+  /** The status in the trailer, which came before the stream closed. */
+  readonly status: number;
+  /** The reset code the stream closed with. */
+  readonly rstCode: number;
+  /** Request bytes the client wrote after its header. */
+  readonly sentAfter: number;
+}
+
+/**
+ * offloadHeldOpen opens an Offload whose header announces more than max_blob_bytes, then
+ * keeps the request going after the answer: writing `sendMiB` more MiB, and never ending it.
+ */
+function offloadHeldOpen(url: string, sendMiB: number): Promise<HeldOpen> {
+  const header = create(OffloadRequestSchema, {
+    msg: {
+      case: "header",
+      value: { key: { tenant: "dev", runId: "r", callId: "held" }, expectedSize: 3n << 20n },
+    },
+  });
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/spillway.v1.SpillwayService/Offload",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    let status: number | undefined;
+    let sentAfter = 0;
+    stream.on("trailers", (h) => {
+      status = Number(h["grpc-status"]);
+    });
+    stream.on("data", () => {});
+    stream.on("error", () => {});
+    stream.on("close", () => {
+      session.close();
+      if (status === undefined)
+        reject(new Error(`no status before the close (rst ${stream.rstCode})`));
+      else resolve({ status, rstCode: stream.rstCode, sentAfter });
+    });
+    stream.write(Buffer.from(encodeEnvelope(0, toBinary(OffloadRequestSchema, header))));
+    void (async () => {
+      const mib = Buffer.from(
+        encodeEnvelope(
+          0,
+          toBinary(
+            OffloadRequestSchema,
+            create(OffloadRequestSchema, {
+              msg: { case: "chunk", value: new Uint8Array(1024 * 1024 - 16) },
+            }),
+          ),
+        ),
+      );
+      for (let i = 0; i < sendMiB && !stream.closed && !stream.destroyed; i++) {
+        sentAfter += mib.byteLength;
+        if (!stream.write(mib)) {
+          await new Promise((resolve) => {
+            stream.once("drain", resolve);
+            stream.once("close", resolve);
+          });
+        }
+      }
+    })();
+  });
 }
 
 /**
@@ -70,4 +143,19 @@ describe("refused calls", () => {
     },
     120_000,
   );
+
+  it("resets, with NO_ERROR, an answered stream its client keeps open, after 5 s", async () => {
+    const held = await offloadHeldOpen(server.url, 0);
+    expect(held.status).toBe(Code.ResourceExhausted);
+    expect(held.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+  }, 30_000);
+
+  it("resets, with NO_ERROR, an answered stream its client goes on filling, past 16 MiB", async () => {
+    const held = await offloadHeldOpen(server.url, 256);
+    expect(held.status).toBe(Code.ResourceExhausted);
+    expect(held.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    // Cut off well before the 256 MiB: the 16 MiB read after the answer, and no more than the
+    // 32 MiB connection window in flight.
+    expect(held.sentAfter).toBeLessThan(64 * 1024 * 1024);
+  }, 30_000);
 });

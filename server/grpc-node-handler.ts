@@ -324,7 +324,7 @@ function drainUnreadRequest(req: Http2ServerRequest): void {
     left -= chunk.byteLength;
     if (left < 0) reset();
   };
-  const timer = setTimeout(reset, unreadRequestMs);
+  const timer = setTimeout(reset, unreadRequestMs).unref();
   stream.once("close", () => clearTimeout(timer));
   // The bytes go straight from the HTTP/2 stream to nowhere. Left to the compatibility layer's
   // request, which pauses the stream whenever its own buffer fills and lets go of the stream

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import hashlib
+import re
 from collections.abc import Iterator
 
 import grpc
@@ -143,6 +146,28 @@ def test_json_binary_header_options_and_run_operations(client: SpillwayClient, r
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     info = client.server_info()
     assert info.backend == "memory" and info.caps.max_window_lines > 0
+
+
+def test_a_client_refused_1500_times_on_one_channel_is_answered_every_time(run_id: str) -> None:
+    """Each refusal comes while the payload is still on its way, and grpcio resets such a stream:
+    past about 1,000 resets in quick succession the server's HTTP/2 layer closes the connection
+    (nghttp2's rapid-reset limit), and no call may be lost or hang while the channel reconnects."""
+    payload = b"x" * (3 << 20)
+    answers: collections.Counter[str] = collections.Counter()
+    with spillway_server("--max-blob-bytes", str(1 << 20)) as url, SpillwayClient(url) as c:
+        def refuse(i: int) -> None:
+            try:
+                c.offload(key(run_id, f"big-{i}"), payload, timeout=30)
+                answers["stored"] += 1
+            except grpc.RpcError as err:
+                answers[f"{err.code().name}: {re.sub(r'[0-9]+', 'N', err.details() or '')}"] += 1
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(refuse, range(1500)))
+        assert dict(answers) == {
+            "RESOURCE_EXHAUSTED: payload of header.expected_size N bytes exceeds max_blob_bytes N": 1500
+        }
+        assert c.offload(key(run_id, "fits"), b"kept\n").size_bytes == 5
 
 
 async def test_a_payload_over_max_blob_bytes_is_refused_by_its_announced_size(run_id: str) -> None:

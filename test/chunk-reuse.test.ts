@@ -1,12 +1,6 @@
 import { randomBytes } from "node:crypto";
 import * as http2 from "node:http2";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type OffloadRequest,
-  OffloadRequestSchema,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import type { Backend } from "../server/backends/backend.js";
 import {
   type ChunkPool,
@@ -14,6 +8,7 @@ import {
   firstReadBytes,
   readChunkBytes,
 } from "../server/backends/chunk-pool.js";
+import { type OffloadRequestInit, offloadEnvelope, openGrpcStream } from "./support/raw-grpc.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -205,12 +200,7 @@ async function offloadInSplitFrames(
 ): Promise<void> {
   const session = http2.connect(url);
   try {
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/spillway.v1.SpillwayService/Offload",
-      "content-type": "application/grpc",
-      te: "trailers",
-    });
+    const stream = openGrpcStream(session, "Offload");
     let status: string | undefined;
     stream.on("trailers", (t) => {
       status = String(t["grpc-status"]);
@@ -224,24 +214,16 @@ async function offloadInSplitFrames(
       new Promise<void>((resolve, reject) =>
         stream.write(bytes, (err) => (err ? reject(err) : resolve())),
       );
-    const send = async (message: OffloadRequest) => {
-      const frame = encodeEnvelope(0, toBinary(OffloadRequestSchema, message));
+    const send = async (message: OffloadRequestInit) => {
+      const frame = offloadEnvelope(message);
       const cut = Math.floor(frame.length / 2);
       await write(frame.subarray(0, cut));
       await new Promise((resolve) => setTimeout(resolve, 2));
       await write(frame.subarray(cut));
     };
-    await send(
-      create(OffloadRequestSchema, {
-        msg: { case: "header", value: { key: { tenant: "dev", ...key } } },
-      }),
-    );
+    await send({ msg: { case: "header", value: { key: { tenant: "dev", ...key } } } });
     for (let at = 0; at < data.length; at += size) {
-      await send(
-        create(OffloadRequestSchema, {
-          msg: { case: "chunk", value: data.subarray(at, at + size) },
-        }),
-      );
+      await send({ msg: { case: "chunk", value: data.subarray(at, at + size) } });
     }
     stream.end();
     await closed;

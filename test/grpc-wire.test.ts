@@ -7,6 +7,7 @@ import {
   GetServerInfoRequestSchema,
   OffloadRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { openGrpcStream } from "./support/raw-grpc.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** The status a raw gRPC call ends with: from the trailer, or a trailers-only header. */
@@ -27,13 +28,7 @@ function rawCall(
   return new Promise((resolve, reject) => {
     const session = http2.connect(url);
     session.on("error", reject);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": `/spillway.v1.SpillwayService/${method}`,
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...extraHeaders,
-    });
+    const stream = openGrpcStream(session, method, extraHeaders);
     let status: string | undefined;
     let message = "";
     let contentType: string | undefined;

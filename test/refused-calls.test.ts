@@ -1,12 +1,10 @@
 import * as http2 from "node:http2";
-import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { OffloadRequestSchema } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { offloadEnvelope, openGrpcStream } from "./support/raw-grpc.js";
 import { sha256 } from "./support/read-back.js";
 
 const maxBlobBytes = 1024 * 1024;
@@ -36,21 +34,10 @@ interface HeldOpen {
  * keeps the request going after the answer: writing `sendMiB` more MiB, and never ending it.
  */
 function offloadHeldOpen(url: string, sendMiB: number): Promise<HeldOpen> {
-  const header = create(OffloadRequestSchema, {
-    msg: {
-      case: "header",
-      value: { key: { tenant: "dev", runId: "r", callId: "held" }, expectedSize: 3n << 20n },
-    },
-  });
   return new Promise((resolve, reject) => {
     const session = http2.connect(url);
     session.on("error", reject);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/spillway.v1.SpillwayService/Offload",
-      "content-type": "application/grpc",
-      te: "trailers",
-    });
+    const stream = openGrpcStream(session, "Offload");
     let status: number | undefined;
     let sentAfter = 0;
     stream.on("trailers", (h) => {
@@ -64,19 +51,18 @@ function offloadHeldOpen(url: string, sendMiB: number): Promise<HeldOpen> {
         reject(new Error(`no status before the close (rst ${stream.rstCode})`));
       else resolve({ status, rstCode: stream.rstCode, sentAfter });
     });
-    stream.write(Buffer.from(encodeEnvelope(0, toBinary(OffloadRequestSchema, header))));
+    stream.write(
+      offloadEnvelope({
+        msg: {
+          case: "header",
+          value: { key: { tenant: "dev", runId: "r", callId: "held" }, expectedSize: 3n << 20n },
+        },
+      }),
+    );
     void (async () => {
-      const mib = Buffer.from(
-        encodeEnvelope(
-          0,
-          toBinary(
-            OffloadRequestSchema,
-            create(OffloadRequestSchema, {
-              msg: { case: "chunk", value: new Uint8Array(1024 * 1024 - 16) },
-            }),
-          ),
-        ),
-      );
+      const mib = offloadEnvelope({
+        msg: { case: "chunk", value: new Uint8Array(1024 * 1024 - 16) },
+      });
       for (let i = 0; i < sendMiB && !stream.closed && !stream.destroyed; i++) {
         sentAfter += mib.byteLength;
         if (!stream.write(mib)) {

@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from "node:http2";
 import { constants as h2 } from "node:http2";
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import {
@@ -171,7 +171,7 @@ async function serve(
   ended = true;
   context.abort(failure ?? callEnded);
   finish(res, context, failure);
-  drainUnreadRequest(req);
+  drainUnreadRequest(req.stream);
 }
 
 /** CallContext is a call's HandlerContext and the means to end its signal. */
@@ -312,9 +312,8 @@ const unreadRequestMs = 5_000;
  * that sends more than unreadRequestBytes, or takes longer than unreadRequestMs, is reset with
  * NO_ERROR, as RFC 9113 §8.1 provides for a request the server no longer needs.
  */
-function drainUnreadRequest(req: Http2ServerRequest): void {
-  const stream = req.stream;
-  if (req.complete || stream.destroyed || stream.readableEnded) return;
+function drainUnreadRequest(stream: ServerHttp2Stream): void {
+  if (stream.destroyed || stream.readableEnded) return;
   let left = unreadRequestBytes;
   const reset = () => {
     clearTimeout(timer);

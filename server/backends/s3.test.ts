@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { crc32 } from "node:zlib";
 import {
   AbortMultipartUploadCommand,
@@ -21,6 +22,7 @@ import {
   bodyChecksumSupport,
   conditionalWriteSupport,
   freePort,
+  keepsConnectionsOpen,
   listsInByteOrder,
   missingBucketReportedOnWrite,
   type ObjectServerInfo,
@@ -432,6 +434,35 @@ for (const kind of objectServerKinds) {
       });
     }
 
+    it("runs a multipart upload over at most queueSize kept-alive connections", async () => {
+      const proxy = await countingProxy(info.endpoint);
+      const pooled = createS3Backend({
+        ...connection(info),
+        endpoint: proxy.endpoint,
+        bucket,
+        partSizeBytes: 5 * MiB,
+        queueSize: 2,
+      });
+      try {
+        const key = `pooled-${randomBytes(4).toString("hex")}`;
+        const payload = new Uint8Array(randomBytes(26 * MiB));
+        // A HeadObject, the create call, six parts and the completion: nine requests.
+        expect((await pooled.put(key, chunks(payload, 1_000_003))).size).toBe(payload.byteLength);
+        if (keepsConnectionsOpen[kind]) {
+          // A part's connection goes back to the pool a moment after its answer, so the next
+          // part may find none free and open one more: queueSize + 1, however many parts.
+          expect(proxy.connections()).toBeLessThanOrEqual(3);
+        } else {
+          // Documented difference: the store closes every connection after its answer.
+          expect(proxy.connections()).toBe(9);
+        }
+        expect(sha256(await readAllBytes(await pooled.get(key)))).toBe(sha256(payload));
+      } finally {
+        await pooled.close();
+        await proxy.close();
+      }
+    });
+
     it("maps a wrong secret to PERMISSION_DENIED without the store's detail, per server", async () => {
       const denied = createS3Backend({
         ...connection(info),
@@ -643,6 +674,48 @@ function watchedClient(
     name: "watchBodies",
   });
   return client;
+}
+
+/** A TCP relay in front of an endpoint that counts the connections clients open through it. */
+interface CountingProxy {
+  /** The endpoint URL to give clients instead of the real one. */
+  readonly endpoint: string;
+  /** Connections accepted so far. */
+  connections(): number;
+  close(): Promise<void>;
+}
+
+async function countingProxy(target: string): Promise<CountingProxy> {
+  const url = new URL(target);
+  const port = Number(url.port);
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    accepted++;
+    const upstream = connect(port, url.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("error", () => socket.destroy());
+      socket.on("close", () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address() as AddressInfo;
+  url.port = String(address.port);
+  return {
+    endpoint: url.toString().replace(/\/$/, ""),
+    connections: () => accepted,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
 
 function connection(info: ObjectServerInfo) {

@@ -101,6 +101,9 @@ export interface S3BackendOptions {
  * - the built client retries up to 3 attempts and times out connects after 3 s and idle
  *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
  *   works again as soon as the store is back;
+ * - the built client keeps its connections: parts and large bodies go without
+ *   `Expect: 100-continue`, so a multipart upload runs over at most `queueSize` kept-alive
+ *   connections instead of one new connection per part;
  * - every signal is passed to the SDK, and every SDK failure goes through `fromS3Error`.
  */
 export function createS3Backend(opts: S3BackendOptions): Backend {
@@ -485,6 +488,12 @@ function clientConfig(opts: S3BackendOptions): S3ClientConfig {
     ...(opts.forcePathStyle === undefined ? {} : { forcePathStyle: opts.forcePathStyle }),
     ...(opts.credentials === undefined ? {} : { credentials: opts.credentials }),
     maxAttempts: 3,
+    // The SDK sends `Expect: 100-continue` with bodies over 2 MB by default, and sends each such
+    // request on a fresh, unpooled connection: a TCP handshake, a round trip before the body
+    // and the store's connection setup for every part. The header only spares sending a body
+    // the store refuses unread (bad credentials, no bucket): for a part, the upload's create
+    // call has ruled that out; a single put sends at most one part's bytes before it learns.
+    expectContinueHeader: false,
     requestHandler: { connectionTimeout: 3_000, requestTimeout: 30_000 },
   };
 }

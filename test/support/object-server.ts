@@ -99,6 +99,17 @@ export const atomicConditionalComplete: Readonly<Record<ObjectServerKind, boolea
 };
 
 /**
+ * Whether a server keeps an HTTP/1.1 connection open for the client's next request: moto's
+ * server closes each connection after its answer, so every request there opens a new one.
+ * server/backends/s3.test.ts asserts every entry against the live server.
+ */
+export const keepsConnectionsOpen: Readonly<Record<ObjectServerKind, boolean>> = {
+  minio: true,
+  seaweedfs: true,
+  moto: false,
+};
+
+/**
  * Whether ListObjectsV2 returns keys in byte order: SeaweedFS walks its directory tree, so
  * `a/x` sorts before `a-c` and `a.b` (a `/` sorts lowest), so the contract suite is told so
  * (ContractDifferences) and test/object-servers.test.ts asserts it against the live server.

@@ -434,7 +434,7 @@ for (const kind of objectServerKinds) {
       });
     }
 
-    it("runs a multipart upload over at most queueSize kept-alive connections", async () => {
+    it("runs a multipart upload over at most queueSize + 1 kept-alive connections, per server", async () => {
       const proxy = await countingProxy(info.endpoint);
       const pooled = createS3Backend({
         ...connection(info),

@@ -78,7 +78,8 @@ export interface S3BackendOptions {
  *   makes this put `ALREADY_EXISTS`; a multipart upload is also preceded by a HeadObject so an
  *   upload doomed to be refused never sends its parts;
  * - every body the store receives carries its CRC32 (`x-amz-checksum-crc32`, under the
- *   signature, computed here with `@node-rs/crc32`'s SIMD code as the bytes are copied in): a store that checks it refuses bytes changed on the way, and put fails with
+ *   signature; computed here, with `@node-rs/crc32`'s SIMD code, as the bytes are copied in):
+ *   a store that checks it refuses bytes changed on the way, and put fails with
  *   `UNAVAILABLE` leaving nothing behind; unless `signPayload` is set, the body itself is sent
  *   unsigned (`UNSIGNED-PAYLOAD`), so on plain HTTP the CRC32 guards against corruption, not
  *   against a forger on the path (use HTTPS to the store for that, as for reads);
@@ -103,8 +104,9 @@ export interface S3BackendOptions {
  *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
  *   works again as soon as the store is back;
  * - the built client keeps its connections: parts and large bodies go without
- *   `Expect: 100-continue`, so a multipart upload runs over at most `queueSize` kept-alive
- *   connections instead of one new connection per part;
+ *   `Expect: 100-continue`, so a multipart upload runs over at most `queueSize + 1` kept-alive
+ *   connections (a part's connection returns to the pool just after its answer) instead of a
+ *   new connection per part;
  * - every signal is passed to the SDK, and every SDK failure goes through `fromS3Error`.
  */
 export function createS3Backend(opts: S3BackendOptions): Backend {

@@ -16,7 +16,14 @@ import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
-import { isExpired, type StoredRecord, toAttachment } from "./record.js";
+import {
+  type Base64,
+  isExpired,
+  type NewRecord,
+  type StoredRecord,
+  toAttachment,
+  toBase64,
+} from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
 import type { Runs } from "./runs.js";
@@ -217,7 +224,7 @@ async function offloadFrom(
   if (ended) {
     const facts = pass.finish();
     await checkRunRoom(facts.size);
-    const inline = Buffer.concat(head).toString("base64");
+    const inline = toBase64(Buffer.concat(head));
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
   }
   if (!lookUpFirst) {
@@ -391,7 +398,7 @@ async function* concatStreams(
 }
 
 type Placement =
-  | { stored: "inline"; inline: string }
+  | { stored: "inline"; inline: Base64 }
   | { stored: "preview_only" }
   | { stored: "blob"; blob: NonNullable<StoredRecord["blob"]> };
 
@@ -412,7 +419,7 @@ async function commit(
     header.ttl === undefined
       ? undefined
       : Number(header.ttl.seconds) * 1000 + Math.floor(header.ttl.nanos / 1e6);
-  const record: StoredRecord = {
+  const record: NewRecord = {
     v: 1,
     handle,
     tenant,

@@ -10,11 +10,11 @@ import { bytesBody, readAllBytes } from "./backends/body.js";
 import { createFilesystemBackend } from "./backends/filesystem.js";
 import { createMemoryBackend } from "./backends/memory.js";
 import { recordKey } from "./keys.js";
-import type { StoredRecord } from "./record.js";
+import { type NewRecord, toBase64 } from "./record.js";
 import { createRegistry } from "./registry.js";
 
 /** A record of about `inlineBytes` of payload (4 KiB ones make a pack outgrow its first read). */
-function record(runId: string, callId: string, inlineBytes = 4096): StoredRecord {
+function record(runId: string, callId: string, inlineBytes = 4096): NewRecord {
   return {
     v: 1,
     handle: `res_${callId}`,
@@ -32,14 +32,14 @@ function record(runId: string, callId: string, inlineBytes = 4096): StoredRecord
     lineCount: 0,
     preview: { head: "", tail: "", shape: "", omittedBytes: 0, text: `[res_${callId}]` },
     createdMs: 1_796_094_295_331,
-    inline: randomBytes(inlineBytes).toString("base64"),
+    inline: toBase64(randomBytes(inlineBytes)),
   };
 }
 
 /** commitAll commits records in one turn of the event loop, as an OffloadBatch's items do. */
 function commitAll(
   registry: ReturnType<typeof createRegistry>,
-  records: readonly StoredRecord[],
+  records: readonly NewRecord[],
   signals: readonly (AbortSignal | undefined)[] = [],
 ) {
   return Promise.allSettled(records.map((r, i) => registry.commit(r, r.runId, signals[i])));

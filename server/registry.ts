@@ -3,7 +3,7 @@ import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
 import { recordKey, registryPrefix } from "./keys.js";
-import { decodeRecord, encodeRecord, type StoredRecord } from "./record.js";
+import { decodeRecord, encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
 import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
 
@@ -39,7 +39,7 @@ export interface Registry {
    * `record` itself, or the one an earlier writer committed first (`created` false).
    */
   commit(
-    record: StoredRecord,
+    record: NewRecord,
     runId: string,
     signal?: AbortSignal,
   ): Promise<{ record: StoredRecord; created: boolean }>;

@@ -9,7 +9,7 @@ import {
   runMetaKey,
   runPrefix,
 } from "./keys.js";
-import { isExpired, type StoredRecord } from "./record.js";
+import { isExpired, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 
 /** Runs manages run-level state kept in the backend: expiry, forks and deletion. */
@@ -181,7 +181,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
             signal,
           );
         }
-        await registry.commit(record, childRunId, signal);
+        await registry.commit(recommit(record), childRunId, signal);
         copied++;
       });
       return copied;

@@ -39,9 +39,13 @@ export async function loadWindowVectors(file: string): Promise<WindowVectorFile>
   return JSON.parse(await readFile(file, "utf8")) as WindowVectorFile;
 }
 
-/** vectorHandle is the handle a vector's payload is offloaded under. */
+/**
+ * vectorHandle is the handle a vector's payload is offloaded under: `res_<call>`, or
+ * `out_<call>_<slot>` with `%` and `_` of the slot written `%25` and `%5F` (the contract's rule).
+ */
 export function vectorHandle(v: WindowVector): string {
-  return v.slot === undefined ? `res_${v.call}` : `out_${v.call}_${v.slot}`;
+  if (v.slot === undefined) return `res_${v.call}`;
+  return `out_${v.call}_${v.slot.replace(/[%_]/g, (c) => (c === "%" ? "%25" : "%5F"))}`;
 }
 
 /**

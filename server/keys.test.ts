@@ -1,5 +1,14 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { blobKey, decodeSegment, encodeSegment, handleFor, recordKey } from "./keys.js";
+import {
+  blobKey,
+  decodeSegment,
+  encodeSegment,
+  type HandleKey,
+  handleFor,
+  parseHandle,
+  recordKey,
+} from "./keys.js";
 
 describe("encodeSegment", () => {
   const tricky = [
@@ -61,5 +70,114 @@ describe("storage keys", () => {
   it("name handles as the design says", () => {
     expect(handleFor("call1", undefined)).toBe("res_call1");
     expect(handleFor("call1", "file:out/a.txt")).toBe("out_call1_file:out/a.txt");
+  });
+});
+
+describe("handles", () => {
+  // Pieces that make `_` and `%` ambiguous, look like handles or slots, or are not ASCII.
+  const piece = fc.oneof(
+    fc.constantFrom(
+      "_",
+      "__",
+      "%",
+      "%5F",
+      "%25",
+      "%5f",
+      "file:",
+      "file:x_",
+      "_stdout",
+      "stdout",
+      "res_",
+      "out_",
+      "/",
+      ".",
+      "toolu_01A",
+      "call_abc_123",
+      "\u00e9",
+      "\ud83c\udf89",
+      "\u2028",
+    ),
+    fc.string({ unit: "grapheme", maxLength: 4 }),
+  );
+  const text = fc.array(piece, { minLength: 1, maxLength: 5 }).map((p) => p.join(""));
+  const slot = fc.oneof(
+    fc.constant(undefined),
+    fc.constantFrom("stdout", "stderr", "value"),
+    text.map((path) => `file:${path}`),
+  );
+  // Call ids are never empty (the proto's rule); any slot text is encoded, valid path or not.
+  const key: fc.Arbitrary<HandleKey> = fc
+    .tuple(
+      text.filter((t) => t !== ""),
+      slot,
+    )
+    .map(([callId, s]) => (s === undefined ? { callId } : { callId, slot: s }));
+  const handleOf = (k: HandleKey) => handleFor(k.callId, k.slot);
+
+  it("gives distinct keys distinct handles, and each parses back to its key", () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(key, {
+          minLength: 2,
+          maxLength: 8,
+          selector: (k) => JSON.stringify([k.callId, k.slot ?? null]),
+        }),
+        (keys) => {
+          const handles = keys.map(handleOf);
+          expect(new Set(handles).size).toBe(keys.length);
+          for (const [i, k] of keys.entries()) expect(parseHandle(handles[i] ?? "")).toEqual(k);
+        },
+      ),
+      {
+        numRuns: 2000,
+        examples: [
+          [
+            [
+              { callId: "a", slot: "file:x_stdout" },
+              { callId: "a_file:x", slot: "stdout" },
+            ],
+          ],
+          [
+            [
+              { callId: "a", slot: "file:b%5Fc" },
+              { callId: "a", slot: "file:b_c" },
+            ],
+          ],
+        ],
+      },
+    );
+  });
+
+  it("parses only what it makes: a parsed string is the handle of what it parsed to", () => {
+    const candidate = fc.oneof(
+      text,
+      text.map((t) => `res_${t}`),
+      text.map((t) => `out_${t}`),
+      fc.tuple(text, text).map(([c, s]) => `out_${c}_${s}`),
+    );
+    fc.assert(
+      fc.property(candidate, (h) => {
+        const k = parseHandle(h);
+        if (k !== undefined) expect(handleOf(k)).toBe(h);
+      }),
+      { numRuns: 2000 },
+    );
+    for (const h of ["res_", "out_", "out__stdout", "out_a_", "out_a_%5f", "out_a_%", "x_a"]) {
+      expect(parseHandle(h)).toBeUndefined();
+    }
+  });
+
+  it("keep today's handles for provider call ids and slots without _ or %", () => {
+    expect(handleFor("toolu_01A09q90qw90lq917835lq9", undefined)).toBe(
+      "res_toolu_01A09q90qw90lq917835lq9",
+    );
+    expect(handleFor("call_abc_123", "stdout")).toBe("out_call_abc_123_stdout");
+    expect(handleFor("call_abc_123", "file:src/main.ts")).toBe("out_call_abc_123_file:src/main.ts");
+    expect(parseHandle("out_call_abc_123_stdout")).toEqual({
+      callId: "call_abc_123",
+      slot: "stdout",
+    });
+    expect(handleFor("a", "file:x_stdout")).toBe("out_a_file:x%5Fstdout");
+    expect(handleFor("a", "file:100%")).toBe("out_a_file:100%25");
   });
 });

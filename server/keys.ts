@@ -69,10 +69,45 @@ export function checkSlotPath(slot: string): void {
   }
 }
 
-/** handleFor returns the model-facing handle of a call's result or one of its attachments. */
-export function handleFor(callId: string, slot: string | undefined): string {
-  return slot === undefined ? `res_${callId}` : `out_${callId}_${slot}`;
+/** HandleKey is what a handle names inside its run: a call and, for an attachment, its slot. */
+export interface HandleKey {
+  readonly callId: string;
+  readonly slot?: string;
 }
+
+/**
+ * handleFor returns the model-facing handle of a call's result (`res_<call_id>`) or one of its
+ * attachments (`out_<call_id>_<slot>`).
+ *
+ * The mapping is injective: in the slot part `%` becomes `%25` and `_` becomes `%5F`, so that
+ * part never contains `_` and an attachment handle splits at its last `_` (call ids keep every
+ * `_`, as provider ids like `call_abc_123` need). Slots without `_` or `%` (`stdout`, `stderr`,
+ * `value` and most file paths) read exactly as they always did. parseHandle inverts it.
+ */
+export function handleFor(callId: string, slot: string | undefined): string {
+  return slot === undefined ? `res_${callId}` : `out_${callId}_${encodeSlot(slot)}`;
+}
+
+/**
+ * parseHandle returns the call and slot a handle was made for by handleFor, or undefined when
+ * handleFor makes no such handle (so `handleFor(parseHandle(h)) === h` whenever it is defined).
+ * It describes a handle; it never replaces resolving one through its run's registry.
+ */
+export function parseHandle(handle: string): HandleKey | undefined {
+  if (handle.startsWith("res_")) {
+    const callId = handle.slice("res_".length);
+    return callId === "" ? undefined : { callId };
+  }
+  if (!handle.startsWith("out_")) return undefined;
+  const split = handle.lastIndexOf("_");
+  const callId = handle.slice("out_".length, split);
+  const encoded = handle.slice(split + 1);
+  if (split < "out_".length || callId === "" || encoded === "") return undefined;
+  const slot = encoded.replace(/%(25|5F)/g, (code) => (code === "%25" ? "%" : "_"));
+  return encodeSlot(slot) === encoded ? { callId, slot } : undefined;
+}
+
+const encodeSlot = (slot: string) => slot.replace(/[%_]/g, (c) => (c === "%" ? "%25" : "%5F"));
 
 /** runPrefix is the storage prefix that holds everything of one run. */
 export function runPrefix(tenant: string, runId: string): string {

@@ -65,6 +65,36 @@ describe.each(serviceBackends)(
       },
     );
 
+    it("gives two keys whose handles once collided their own handles and bytes", async () => {
+      const a = t.sdk(A);
+      // Call `a` with slot `file:x_stdout` and call `a_file:x` with slot `stdout` both read as
+      // `out_a_file:x_stdout` when the slot's `_` was kept.
+      const keys = [
+        { callId: "a", slot: "file:x_stdout", text: "the file x_stdout of call a\n" },
+        { callId: "a_file:x", slot: "stdout", text: "the stdout of call a_file:x\n" },
+      ];
+      const committed = [];
+      for (const k of keys) {
+        committed.push(
+          await a.offloadResult({ tenant: "ta", runId: "run3", callId: k.callId }, k.text, {
+            slot: k.slot,
+          }),
+        );
+      }
+      expect(committed.map((c) => c.created)).toEqual([true, true]);
+      const handles = committed.map((c) => c.attachment.handle);
+      expect(handles).toEqual(["out_a_file:x%5Fstdout", "out_a_file:x_stdout"]);
+      for (const [i, k] of keys.entries()) {
+        const handle = handles[i] ?? "";
+        const chunks: Uint8Array[] = [];
+        for await (const chunk of a.readBytes("run3", handle)) chunks.push(chunk);
+        const bytes = Buffer.concat(chunks);
+        expect(bytes.toString("utf8")).toBe(k.text);
+        const stat = await a.stat("run3", handle);
+        expect([stat.key?.callId, stat.slot]).toEqual([k.callId, k.slot]);
+      }
+    });
+
     it("refuses the same handles on StatToolOutput", async () => {
       const err = await t
         .raw(A)

@@ -12,6 +12,7 @@ import type {
   SpillwayService,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { handleFor } from "../server/keys.js";
 import { defaultLimits } from "../server/limits.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
@@ -372,7 +373,7 @@ describe("hostile input over the wire (filesystem backend)", () => {
           return;
         }
         expectCode(code, [undefined]);
-        expect((await readAll(a, "slots", `out_${callId}_${s}`)).toString("utf8")).toBe(s);
+        expect((await readAll(a, "slots", handleFor(callId, s))).toString("utf8")).toBe(s);
       }),
       {
         numRuns: NUM_RUNS * 2,

@@ -48,8 +48,24 @@ describe("token file", () => {
     ["a plain token instead of a digest", "s3cret acme"],
     ["a traversing tenant", `${hashToken("x")} ..`],
     ["a tenant with a slash", `${hashToken("x")} a/b`],
+    ["a tenant with ESC", `${hashToken("x")} a\u001b[31mb`],
+    ["a tenant with DEL", `${hashToken("x")} a\u007fb`],
+    ["a tenant with NEL (C1)", `${hashToken("x")} a\u0085b`],
+    ["a tenant with CSI (C1)", `${hashToken("x")} a\u009bb`],
+    ["a tenant over 64 bytes", `${hashToken("x")} ${"é".repeat(33)}`],
   ])("refuses %s with the line number", (_, line) => {
-    expect(() => parseTokenFile(`\n${line}\n`)).toThrow(/line 2/);
+    expect(() => parseTokenFile(`\n${line}\n`)).toThrow(/line 2: invalid tenant|line 2: expected/);
+  });
+
+  it("accepts the dev tenant and printable Unicode tenants", () => {
+    const tokens = parseTokenFile(
+      `${hashToken("a")} ${DEV_TENANT}\n${hashToken("b")} équipe-東京_1\n${hashToken("c")} ${"x".repeat(64)}\n`,
+    );
+    expect([...tokens.values()].map((e) => e.tenant)).toEqual([
+      DEV_TENANT,
+      "équipe-東京_1",
+      "x".repeat(64),
+    ]);
   });
 });
 
@@ -82,6 +98,12 @@ describe("authenticator", () => {
     auth.reload();
     expect(auth.entryFor("Bearer gamma").tenant).toBe("tenant-c");
     expect(() => auth.entryFor("Bearer alpha").tenant).toThrow();
+  });
+
+  it("refuses at load a token file mapping a token to a tenant with a control character", async () => {
+    const bad = join(dir, "bad-tokens");
+    await writeFile(bad, `${hashToken("alpha")} tenant-a\n${hashToken("esc")} evil\u001b[2J\n`);
+    expect(() => createAuthenticator({ tokenFile: bad })).toThrow(/line 2: invalid tenant/);
   });
 
   it("maps everyone to the dev tenant without a token file", () => {

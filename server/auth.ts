@@ -1,7 +1,10 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
+import { BlobKeySchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { validateRequest } from "./validation.js";
 
 /** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
 export const DEV_TENANT = "dev";
@@ -46,8 +49,11 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
     if (hash === undefined || tenant === undefined || !/^[0-9a-fA-F]{64}$/.test(hash)) {
       throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
     }
-    if (tenant === "." || tenant === ".." || /[/\\\0]/.test(tenant) || tenant.length > 64) {
-      throw new Error(`token file line ${index + 1}: invalid tenant "${tenant}"`);
+    const refusal = tenantRefusal(tenant);
+    if (refusal !== undefined) {
+      throw new Error(
+        `token file line ${index + 1}: invalid tenant ${JSON.stringify(tenant)}: ${refusal}`,
+      );
     }
     const limits: { maxBlobBytes?: number; maxRunBytes?: number } = {};
     for (const attribute of attributes) {
@@ -69,6 +75,20 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
     tokens.set(hash.toLowerCase(), { tenant, ...limits });
   });
   return tokens;
+}
+
+/**
+ * tenantRefusal says why a tenant name breaks BlobKey.tenant's declared rule (not empty, not
+ * `.` or `..`, at most 64 bytes, no `/`, `\` or control character), or undefined when it
+ * keeps it: a tenant that no request's key could name is refused when the token file is read.
+ */
+function tenantRefusal(tenant: string): string | undefined {
+  try {
+    validateRequest(BlobKeySchema, create(BlobKeySchema, { tenant, runId: "r", callId: "c" }));
+    return undefined;
+  } catch (err) {
+    return ConnectError.from(err).rawMessage;
+  }
 }
 
 /** TokenEntry is what one token grants: its tenant and that tenant's own limits. */

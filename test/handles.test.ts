@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 const A = "token-a";
@@ -51,7 +52,6 @@ describe.each(serviceBackends)(
       ["our handle read by another tenant", B, "run1", "res_call1"],
       ["a storage path as a handle", A, "run1", "../run2/h/res_call2"],
       ["an encoded traversal", A, "run1", "..%2Frun2%2Fh%2Fres_call2"],
-      ["a handle with a NUL", A, "run1", "res_call1\u0000"],
       ["a run that does not exist", A, "ghost", "res_call1"],
     ])(
       "refuses %s with PERMISSION_DENIED invalid_deferred_handle and no bytes",
@@ -93,6 +93,17 @@ describe.each(serviceBackends)(
         const stat = await a.stat("run3", handle);
         expect([stat.key?.callId, stat.slot]).toEqual([k.callId, k.slot]);
       }
+    });
+
+    it.each([
+      ["a NUL", "res_call1\u0000"],
+      ["a newline", "res_call1\n"],
+      ["an escape sequence", "res_\u001b[2Jcall1"],
+    ])("refuses a handle with %s as INVALID_ARGUMENT, never echoing it", async (_, handle) => {
+      const err = await failureOf(t.raw(A).statToolOutput({ runId: "run1", handle }));
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(err.rawMessage).toMatch(/^handle: /);
+      expect(err.rawMessage).not.toContain("call1");
     });
 
     it("refuses the same handles on StatToolOutput", async () => {

@@ -32,13 +32,17 @@ type ReadInit = MessageInitShape<typeof ReadToolOutputRequestSchema>;
 const utf8Bytes = (s: string) => Buffer.byteLength(s, "utf8");
 const sha256 = (data: Uint8Array | string) => createHash("sha256").update(data).digest("hex");
 
+/** C0 controls, DEL and C1 controls (category Cc): no id, slot or handle may hold one. */
+const hasControl = (s: string) => /\p{Cc}/u.test(s);
+
 /** Whether a string passes the proto's segment rules (see BlobKey) and byte bound. */
 function validSegment(s: string, maxBytes: number): boolean {
   return (
     s !== "" &&
     s !== "." &&
     s !== ".." &&
-    !["/", "\\", "\u0000"].some((c) => s.includes(c)) &&
+    !["/", "\\"].some((c) => s.includes(c)) &&
+    !hasControl(s) &&
     utf8Bytes(s) <= maxBytes
   );
 }
@@ -49,8 +53,7 @@ function validSlot(slot: string): boolean {
   if (slot === "stdout" || slot === "stderr" || slot === "value") return true;
   if (!slot.startsWith("file:")) return false;
   const path = slot.slice("file:".length);
-  if (path === "" || path.includes("\u0000") || path.includes("\\") || path.startsWith("/"))
-    return false;
+  if (path === "" || hasControl(path) || path.includes("\\") || path.startsWith("/")) return false;
   return path.split("/").every((p) => p !== "" && p !== "." && p !== "..");
 }
 
@@ -775,7 +778,7 @@ describe("hostile input over the wire (filesystem backend)", () => {
         } catch (e) {
           err = ConnectError.from(e);
         }
-        if (utf8Bytes(h) > 1024) {
+        if (utf8Bytes(h) > 1024 || hasControl(h)) {
           expectCode(err?.code, [Code.InvalidArgument]);
           return;
         }

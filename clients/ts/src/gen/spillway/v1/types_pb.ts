@@ -13,14 +13,16 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/types.proto.
  */
 export const file_spillway_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChdzcGlsbHdheS92MS90eXBlcy5wcm90bxILc3BpbGx3YXkudjEinwEKB0Jsb2JLZXkSLwoGdGVuYW50GAEgASgJQh+6SBxyGhABKEAyDV5bXi9cXFx4MDBdKiRaAS5aAi4uEjAKBnJ1bl9pZBgCIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4SMQoHY2FsbF9pZBgDIAEoCUIgukgdchsQASiAATINXlteL1xcXHgwMF0qJFoBLloCLi4ifQoHUHJldmlldxIMCgRoZWFkGAEgASgJEgwKBHRhaWwYAiABKAkSDQoFc2hhcGUYAyABKAkSEgoKbGluZV9jb3VudBgEIAEoAxIVCg1vbWl0dGVkX2J5dGVzGAUgASgDEg4KBmJpbmFyeRgGIAEoCBIMCgR0ZXh0GAcgASgJIqsDChBSZXN1bHRBdHRhY2htZW50EgwKBG5hbWUYASABKAkSDgoGaGFuZGxlGAIgASgJEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgDEhYKDm9ic2VydmVkX2J5dGVzGAUgASgDEhEKCXRydW5jYXRlZBgGIAEoCBIkCgZzdG9yZWQYByABKA4yFC5zcGlsbHdheS52MS5TdG9yYWdlEg4KBnNoYTI1NhgIIAEoCRIQCghyZWFkYWJsZRgJIAEoCBIlCgdwcmV2aWV3GAogASgLMhQuc3BpbGx3YXkudjEuUHJldmlldxISCgpsaW5lX2NvdW50GAsgASgDEi8KC2NyZWF0ZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoDa2V5GA4gASgLMhQuc3BpbGx3YXkudjEuQmxvYktleRIMCgRzbG90GA8gASgJEg4KBmJpbmFyeRgQIAEoCCKEAQoJRXJyb3JJbmZvEg4KBnJlYXNvbhgBIAEoCRI2CghtZXRhZGF0YRgCIAMoCzIkLnNwaWxsd2F5LnYxLkVycm9ySW5mby5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpiCgdTdG9yYWdlEhcKE1NUT1JBR0VfVU5TUEVDSUZJRUQQABISCg5TVE9SQUdFX0lOTElORRABEhAKDFNUT1JBR0VfQkxPQhACEhgKFFNUT1JBR0VfUFJFVklFV19PTkxZEANiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_timestamp]);
+  fileDesc("ChdzcGlsbHdheS92MS90eXBlcy5wcm90bxILc3BpbGx3YXkudjEiyQEKB0Jsb2JLZXkSPQoGdGVuYW50GAEgASgJQi26SCpyKBABKEAyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SPgoGcnVuX2lkGAIgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEj8KB2NhbGxfaWQYAyABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4ifQoHUHJldmlldxIMCgRoZWFkGAEgASgJEgwKBHRhaWwYAiABKAkSDQoFc2hhcGUYAyABKAkSEgoKbGluZV9jb3VudBgEIAEoAxIVCg1vbWl0dGVkX2J5dGVzGAUgASgDEg4KBmJpbmFyeRgGIAEoCBIMCgR0ZXh0GAcgASgJIqsDChBSZXN1bHRBdHRhY2htZW50EgwKBG5hbWUYASABKAkSDgoGaGFuZGxlGAIgASgJEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgDEhYKDm9ic2VydmVkX2J5dGVzGAUgASgDEhEKCXRydW5jYXRlZBgGIAEoCBIkCgZzdG9yZWQYByABKA4yFC5zcGlsbHdheS52MS5TdG9yYWdlEg4KBnNoYTI1NhgIIAEoCRIQCghyZWFkYWJsZRgJIAEoCBIlCgdwcmV2aWV3GAogASgLMhQuc3BpbGx3YXkudjEuUHJldmlldxISCgpsaW5lX2NvdW50GAsgASgDEi8KC2NyZWF0ZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoDa2V5GA4gASgLMhQuc3BpbGx3YXkudjEuQmxvYktleRIMCgRzbG90GA8gASgJEg4KBmJpbmFyeRgQIAEoCCKEAQoJRXJyb3JJbmZvEg4KBnJlYXNvbhgBIAEoCRI2CghtZXRhZGF0YRgCIAMoCzIkLnNwaWxsd2F5LnYxLkVycm9ySW5mby5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpiCgdTdG9yYWdlEhcKE1NUT1JBR0VfVU5TUEVDSUZJRUQQABISCg5TVE9SQUdFX0lOTElORRABEhAKDFNUT1JBR0VfQkxPQhACEhgKFFNUT1JBR0VfUFJFVklFV19PTkxZEANiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_timestamp]);
 
 /**
  * BlobKey addresses one tool call's output. The tenant must equal the caller's
  * authenticated tenant; every segment is validated and encoded before it reaches storage.
  *
  * A segment (tenant, run id, call id, and every other run id) is not empty, not "." or "..",
- * and has no "/", "\" or NUL. The rules are written out with standard rules on each field
+ * and has no "/", "\" or control character: C0 (U+0000-U+001F, NUL, "\n" and "\t" among
+ * them), DEL (U+007F) or C1 (U+0080-U+009F), which would break the model-facing text a
+ * handle or a run id appears in. The rules are written out with standard rules on each field
  * rather than as one predefined CEL rule: servers evaluate standard rules natively, and a CEL
  * rule cost ~7 µs per field on every request (protovalidate-es, measured).
  *
@@ -134,7 +136,8 @@ export type ResultAttachment = Message<"spillway.v1.ResultAttachment"> & {
   name: string;
 
   /**
-   * Opaque handle the model may repeat back: `res_<call_id>` or `out_<call_id>_<slot>`.
+   * Opaque handle the model may repeat back: `res_<call_id>` or `out_<call_id>_<slot>`, the
+   * slot's "%" and "_" written "%25" and "%5F" so that no two keys share a handle.
    *
    * @generated from field: string handle = 2;
    */

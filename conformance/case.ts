@@ -118,7 +118,14 @@ export type StepAction =
   | { readonly offload: OffloadSpec }
   | { readonly read: ReadSpec }
   | { readonly stat: RunRef & { readonly handle: string } }
-  | { readonly list: RunRef & { readonly pageSize?: number; readonly pageToken?: string } }
+  | {
+      readonly list: RunRef & {
+        readonly pageSize?: number;
+        readonly pageToken?: string;
+        /** Send the next_page_token an earlier list step saved under this label. */
+        readonly pageTokenFrom?: string;
+      };
+    }
   | { readonly listAll: RunRef & { readonly pageSize?: number } }
   | { readonly deleteRun: RunRef }
   | {
@@ -137,7 +144,10 @@ export type Step = StepAction & {
   /** Actor name (`A`, `B`, `anonymous`, `unknown-token`); default `A`. */
   readonly as?: string;
   readonly expect?: Expect;
-  /** Label under which an offload saves its payload digest, or a read its rendered text. */
+  /**
+   * Label under which an offload saves its payload digest, a read its rendered text, or a list
+   * its next_page_token.
+   */
   readonly save?: string;
 };
 

@@ -106,7 +106,10 @@ async function call(
       {
         runId: runId(step.list, ctx),
         pageSize: step.list.pageSize ?? 0,
-        pageToken: step.list.pageToken ?? "",
+        pageToken:
+          step.list.pageTokenFrom === undefined
+            ? (step.list.pageToken ?? "")
+            : (ctx.saved.get(step.list.pageTokenFrom) ?? ""),
       },
       opts,
     );
@@ -114,6 +117,7 @@ async function call(
       values: {
         handles: res.attachments.map((a) => a.handle),
         nextPage: res.nextPageToken !== "",
+        nextPageToken: res.nextPageToken,
       },
     };
   }
@@ -384,7 +388,7 @@ function check(
     return `expected ${wanted}, got OK${shown}`;
   }
   if (save !== undefined) {
-    const value = values.payloadSha256 ?? values.rendered;
+    const value = values.payloadSha256 ?? values.rendered ?? values.nextPageToken;
     if (typeof value === "string") ctx.saved.set(save, value);
   }
   return checkValues(expect, values, ctx);

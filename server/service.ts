@@ -19,6 +19,7 @@ import { limitsForTenant, type ServerLimits } from "./limits.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
+import { decodePageToken, encodePageToken } from "./page-token.js";
 import { toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
 import { resolveHandle, windowSourceFor } from "./resolve.js";
@@ -127,13 +128,14 @@ export function createSpillwayService(
     async listToolOutputs(req, ctx) {
       validateRequest(ListToolOutputsRequestSchema, req);
       const tenant = tenantOf(ctx);
+      const after = decodePageToken(tenant, req.runId, req.pageToken);
       const nowMs = core.now();
       const runExpiresMs = await core.runs.expiresMs(tenant, req.runId, ctx.signal);
       if (runExpiresMs !== undefined && runExpiresMs <= nowMs) {
         return { attachments: [], nextPageToken: "" };
       }
       const page = await core.registry.list(tenant, req.runId, {
-        after: decodePageToken(req.pageToken),
+        after,
         limit: req.pageSize === 0 ? 100 : req.pageSize,
         signal: ctx.signal,
       });
@@ -141,7 +143,8 @@ export function createSpillwayService(
         attachments: page.records
           .filter((r) => r.expiresMs === undefined || r.expiresMs > nowMs)
           .map((r) => toAttachment(r, runExpiresMs)),
-        nextPageToken: page.nextAfter === undefined ? "" : encodePageToken(page.nextAfter),
+        nextPageToken:
+          page.nextAfter === undefined ? "" : encodePageToken(tenant, req.runId, page.nextAfter),
       };
     },
 
@@ -214,19 +217,4 @@ export function createSpillwayService(
       });
     },
   };
-}
-
-function encodePageToken(after: string): string {
-  return Buffer.from(JSON.stringify({ a: after }), "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string | undefined {
-  if (token === "") return undefined;
-  try {
-    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as { a?: unknown };
-    if (typeof value.a === "string" && !value.a.includes("/")) return value.a;
-  } catch {
-    // Fall through to the uniform error below.
-  }
-  throw new ConnectError("page_token: not a token this server issued", Code.InvalidArgument);
 }

@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { createSweeper } from "../server/sweeper.js";
-import { codeOf } from "./support/code-of.js";
+import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /** Every key the backend holds, whatever the backend. */
@@ -202,5 +202,47 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     expect(await codeOf(sdk.raw.listToolOutputs({ runId: "many", pageToken: "garbage!" }))).toBe(
       Code.InvalidArgument,
     );
+  });
+
+  it("takes a page token only on the run and tenant it was issued for", async () => {
+    t = await startTestServer({ backend: "memory", tokens: { "tok-a": "ta", "tok-b": "tb" } });
+    const [a, b] = [t.raw("tok-a"), t.raw("tok-b")];
+    for (const [client, tenant, runId] of [
+      [t.sdk("tok-a"), "ta", "r1"],
+      [t.sdk("tok-a"), "ta", "r2"],
+      [t.sdk("tok-b"), "tb", "r1"],
+    ] as const) {
+      for (let i = 0; i < 5; i++) {
+        await client.offload({ tenant, runId, callId: `c${i}` }, `${tenant} ${runId} ${i}\n`);
+      }
+    }
+    const first = await a.listToolOutputs({ runId: "r1", pageSize: 2 });
+    const token = first.nextPageToken;
+    expect(token).not.toBe("");
+
+    const refused = async (call: Promise<unknown>) => {
+      const err = await failureOf(call);
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(err.rawMessage).toMatch(/^page_token: /);
+    };
+    // Another run of the same tenant, the same run name in another tenant.
+    await refused(a.listToolOutputs({ runId: "r2", pageSize: 2, pageToken: token }));
+    await refused(b.listToolOutputs({ runId: "r1", pageSize: 2, pageToken: token }));
+    // An edited cursor (it would skip ahead) with the digest left as it was.
+    const decoded = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+    const edited = Buffer.from(JSON.stringify({ ...decoded, a: `${decoded.a}x` })).toString(
+      "base64url",
+    );
+    await refused(a.listToolOutputs({ runId: "r1", pageSize: 2, pageToken: edited }));
+
+    // The run's own token still pages through every record once.
+    const seen = first.attachments.map((x) => x.handle);
+    let pageToken = token;
+    while (pageToken !== "") {
+      const page = await a.listToolOutputs({ runId: "r1", pageSize: 2, pageToken });
+      seen.push(...page.attachments.map((x) => x.handle));
+      pageToken = page.nextPageToken;
+    }
+    expect(seen).toEqual(["res_c0", "res_c1", "res_c2", "res_c3", "res_c4"]);
   });
 });

@@ -8,6 +8,7 @@ import {
   registryPrefix,
   runMetaKey,
   runPrefix,
+  truncateForMessage,
 } from "./keys.js";
 import { isExpired, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
@@ -18,7 +19,10 @@ export interface Runs {
   expiresMs(tenant: string, runId: string, signal?: AbortSignal): Promise<number | undefined>;
   /** True when the run was deleted while forks still referred to its bytes. */
   isDeleted(tenant: string, runId: string, signal?: AbortSignal): Promise<boolean>;
-  /** Sets the run to expire ttlMs from now; returns the expiry. */
+  /**
+   * Sets the run to expire ttlMs from now and returns the expiry; NOT_FOUND for a run that does
+   * not exist (no record and not forked: never used, deleted or swept) or has expired.
+   */
   setTtl(tenant: string, runId: string, ttlMs: number, signal?: AbortSignal): Promise<number>;
   /**
    * Creates child with copies of parent's live records (no byte copies) and returns how many.
@@ -111,6 +115,18 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     await backend.delete(runPrefix(tenant, ownerRunId) + deletedSuffix, opt(signal));
   };
 
+  /**
+   * A run exists once an offload committed a record in it or a fork created it (its meta), until
+   * DeleteRun or the sweeper removes both. Its expiry is checked apart (expiresMs).
+   */
+  const isLive = async (tenant: string, runId: string, signal?: AbortSignal) => {
+    const [records, forked] = await Promise.all([
+      hasAny(registryPrefix(tenant, runId), signal),
+      exists(runMetaKey(tenant, runId), signal),
+    ]);
+    return records || forked;
+  };
+
   const expiresMs: Runs["expiresMs"] = async (tenant, runId, signal) => {
     const value = (await readJson(runPrefix(tenant, runId) + ttlSuffix, signal)) as
       | { expiresMs?: unknown }
@@ -124,9 +140,15 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       return exists(runPrefix(tenant, runId) + deletedSuffix, signal);
     },
     async setTtl(tenant, runId, ttlMs, signal) {
-      const current = await expiresMs(tenant, runId, signal);
-      if (current !== undefined && current <= now()) {
-        throw new ConnectError(`run "${runId}" has expired`, Code.NotFound);
+      const [current, live] = await Promise.all([
+        expiresMs(tenant, runId, signal),
+        isLive(tenant, runId, signal),
+      ]);
+      if (!live || (current !== undefined && current <= now())) {
+        throw new ConnectError(
+          `run "${truncateForMessage(runId)}" does not exist or has expired`,
+          Code.NotFound,
+        );
       }
       const expires = now() + ttlMs;
       const key = runPrefix(tenant, runId) + ttlSuffix;

@@ -165,6 +165,48 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     },
   );
 
+  it("SetRunTtl answers NOT_FOUND for a run that never existed, expired, was swept or deleted", async () => {
+    clock = Date.now();
+    t = await startTestServer({ backend: backendKind, now: () => clock });
+    const sdk = t.sdk();
+    const setTtl = (runId: string, seconds: bigint) =>
+      sdk.raw.setRunTtl({ runId, ttl: { seconds, nanos: 0 } });
+
+    expect(await codeOf(setTtl("ghost", 60n))).toBe(Code.NotFound);
+    expect((await storedFiles(t)).filter((f) => f.includes("/ghost/"))).toEqual([]);
+
+    await sdk.offload({ tenant: "dev", runId: "live", callId: "x" }, big("live"));
+    const set = await setTtl("live", 60n);
+    expect(Number(set.expireTime?.seconds) * 1000).toBe(Math.floor((clock + 60_000) / 1000) * 1000);
+    // Forked children exist before they hold a record of their own, even from an empty parent.
+    await sdk.raw.forkRun({ parentRunId: "live", childRunId: "child" });
+    await sdk.raw.forkRun({ parentRunId: "nothing-yet", childRunId: "empty-child" });
+    expect(await codeOf(setTtl("child", 600n))).toBeUndefined();
+    expect(await codeOf(setTtl("empty-child", 600n))).toBeUndefined();
+
+    clock += 61_000;
+    expect(await codeOf(setTtl("live", 3600n))).toBe(Code.NotFound);
+    const report = await createSweeper(t.server.core, {
+      intervalMs: 60_000,
+      orphanAgeMs: 3_600_000,
+    }).sweepOnce();
+    expect(report.expiredRuns).toBe(1);
+    // Swept: only the bytes the fork still refers to are left (with the fork's marker and the
+    // deletion mark), and SetRunTtl must not plant a new expiry beside them.
+    expect(await codeOf(setTtl("live", 3600n))).toBe(Code.NotFound);
+    const left = (await storedFiles(t)).filter((f) => f.includes("/live/"));
+    expect(left.filter((f) => !/\/live\/(b\/|f\/|deleted$)/.test(f))).toEqual([]);
+    expect((await sdk.raw.listToolOutputs({ runId: "live" })).attachments).toEqual([]);
+
+    await sdk.offload({ tenant: "dev", runId: "gone", callId: "x" }, "bye\n");
+    await sdk.raw.deleteRun({ runId: "gone" });
+    expect(await codeOf(setTtl("gone", 60n))).toBe(Code.NotFound);
+    // The fork still reads what it was given.
+    expect((await sdk.readToolOutput({ runId: "child", handle: "res_x" })).rendered).toContain(
+      "live",
+    );
+  });
+
   it("sweeps blobs that no record refers to once they are old", async () => {
     clock = Date.now();
     t = await startTestServer({ backend: backendKind, now: () => clock });

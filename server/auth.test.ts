@@ -104,6 +104,14 @@ describe("authenticator", () => {
     const bad = join(dir, "bad-tokens");
     await writeFile(bad, `${hashToken("alpha")} tenant-a\n${hashToken("esc")} evil\u001b[2J\n`);
     expect(() => createAuthenticator({ tokenFile: bad })).toThrow(/line 2: invalid tenant/);
+    // A reload that meets such a tenant fails and keeps the tokens in force.
+    const reloaded = join(dir, "reloaded-tokens");
+    await writeFile(reloaded, `${hashToken("alpha")} tenant-a\n`);
+    const auth = createAuthenticator({ tokenFile: reloaded });
+    await writeFile(reloaded, `${hashToken("nel")} a\u0085b\n`);
+    expect(() => auth.reload()).toThrow(/line 1: invalid tenant/);
+    expect(auth.entryFor("Bearer alpha").tenant).toBe("tenant-a");
+    expect(() => auth.entryFor("Bearer nel")).toThrow();
   });
 
   it("maps everyone to the dev tenant without a token file", () => {

@@ -212,7 +212,9 @@ describe("lines window caps", () => {
     expect(window.trailer.nextOffset).toBe(1000n);
     expect(window.trailer.clipped).toBe(true);
     expect(window.frames.filter((f) => f === "content")).toHaveLength(4);
-    expect(window.trailer.rendered.endsWith("[more: offset=1000]\n")).toBe(true);
+    expect(
+      window.trailer.rendered.endsWith("[window capped at 1000 lines; more: offset=1000]\n"),
+    ).toBe(true);
   });
 
   it("clips 100 lines of 1,000 chars at 50,000 chars with the right next_offset", async () => {

@@ -341,6 +341,27 @@ function linesTrailer(outcome: LinesOutcome, withText: boolean): ReadToolOutputR
   });
 }
 
+/**
+ * The widest footer a window that goes on to line `next` may end with: the character-cap
+ * footer, or the line-cap one when the request asked for more lines than the cap.
+ */
+function widestFooter(next: number, fromEnd: boolean, overCap: boolean, caps: WindowCaps): string {
+  const clipped = renderLinesFooter({
+    kind: "clipped",
+    next,
+    fromEnd,
+    maxWindowChars: caps.maxWindowChars,
+  });
+  if (!overCap) return clipped;
+  const capped = renderLinesFooter({
+    kind: "capped",
+    next,
+    fromEnd,
+    maxWindowLines: caps.maxWindowLines,
+  });
+  return countChars(capped) > countChars(clipped) ? capped : clipped;
+}
+
 /** Resolves the lines a window may return: the request's limit, never above the cap. */
 function windowLimit(request: LinesRequest, caps: WindowCaps): number {
   if (request.limit !== undefined && request.limit < 1) {
@@ -382,7 +403,8 @@ export async function* linesWindow(
     return;
   }
   if (request.fromEnd) {
-    yield* tailWindow(source, request.offset, limit, caps, withText, signal);
+    const overCap = request.limit !== undefined && request.limit > limit;
+    yield* tailWindow(source, request.offset, limit, overCap, caps, withText, signal);
     return;
   }
 
@@ -394,20 +416,14 @@ export async function* linesWindow(
   let batch: ShownLine[] = [];
   const frames: ReadToolOutputResponse[] = [];
   yield windowHeaderFrame(source, start);
+  const overCap = request.limit !== undefined && request.limit > limit;
   const rowsFit = (last: ShownLine, extra: number): boolean => {
-    const footer: LinesFooter =
+    const footer =
       last.number >= total
-        ? { kind: "end" }
-        : {
-            kind: "clipped",
-            next: last.number,
-            fromEnd: false,
-            maxWindowChars: caps.maxWindowChars,
-          };
-    const frame =
-      renderLinesHeader(source.handle, start + 1, last.number, total, source.size) +
-      renderLinesFooter(footer);
-    return countChars(frame) + rowsChars + extra <= caps.maxWindowChars;
+        ? renderLinesFooter({ kind: "end" })
+        : widestFooter(last.number, false, overCap, caps);
+    const header = renderLinesHeader(source.handle, start + 1, last.number, total, source.size);
+    return countChars(header) + countChars(footer) + rowsChars + extra <= caps.maxWindowChars;
   };
 
   const feed = feedLines(source, start, caps.maxLineChars, signal, (line) => {
@@ -439,25 +455,26 @@ export async function* linesWindow(
   const end = start + shown.length;
   const eof = exhausted || end >= total;
   const next = eof ? undefined : end;
+  const countCapped = next !== undefined && !charClipped && overCap;
   const footer: LinesFooter =
     next === undefined
       ? { kind: "end" }
       : charClipped
         ? { kind: "clipped", next, fromEnd: false, maxWindowChars: caps.maxWindowChars }
-        : { kind: "more", next };
+        : countCapped
+          ? { kind: "capped", next, fromEnd: false, maxWindowLines: caps.maxWindowLines }
+          : { kind: "more", next };
   const rendered =
     shown.length === 0
       ? renderNoLines(source.handle, start, total)
       : renderLinesHeader(source.handle, start + 1, end, total, source.size) +
         rows +
         renderLinesFooter(footer);
-  const capCut =
-    charClipped || (next !== undefined && request.limit !== undefined && request.limit > limit);
   yield linesTrailer(
     {
       shown,
       next,
-      clipped: capCut || shown.some((line) => line.clipped),
+      clipped: charClipped || countCapped || shown.some((line) => line.clipped),
       eof,
       rendered: clipString(rendered, caps.maxWindowChars),
     },
@@ -470,6 +487,7 @@ async function* tailWindow(
   source: WindowSource,
   offset: number,
   limit: number,
+  overCap: boolean,
   caps: WindowCaps,
   withText: boolean,
   signal: AbortSignal | undefined,
@@ -495,18 +513,12 @@ async function* tailWindow(
     if (entry === undefined) break;
     const shownFirst = entry.line.number - 1;
     const candidateNext = offset + (read.length - k);
-    const footer: LinesFooter =
+    const footer =
       shownFirst === 0
-        ? { kind: "start" }
-        : {
-            kind: "clipped",
-            next: candidateNext,
-            fromEnd: true,
-            maxWindowChars: caps.maxWindowChars,
-          };
+        ? renderLinesFooter({ kind: "start" })
+        : widestFooter(candidateNext, true, overCap, caps);
     const frame =
-      renderLinesHeader(source.handle, shownFirst + 1, last + 1, total, source.size) +
-      renderLinesFooter(footer);
+      renderLinesHeader(source.handle, shownFirst + 1, last + 1, total, source.size) + footer;
     if (keep > 0 && countChars(frame) + rowsChars + entry.chars > caps.maxWindowChars) break;
     keep++;
     rowsChars += entry.chars;
@@ -521,12 +533,15 @@ async function* tailWindow(
   for (let at = 0; at < shown.length; at += linesPerFrame) {
     yield linesFrame(shown.slice(at, at + linesPerFrame));
   }
+  const countCapped = next !== undefined && !charClipped && overCap;
   const footer: LinesFooter =
     next === undefined
       ? { kind: "start" }
       : charClipped
         ? { kind: "clipped", next, fromEnd: true, maxWindowChars: caps.maxWindowChars }
-        : { kind: "earlier", next };
+        : countCapped
+          ? { kind: "capped", next, fromEnd: true, maxWindowLines: caps.maxWindowLines }
+          : { kind: "earlier", next };
   const rendered =
     renderLinesHeader(source.handle, shownFirst + 1, last + 1, total, source.size) +
     kept.map((entry) => entry.row).join("") +
@@ -535,7 +550,7 @@ async function* tailWindow(
     {
       shown,
       next,
-      clipped: charClipped || shown.some((line) => line.clipped),
+      clipped: charClipped || countCapped || shown.some((line) => line.clipped),
       eof: offset === 0,
       rendered: clipString(rendered, caps.maxWindowChars),
     },

@@ -54,6 +54,12 @@ export type LinesFooter =
       readonly fromEnd: boolean;
       readonly maxWindowChars: number;
     }
+  | {
+      readonly kind: "capped";
+      readonly next: number;
+      readonly fromEnd: boolean;
+      readonly maxWindowLines: number;
+    }
   | { readonly kind: "end" }
   | { readonly kind: "start" };
 
@@ -68,6 +74,10 @@ export function renderLinesFooter(footer: LinesFooter): string {
       return footer.fromEnd
         ? `[window clipped at ${footer.maxWindowChars} chars; earlier lines: offset=${footer.next} from_end=true]\n`
         : `[window clipped at ${footer.maxWindowChars} chars; more: offset=${footer.next}]\n`;
+    case "capped":
+      return footer.fromEnd
+        ? `[window capped at ${footer.maxWindowLines} lines; earlier lines: offset=${footer.next} from_end=true]\n`
+        : `[window capped at ${footer.maxWindowLines} lines; more: offset=${footer.next}]\n`;
     case "end":
       return "[end of output]\n";
     case "start":
@@ -183,6 +193,7 @@ export function renderNoMatches(h: SearchHeader): string {
 export type SearchFooter =
   | { readonly kind: "more"; readonly next: number }
   | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
+  | { readonly kind: "capped"; readonly next: number; readonly maxMatches: number }
   | { readonly kind: "end" };
 
 /** renderSearchFooter renders the last line of a search window: how to ask for more matches. */
@@ -192,6 +203,8 @@ export function renderSearchFooter(footer: SearchFooter): string {
       return `[more matches: skip=${footer.next}]\n`;
     case "clipped":
       return `[window clipped at ${footer.maxWindowChars} chars; more matches: skip=${footer.next}]\n`;
+    case "capped":
+      return `[window capped at ${footer.maxMatches} matches; more matches: skip=${footer.next}]\n`;
     case "end":
       return "[no more matches]\n";
   }

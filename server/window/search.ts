@@ -244,6 +244,7 @@ export async function* searchWindow(
     );
   }
   const maxMatches = Math.min(request.maxMatches ?? defaultMaxMatches, caps.maxMatches);
+  const overCap = request.maxMatches !== undefined && request.maxMatches > caps.maxMatches;
   const context = Math.min(Math.max(0, request.contextLines), maxContextLines);
   const { skip } = request;
   const { maxLineChars, maxWindowChars } = caps;
@@ -267,6 +268,8 @@ export async function* searchWindow(
   let rows = "";
   let rowsChars = 0;
   let charClipped = false;
+  // A shown line clipped at maxLineChars, or a scanned line matched on its head only.
+  let lineClipped = false;
   const ring: KeptLine[] = [];
   const open: { match: OpenMatch; need: number }[] = [];
   let finished: OpenMatch[] = [];
@@ -275,8 +278,12 @@ export async function* searchWindow(
   /** True when `extra` more characters of rows still leave room for header and footer. */
   const fits = (extra: number, count: number): boolean => {
     const header = renderSearchHeader(describe(count, Math.max(source.lineCount, skip + count)));
-    const footer = renderSearchFooter({ kind: "clipped", next: skip + count, maxWindowChars });
-    return countChars(header) + rowsChars + extra + countChars(footer) <= maxWindowChars;
+    const next = skip + count;
+    const clipped = countChars(renderSearchFooter({ kind: "clipped", next, maxWindowChars }));
+    const capped = overCap
+      ? countChars(renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches }))
+      : 0;
+    return countChars(header) + rowsChars + extra + Math.max(clipped, capped) <= maxWindowChars;
   };
   /** Renders rows for `lines` after line `prev` (0-based), with `--` before each gap. */
   const renderRows = (lines: readonly { line: ShownLine; tag: ":" | "-" }[]): string => {
@@ -338,6 +345,7 @@ export async function* searchWindow(
       charClipped = true;
     }
     show(text, shown);
+    if (shown.clipped || before.some((l) => l.clipped)) lineClipped = true;
     feedAfter(shown);
     open.push({ match: { line: shown, before, after: [] }, need: context });
     returned++;
@@ -351,6 +359,7 @@ export async function* searchWindow(
     const text = renderRows([{ line: shown, tag: "-" }]);
     if (!fits(countChars(text), returned)) return false;
     show(text, shown);
+    if (shown.clipped) lineClipped = true;
     feedAfter(shown);
     return true;
   };
@@ -360,6 +369,8 @@ export async function* searchWindow(
     if (line.index !== lastScanned + 1) ring.length = 0;
     const matched = matcher.test(line);
     if (matched) seen++;
+    // A line cut at keepBytes was matched on its head only: a match past it went unseen.
+    else if (!line.complete) lineClipped = true;
     lastScanned = line.index;
     const wanted = matched && seen > skip && returned < maxMatches;
     const needed = open.some((entry) => entry.need > 0);
@@ -427,6 +438,7 @@ export async function* searchWindow(
   const scannedAll = exhausted || lastScanned >= source.lineCount - 1;
   const total = scannedAll ? seen : undefined;
   const next = scannedAll && skip + returned >= seen ? undefined : skip + returned;
+  const countCapped = next !== undefined && !charClipped && overCap && returned === maxMatches;
   let rendered: string;
   if (returned === 0) {
     rendered = renderNoMatches(describe(0, seen));
@@ -436,7 +448,9 @@ export async function* searchWindow(
         ? { kind: "end" }
         : charClipped
           ? { kind: "clipped", next, maxWindowChars }
-          : { kind: "more", next };
+          : countCapped
+            ? { kind: "capped", next, maxMatches: caps.maxMatches }
+            : { kind: "more", next };
     rendered = renderSearchHeader(describe(returned, total)) + rows + renderSearchFooter(footer);
   }
   yield create(ReadToolOutputResponseSchema, {
@@ -447,7 +461,7 @@ export async function* searchWindow(
         returnedBytes: BigInt(returnedBytes),
         returnedMatches: BigInt(returned),
         nextOffset: next === undefined ? undefined : BigInt(next),
-        clipped: charClipped,
+        clipped: charClipped || countCapped || lineClipped,
         eof: scannedAll,
         totalMatches: total === undefined ? undefined : BigInt(total),
         rendered: withText ? clipString(rendered, maxWindowChars) : "",

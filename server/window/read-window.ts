@@ -84,6 +84,17 @@ export async function* readWindow(
         maxMatches: window.value.maxMatches,
         skip: count(window.value.skip, "search.skip"),
         contextLines: window.value.contextLines,
+        after:
+          window.value.after === undefined
+            ? undefined
+            : {
+                offset: count(window.value.after.byteOffset, "search.after.byte_offset"),
+                line: count(window.value.after.line, "search.after.line"),
+                matchesBefore: count(
+                  window.value.after.matchesBefore,
+                  "search.after.matches_before",
+                ),
+              },
       };
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);

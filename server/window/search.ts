@@ -24,6 +24,7 @@ import {
   type SearchFooter,
   type SearchHeader,
 } from "./render.js";
+import { resolveSearchStart, type SearchCursor } from "./search-cursor.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 
 /** SearchRequest is a search window with its int64 fields already converted. */
@@ -40,6 +41,8 @@ export interface SearchRequest {
   readonly skip: number;
   /** Lines of context before and after each match (0–20). */
   readonly contextLines: number;
+  /** Where to resume (the previous window's cursor); the window is the one skip selects. */
+  readonly after?: SearchCursor | undefined;
 }
 
 /** LineMatcher decides whether one line on the `\n` grid matches a pattern. */
@@ -173,6 +176,36 @@ interface OpenMatch {
   readonly after: ShownLine[];
 }
 
+/** The first range a search resumed at a cursor reads; each next one is twice as long. */
+const firstResumeBytes = 16 * 1024;
+/** Past this range length a resumed search reads the rest of the payload in one go. */
+const lastResumeBytes = 8 * 1024 * 1024;
+
+/**
+ * Streams the payload from `offset` in ranges that double from firstResumeBytes, so a search
+ * resumed at a cursor that stops soon after it reads little more than it scanned (a single
+ * open-ended read would fetch a whole backend chunk ahead), and a long scan costs a few
+ * more reads, not more bytes.
+ */
+async function* readGrowing(
+  source: WindowSource,
+  offset: number,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Uint8Array> {
+  let at = offset;
+  let span = firstResumeBytes;
+  while (at < source.size) {
+    const length = span > lastResumeBytes ? undefined : span;
+    const from = at;
+    for await (const chunk of await source.read(at, length, signal)) {
+      at += chunk.length;
+      yield chunk;
+    }
+    if (length === undefined || at === from) return;
+    span *= 2;
+  }
+}
+
 /** Matches per content frame. */
 const matchesPerFrame = 64;
 
@@ -228,6 +261,13 @@ function matchesFrame(matches: readonly OpenMatch[]): ReadToolOutputResponse {
  * min(maxMatches ?? 100, caps.maxMatches) and stops reading once that many are complete or
  * the rendered text would exceed maxWindowChars; `total_matches` is set, and `next_offset`
  * unset once nothing is left, only when the scan reached the end of the payload.
+ *
+ * With `after` (a cursor this function put in an earlier trailer's `search_cursor`, which
+ * points at that window's last match) the frames are exactly those of the same request
+ * without it; the scan starts at the cursor's line, re-reading only the context lines before
+ * it, so paging through every match reads the payload about once. `clipped` is set when a cap
+ * cut the window: the character cap, a request above caps.maxMatches, a shown line clipped at
+ * maxLineChars, or a line past the skipped matches matched on its head only.
  */
 export async function* searchWindow(
   source: WindowSource,
@@ -249,6 +289,7 @@ export async function* searchWindow(
   const { skip } = request;
   const { maxLineChars, maxWindowChars } = caps;
   const displayBytes = lineKeepBytes(maxLineChars);
+  const start = await resolveSearchStart(source, request.after, skip, context, signal);
   const describe = (count: number, total: number | undefined): SearchHeader => ({
     handle: source.handle,
     pattern: request.pattern,
@@ -259,10 +300,12 @@ export async function* searchWindow(
     total,
   });
 
-  let seen = 0;
+  let seen = start.matchesBefore;
   let returned = 0;
   let returnedBytes = 0;
-  let lastScanned = -1;
+  let lastScanned = start.firstLine - 1;
+  // The last match returned: the next window's cursor.
+  let lastTaken: ShownLine | undefined;
   // 0-based number of the last line rendered, to print each line once and mark gaps.
   let lastShown = -1;
   let rows = "";
@@ -348,6 +391,7 @@ export async function* searchWindow(
     if (shown.clipped || before.some((l) => l.clipped)) lineClipped = true;
     feedAfter(shown);
     open.push({ match: { line: shown, before, after: [] }, need: context });
+    lastTaken = shown;
     returned++;
     returnedBytes += shown.coveredBytes;
     return true;
@@ -364,24 +408,33 @@ export async function* searchWindow(
     return true;
   };
 
+  /** Keeps a line in the ring of the last `context` lines. */
+  const keepForContext = (line: ScannedLine): void => {
+    if (context === 0) return;
+    ring.push(keepLine(line, displayBytes));
+    if (ring.length > context) ring.shift();
+  };
+
   const onLine = (line: ScannedLine): boolean => {
     // Skipped lines leave a gap: lines kept from before it are no longer context.
     if (line.index !== lastScanned + 1) ring.length = 0;
+    lastScanned = line.index;
+    if (line.index < start.testFrom) {
+      // Lines before a cursor are counted in it; they are read again only as context.
+      keepForContext(line);
+      return true;
+    }
     const matched = matcher.test(line);
     if (matched) seen++;
     // A line cut at keepBytes was matched on its head only: a match past it went unseen.
-    else if (!line.complete) lineClipped = true;
-    lastScanned = line.index;
+    else if (!line.complete && seen >= skip) lineClipped = true;
     const wanted = matched && seen > skip && returned < maxMatches;
     const needed = open.some((entry) => entry.need > 0);
     if (wanted ? !takeMatch(line) : needed && !takeContext(line)) {
       charClipped = true;
       return false;
     }
-    if (context > 0) {
-      ring.push(keepLine(line, displayBytes));
-      if (ring.length > context) ring.shift();
-    }
+    keepForContext(line);
     settle();
     return returned < maxMatches || open.length > 0;
   };
@@ -390,9 +443,9 @@ export async function* searchWindow(
   const { find } = matcher;
   const anchors = find === undefined ? undefined : source.lineAnchors(signal);
   const splitter = createLineSplitter({
-    firstLine: 0,
-    firstOffset: 0,
-    skipUntil: 0,
+    firstLine: start.firstLine,
+    firstOffset: start.offset,
+    skipUntil: start.firstLine,
     keepBytes: Math.max(caps.maxSearchLineBytes, displayBytes),
     onLine,
     ...(find === undefined || anchors === undefined
@@ -406,12 +459,16 @@ export async function* searchWindow(
         }),
   });
   let exhausted = true;
-  let offset = 0;
+  let offset = start.offset;
   // The chunk the matcher and splitter work on; handed back to the source once they have
   // moved on (the splitter keeps no view of it, the matcher none past the next chunk).
   let current: Uint8Array | undefined;
   try {
-    for await (const chunk of await source.read(0, undefined, signal)) {
+    const chunks =
+      start.offset === 0
+        ? await source.read(0, undefined, signal)
+        : readGrowing(source, start.offset, signal);
+    for await (const chunk of chunks) {
       if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
       matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
       if (current !== undefined) source.release(current);
@@ -464,6 +521,14 @@ export async function* searchWindow(
         clipped: charClipped || countCapped || lineClipped,
         eof: scannedAll,
         totalMatches: total === undefined ? undefined : BigInt(total),
+        searchCursor:
+          next === undefined || lastTaken === undefined
+            ? undefined
+            : {
+                byteOffset: BigInt(lastTaken.byteOffset),
+                line: BigInt(lastTaken.number - 1),
+                matchesBefore: BigInt(skip + returned - 1),
+              },
         rendered: withText ? clipString(rendered, maxWindowChars) : "",
       },
     },

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/spillway.proto.
  */
 export const file_spillway_v1_spillway: GenFile = /*@__PURE__*/
-  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMiegoOUHJldmlld09wdGlvbnMSJAoKaGVhZF9jaGFycxgBIAEoBUILukgIGgYYoJwBKABIAIgBARIkCgp0YWlsX2NoYXJzGAIgASgFQgu6SAgaBhignAEoAEgBiAEBQg0KC19oZWFkX2NoYXJzQg0KC190YWlsX2NoYXJzIlUKD09mZmxvYWRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIPCgdjcmVhdGVkGAIgASgIIlAKE09mZmxvYWRCYXRjaFJlcXVlc3QSOQoFaXRlbXMYASADKAsyHS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hJdGVtQgu6SAiSAQUIARDoByJUChBPZmZsb2FkQmF0Y2hJdGVtEjIKBmhlYWRlchgBIAEoCzIaLnNwaWxsd2F5LnYxLk9mZmxvYWRIZWFkZXJCBrpIA8gBARIMCgRkYXRhGAIgASgMIkgKFE9mZmxvYWRCYXRjaFJlc3BvbnNlEjAKB3Jlc3VsdHMYASADKAsyHy5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXN1bHQiggEKEk9mZmxvYWRCYXRjaFJlc3VsdBIxCglvZmZsb2FkZWQYASABKAsyHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2VIABIvCgVlcnJvchgCIAEoCzIeLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEVycm9ySABCCAoGcmVzdWx0IjIKEU9mZmxvYWRCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKxAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI0CgZoYW5kbGUYAiABKAlCJLpIIXIfEAEogAgyGF5bXlx4MDAtXHgxZlx4N2YtXHg5Zl0qJBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQiuwEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKABCDgoMX21heF9tYXRjaGVzIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIuEBCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAlCDgoMX25leHRfb2Zmc2V0QhAKDl90b3RhbF9tYXRjaGVzIo0BChVTdGF0VG9vbE91dHB1dFJlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEjQKBmhhbmRsZRgCIAEoCUIkukghch8QASiACDIYXlteXHgwMC1ceDFmXHg3Zi1ceDlmXSokIksKFlN0YXRUb29sT3V0cHV0UmVzcG9uc2USMQoKYXR0YWNobWVudBgBIAEoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQilQEKFkxpc3RUb29sT3V0cHV0c1JlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEh0KCXBhZ2Vfc2l6ZRgCIAEoBUIKukgHGgUY6AcoABIcCgpwYWdlX3Rva2VuGAMgASgJQgi6SAVyAyiAECJmChdMaXN0VG9vbE91dHB1dHNSZXNwb25zZRIyCgthdHRhY2htZW50cxgBIAMoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlIKEERlbGV0ZVJ1blJlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uIjAKEURlbGV0ZVJ1blJlc3BvbnNlEhsKE2RlbGV0ZWRfYXR0YWNobWVudHMYASABKAMi1gEKDkZvcmtSdW5SZXF1ZXN0EkUKDXBhcmVudF9ydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SRAoMY2hpbGRfcnVuX2lkGAIgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEjcKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAIi0KD0ZvcmtSdW5SZXNwb25zZRIaChJmb3JrZWRfYXR0YWNobWVudHMYASABKAMiiwEKEFNldFJ1blR0bFJlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEjcKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAIkQKEVNldFJ1blR0bFJlc3BvbnNlEi8KC2V4cGlyZV90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKXAQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSDwoHYmFja2VuZBgCIAEoCRIjCgZsaW1pdHMYAyABKAsyEy5zcGlsbHdheS52MS5MaW1pdHMSJQoEY2FwcxgEIAEoCzIXLnNwaWxsd2F5LnYxLldpbmRvd0NhcHMSEAoIZmVhdHVyZXMYBSADKAki2gIKBkxpbWl0cxIWCg5tYXhfYmxvYl9ieXRlcxgBIAEoAxIXCg9tYXhfY2h1bmtfYnl0ZXMYAiABKAMSFAoMaW5saW5lX2J5dGVzGAMgASgDEhkKEW1heF9wYXR0ZXJuX2J5dGVzGAQgASgDEhgKEG1heF9ieXRlc193aW5kb3cYBSABKAMSGgoNbWF4X3J1bl9ieXRlcxgGIAEoA0gAiAEBEhoKEm1heF9pbmZsaWdodF9ieXRlcxgHIAEoAxIcChRtYXhfY2FsbHNfcGVyX3RlbmFudBgIIAEoBRIzChByZXF1ZXN0X2RlYWRsaW5lGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjcKFG9mZmxvYWRfaWRsZV90aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQhAKDl9tYXhfcnVuX2J5dGVzIm0KCldpbmRvd0NhcHMSGAoQbWF4X3dpbmRvd19saW5lcxgBIAEoBRIYChBtYXhfd2luZG93X2NoYXJzGAIgASgFEhYKDm1heF9saW5lX2NoYXJzGAMgASgFEhMKC21heF9tYXRjaGVzGAQgASgFMvoFCg9TcGlsbHdheVNlcnZpY2USRgoHT2ZmbG9hZBIbLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXF1ZXN0Ghwuc3BpbGx3YXkudjEuT2ZmbG9hZFJlc3BvbnNlKAESUwoMT2ZmbG9hZEJhdGNoEiAuc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVxdWVzdBohLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlc3BvbnNlElsKDlJlYWRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXNwb25zZTABElkKDlN0YXRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXNwb25zZRJcCg9MaXN0VG9vbE91dHB1dHMSIy5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXF1ZXN0GiQuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVzcG9uc2USSgoJRGVsZXRlUnVuEh0uc3BpbGx3YXkudjEuRGVsZXRlUnVuUmVxdWVzdBoeLnNwaWxsd2F5LnYxLkRlbGV0ZVJ1blJlc3BvbnNlEkQKB0ZvcmtSdW4SGy5zcGlsbHdheS52MS5Gb3JrUnVuUmVxdWVzdBocLnNwaWxsd2F5LnYxLkZvcmtSdW5SZXNwb25zZRJKCglTZXRSdW5UdGwSHS5zcGlsbHdheS52MS5TZXRSdW5UdGxSZXF1ZXN0Gh4uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVzcG9uc2USVgoNR2V0U2VydmVySW5mbxIhLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiIuc3BpbGx3YXkudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
+  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMiegoOUHJldmlld09wdGlvbnMSJAoKaGVhZF9jaGFycxgBIAEoBUILukgIGgYYoJwBKABIAIgBARIkCgp0YWlsX2NoYXJzGAIgASgFQgu6SAgaBhignAEoAEgBiAEBQg0KC19oZWFkX2NoYXJzQg0KC190YWlsX2NoYXJzIlUKD09mZmxvYWRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIPCgdjcmVhdGVkGAIgASgIIlAKE09mZmxvYWRCYXRjaFJlcXVlc3QSOQoFaXRlbXMYASADKAsyHS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hJdGVtQgu6SAiSAQUIARDoByJUChBPZmZsb2FkQmF0Y2hJdGVtEjIKBmhlYWRlchgBIAEoCzIaLnNwaWxsd2F5LnYxLk9mZmxvYWRIZWFkZXJCBrpIA8gBARIMCgRkYXRhGAIgASgMIkgKFE9mZmxvYWRCYXRjaFJlc3BvbnNlEjAKB3Jlc3VsdHMYASADKAsyHy5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXN1bHQiggEKEk9mZmxvYWRCYXRjaFJlc3VsdBIxCglvZmZsb2FkZWQYASABKAsyHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2VIABIvCgVlcnJvchgCIAEoCzIeLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEVycm9ySABCCAoGcmVzdWx0IjIKEU9mZmxvYWRCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKxAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI0CgZoYW5kbGUYAiABKAlCJLpIIXIfEAEogAgyGF5bXlx4MDAtXHgxZlx4N2YtXHg5Zl0qJBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQi5QEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKAASKAoFYWZ0ZXIYByABKAsyGS5zcGlsbHdheS52MS5TZWFyY2hDdXJzb3JCDgoMX21heF9tYXRjaGVzImQKDFNlYXJjaEN1cnNvchIcCgtieXRlX29mZnNldBgBIAEoA0IHukgEIgIoABIVCgRsaW5lGAIgASgDQge6SAQiAigAEh8KDm1hdGNoZXNfYmVmb3JlGAMgASgDQge6SAQiAigAIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIpMCCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAkSMAoNc2VhcmNoX2N1cnNvchgJIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaEN1cnNvckIOCgxfbmV4dF9vZmZzZXRCEAoOX3RvdGFsX21hdGNoZXMijQEKFVN0YXRUb29sT3V0cHV0UmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNAoGaGFuZGxlGAIgASgJQiS6SCFyHxABKIAIMhheW15ceDAwLVx4MWZceDdmLVx4OWZdKiQiSwoWU3RhdFRvb2xPdXRwdXRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudCKVAQoWTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SHQoJcGFnZV9zaXplGAIgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDKIAQImYKF0xpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEjIKC2F0dGFjaG1lbnRzGAEgAygLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUgoQRGVsZXRlUnVuUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4iMAoRRGVsZXRlUnVuUmVzcG9uc2USGwoTZGVsZXRlZF9hdHRhY2htZW50cxgBIAEoAyLWAQoORm9ya1J1blJlcXVlc3QSRQoNcGFyZW50X3J1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhJECgxjaGlsZF9ydW5faWQYAiABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiLQoPRm9ya1J1blJlc3BvbnNlEhoKEmZvcmtlZF9hdHRhY2htZW50cxgBIAEoAyKLAQoQU2V0UnVuVHRsUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiRAoRU2V0UnVuVHRsUmVzcG9uc2USLwoLZXhwaXJlX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IpcBChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEiMKBmxpbWl0cxgDIAEoCzITLnNwaWxsd2F5LnYxLkxpbWl0cxIlCgRjYXBzGAQgASgLMhcuc3BpbGx3YXkudjEuV2luZG93Q2FwcxIQCghmZWF0dXJlcxgFIAMoCSLaAgoGTGltaXRzEhYKDm1heF9ibG9iX2J5dGVzGAEgASgDEhcKD21heF9jaHVua19ieXRlcxgCIAEoAxIUCgxpbmxpbmVfYnl0ZXMYAyABKAMSGQoRbWF4X3BhdHRlcm5fYnl0ZXMYBCABKAMSGAoQbWF4X2J5dGVzX3dpbmRvdxgFIAEoAxIaCg1tYXhfcnVuX2J5dGVzGAYgASgDSACIAQESGgoSbWF4X2luZmxpZ2h0X2J5dGVzGAcgASgDEhwKFG1heF9jYWxsc19wZXJfdGVuYW50GAggASgFEjMKEHJlcXVlc3RfZGVhZGxpbmUYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUb2ZmbG9hZF9pZGxlX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CEAoOX21heF9ydW5fYnl0ZXMibQoKV2luZG93Q2FwcxIYChBtYXhfd2luZG93X2xpbmVzGAEgASgFEhgKEG1heF93aW5kb3dfY2hhcnMYAiABKAUSFgoObWF4X2xpbmVfY2hhcnMYAyABKAUSEwoLbWF4X21hdGNoZXMYBCABKAUy+gUKD1NwaWxsd2F5U2VydmljZRJGCgdPZmZsb2FkEhsuc3BpbGx3YXkudjEuT2ZmbG9hZFJlcXVlc3QaHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2UoARJTCgxPZmZsb2FkQmF0Y2gSIC5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXF1ZXN0GiEuc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVzcG9uc2USWwoOUmVhZFRvb2xPdXRwdXQSIi5zcGlsbHdheS52MS5SZWFkVG9vbE91dHB1dFJlcXVlc3QaIy5zcGlsbHdheS52MS5SZWFkVG9vbE91dHB1dFJlc3BvbnNlMAESWQoOU3RhdFRvb2xPdXRwdXQSIi5zcGlsbHdheS52MS5TdGF0VG9vbE91dHB1dFJlcXVlc3QaIy5zcGlsbHdheS52MS5TdGF0VG9vbE91dHB1dFJlc3BvbnNlElwKD0xpc3RUb29sT3V0cHV0cxIjLnNwaWxsd2F5LnYxLkxpc3RUb29sT3V0cHV0c1JlcXVlc3QaJC5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXNwb25zZRJKCglEZWxldGVSdW4SHS5zcGlsbHdheS52MS5EZWxldGVSdW5SZXF1ZXN0Gh4uc3BpbGx3YXkudjEuRGVsZXRlUnVuUmVzcG9uc2USRAoHRm9ya1J1bhIbLnNwaWxsd2F5LnYxLkZvcmtSdW5SZXF1ZXN0Ghwuc3BpbGx3YXkudjEuRm9ya1J1blJlc3BvbnNlEkoKCVNldFJ1blR0bBIdLnNwaWxsd2F5LnYxLlNldFJ1blR0bFJlcXVlc3QaHi5zcGlsbHdheS52MS5TZXRSdW5UdGxSZXNwb25zZRJWCg1HZXRTZXJ2ZXJJbmZvEiEuc3BpbGx3YXkudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaIi5zcGlsbHdheS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
 
 /**
  * OffloadRequest is one message of an Offload stream: exactly one header, then chunks.
@@ -514,6 +514,16 @@ export type SearchWindow = Message<"spillway.v1.SearchWindow"> & {
    * @generated from field: int32 context_lines = 6;
    */
   contextLines: number;
+
+  /**
+   * Where to resume: the previous window's trailer.search_cursor, for the same pattern, regex
+   * and ignore_case. The window is exactly the one skip alone selects; the cursor only spares
+   * the server rescanning the payload before it, so paging through every match is one pass.
+   * skip must be at least after.matches_before (INVALID_ARGUMENT otherwise).
+   *
+   * @generated from field: spillway.v1.SearchCursor after = 7;
+   */
+  after?: SearchCursor | undefined;
 };
 
 /**
@@ -522,6 +532,46 @@ export type SearchWindow = Message<"spillway.v1.SearchWindow"> & {
  */
 export const SearchWindowSchema: GenMessage<SearchWindow> = /*@__PURE__*/
   messageDesc(file_spillway_v1_spillway, 12);
+
+/**
+ * SearchCursor is a line a search can resume at without rescanning the payload before it.
+ * The server checks that byte_offset starts a line (0, right after a `\n`, or the payload's
+ * end, where the window is empty) and that the numbers are consistent (matches_before <= line
+ * <= total lines, both 0 at byte 0), answering INVALID_ARGUMENT otherwise; it never reads
+ * outside the payload. A cursor that was not issued for this payload and pattern yields wrong
+ * line numbers or match counts, nothing else.
+ *
+ * @generated from message spillway.v1.SearchCursor
+ */
+export type SearchCursor = Message<"spillway.v1.SearchCursor"> & {
+  /**
+   * Byte offset where the line starts.
+   *
+   * @generated from field: int64 byte_offset = 1;
+   */
+  byteOffset: bigint;
+
+  /**
+   * 0-based number of the line.
+   *
+   * @generated from field: int64 line = 2;
+   */
+  line: bigint;
+
+  /**
+   * Lines before it that match the pattern.
+   *
+   * @generated from field: int64 matches_before = 3;
+   */
+  matchesBefore: bigint;
+};
+
+/**
+ * Describes the message spillway.v1.SearchCursor.
+ * Use `create(SearchCursorSchema)` to create a new message.
+ */
+export const SearchCursorSchema: GenMessage<SearchCursor> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 13);
 
 /**
  * ReadToolOutputResponse is one frame of a window: header first, content, trailer last.
@@ -564,7 +614,7 @@ export type ReadToolOutputResponse = Message<"spillway.v1.ReadToolOutputResponse
  * Use `create(ReadToolOutputResponseSchema)` to create a new message.
  */
 export const ReadToolOutputResponseSchema: GenMessage<ReadToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 13);
+  messageDesc(file_spillway_v1_spillway, 14);
 
 /**
  * WindowHeader describes the payload and the window the server selected.
@@ -620,7 +670,7 @@ export type WindowHeader = Message<"spillway.v1.WindowHeader"> & {
  * Use `create(WindowHeaderSchema)` to create a new message.
  */
 export const WindowHeaderSchema: GenMessage<WindowHeader> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 14);
+  messageDesc(file_spillway_v1_spillway, 15);
 
 /**
  * WindowContent carries lines, raw bytes or matches.
@@ -663,7 +713,7 @@ export type WindowContent = Message<"spillway.v1.WindowContent"> & {
  * Use `create(WindowContentSchema)` to create a new message.
  */
 export const WindowContentSchema: GenMessage<WindowContent> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 15);
+  messageDesc(file_spillway_v1_spillway, 16);
 
 /**
  * Lines is a batch of numbered lines.
@@ -684,7 +734,7 @@ export type Lines = Message<"spillway.v1.Lines"> & {
  * Use `create(LinesSchema)` to create a new message.
  */
 export const LinesSchema: GenMessage<Lines> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 16);
+  messageDesc(file_spillway_v1_spillway, 17);
 
 /**
  * Line is one line on the `\n` grid, a trailing `\r` removed.
@@ -726,7 +776,7 @@ export type Line = Message<"spillway.v1.Line"> & {
  * Use `create(LineSchema)` to create a new message.
  */
 export const LineSchema: GenMessage<Line> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 17);
+  messageDesc(file_spillway_v1_spillway, 18);
 
 /**
  * Matches is a batch of search matches.
@@ -747,7 +797,7 @@ export type Matches = Message<"spillway.v1.Matches"> & {
  * Use `create(MatchesSchema)` to create a new message.
  */
 export const MatchesSchema: GenMessage<Matches> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 18);
+  messageDesc(file_spillway_v1_spillway, 19);
 
 /**
  * Match is one matching line with optional context.
@@ -782,7 +832,7 @@ export type Match = Message<"spillway.v1.Match"> & {
  * Use `create(MatchSchema)` to create a new message.
  */
 export const MatchSchema: GenMessage<Match> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 19);
+  messageDesc(file_spillway_v1_spillway, 20);
 
 /**
  * WindowTrailer ends a window.
@@ -819,7 +869,10 @@ export type WindowTrailer = Message<"spillway.v1.WindowTrailer"> & {
   nextOffset?: bigint | undefined;
 
   /**
-   * True when a server cap cut the window or a line short.
+   * True when a server cap cut the window or a line short: max_window_lines, max_window_chars,
+   * max_line_chars, max_bytes_window, max_matches (when more were asked for than the cap), or,
+   * in search mode, a line past the skipped matches longer than the search line cap, which
+   * was matched on its head only.
    *
    * @generated from field: bool clipped = 5;
    */
@@ -845,6 +898,14 @@ export type WindowTrailer = Message<"spillway.v1.WindowTrailer"> & {
    * @generated from field: string rendered = 8;
    */
   rendered: string;
+
+  /**
+   * Search mode, set with next_offset: where the next window may resume. Send it as
+   * SearchWindow.after with skip = next_offset; it points at the last match returned.
+   *
+   * @generated from field: spillway.v1.SearchCursor search_cursor = 9;
+   */
+  searchCursor?: SearchCursor | undefined;
 };
 
 /**
@@ -852,7 +913,7 @@ export type WindowTrailer = Message<"spillway.v1.WindowTrailer"> & {
  * Use `create(WindowTrailerSchema)` to create a new message.
  */
 export const WindowTrailerSchema: GenMessage<WindowTrailer> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 20);
+  messageDesc(file_spillway_v1_spillway, 21);
 
 /**
  * StatToolOutputRequest names a handle in a run.
@@ -881,7 +942,7 @@ export type StatToolOutputRequest = Message<"spillway.v1.StatToolOutputRequest">
  * Use `create(StatToolOutputRequestSchema)` to create a new message.
  */
 export const StatToolOutputRequestSchema: GenMessage<StatToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 21);
+  messageDesc(file_spillway_v1_spillway, 22);
 
 /**
  * StatToolOutputResponse carries the record.
@@ -902,7 +963,7 @@ export type StatToolOutputResponse = Message<"spillway.v1.StatToolOutputResponse
  * Use `create(StatToolOutputResponseSchema)` to create a new message.
  */
 export const StatToolOutputResponseSchema: GenMessage<StatToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 22);
+  messageDesc(file_spillway_v1_spillway, 23);
 
 /**
  * ListToolOutputsRequest pages through a run's records.
@@ -937,7 +998,7 @@ export type ListToolOutputsRequest = Message<"spillway.v1.ListToolOutputsRequest
  * Use `create(ListToolOutputsRequestSchema)` to create a new message.
  */
 export const ListToolOutputsRequestSchema: GenMessage<ListToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 23);
+  messageDesc(file_spillway_v1_spillway, 24);
 
 /**
  * ListToolOutputsResponse is one page of records.
@@ -965,7 +1026,7 @@ export type ListToolOutputsResponse = Message<"spillway.v1.ListToolOutputsRespon
  * Use `create(ListToolOutputsResponseSchema)` to create a new message.
  */
 export const ListToolOutputsResponseSchema: GenMessage<ListToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 24);
+  messageDesc(file_spillway_v1_spillway, 25);
 
 /**
  * DeleteRunRequest names the run to delete.
@@ -986,7 +1047,7 @@ export type DeleteRunRequest = Message<"spillway.v1.DeleteRunRequest"> & {
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
 export const DeleteRunRequestSchema: GenMessage<DeleteRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 25);
+  messageDesc(file_spillway_v1_spillway, 26);
 
 /**
  * DeleteRunResponse reports what was removed.
@@ -1007,7 +1068,7 @@ export type DeleteRunResponse = Message<"spillway.v1.DeleteRunResponse"> & {
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
 export const DeleteRunResponseSchema: GenMessage<DeleteRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 26);
+  messageDesc(file_spillway_v1_spillway, 27);
 
 /**
  * ForkRunRequest creates a child run that sees the parent's handles.
@@ -1042,7 +1103,7 @@ export type ForkRunRequest = Message<"spillway.v1.ForkRunRequest"> & {
  * Use `create(ForkRunRequestSchema)` to create a new message.
  */
 export const ForkRunRequestSchema: GenMessage<ForkRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 27);
+  messageDesc(file_spillway_v1_spillway, 28);
 
 /**
  * ForkRunResponse reports the fork.
@@ -1063,7 +1124,7 @@ export type ForkRunResponse = Message<"spillway.v1.ForkRunResponse"> & {
  * Use `create(ForkRunResponseSchema)` to create a new message.
  */
 export const ForkRunResponseSchema: GenMessage<ForkRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 28);
+  messageDesc(file_spillway_v1_spillway, 29);
 
 /**
  * SetRunTtlRequest sets a run's expiry.
@@ -1091,7 +1152,7 @@ export type SetRunTtlRequest = Message<"spillway.v1.SetRunTtlRequest"> & {
  * Use `create(SetRunTtlRequestSchema)` to create a new message.
  */
 export const SetRunTtlRequestSchema: GenMessage<SetRunTtlRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 29);
+  messageDesc(file_spillway_v1_spillway, 30);
 
 /**
  * SetRunTtlResponse confirms the expiry.
@@ -1112,7 +1173,7 @@ export type SetRunTtlResponse = Message<"spillway.v1.SetRunTtlResponse"> & {
  * Use `create(SetRunTtlResponseSchema)` to create a new message.
  */
 export const SetRunTtlResponseSchema: GenMessage<SetRunTtlResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 30);
+  messageDesc(file_spillway_v1_spillway, 31);
 
 /**
  * GetServerInfoRequest has no fields.
@@ -1127,7 +1188,7 @@ export type GetServerInfoRequest = Message<"spillway.v1.GetServerInfoRequest"> &
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 31);
+  messageDesc(file_spillway_v1_spillway, 32);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -1176,7 +1237,7 @@ export type GetServerInfoResponse = Message<"spillway.v1.GetServerInfoResponse">
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 32);
+  messageDesc(file_spillway_v1_spillway, 33);
 
 /**
  * Limits are the server's bounds on input, as they apply to the calling tenant: where the
@@ -1261,7 +1322,7 @@ export type Limits = Message<"spillway.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 33);
+  messageDesc(file_spillway_v1_spillway, 34);
 
 /**
  * WindowCaps bound every model-facing window, whatever the client asks.
@@ -1303,7 +1364,7 @@ export type WindowCaps = Message<"spillway.v1.WindowCaps"> & {
  * Use `create(WindowCapsSchema)` to create a new message.
  */
 export const WindowCapsSchema: GenMessage<WindowCaps> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 34);
+  messageDesc(file_spillway_v1_spillway, 35);
 
 /**
  * SpillwayService stores large tool outputs and serves them back in bounded windows.

@@ -133,20 +133,32 @@ class BytesWindow(_message.Message):
     def __init__(self, offset: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SearchWindow(_message.Message):
-    __slots__ = ("pattern", "regex", "ignore_case", "max_matches", "skip", "context_lines")
+    __slots__ = ("pattern", "regex", "ignore_case", "max_matches", "skip", "context_lines", "after")
     PATTERN_FIELD_NUMBER: _ClassVar[int]
     REGEX_FIELD_NUMBER: _ClassVar[int]
     IGNORE_CASE_FIELD_NUMBER: _ClassVar[int]
     MAX_MATCHES_FIELD_NUMBER: _ClassVar[int]
     SKIP_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_LINES_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     pattern: str
     regex: bool
     ignore_case: bool
     max_matches: int
     skip: int
     context_lines: int
-    def __init__(self, pattern: _Optional[str] = ..., regex: _Optional[bool] = ..., ignore_case: _Optional[bool] = ..., max_matches: _Optional[int] = ..., skip: _Optional[int] = ..., context_lines: _Optional[int] = ...) -> None: ...
+    after: SearchCursor
+    def __init__(self, pattern: _Optional[str] = ..., regex: _Optional[bool] = ..., ignore_case: _Optional[bool] = ..., max_matches: _Optional[int] = ..., skip: _Optional[int] = ..., context_lines: _Optional[int] = ..., after: _Optional[_Union[SearchCursor, _Mapping]] = ...) -> None: ...
+
+class SearchCursor(_message.Message):
+    __slots__ = ("byte_offset", "line", "matches_before")
+    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    byte_offset: int
+    line: int
+    matches_before: int
+    def __init__(self, byte_offset: _Optional[int] = ..., line: _Optional[int] = ..., matches_before: _Optional[int] = ...) -> None: ...
 
 class ReadToolOutputResponse(_message.Message):
     __slots__ = ("header", "content", "trailer")
@@ -219,7 +231,7 @@ class Match(_message.Message):
     def __init__(self, line: _Optional[_Union[Line, _Mapping]] = ..., before: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., after: _Optional[_Iterable[_Union[Line, _Mapping]]] = ...) -> None: ...
 
 class WindowTrailer(_message.Message):
-    __slots__ = ("returned_lines", "returned_bytes", "returned_matches", "next_offset", "clipped", "eof", "total_matches", "rendered")
+    __slots__ = ("returned_lines", "returned_bytes", "returned_matches", "next_offset", "clipped", "eof", "total_matches", "rendered", "search_cursor")
     RETURNED_LINES_FIELD_NUMBER: _ClassVar[int]
     RETURNED_BYTES_FIELD_NUMBER: _ClassVar[int]
     RETURNED_MATCHES_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +240,7 @@ class WindowTrailer(_message.Message):
     EOF_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MATCHES_FIELD_NUMBER: _ClassVar[int]
     RENDERED_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_CURSOR_FIELD_NUMBER: _ClassVar[int]
     returned_lines: int
     returned_bytes: int
     returned_matches: int
@@ -236,7 +249,8 @@ class WindowTrailer(_message.Message):
     eof: bool
     total_matches: int
     rendered: str
-    def __init__(self, returned_lines: _Optional[int] = ..., returned_bytes: _Optional[int] = ..., returned_matches: _Optional[int] = ..., next_offset: _Optional[int] = ..., clipped: _Optional[bool] = ..., eof: _Optional[bool] = ..., total_matches: _Optional[int] = ..., rendered: _Optional[str] = ...) -> None: ...
+    search_cursor: SearchCursor
+    def __init__(self, returned_lines: _Optional[int] = ..., returned_bytes: _Optional[int] = ..., returned_matches: _Optional[int] = ..., next_offset: _Optional[int] = ..., clipped: _Optional[bool] = ..., eof: _Optional[bool] = ..., total_matches: _Optional[int] = ..., rendered: _Optional[str] = ..., search_cursor: _Optional[_Union[SearchCursor, _Mapping]] = ...) -> None: ...
 
 class StatToolOutputRequest(_message.Message):
     __slots__ = ("run_id", "handle")

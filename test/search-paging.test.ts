@@ -1,0 +1,129 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Window } from "../clients/ts/src/client.js";
+import type { SearchCursor } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import type { Backend } from "../server/backends/backend.js";
+import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
+
+/** The fields of a search window a page sets. */
+interface SearchPage {
+  readonly skip?: bigint;
+  readonly contextLines?: number;
+  readonly after?: SearchCursor | undefined;
+}
+
+/**
+ * Paging a search by its trailer's cursor over the wire: every page is the page `skip` alone
+ * gives, the pages together hold every match once, and reading all of them reads the payload
+ * about once (counted at the backend), where paging by skip alone rescans it for every page.
+ */
+describe.each(serviceBackends)("search paging by cursor over the wire  (%s)", (backendKind) => {
+  let t: TestServer;
+  let bytesRead = 0;
+  const total = 300_000;
+  const lineText = (n: number) => `entry ${n} ${n % 100 === 3 ? "Needle" : "hay"}`;
+  const text = `${Array.from({ length: total }, (_, i) => lineText(i + 1)).join("\r\n")}\r\n`;
+  const payloadBytes = Buffer.byteLength(text);
+  const counting = (base: Backend): Backend => ({
+    ...base,
+    async get(key, opts) {
+      const body = await base.get(key, opts);
+      return (async function* () {
+        for await (const chunk of body) {
+          bytesRead += chunk.length;
+          yield chunk;
+        }
+      })();
+    },
+  });
+  const search = (value: SearchPage): Promise<Window> =>
+    t.sdk().readToolOutput({
+      runId: "p",
+      handle: "res_log",
+      window: { case: "search", value: { pattern: "needle", ignoreCase: true, ...value } },
+    });
+
+  /** Pages through every match, by cursor or by skip alone; returns the pages' texts. */
+  async function pageAll(byCursor: boolean, contextLines: number): Promise<string[]> {
+    const pages: string[] = [];
+    let skip = 0n;
+    let after: SearchCursor | undefined;
+    for (;;) {
+      const w = await search({ skip, contextLines, ...(byCursor ? { after } : {}) });
+      pages.push(w.rendered);
+      if (w.trailer?.nextOffset === undefined) return pages;
+      expect(w.trailer.searchCursor?.matchesBefore).toBe(w.trailer.nextOffset - 1n);
+      skip = w.trailer.nextOffset;
+      after = w.trailer.searchCursor;
+    }
+  }
+
+  beforeAll(async () => {
+    t = await startTestServer({
+      backend: backendKind,
+      limits: { indexStride: 64 },
+      wrapBackend: counting,
+    });
+    await t.sdk().offload({ tenant: "dev", runId: "p", callId: "log" }, text, {
+      contentType: "text/plain",
+    });
+  });
+  afterAll(() => t.stop());
+
+  it("gives every page exactly as skip does, with context, and reads the payload about once", async () => {
+    bytesRead = 0;
+    const byCursor = await pageAll(true, 2);
+    const cursorBytes = bytesRead;
+    bytesRead = 0;
+    const bySkip = await pageAll(false, 2);
+    const skipBytes = bytesRead;
+    expect(byCursor).toEqual(bySkip);
+    // 30 full pages; the last stops after its context, so a 31st finds nothing after it.
+    expect(byCursor).toHaveLength(31);
+    expect(byCursor.at(-1)).toMatch(/\[no more matches\]\n$/);
+    expect(byCursor.join("")).toContain(`     3:\t${lineText(3)}\n`);
+    expect(byCursor.join("")).toContain(`\t${lineText(299_903)}\n`);
+    // Each page reads at most about twice what it scans (ranges double), and the line index.
+    expect(cursorBytes).toBeLessThan(2.5 * payloadBytes);
+    expect(skipBytes).toBeGreaterThan(10 * payloadBytes);
+  });
+
+  it("refuses a cursor that does not fit the payload, and one breaking the proto rules", async () => {
+    const first = await search({});
+    const cursor = first.trailer?.searchCursor;
+    expect(cursor).toBeDefined();
+    const refusal = (value: SearchPage) =>
+      search(value).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    const shifted = await refusal({
+      skip: 100n,
+      after: { ...cursor, byteOffset: (cursor?.byteOffset ?? 0n) + 1n } as SearchCursor,
+    });
+    expect(shifted?.code).toBe(Code.InvalidArgument);
+    expect(shifted?.rawMessage).toMatch(/^search\.after: byte \d+ does not start a line$/);
+    const behind = await refusal({ skip: 10n, after: cursor });
+    expect(behind?.code).toBe(Code.InvalidArgument);
+    expect(behind?.rawMessage).toContain("skip (10) must be at least the cursor's matches_before");
+    const negative = await refusal({
+      skip: 100n,
+      after: { ...cursor, byteOffset: -1n } as SearchCursor,
+    });
+    expect(negative?.code).toBe(Code.InvalidArgument);
+    expect(negative?.rawMessage).toContain("byte_offset");
+    // A cursor far past the end is the end, not an error; the server keeps serving.
+    const past = await search({
+      skip: 3000n,
+      after: {
+        ...cursor,
+        byteOffset: 1n << 40n,
+        line: 30_000n,
+        matchesBefore: 3000n,
+      } as SearchCursor,
+    });
+    expect(past.trailer?.returnedMatches).toBe(0n);
+    expect(past.trailer?.eof).toBe(true);
+    expect((await search({})).rendered).toBe(first.rendered);
+  });
+});

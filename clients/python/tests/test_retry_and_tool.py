@@ -210,3 +210,38 @@ def test_tool_executor_reports_refusals(client: SpillwayClient, run_id: str) -> 
     text = execute_read_tool_output(client, run_id, {"handle": "res_forged"})
     assert text.startswith("error: invalid_deferred_handle: ")
     assert "\n" not in text
+
+
+class RecordingClient:
+    """Passes read_tool_output on to a real client and records the search windows it sends."""
+
+    def __init__(self, client: SpillwayClient) -> None:
+        self.client = client
+        self.searches: list[dict] = []
+
+    def read_tool_output(self, run_id: str, handle: str, **kwargs):
+        if "search" in kwargs:
+            self.searches.append(kwargs["search"])
+        return self.client.read_tool_output(run_id, handle, **kwargs)
+
+
+def test_tool_executor_pages_a_search_by_cursor(client: SpillwayClient, run_id: str) -> None:
+    log = "".join(f"ERROR step {i + 1}\n" if i % 50 == 0 else f"ok step {i + 1}\n" for i in range(300))
+    client.offload({"tenant": "dev", "run_id": run_id, "call_id": "page"}, log)
+    recording = RecordingClient(client)
+    args = {"handle": "res_page", "pattern": "ERROR", "context": 2, "limit": 2}
+    executor_client: SpillwayClient = recording  # type: ignore[assignment]
+    pages = [execute_read_tool_output(executor_client, run_id, {**args, "skip": skip}) for skip in (0, 2, 4)]
+    afters = [s.get("after") for s in recording.searches]
+    assert afters[0] is None
+    assert (afters[1].line, afters[1].matches_before) == (50, 1)
+    assert (afters[2].line, afters[2].matches_before) == (150, 3)
+    for skip, page in zip((0, 2, 4), pages, strict=True):
+        window = pb.SearchWindow(pattern="ERROR", context_lines=2, max_matches=2, skip=skip)
+        raw = list(client.raw.ReadToolOutput(pb.ReadToolOutputRequest(run_id=run_id, handle="res_page", search=window)))
+        assert page == raw[-1].trailer.rendered
+    assert "ERROR step 201" in pages[2]
+    # Going back, or another pattern, reads without the cursor.
+    execute_read_tool_output(executor_client, run_id, {**args, "skip": 0})
+    execute_read_tool_output(executor_client, run_id, {**args, "pattern": "ok", "skip": 4})
+    assert [s.get("after") for s in recording.searches[3:]] == [None, None]

@@ -87,6 +87,41 @@ describe("read_tool_output tool against a live server", () => {
     expect(text).not.toContain("ERROR step 1 ");
   });
 
+  it("pages a search with the cursor of its last window, the text unchanged", async () => {
+    const sent: MessageInitShape<typeof ReadToolOutputRequestSchema>[] = [];
+    const recording: SpillwayClient = {
+      ...client,
+      readToolOutput: (request, call) => {
+        sent.push(request);
+        return client.readToolOutput(request, call);
+      },
+    };
+    const paging = createReadToolOutputExecutor(recording, { runId });
+    const args = { handle: "res_log", pattern: "ERROR", context: 2, limit: 2 };
+    const afterOf = (k: number) => {
+      const window = sent[k]?.window;
+      return window?.case === "search" ? window.value.after : undefined;
+    };
+    const pages: string[] = [];
+    for (const skip of [0, 2, 4]) pages.push(await paging({ ...args, skip }));
+    expect(afterOf(0)).toBeUndefined();
+    expect(afterOf(1)).toMatchObject({ line: 50n, matchesBefore: 1n });
+    expect(afterOf(2)).toMatchObject({ line: 150n, matchesBefore: 3n });
+    for (const [k, skip] of [0, 2, 4].entries()) {
+      const bySkip = await rendered({
+        case: "search",
+        value: { pattern: "ERROR", contextLines: 2, maxMatches: 2, skip: BigInt(skip) },
+      });
+      expect(pages[k]).toBe(bySkip);
+    }
+    expect(pages[2]).toContain("ERROR step 201");
+    // Going back, or another pattern, reads without the cursor.
+    await paging({ ...args, skip: 0 });
+    await paging({ ...args, pattern: "ok", skip: 4 });
+    expect(afterOf(3)).toBeUndefined();
+    expect(afterOf(4)).toBeUndefined();
+  });
+
   it("returns a bytes window, also when asked with mode=bytes", async () => {
     const text = await read({ handle: "res_log", bytes: true, offset: 4, limit: 20 });
     expect(text).toBe(await rendered({ case: "bytes", value: { offset: 4n, limit: 20n } }));

@@ -1,7 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { SpillwayCallOptions, SpillwayClient } from "./client.js";
-import type { ReadToolOutputRequestSchema } from "./gen/spillway/v1/spillway_pb.js";
+import type { SpillwayCallOptions, SpillwayClient, Window } from "./client.js";
+import type { ReadToolOutputRequestSchema, SearchCursor } from "./gen/spillway/v1/spillway_pb.js";
 import { ErrorInfoSchema } from "./gen/spillway/v1/types_pb.js";
 
 /** readToolOutputToolName is the model tool's name; its results must never be offloaded again. */
@@ -77,6 +77,9 @@ export interface ReadToolOutputExecutorOptions {
   readonly call?: SpillwayCallOptions;
 }
 
+/** Searches whose last cursor an executor remembers; the least recently used is forgotten. */
+const rememberedSearches = 64;
+
 /**
  * createReadToolOutputExecutor returns the tool's executor. Given the model's arguments (an
  * object or its JSON text) it returns exactly the server-rendered window text. Bad arguments
@@ -85,17 +88,75 @@ export interface ReadToolOutputExecutorOptions {
  * bounded by the server's caps and must go to the model as is — an ElisionPolicy given
  * toolName `read_tool_output` passes it through. Only errors that are not ConnectErrors
  * (programming faults) are thrown.
+ *
+ * The model pages a search with `skip`, as the rendered text tells it. The executor keeps the
+ * trailer's search cursor of the last window of each search (handle, pattern, regex,
+ * ignore_case; the 64 most recent) and sends it with a later page whose skip is at or past
+ * it, so paging through every match reads the output about once instead of once per page.
+ * The text is the same either way; a cursor the server refuses is dropped and the page read
+ * again without it.
  */
 export function createReadToolOutputExecutor(
   client: SpillwayClient,
   opts: ReadToolOutputExecutorOptions,
 ): (args: unknown) => Promise<string> {
+  const cursors = new Map<string, SearchCursor>();
+  const read = async (request: Request): Promise<Window> => {
+    const window = request.window;
+    if (window?.case !== "search") {
+      return client.readToolOutput({ runId: opts.runId, ...request }, opts.call);
+    }
+    const search = window.value;
+    const key = JSON.stringify([request.handle, search.pattern, search.regex, search.ignoreCase]);
+    const known = cursors.get(key);
+    const usable = known !== undefined && known.matchesBefore <= (search.skip ?? 0n);
+    const ask = (after: SearchCursor | undefined) =>
+      client.readToolOutput(
+        {
+          runId: opts.runId,
+          handle: request.handle,
+          window: {
+            case: "search",
+            value: {
+              pattern: search.pattern,
+              regex: search.regex,
+              ignoreCase: search.ignoreCase,
+              maxMatches: search.maxMatches,
+              skip: search.skip,
+              contextLines: search.contextLines,
+              after,
+            },
+          },
+        },
+        opts.call,
+      );
+    let result: Window;
+    try {
+      result = await ask(usable ? known : undefined);
+    } catch (err) {
+      if (
+        !usable ||
+        !(err instanceof ConnectError) ||
+        !err.rawMessage.startsWith("search.after:")
+      ) {
+        throw err;
+      }
+      cursors.delete(key);
+      result = await ask(undefined);
+    }
+    const next = result.trailer?.searchCursor;
+    if (next !== undefined) {
+      cursors.delete(key);
+      cursors.set(key, next);
+      if (cursors.size > rememberedSearches) cursors.delete(cursors.keys().next().value ?? key);
+    }
+    return result;
+  };
   return async (args) => {
     const parsed = parseArgs(args);
     if (typeof parsed === "string") return `error: ${parsed}`;
     try {
-      const window = await client.readToolOutput({ runId: opts.runId, ...parsed }, opts.call);
-      return window.rendered;
+      return (await read(parsed)).rendered;
     } catch (err) {
       if (!(err instanceof ConnectError)) throw err;
       return `error: ${describeError(err)}`;

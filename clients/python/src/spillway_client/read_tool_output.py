@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
 from spillway_client.errors import error_reason
+from spillway_client.window import Window
 
 READ_TOOL_OUTPUT_NAME = "read_tool_output"
 """The model tool's name; its results must never be offloaded again."""
@@ -145,18 +149,80 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     return {"handle": handle, "lines": lines}
 
 
+_REMEMBERED_SEARCHES = 64
+"""Searches whose last cursor is remembered per client; the least recently used is forgotten."""
+
+_CursorKey: TypeAlias = tuple[str, str, str, bool, bool]
+_cursors: weakref.WeakKeyDictionary[object, OrderedDict[_CursorKey, pb.SearchCursor]] = weakref.WeakKeyDictionary()
+
+
+class _SearchPaging:
+    """The search cursor one read may send, and where to remember the one its window returns."""
+
+    def __init__(self, client: object, run_id: str, parsed: dict[str, Any]) -> None:
+        search = parsed.get("search")
+        self.remembered = _cursors.setdefault(client, OrderedDict())
+        self.key: _CursorKey | None = (
+            None
+            if search is None
+            else (run_id, parsed["handle"], search["pattern"], search["regex"], search["ignore_case"])
+        )
+        known = None if self.key is None else self.remembered.get(self.key)
+        self.cursor = known if known is not None and known.matches_before <= search["skip"] else None
+
+    def window(self, parsed: dict[str, Any], with_cursor: bool) -> dict[str, Any]:
+        """The read_tool_output keyword arguments, with the cursor when there is one to send."""
+        kwargs = {k: v for k, v in parsed.items() if k != "handle"}
+        if with_cursor and self.cursor is not None:
+            kwargs["search"] = {**kwargs["search"], "after": self.cursor}
+        return kwargs
+
+    def refused(self, err: grpc.RpcError) -> bool:
+        """True (and the cursor dropped) when the server refused the cursor, not the read."""
+        details = err.details() if hasattr(err, "details") else ""
+        if self.cursor is None or self.key is None or not (details or "").startswith("search.after:"):
+            return False
+        self.remembered.pop(self.key, None)
+        return True
+
+    def remember(self, window: Window) -> Window:
+        """Keeps the window's cursor for the search's next page."""
+        trailer = window.trailer
+        if self.key is not None and trailer is not None and trailer.HasField("search_cursor"):
+            self.remembered.pop(self.key, None)
+            self.remembered[self.key] = trailer.search_cursor
+            while len(self.remembered) > _REMEMBERED_SEARCHES:
+                self.remembered.popitem(last=False)
+        return window
+
+
 def execute_read_tool_output(client: SpillwayClient, run_id: str, args: object, *, timeout: float | None = None) -> str:
     """execute_read_tool_output runs the tool for run `run_id` and returns exactly the server-rendered text.
 
     The run comes from the runtime, never from the model. Bad arguments and server refusals
     never raise: they return one short line starting with `error: ` (a forged handle gives
     `error: invalid_deferred_handle: …`). Only errors that are not gRPC errors are raised.
+
+    The model pages a search with `skip`, as the rendered text tells it. For each client the
+    executor keeps the trailer's search cursor of the last window of each search (run, handle,
+    pattern, regex, ignore_case; the 64 most recent) and sends it with a later page whose skip
+    is at or past it, so paging through every match reads the output about once instead of
+    once per page. The text is the same either way; a cursor the server refuses is dropped
+    and the page read again without it. This is the TS SDK's behaviour.
     """
     parsed = parse_read_tool_output_args(args)
     if isinstance(parsed, str):
         return f"error: {parsed}"
+    paging = _SearchPaging(client, run_id, parsed)
+    handle = parsed["handle"]
     try:
-        return client.read_tool_output(run_id, parsed.pop("handle"), timeout=timeout, **parsed).rendered
+        try:
+            window = client.read_tool_output(run_id, handle, timeout=timeout, **paging.window(parsed, True))
+        except grpc.RpcError as err:
+            if not paging.refused(err):
+                raise
+            window = client.read_tool_output(run_id, handle, timeout=timeout, **paging.window(parsed, False))
+        return paging.remember(window).rendered
     except grpc.RpcError as err:
         return f"error: {describe_error(err)}"
 
@@ -168,8 +234,16 @@ async def execute_read_tool_output_async(
     parsed = parse_read_tool_output_args(args)
     if isinstance(parsed, str):
         return f"error: {parsed}"
+    paging = _SearchPaging(client, run_id, parsed)
+    handle = parsed["handle"]
     try:
-        return (await client.read_tool_output(run_id, parsed.pop("handle"), timeout=timeout, **parsed)).rendered
+        try:
+            window = await client.read_tool_output(run_id, handle, timeout=timeout, **paging.window(parsed, True))
+        except grpc.RpcError as err:
+            if not paging.refused(err):
+                raise
+            window = await client.read_tool_output(run_id, handle, timeout=timeout, **paging.window(parsed, False))
+        return paging.remember(window).rendered
     except grpc.RpcError as err:
         return f"error: {describe_error(err)}"
 

@@ -8,6 +8,7 @@ import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
 import { searchScenarios } from "./scenarios/search.js";
+import { searchPagingScenario } from "./scenarios/search-paging.js";
 import { smallOffloadScenario } from "./scenarios/small-offloads.js";
 import { windowScenarios } from "./scenarios/windows.js";
 
@@ -61,6 +62,17 @@ async function main(): Promise<void> {
     {
       names: ["search_literal_1gib", "search_regex_1gib"],
       run: async () => searchScenarios(await log(), runs),
+    },
+    {
+      names: ["search_paging_64mib"],
+      run: async () => {
+        const fx = await openLogFixture(64 * MiB);
+        try {
+          return [await searchPagingScenario(fx, runs)];
+        } finally {
+          await fx.close();
+        }
+      },
     },
     {
       names: ["memory_under_load"],

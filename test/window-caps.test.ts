@@ -73,11 +73,13 @@ describe("window caps over the wire", () => {
     const asked = await read("res_log", { window: { case: "bytes", value: { limit: 5000n } } });
     expect(asked.trailer?.returnedBytes).toBe(1000n);
     expect(asked.trailer?.clipped).toBe(true);
+    expect(asked.rendered).toMatch(/\[window capped at 1000 bytes; more: bytes offset=1000\]\n$/);
     const unset = await read("res_log", { window: { case: "bytes", value: {} } });
     expect(unset.trailer?.returnedBytes).toBe(1000n);
     expect(unset.trailer?.clipped).toBe(true);
     const within = await read("res_log", { window: { case: "bytes", value: { limit: 100n } } });
     expect(within.trailer?.clipped).toBe(false);
+    expect(within.rendered).toMatch(/\[more: bytes offset=100\]\n$/);
   });
 
   it("search: max_matches above the cap is clipped and says the window was capped", async () => {

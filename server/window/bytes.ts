@@ -49,6 +49,8 @@ interface Slice {
   readonly start: number;
   readonly end: number;
   readonly size: number;
+  /** max_bytes_window, when that cap cut the window short of what was asked. */
+  readonly cappedAt: number | undefined;
 }
 
 /** Footer for a rendering that covered bytes up to `renderedEnd`. */
@@ -59,7 +61,24 @@ function footerFor(
   maxWindowChars: number,
 ): BytesFooter {
   if (clipped) return { kind: "clipped", next: renderedEnd, maxWindowChars };
-  return renderedEnd < slice.size ? { kind: "more", next: renderedEnd } : { kind: "end" };
+  if (renderedEnd >= slice.size) return { kind: "end" };
+  return slice.cappedAt === undefined
+    ? { kind: "more", next: renderedEnd }
+    : { kind: "capped", next: renderedEnd, maxBytesWindow: slice.cappedAt };
+}
+
+/** The widest footer a rendering of `slice` may end with, to budget the text before it. */
+function widestFooter(slice: Slice, maxWindowChars: number): number {
+  const clipped = countChars(
+    renderBytesFooter({ kind: "clipped", next: slice.end, maxWindowChars }),
+  );
+  if (slice.cappedAt === undefined) return clipped;
+  const capped = renderBytesFooter({
+    kind: "capped",
+    next: slice.end,
+    maxBytesWindow: slice.cappedAt,
+  });
+  return Math.max(clipped, countChars(capped));
 }
 
 /**
@@ -69,8 +88,10 @@ function footerFor(
  */
 function renderTextBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: number): BytesRendering {
   const header = renderBytesHeader(slice.handle, slice.start, slice.end, slice.size);
-  const widest = renderBytesFooter({ kind: "clipped", next: slice.end, maxWindowChars });
-  const budget = Math.max(0, maxWindowChars - countChars(header) - countChars(widest));
+  const budget = Math.max(
+    0,
+    maxWindowChars - countChars(header) - widestFooter(slice, maxWindowChars),
+  );
   const lead = leadingContinuationBytes(prefix);
   const body = prefix.subarray(lead);
   const cut = clipUtf8(body, budget);
@@ -90,8 +111,7 @@ function renderTextBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: numbe
  */
 function renderHexBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: number): BytesRendering {
   const header = renderBytesHeader(slice.handle, slice.start, slice.end, slice.size);
-  const widest = renderBytesFooter({ kind: "clipped", next: slice.end, maxWindowChars });
-  const budget = maxWindowChars - countChars(header) - countChars(widest);
+  const budget = maxWindowChars - countChars(header) - widestFooter(slice, maxWindowChars);
   const lines: string[] = [];
   let used = 0;
   let at = 0;
@@ -171,7 +191,13 @@ export async function* bytesWindow(
     if (returned >= length) break;
   }
 
-  const slice: Slice = { handle: source.handle, start, end: start + returned, size: source.size };
+  const slice: Slice = {
+    handle: source.handle,
+    start,
+    end: start + returned,
+    size: source.size,
+    cappedAt: length < wanted ? caps.maxBytesWindow : undefined,
+  };
   const shown = prefix.subarray(0, prefixLength);
   const rendering = source.binary
     ? renderHexBytes(slice, shown, caps.maxWindowChars)

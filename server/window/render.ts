@@ -110,6 +110,7 @@ export function renderBytesHeader(
 export type BytesFooter =
   | { readonly kind: "more"; readonly next: number }
   | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
+  | { readonly kind: "capped"; readonly next: number; readonly maxBytesWindow: number }
   | { readonly kind: "end" };
 
 /** renderBytesFooter renders the end of a bytes window, on a line of its own. */
@@ -119,6 +120,8 @@ export function renderBytesFooter(footer: BytesFooter): string {
       return `\n[more: bytes offset=${footer.next}]\n`;
     case "clipped":
       return `\n[rendering clipped at ${footer.maxWindowChars} chars; more: bytes offset=${footer.next}]\n`;
+    case "capped":
+      return `\n[window capped at ${footer.maxBytesWindow} bytes; more: bytes offset=${footer.next}]\n`;
     case "end":
       return "\n[end of output]\n";
   }

@@ -127,8 +127,21 @@ describe("search cursor", () => {
           line: fc.integer({ min: 0, max: 100 }),
           matchesBefore: fc.integer({ min: 0, max: 100 }),
         }),
+        fc.nat(),
+        fc.integer({ min: -2, max: 2 }),
+        fc.boolean(),
         fc.integer({ min: 0, max: 120 }),
-        async (payload, pattern, after, skip) => {
+        async (payload, pattern, random, pick, shift, real, skip) => {
+          // Half the cursors start at a real line start, with its number shifted a little.
+          const starts = [0, ...payload.keys()].filter((k) => k === 0 || payload[k - 1] === 10);
+          const lineAt = pick % starts.length;
+          const after = real
+            ? {
+                offset: starts[lineAt] ?? 0,
+                line: Math.max(0, lineAt + shift),
+                matchesBefore: Math.min(random.matchesBefore, Math.max(0, lineAt + shift)),
+              }
+            : random;
           const inner = createBufferWindowSource("res_f", "text/plain", payload, false, 3);
           const source: WindowSource = {
             ...inner,

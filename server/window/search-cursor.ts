@@ -98,7 +98,9 @@ export async function resolveSearchStart(
   let found = 0;
   let checked = false;
   while (end > 0) {
-    const start = Math.max(0, end - block);
+    if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+    // Without context only the byte before the cursor is needed.
+    const start = Math.max(0, end - (contextLines === 0 ? 1 : block));
     const bytes = await readRange(source, start, end, signal);
     let at = bytes.length - 1;
     if (!checked) {

@@ -195,7 +195,7 @@ async function* readGrowing(
   let at = offset;
   let span = firstResumeBytes;
   while (at < source.size) {
-    const length = span > lastResumeBytes ? undefined : span;
+    const length = span > lastResumeBytes ? undefined : Math.min(span, source.size - at);
     const from = at;
     for await (const chunk of await source.read(at, length, signal)) {
       at += chunk.length;

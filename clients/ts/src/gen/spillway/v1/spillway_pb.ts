@@ -495,7 +495,8 @@ export type SearchWindow = Message<"spillway.v1.SearchWindow"> & {
   ignoreCase: boolean;
 
   /**
-   * Matches to return; the server caps it. Default 100.
+   * Matches to return; the server caps it (asking more than the cap, while more remain,
+   * sets trailer.clipped and the text says the window was capped). Default 100.
    *
    * @generated from field: optional int32 max_matches = 4;
    */

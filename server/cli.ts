@@ -34,7 +34,14 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
   --max-bytes-window <n>          SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4 GiB
   --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
-  --grace-ms <n>                  SPILLWAY_GRACE_MS           drain time on SIGTERM, default 10000
+  --drain-delay-ms <n>            SPILLWAY_DRAIN_DELAY_MS     on SIGTERM, health answers NOT_SERVING
+                                                        while every call is still served for n ms,
+                                                        default 5000 (SIGINT skips it)
+  --grace-ms <n>                  SPILLWAY_GRACE_MS           then the listener closes and in-flight
+                                                        calls get n ms to finish, default 10000
+  --store-probe-interval-ms <n>   SPILLWAY_STORE_PROBE_INTERVAL_MS  probe the store every n ms; health
+                                                        is NOT_SERVING while it fails, default 5000;
+                                                        0 = off
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
@@ -64,7 +71,9 @@ const flags = {
   "max-line-chars": "SPILLWAY_MAX_LINE_CHARS",
   "max-bytes-window": "SPILLWAY_MAX_BYTES_WINDOW",
   "sweep-interval-ms": "SPILLWAY_SWEEP_INTERVAL_MS",
+  "drain-delay-ms": "SPILLWAY_DRAIN_DELAY_MS",
   "grace-ms": "SPILLWAY_GRACE_MS",
+  "store-probe-interval-ms": "SPILLWAY_STORE_PROBE_INTERVAL_MS",
   "max-connection-age-ms": "SPILLWAY_MAX_CONNECTION_AGE_MS",
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
   "request-deadline-ms": "SPILLWAY_REQUEST_DEADLINE_MS",
@@ -147,6 +156,10 @@ async function main(argv: string[]): Promise<void> {
       "maxConnectionAgeMs",
       intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),
     ),
+    ...defined(
+      "storeProbeIntervalMs",
+      intOption(opt("store-probe-interval-ms"), "store-probe-interval-ms"),
+    ),
     ...(metrics === undefined ? {} : { metrics }),
   });
   const metricsServer =
@@ -170,11 +183,14 @@ async function main(argv: string[]): Promise<void> {
   );
 
   const graceMs = intOption(opt("grace-ms"), "grace-ms") ?? 10_000;
+  const configuredDrainDelayMs = intOption(opt("drain-delay-ms"), "drain-delay-ms") ?? 5_000;
   const shutdown = (signal: string) => {
-    log.info({ signal, graceMs }, "draining");
+    // SIGINT is someone at a terminal, not a load balancer's orchestrator: no delay.
+    const drainDelayMs = signal === "SIGINT" ? 0 : configuredDrainDelayMs;
+    log.info({ signal, drainDelayMs, graceMs }, "draining");
     void sweeper
       .stop()
-      .then(() => server.close(graceMs))
+      .then(() => server.close(graceMs, drainDelayMs))
       .then(() => metricsServer?.close())
       .then(() => {
         log.info("stopped");

@@ -8,10 +8,20 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
 
-/** HealthState is the serving status of the server ("") and each named service. */
+/**
+ * HealthState is the serving status of the server ("") and each named service. Every service
+ * has the same status: NOT_SERVING while any reason is set (the server is draining, the store
+ * is unusable), SERVING otherwise, so a poller of "" and one of "spillway.v1.SpillwayService"
+ * always agree.
+ */
 export interface HealthState {
-  /** Sets every known service's status (SERVING on start, NOT_SERVING before a drain). */
-  setAll(status: ServingStatus): void;
+  /**
+   * Sets (`true`) or clears (`false`) one reason the server should get no traffic, such as
+   * `"draining"` or `"store"`; watchers are told when the status changes.
+   */
+  setUnready(reason: string, unready: boolean): void;
+  /** The status every service reports now. */
+  status(): ServingStatus;
   /** Ends every Watch stream after it has sent the current status (the server is stopping). */
   endWatches(): void;
   /** The grpc.health.v1.Health implementation backed by this state. */
@@ -24,34 +34,37 @@ export interface HealthState {
  * at once.
  */
 export function createHealthState(services: string[]): HealthState {
-  const statuses = new Map<string, ServingStatus>(
-    ["", ...services].map((name) => [name, ServingStatus.SERVING]),
-  );
+  const names = new Set(["", ...services]);
+  const reasons = new Set<string>();
+  const status = (): ServingStatus =>
+    reasons.size === 0 ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
   const watchers = new Set<() => void>();
   let ended = false;
   const response = (status: ServingStatus): HealthCheckResponse =>
     create(HealthCheckResponseSchema, { status });
 
   return {
-    setAll(status) {
-      for (const name of statuses.keys()) statuses.set(name, status);
-      for (const notify of watchers) notify();
+    setUnready(reason, unready) {
+      const before = status();
+      if (unready) reasons.add(reason);
+      else reasons.delete(reason);
+      if (status() !== before) for (const notify of watchers) notify();
     },
+    status,
     endWatches() {
       ended = true;
       for (const notify of watchers) notify();
     },
     service: {
       check(req) {
-        const status = statuses.get(req.service);
-        if (status === undefined) {
+        if (!names.has(req.service)) {
           throw new ConnectError(`unknown service "${req.service}"`, Code.NotFound);
         }
-        return response(status);
+        return response(status());
       },
       list() {
         return {
-          statuses: Object.fromEntries([...statuses].map(([name, s]) => [name, response(s)])),
+          statuses: Object.fromEntries([...names].map((name) => [name, response(status())])),
         };
       },
       async *watch(req, ctx) {
@@ -62,10 +75,12 @@ export function createHealthState(services: string[]): HealthState {
         try {
           let last: ServingStatus | undefined;
           while (!ctx.signal.aborted) {
-            const status = statuses.get(req.service) ?? ServingStatus.SERVICE_UNKNOWN;
-            if (status !== last) {
-              last = status;
-              yield response(status);
+            const now = names.has(req.service) ? status() : ServingStatus.SERVICE_UNKNOWN;
+            if (now !== last) {
+              last = now;
+              yield response(now);
+              // The status may have changed while the consumer took this one: look again.
+              continue;
             }
             if (ended) return;
             await new Promise<void>((resolve) => {

@@ -10,10 +10,7 @@ import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc
 import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { type Logger, pino } from "pino";
-import {
-  Health,
-  HealthCheckResponse_ServingStatus as ServingStatus,
-} from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
+import { Health } from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
 import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
@@ -33,6 +30,7 @@ import {
   createSpillwayService,
   type SpillwayCore,
 } from "./service.js";
+import { createStoreReadiness, pokeOnStoreFault, probeStore } from "./store-readiness.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
@@ -82,6 +80,13 @@ export interface SpillwayServerOptions {
    * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
    */
   readonly maxInflightBytes?: number;
+  /**
+   * How often the store is probed (a one-key list, or the backend's own probe) for readiness:
+   * while a probe fails, health answers NOT_SERVING for every service, and SERVING again once
+   * one succeeds. A backend call failing as if the store were down probes at once (at most one
+   * probe a second). Default 5000; 0 turns readiness off (health then only reports a drain).
+   */
+  readonly storeProbeIntervalMs?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -104,10 +109,14 @@ export interface SpillwayServer {
   /** Re-reads the token file (SIGHUP); a broken file keeps the tokens in force. */
   reloadTokens(): void;
   /**
-   * Drains and stops: health turns NOT_SERVING, new calls get UNAVAILABLE, in-flight calls
-   * get graceMs to finish, then connections are closed and the backend is released.
+   * Drains and stops. Health turns NOT_SERVING at once, but for drainDelayMs (default 0) every
+   * call is still served and new connections accepted, so load balancers polling health see
+   * NOT_SERVING and move traffic away before anything is refused. Then the listener closes,
+   * every connection gets GOAWAY, calls arriving after that get UNAVAILABLE, and in-flight
+   * calls get graceMs (default 10000) to finish before connections are destroyed; finally the
+   * backend is released. Later calls return the same promise.
    */
-  close(graceMs?: number): Promise<void>;
+  close(graceMs?: number, drainDelayMs?: number): Promise<void>;
 }
 
 /** A 1 MiB offload chunk as its request message: the bytes and their field's tag and length. */
@@ -143,14 +152,32 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   }
   const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
   const caps: WindowCaps = createWindowCaps(opts.caps);
+  const logger = opts.logger ?? pino({ level: "silent" });
+  const health = createHealthState([SpillwayService.typeName]);
+  const storeProbeIntervalMs = opts.storeProbeIntervalMs ?? 5_000;
+  const readiness =
+    storeProbeIntervalMs > 0
+      ? createStoreReadiness({
+          probe: (callOpts) => probeStore(opts.backend, callOpts),
+          intervalMs: storeProbeIntervalMs,
+          onChange: (usable, err) => {
+            health.setUnready("store", !usable);
+            if (usable) logger.info("store usable again: health SERVING");
+            else logger.warn({ err }, "store unusable: health NOT_SERVING");
+          },
+        })
+      : undefined;
+  const instrumented =
+    opts.metrics === undefined ? opts.backend : instrumentBackend(opts.backend, opts.metrics);
   const core = createSpillwayCore({
     backend:
-      opts.metrics === undefined ? opts.backend : instrumentBackend(opts.backend, opts.metrics),
+      readiness === undefined
+        ? instrumented
+        : pokeOnStoreFault(instrumented, () => readiness.poke()),
     limits,
     caps,
     ...(opts.now === undefined ? {} : { now: opts.now }),
   });
-  const health = createHealthState([SpillwayService.typeName]);
   const auth = createAuthenticator({ tokenFile: opts.tokenFile });
   let draining = false;
   const drainGate: Interceptor = (next) => async (req) => {
@@ -169,7 +196,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const handlerOptions = {
     interceptors: [
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
-      createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
+      createLogInterceptor(logger),
       drainGate,
       deadlines.interceptor,
       createAuthInterceptor(auth),
@@ -282,6 +309,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     if (!session.connecting) session.setLocalWindowSize(FLOW_CONTROL_WINDOW);
   });
 
+  // Health is right from the first poll: a store that is down at start is NOT_SERVING.
+  await readiness?.check();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port ?? 50051, host, () => {
@@ -292,6 +321,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const port = (server.address() as AddressInfo).port;
   const scheme = opts.tls === undefined ? "http" : "https";
   const urlHost = isIP(host) === 6 ? `[${host}]` : host;
+  readiness?.start();
 
   let closing: Promise<void> | undefined;
   return {
@@ -300,9 +330,13 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     core,
     health,
     reloadTokens: () => auth.reload(),
-    close(graceMs = 10_000) {
+    close(graceMs = 10_000, drainDelayMs = 0) {
       closing ??= (async () => {
-        health.setAll(ServingStatus.NOT_SERVING);
+        readiness?.stop();
+        health.setUnready("draining", true);
+        // Load balancers poll health every few seconds and keep sending calls until they see
+        // NOT_SERVING; refusing those calls, or connections, before then would fail them.
+        if (drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, drainDelayMs));
         health.endWatches();
         draining = true;
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,8 +1,12 @@
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
 import {
   Health,
   HealthCheckResponse_ServingStatus as ServingStatus,
@@ -13,6 +17,48 @@ import {
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { startSpillwayServer } from "../server/server.js";
+import { scratchDir } from "./support/scratch-dir.js";
+import { spawnSpillway } from "./support/spawn-spillway.js";
+
+/** What the health poller process saw for one Check: the status, "refused" or an error. */
+interface Seen {
+  readonly conn: "kept" | "new";
+  readonly seen: string;
+}
+
+/**
+ * startHealthPoller runs test/support/health-poller.mjs against `url` in its own process and
+ * collects what it sees; `until` resolves once an answer matches.
+ */
+function startHealthPoller(url: string) {
+  const target = new URL(url).host;
+  const script = fileURLToPath(new URL("./support/health-poller.mjs", import.meta.url));
+  const child = spawn(process.execPath, [script, target, "50"], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const seen: Seen[] = [];
+  const waiting: { match: (s: Seen) => boolean; resolve: () => void }[] = [];
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const answer = JSON.parse(line) as Seen;
+    seen.push(answer);
+    for (const w of [...waiting]) {
+      if (w.match(answer)) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  });
+  return {
+    seen,
+    until(match: (s: Seen) => boolean): Promise<void> {
+      if (seen.some(match)) return Promise.resolve();
+      return new Promise((resolve) => waiting.push({ match, resolve }));
+    },
+    stop() {
+      child.kill("SIGKILL");
+    },
+  };
+}
 
 describe("graceful drain", () => {
   it("turns health NOT_SERVING, lets an in-flight offload finish, then stops", async () => {
@@ -72,5 +118,83 @@ describe("graceful drain", () => {
 
     expect(statuses).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     expect(res.attachment?.sizeBytes).toBe(128_000n);
+  });
+});
+
+describe("drain of a spillway serve process seen by a health poller in another process", () => {
+  const dataDir = scratchDir("spillway-drain-");
+
+  it("answers NOT_SERVING while still serving, then refuses connections, and finishes the in-flight offload", async () => {
+    // The delay is set through the environment, which a server without the flag ignores.
+    const env = { SPILLWAY_DRAIN_DELAY_MS: "3000", SPILLWAY_GRACE_MS: "20000" };
+    const server = await spawnSpillway(["--data-dir", dataDir], env);
+    const poller = startHealthPoller(server.url);
+    try {
+      await poller.until((s) => s.conn === "new" && s.seen === "SERVING");
+      await poller.until((s) => s.conn === "kept" && s.seen === "SERVING");
+
+      const key = (callId: string) => ({ tenant: "dev", runId: "drain", callId });
+      const kept = createSpillwayClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
+      // The connection is up before the offload starts, so its stream opens before SIGTERM.
+      await kept.raw.getServerInfo({});
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const inFlight = kept.raw.offload(
+        (async function* () {
+          yield create(OffloadRequestSchema, {
+            msg: { case: "header", value: { key: key("in-flight") } },
+          });
+          yield create(OffloadRequestSchema, {
+            msg: { case: "chunk", value: randomBytes(64_000) },
+          });
+          await gate;
+          yield create(OffloadRequestSchema, {
+            msg: { case: "chunk", value: randomBytes(64_000) },
+          });
+        })(),
+      );
+      // Awaited below; a failure before then must not surface as an unhandled rejection.
+      inFlight.catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+
+      server.kill("SIGTERM");
+      await poller.until((s) => s.seen !== "SERVING");
+      // The first answer that is not SERVING says the server drains; connections still work.
+      expect(poller.seen.find((s) => s.seen !== "SERVING")?.seen).toBe("NOT_SERVING");
+      // The load balancer has not moved traffic yet: a call on a new connection is served.
+      const late = createSpillwayClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
+      expect((await late.offload(key("during-delay"), "still served\n")).handle).toBe(
+        "res_during-delay",
+      );
+      await poller.until((s) => s.conn === "new" && s.seen === "refused");
+      release();
+      expect((await inFlight).attachment?.sizeBytes).toBe(128_000n);
+      expect(await server.exited).toEqual({ code: 0, signal: null });
+
+      const seen = poller.seen.map((s) => s.seen);
+      const firstNotServing = seen.indexOf("NOT_SERVING");
+      const firstRefused = seen.indexOf("refused");
+      expect(firstNotServing).toBeGreaterThan(0);
+      expect(firstRefused).toBeGreaterThan(firstNotServing);
+      expect(seen.slice(0, firstNotServing).every((s) => s === "SERVING")).toBe(true);
+      // Once draining, never SERVING again, and nothing but NOT_SERVING until connections go.
+      expect(seen.slice(firstNotServing).includes("SERVING")).toBe(false);
+      expect(poller.seen.some((s) => s.conn === "new" && s.seen === "NOT_SERVING")).toBe(true);
+    } finally {
+      poller.stop();
+      server.kill();
+    }
+
+    // Both offloads committed: a new server on the same data reads them.
+    const again = await spawnSpillway(["--data-dir", dataDir]);
+    try {
+      const client = createSpillwayClient({ baseUrl: again.url });
+      expect((await client.stat("drain", "res_in-flight")).sizeBytes).toBe(128_000n);
+      expect((await client.stat("drain", "res_during-delay")).sizeBytes).toBe(13n);
+    } finally {
+      await again.stop();
+    }
   });
 });

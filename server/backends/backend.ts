@@ -103,6 +103,12 @@ export interface Backend {
    * back are collected as usual); absent on backends whose chunks are not pooled.
    */
   release?(chunk: Uint8Array): void;
+  /**
+   * Checks cheaply that the store is usable now, rejecting with the ConnectError calls would
+   * meet. Absent: the server's readiness probe lists one key instead (server/store-readiness.ts),
+   * which is enough where a list reaches the store as a write would.
+   */
+  probe?(opts?: BackendCallOptions): Promise<void>;
   /** Releases clients, handles and timers. */
   close(): Promise<void>;
 }

@@ -18,7 +18,7 @@ import {
   writeSync,
 } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
+import { access, lstat, mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -124,6 +124,9 @@ export type FilesystemBackend = Backend & {
  *   file, one fsync and N links; deleting a name unlinks only that name, and the bytes go with
  *   the last; put is putMany under one name;
  * - delete removes directories it leaves empty, up to the root;
+ * - probe rejects with `FAILED_PRECONDITION` while the root is missing or no longer a
+ *   directory (puts never recreate it) and with the node error while it cannot be written
+ *   (`EROFS` on a read-only mount, `EACCES` for a user without write permission);
  * - a stream returned by get holds an open file until it is read to the end or abandoned
  *   with `break`/`return`, so callers always consume or close it.
  * Every filesystem failure is reported through `fromNodeError`.
@@ -556,6 +559,26 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
     release(chunk: Uint8Array): void {
       chunks.give(chunk);
+    },
+
+    async probe(callOpts?: BackendCallOptions): Promise<void> {
+      throwIfAborted(callOpts?.signal);
+      // The root itself must still be a writable directory: every put walks down from it and
+      // never recreates it.
+      let stats: Stats;
+      try {
+        stats = await lstat(root);
+        await access(root, constants.W_OK | constants.X_OK);
+      } catch (err) {
+        if (errnoOf(err) !== "ENOENT") throw fromNodeError(err);
+        throw new ConnectError(`the data root ${root} is missing`, Code.FailedPrecondition);
+      }
+      if (!stats.isDirectory()) {
+        throw new ConnectError(
+          `the data root ${root} is no longer a directory`,
+          Code.FailedPrecondition,
+        );
+      }
     },
 
     async close(): Promise<void> {},

@@ -42,7 +42,9 @@ export interface SpillwayProcess {
  * spawnSpillway starts `spillway serve --port 0 ...args` in its own process, with `env` over
  * this process's environment, and resolves once the server logs the URL it listens on.
  *
- * Guarantees: the server gets a free loopback port; its stdout is read for as long as it runs,
+ * Guarantees: the server gets a free loopback port; it stops without a drain delay
+ * (`SPILLWAY_DRAIN_DELAY_MS=0`, which `env` may override), so `stop()` takes only as long as
+ * the calls in flight; its stdout is read for as long as it runs,
  * so logging can never block it, and its stderr goes to this process's; if it exits (or cannot
  * start) before logging its URL, the promise rejects with what it wrote. The caller ends it
  * with `kill` or `stop`.
@@ -52,7 +54,7 @@ export function spawnSpillway(
   env: NodeJS.ProcessEnv = {},
 ): Promise<SpillwayProcess> {
   const child = spawn(process.execPath, [spillwayCli, "serve", "--port", "0", ...args], {
-    env: { ...process.env, ...env },
+    env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise<ProcessExit>((resolve) =>

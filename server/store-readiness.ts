@@ -1,0 +1,145 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Backend, BackendCallOptions } from "./backends/backend.js";
+
+/** How long one probe may take before the store counts as unusable. */
+export const storeProbeTimeoutMs = 2_000;
+
+/** Failures fire at most one probe per this long, however many calls fail. */
+const minPokeGapMs = 1_000;
+
+/** Codes that say the store answered a call as the contract expects, or the caller gave up. */
+const notStoreFaults: ReadonlySet<Code> = new Set([
+  Code.NotFound,
+  Code.AlreadyExists,
+  Code.InvalidArgument,
+  Code.ResourceExhausted,
+  Code.Canceled,
+]);
+
+/** StoreReadiness tracks whether the store answers, by probing it now and then. */
+export interface StoreReadiness {
+  /**
+   * Probes the store now (or joins a probe under way) and resolves with whether it answered
+   * within storeProbeTimeoutMs; never rejects.
+   */
+  check(): Promise<boolean>;
+  /**
+   * Says a call just saw the store fail: a probe follows at once, or a second after the last
+   * one started, so a storm of failures costs at most one probe a second.
+   */
+  poke(): void;
+  /** Probes every intervalMs until stop(). */
+  start(): void;
+  /** Stops the timer; a probe under way still reports. */
+  stop(): void;
+}
+
+/**
+ * createStoreReadiness runs `probe` (a cheap call to the store: a one-key list, a stat of the
+ * root) and calls `onChange(usable, error)` whenever its outcome flips, starting from usable: a
+ * probe that rejects or takes longer than storeProbeTimeoutMs makes the store unusable, the
+ * next one that succeeds makes it usable again. Probes never overlap. intervalMs must be
+ * positive: an unusable store is only seen usable again by a probe.
+ */
+export function createStoreReadiness(opts: {
+  probe: (callOpts: BackendCallOptions) => Promise<unknown>;
+  intervalMs: number;
+  onChange: (usable: boolean, error?: ConnectError) => void;
+}): StoreReadiness {
+  let usable = true;
+  let running: Promise<boolean> | undefined;
+  let lastStartMs = Number.NEGATIVE_INFINITY;
+  let timer: NodeJS.Timeout | undefined;
+  let poked: NodeJS.Timeout | undefined;
+
+  const report = (now: boolean, error?: ConnectError) => {
+    if (now === usable) return;
+    usable = now;
+    opts.onChange(now, error);
+  };
+  const check = (): Promise<boolean> => {
+    running ??= (async () => {
+      lastStartMs = performance.now();
+      try {
+        await opts.probe({ signal: AbortSignal.timeout(storeProbeTimeoutMs) });
+        report(true);
+        return true;
+      } catch (err) {
+        report(false, ConnectError.from(err, Code.Unavailable));
+        return false;
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+  return {
+    check,
+    poke() {
+      if (poked !== undefined) return;
+      // A probe under way may have started before the failure: one more follows it.
+      const waitMs = Math.max(0, lastStartMs + minPokeGapMs - performance.now());
+      poked = setTimeout(() => {
+        poked = undefined;
+        void (running ?? Promise.resolve()).then(check);
+      }, waitMs);
+      poked.unref();
+    },
+    start() {
+      if (timer !== undefined) return;
+      timer = setInterval(() => void check(), opts.intervalMs);
+      timer.unref();
+    },
+    stop() {
+      clearInterval(timer);
+      clearTimeout(poked);
+      timer = undefined;
+      poked = undefined;
+    },
+  };
+}
+
+/**
+ * probeStore is the probe a backend offers (`Backend.probe`), or else a list of at most one
+ * key under `t/`: it fails when the store is unreachable, the bucket is missing or the
+ * credentials are refused.
+ */
+export function probeStore(backend: Backend, callOpts: BackendCallOptions): Promise<unknown> {
+  return backend.probe !== undefined
+    ? backend.probe(callOpts)
+    : backend.list("t/", { limit: 1, ...callOpts });
+}
+
+/**
+ * pokeOnStoreFault returns `base` with `onFault` called whenever one of its calls rejects
+ * with a code that may mean the store itself is unusable (not NOT_FOUND, ALREADY_EXISTS,
+ * INVALID_ARGUMENT, RESOURCE_EXHAUSTED or CANCELED, and not a call whose signal was aborted).
+ * Results and errors pass through unchanged.
+ */
+export function pokeOnStoreFault(base: Backend, onFault: () => void): Backend {
+  const watched = async <T>(call: () => Promise<T>, callOpts?: BackendCallOptions) => {
+    try {
+      return await call();
+    } catch (err) {
+      if (callOpts?.signal?.aborted !== true && !notStoreFaults.has(ConnectError.from(err).code)) {
+        onFault();
+      }
+      throw err;
+    }
+  };
+  const { putMany } = base;
+  return {
+    ...base,
+    put: (key, body, callOpts) => watched(() => base.put(key, body, callOpts), callOpts),
+    get: (key, callOpts) => watched(() => base.get(key, callOpts), callOpts),
+    head: (key, callOpts) => watched(() => base.head(key, callOpts), callOpts),
+    list: (prefix, callOpts) => watched(() => base.list(prefix, callOpts), callOpts),
+    delete: (key, callOpts) => watched(() => base.delete(key, callOpts), callOpts),
+    deleteMany: (keys, callOpts) => watched(() => base.deleteMany(keys, callOpts), callOpts),
+    ...(putMany === undefined
+      ? {}
+      : {
+          putMany: (keys, body, callOpts) => watched(() => putMany(keys, body, callOpts), callOpts),
+        }),
+  };
+}

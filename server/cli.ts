@@ -5,6 +5,7 @@ import { defaultLimits } from "./limits.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
+import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { createWindowCaps } from "./window/caps.js";
 
 const usage = `spillway ${SPILLWAY_VERSION}
@@ -51,6 +52,11 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
                                                         DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
+  --abort-incomplete-uploads-days <n>  SPILLWAY_ABORT_INCOMPLETE_UPLOADS_DAYS  at start, make sure a
+                                                        bucket lifecycle rule aborts incomplete
+                                                        multipart uploads after n days (s3 backend;
+                                                        adds one if none), default 1; 0 = leave
+                                                        the bucket's lifecycle alone
   --orphan-age-ms <n>             SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
                                                         is swept, default 3600000
 `;
@@ -81,6 +87,7 @@ const flags = {
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
+  "abort-incomplete-uploads-days": "SPILLWAY_ABORT_INCOMPLETE_UPLOADS_DAYS",
 } as const;
 type Flag = keyof typeof flags;
 
@@ -116,6 +123,11 @@ async function main(argv: string[]): Promise<void> {
 
   const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
   const { backend, kind } = await backendFromOptions(opt);
+  await checkIncompleteUploadExpiry(
+    backend,
+    intOption(opt("abort-incomplete-uploads-days"), "abort-incomplete-uploads-days") ?? 1,
+    log,
+  );
 
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");

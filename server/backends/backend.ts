@@ -85,6 +85,13 @@ export interface Backend {
    */
   sweepLeftovers?(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
   /**
+   * Makes sure the store itself aborts incomplete multipart uploads under this backend's keys
+   * at most `days` days after they started (a bucket lifecycle rule), adding the rule when none
+   * does: resolves "present" or "added"; UNIMPLEMENTED where the store does not keep such a
+   * rule, PERMISSION_DENIED without the permission. Absent on backends without multipart uploads.
+   */
+  expireIncompleteUploads?(days: number, opts?: BackendCallOptions): Promise<"present" | "added">;
+  /**
    * Writes one object from a stream of bytes under every key of `keys`, each name create-only:
    * resolves once all are durable with, per key in order, the object's info or the
    * ConnectError that name met (ALREADY_EXISTS for a taken one, which keeps its bytes). A

@@ -66,7 +66,10 @@ export interface MinioBackendOptions {
  * - sweepLeftovers aborts the incomplete multipart uploads under the prefix that were initiated
  *   at least `olderThanMs` ago (uploads cut off by a crash), each by its own upload id; it
  *   pages through the whole bucket's incomplete uploads and filters by prefix itself, because
- *   MinIO answers a prefix that is not a complete key with nothing;
+ *   MinIO answers a prefix that is not a complete key with nothing; MinIO lists uploads without
+ *   a whole key from memory only, so uploads cut off by a restart of MinIO itself are not seen
+ *   (MinIO expires them on its own; docs/operations.md); this backend sets no lifecycle rule
+ *   (the s3 backend does: `expireIncompleteUploads`);
  * - `ObjectInfo.modifiedMs` from put is the time the write finished on this replica; from head
  *   it is the server's Last-Modified (whole seconds);
  * - every client failure is reported through `fromMinioError`.

@@ -33,6 +33,7 @@ import { fromS3Error } from "./from-s3-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
+import { ensureIncompleteUploadExpiry } from "./s3-upload-lifecycle.js";
 
 /** Parts a multipart upload keeps in flight by default. */
 const defaultQueueSize = 4;
@@ -99,7 +100,11 @@ export interface S3BackendOptions {
  * - sweepLeftovers aborts the incomplete multipart uploads under the prefix that were initiated
  *   at least `olderThanMs` ago (uploads cut off by a crash); it pages through the whole
  *   bucket's ListMultipartUploads and filters by prefix itself, because MinIO answers a
- *   prefix that is not a complete key with nothing;
+ *   prefix that is not a complete key with nothing; MinIO lists uploads without a whole key
+ *   from memory only, so uploads cut off by a restart of MinIO itself are not seen (MinIO
+ *   expires them on its own; docs/operations.md);
+ * - expireIncompleteUploads adds an `AbortIncompleteMultipartUpload` lifecycle rule for the
+ *   prefix unless one is in force (`s3-upload-lifecycle.ts`);
  * - the built client retries up to 3 attempts and times out connects after 3 s and idle
  *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
  *   works again as soon as the store is back;
@@ -466,6 +471,10 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       } catch (err) {
         throw fail(err);
       }
+    },
+
+    expireIncompleteUploads(days: number, callOpts?: BackendCallOptions) {
+      return ensureIncompleteUploadExpiry(client, bucket, rootPrefix, days, callOpts?.signal);
     },
 
     async close(): Promise<void> {

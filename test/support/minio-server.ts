@@ -23,8 +23,11 @@ export function minioBinaryPath(): string {
  * S3 calls made then fail with XMinioServerNotInitialized. It fails, never skips, when the binary
  * is missing. With `tls`, it serves HTTPS under a fresh self-signed certificate for 127.0.0.1
  * (made with `openssl`), whose PEM the returned info carries as `ca` and writes to `caFile`.
+ * `env` adds MinIO settings (`MINIO_API_*`, ...) to its environment.
  */
-export async function startMinioServer(opts: { tls?: boolean } = {}): Promise<ObjectServer> {
+export async function startMinioServer(
+  opts: { tls?: boolean; env?: Record<string, string> } = {},
+): Promise<ObjectServer> {
   const binary = minioBinaryPath();
   try {
     await access(binary, constants.X_OK);
@@ -75,6 +78,7 @@ export async function startMinioServer(opts: { tls?: boolean } = {}): Promise<Ob
       MINIO_ROOT_USER: accessKeyId,
       MINIO_ROOT_PASSWORD: secretAccessKey,
       MINIO_UPDATE: "off",
+      ...opts.env,
     },
     readyTimeoutMs: 60_000,
   });

@@ -182,6 +182,10 @@ describe("drain of a spillway serve process seen by a health poller in another p
       // Once draining, never SERVING again, and nothing but NOT_SERVING until connections go.
       expect(seen.slice(firstNotServing).includes("SERVING")).toBe(false);
       expect(poller.seen.some((s) => s.conn === "new" && s.seen === "NOT_SERVING")).toBe(true);
+      const count = (what: string) => seen.filter((s) => s === what).length;
+      console.log(
+        `drain: poller saw ${count("SERVING")} SERVING, ${count("NOT_SERVING")} NOT_SERVING, then ${count("refused")} refused`,
+      );
     } finally {
       poller.stop();
       server.kill();

@@ -126,7 +126,7 @@ describe("drain of a spillway serve process seen by a health poller in another p
 
   it("answers NOT_SERVING while still serving, then refuses connections, and finishes the in-flight offload", async () => {
     // The delay is set through the environment, which a server without the flag ignores.
-    const env = { SPILLWAY_DRAIN_DELAY_MS: "3000", SPILLWAY_GRACE_MS: "20000" };
+    const env = { SPILLWAY_DRAIN_DELAY_MS: "5000", SPILLWAY_GRACE_MS: "20000" };
     const server = await spawnSpillway(["--data-dir", dataDir], env);
     const poller = startHealthPoller(server.url);
     try {

@@ -77,7 +77,7 @@ describe("multipart uploads cut off by a crash of MinIO itself", () => {
     // MinIO's own expiry of stale uploads, shortened from its 24 h default so the test sees it.
     minio = await startMinioServer({
       env: {
-        MINIO_API_STALE_UPLOADS_EXPIRY: "20s",
+        MINIO_API_STALE_UPLOADS_EXPIRY: "40s",
         MINIO_API_STALE_UPLOADS_CLEANUP_INTERVAL: "5s",
       },
     });
@@ -148,10 +148,10 @@ describe("multipart uploads cut off by a crash of MinIO itself", () => {
     expect(refused.code).toBe(Code.Unimplemented);
 
     // MinIO removes stale uploads on its own (MINIO_API_STALE_UPLOADS_EXPIRY, default 24 h).
-    await waitFor(async () => (await uploadsListed(s3, bucket, key)).length === 0, 90_000);
+    await waitFor(async () => (await uploadsListed(s3, bucket, key)).length === 0, 120_000);
     expect(minioPartFiles(minio.pid() ?? 0)).toEqual([]);
     await backend.close();
-  }, 180_000);
+  }, 240_000);
 });
 
 describe.each(objectServerKinds)("AbortIncompleteMultipartUpload lifecycle rule on %s", (kind) => {

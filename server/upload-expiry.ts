@@ -30,7 +30,7 @@ export async function checkIncompleteUploadExpiry(
   } catch (err) {
     log.warn(
       { err, days },
-      "cannot make the bucket abort incomplete multipart uploads; only the sweep removes those it can list",
+      "cannot make the bucket abort incomplete multipart uploads; only the sweep removes those it can list (MinIO expires the rest itself after MINIO_API_STALE_UPLOADS_EXPIRY)",
     );
   }
 }

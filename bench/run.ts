@@ -7,6 +7,7 @@ import type { BenchResult } from "./result.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
+import { deleteRunScenario, replayScenario } from "./scenarios/replays.js";
 import { searchScenarios } from "./scenarios/search.js";
 import { searchPagingScenario } from "./scenarios/search-paging.js";
 import { smallOffloadScenario } from "./scenarios/small-offloads.js";
@@ -54,6 +55,14 @@ async function main(): Promise<void> {
     {
       names: ["small_offloads"],
       run: async () => [await smallOffloadScenario(runs)],
+    },
+    {
+      names: ["replay_offloads"],
+      run: async () => [await replayScenario(runs)],
+    },
+    {
+      names: ["delete_run_10k"],
+      run: async () => [await deleteRunScenario(runs)],
     },
     {
       names: ["deep_window_1gib", "tail_window_1gib", "deep_window_vs_anchor"],

@@ -1,0 +1,143 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSpillwayClient, type SpillwayClient } from "../../clients/ts/src/client.js";
+import { spawnSpillway } from "../../test/support/spawn-spillway.js";
+import { cpuSecondsOf } from "../process-cpu.js";
+import { rawAtomicWrite } from "../raw-atomic-write.js";
+import { type BenchResult, ratioResult } from "../result.js";
+import { timeSeconds } from "../timing.js";
+
+const replayCount = 2_000;
+const deleteCount = 10_000;
+const inFlight = 32;
+const size = 4 * 1024;
+
+/** Runs `task(0..count-1)` with at most `inFlight` running at once. */
+async function pool(count: number, task: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) await task(next++);
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
+}
+
+/** The server's CPU microseconds per operation while `fn` runs `count` of them. */
+async function serverMsPerOp(pid: number, count: number, fn: () => Promise<unknown>) {
+  const before = await cpuSecondsOf(pid);
+  await fn();
+  return (((await cpuSecondsOf(pid)) - before) * 1e6) / count;
+}
+
+function offloadAll(client: SpillwayClient, runId: string, payloads: readonly Buffer[]) {
+  return pool(replayCount, (i) =>
+    client.offload(
+      { tenant: "dev", runId, callId: `c${i}` },
+      payloads[i % payloads.length] as Buffer,
+    ),
+  );
+}
+
+/**
+ * replayScenario measures `replay_offloads`: the Spillway server's CPU per replayed offload
+ * (2,000 keys of 4 KiB offloaded again with the same bytes, as an SDK retry does, 32 in flight)
+ * against its CPU per new offload of the same keys just before, on the filesystem backend.
+ * Target: a replay costs about what a new offload costs (ratio <= 1.2).
+ */
+export async function replayScenario(runs: number): Promise<BenchResult> {
+  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-replay-"));
+  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
+  try {
+    const client = createSpillwayClient({ baseUrl: server.url });
+    const payloads = Array.from({ length: 64 }, () => randomBytes(size));
+    const fresh: number[] = [];
+    const replayed: number[] = [];
+    // Run 0 warms both paths up and is not counted.
+    for (let run = 0; run <= runs; run++) {
+      const runId = `replay-${run}`;
+      const created = await serverMsPerOp(server.pid, replayCount, () =>
+        offloadAll(client, runId, payloads),
+      );
+      const again = await serverMsPerOp(server.pid, replayCount, () =>
+        offloadAll(client, runId, payloads),
+      );
+      if (run > 0) {
+        fresh.push(created);
+        replayed.push(again);
+      }
+    }
+    return ratioResult({
+      name: "replay_offloads",
+      unit: "server CPU µs/offload",
+      baseline:
+        "new offloads of the same 2,000 keys of 4 KiB just before, 32 in flight, same server",
+      spillway: replayed,
+      baselineSamples: fresh,
+      ratioOf: (value, baseline) => value / baseline,
+      target: "ratio <= 1.2",
+      meets: (ratio) => ratio <= 1.2,
+    });
+  } finally {
+    await server.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * deleteRunScenario measures `delete_run_10k`: the wall microseconds per record of a DeleteRun
+ * of a run of 10,000 offloads of 4 KiB on the filesystem backend, against removing a directory
+ * of 10,000 files of 4 KiB written by rawAtomicWrite (`fs.rm`, recursive) on the same disk.
+ * Target: ratio <= 2 and at most 100 µs a record.
+ */
+export async function deleteRunScenario(runs: number): Promise<BenchResult> {
+  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-delete-"));
+  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
+  try {
+    const client = createSpillwayClient({ baseUrl: server.url });
+    const payloads = Array.from({ length: 64 }, () => randomBytes(size));
+    const spillway: number[] = [];
+    const baseline: number[] = [];
+    for (let run = 0; run <= runs; run++) {
+      const runId = `delete-${run}`;
+      await pool(deleteCount, (i) =>
+        client.offload(
+          { tenant: "dev", runId, callId: `c${i}` },
+          payloads[i % payloads.length] as Buffer,
+        ),
+      );
+      const raw = join(dir, "raw", String(run));
+      await mkdir(raw, { recursive: true });
+      await pool(deleteCount, (i) =>
+        rawAtomicWrite(raw, `c${i}`, payloads[i % payloads.length] as Buffer),
+      );
+      const deleted = await timeSeconds(async () => {
+        const res = await client.deleteRun(runId);
+        if (Number(res.deletedAttachments) !== deleteCount) {
+          throw new Error(
+            `DeleteRun removed ${res.deletedAttachments} records, not ${deleteCount}`,
+          );
+        }
+      });
+      const removed = await timeSeconds(() => rm(raw, { recursive: true }));
+      // Run 0 warms both up and is not counted.
+      if (run > 0) {
+        spillway.push((deleted * 1e6) / deleteCount);
+        baseline.push((removed * 1e6) / deleteCount);
+      }
+    }
+    return ratioResult({
+      name: "delete_run_10k",
+      unit: "µs/record",
+      baseline: "fs.rm of a directory of 10,000 atomically written 4 KiB files, same disk",
+      spillway,
+      baselineSamples: baseline,
+      ratioOf: (value, baseline) => value / baseline,
+      target: "ratio <= 2 and <= 100 µs/record",
+      meets: (ratio, value) => ratio <= 2 && value <= 100,
+    });
+  } finally {
+    await server.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -156,14 +156,13 @@ async function offloadFrom(
     const found = await deps.registry.get(tenant, key.runId, handle, signal);
     return found === undefined || isExpired(found, deps.now()) ? undefined : found;
   };
-  // A run limit must know before streaming whether the bytes will be kept, so the record is
-  // looked up first. Without one the lookup waits until the payload outgrows the inline limit:
-  // a small payload's create-only commit finds an earlier record itself, one lookup fewer.
-  const lookUpFirst = maxRunBytes !== undefined;
+  // The record is looked up before anything is written: a replay (an SDK's retry) then only
+  // hashes its bytes and compares, instead of writing a record or a blob that the create-only
+  // commit refuses and that must be read back and deleted. A run limit must know it too.
   // Independent lookups: one round trip to the store, not several.
   const [deleted, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
-    lookUpFirst ? lookUp() : undefined,
+    lookUp(),
     maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {
@@ -201,7 +200,10 @@ async function offloadFrom(
       if ((await stream.next()).done === true) break;
     }
     const facts = pass.finish();
-    if (existing !== undefined) return replay(existing, facts.sha256, facts.size);
+    if (existing !== undefined) {
+      checkDeclared(header, facts);
+      return replay(existing, facts.sha256, facts.size);
+    }
     return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
   };
 
@@ -227,11 +229,6 @@ async function offloadFrom(
     const inline = toBase64(Buffer.concat(head));
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
   }
-  if (!lookUpFirst) {
-    const existing = await lookUp();
-    if (existing !== undefined) return replayOrPreview(existing);
-  }
-
   const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
   const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId);
   let indexKey: string | undefined;

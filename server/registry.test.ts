@@ -10,7 +10,8 @@ import { bytesBody, readAllBytes } from "./backends/body.js";
 import { createFilesystemBackend } from "./backends/filesystem.js";
 import { createMemoryBackend } from "./backends/memory.js";
 import { recordKey } from "./keys.js";
-import { type NewRecord, toBase64 } from "./record.js";
+import { encodeRecord, type NewRecord, toBase64 } from "./record.js";
+import { encodeRecordPack, packHeadBytes } from "./record-pack.js";
 import { createRegistry } from "./registry.js";
 
 /** A record of about `inlineBytes` of payload (4 KiB ones make a pack outgrow its first read). */
@@ -163,6 +164,62 @@ for (const [kind, make] of backends) {
       const big = record("run", "big", 60 * 1024);
       await registry.commit(big, "run");
       expect(await registry.get("dev", "run", "res_big")).toEqual(big);
+    });
+
+    it("read a record deep in a pack without the records before it", async () => {
+      const base = make(join(dir, "h"));
+      let bytesRead = 0;
+      const backend: Backend = {
+        ...base,
+        async get(key, opts) {
+          const stream = await base.get(key, opts);
+          return (async function* () {
+            for await (const chunk of stream) {
+              bytesRead += chunk.byteLength;
+              yield chunk;
+            }
+          })();
+        },
+      };
+      const registry = createRegistry(backend);
+      const records = Array.from({ length: 40 }, (_, i) => record("run", `c${i}`));
+      await commitAll(registry, records);
+      const pack = await readAllBytes(await base.get(recordKey("dev", "run", "res_c39")));
+      expect(pack.byteLength).toBeGreaterThan(3 * packHeadBytes);
+      bytesRead = 0;
+      expect(await registry.get("dev", "run", "res_c39")).toEqual(records[39]);
+      // The first read, the record itself and the header once more.
+      expect(bytesRead).toBeLessThan(packHeadBytes + 2 * 8192 + 4096);
+    });
+
+    it("read a record from the pack its name holds, even one replaced between reads", async () => {
+      const base = make(join(dir, "i"));
+      const key = recordKey("dev", "run", "res_c30");
+      const first = Array.from({ length: 40 }, (_, i) => record("run", `c${i}`));
+      const second = Array.from({ length: 40 }, (_, i) => record("run", `c${(i + 5) % 40}`, 3000));
+      let swapped = false;
+      const backend: Backend = {
+        ...base,
+        async get(getKey, opts) {
+          // Once the first read has found the record past it, the name takes another pack.
+          if (getKey === key && (opts?.offset ?? 0) > 0 && !swapped) {
+            swapped = true;
+            await base.delete(key);
+            const pack = encodeRecordPack(
+              second.map((r) => ({
+                key: recordKey("dev", "run", r.handle),
+                bytes: encodeRecord(r),
+              })),
+            );
+            await base.put(key, bytesBody(pack));
+          }
+          return base.get(getKey, opts);
+        },
+      };
+      const registry = createRegistry(backend);
+      await commitAll(registry, first);
+      expect(await registry.get("dev", "run", "res_c30")).toEqual(second[25]);
+      expect(swapped).toBe(true);
     });
 
     it("report a pack stored under a key it does not list as DATA_LOSS", async () => {

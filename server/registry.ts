@@ -12,6 +12,12 @@ const MAX_RECORD_BYTES = 4 * 1024 * 1024;
 /** Record reads a list page runs at once. */
 const listReadsInFlight = 16;
 
+const newline = 0x0a;
+
+function changingRecord(): ConnectError {
+  return new ConnectError("stored record changed while it was read; retry", Code.Aborted);
+}
+
 /** RegistryPage is one page of a run's records. */
 export interface RegistryPage {
   readonly records: StoredRecord[];
@@ -80,17 +86,21 @@ export function createRegistry(backend: Backend): Registry {
 
   const readRecord = async (key: string, signal?: AbortSignal) => {
     // The first read covers a single record (most are far smaller) or a pack's header and the
-    // records after it. A record further into a pack is read with everything before it, header
-    // included, so that the header and the record always come from one read of one file, even
-    // if the name was deleted and taken by another pack in between.
-    let range: { length?: number } = { length: packHeadBytes };
-    for (let reads = 1; ; reads++) {
-      const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, range);
+    // records after it. A record further into a pack is read by itself, and then the header
+    // once more: the pack's name may have been deleted and taken by another pack between the
+    // reads, and a header that reads the same both times (every key, offset and length) vouches
+    // that the record came from the pack it describes. Otherwise the whole lookup starts over.
+    for (let attempt = 1; ; attempt++) {
+      const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, {
+        length: packHeadBytes,
+      });
       if (bytes === undefined) return undefined;
-      const asked = range.length;
       if (!isRecordPack(bytes)) {
-        if (asked === undefined || bytes.byteLength < asked) return decodeRecord(bytes);
-        range = {};
+        if (bytes.byteLength < packHeadBytes) return decodeRecord(bytes);
+        const whole = await readObject(backend, key, MAX_RECORD_BYTES, signal);
+        if (whole === undefined) return undefined;
+        if (!isRecordPack(whole)) return decodeRecord(whole);
+        if (attempt >= 3) throw changingRecord();
         continue;
       }
       const slice = findInPack(bytes, key);
@@ -99,10 +109,25 @@ export function createRegistry(backend: Backend): Registry {
       }
       const end = slice.offset + slice.length;
       if (end <= bytes.byteLength) return decodeRecord(bytes.subarray(slice.offset, end));
-      if ((asked !== undefined && bytes.byteLength < asked) || reads >= 3) {
+      if (bytes.byteLength < packHeadBytes) {
         throw new ConnectError("stored record pack is shorter than its header says", Code.DataLoss);
       }
-      range = { length: end };
+      const headerBytes = bytes.indexOf(newline) + 1;
+      // One after the other: the header read must come after the record's.
+      const record = await readObject(backend, key, MAX_RECORD_BYTES, signal, slice);
+      if (record === undefined) return undefined;
+      const header = await readObject(backend, key, headerBytes, signal, { length: headerBytes });
+      if (header === undefined) return undefined;
+      if (Buffer.compare(header, bytes.subarray(0, headerBytes)) === 0) {
+        if (record.byteLength < slice.length) {
+          throw new ConnectError(
+            "stored record pack is shorter than its header says",
+            Code.DataLoss,
+          );
+        }
+        return decodeRecord(record);
+      }
+      if (attempt >= 3) throw changingRecord();
     }
   };
 

@@ -71,11 +71,14 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     }
   };
 
+  /** Deletes every object under prefix, a listed page at a time; returns how many. */
   const deleteAll = async (prefix: string, signal?: AbortSignal) => {
+    let deleted = 0;
     for (;;) {
       const page = await backend.list(prefix, { limit: 1000, ...opt(signal) });
       await backend.deleteMany(page.keys, opt(signal));
-      if (!page.truncated || page.keys.length === 0) return;
+      deleted += page.keys.length;
+      if (!page.truncated || page.keys.length === 0) return deleted;
     }
   };
 
@@ -209,17 +212,18 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       return copied;
     },
     async delete(tenant, runId, signal) {
+      // Only a fork's records can hold bytes another run owns, and a fork writes its meta
+      // before its first record: the records of any other run are deleted unread.
       const owners = new Set<string>();
-      let removed = 0;
-      await forEachRecord(tenant, runId, signal, async (record) => {
-        if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
-          owners.add(record.blob.ownerRunId);
-        }
-        await registry.remove(tenant, runId, record.handle, signal);
-        removed++;
-      });
-      // Records whose key could not be decoded (never written by us) go with the prefix.
-      await deleteAll(registryPrefix(tenant, runId), signal);
+      const meta = (await readJson(runMetaKey(tenant, runId), signal)) as RunMeta | undefined;
+      if (meta?.parentRunId !== undefined) {
+        await forEachRecord(tenant, runId, signal, async (record) => {
+          if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
+            owners.add(record.blob.ownerRunId);
+          }
+        });
+      }
+      const removed = await deleteAll(registryPrefix(tenant, runId), signal);
       await backend.delete(runPrefix(tenant, runId) + ttlSuffix, opt(signal));
       await backend.delete(runMetaKey(tenant, runId), opt(signal));
       if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {

@@ -323,6 +323,27 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   }
 
   /**
+   * Removes the file stored under key, if any, and returns the directory it was in (for
+   * pruning), or undefined when there was nothing to remove.
+   */
+  async function unlinkKey(key: string, signal: AbortSignal | undefined) {
+    const { dirSegments, name } = splitKey(key);
+    try {
+      throwIfAborted(signal);
+      const walked = await walkDirs(dirSegments, false, key);
+      if (walked === undefined) return undefined;
+      const final = child(walked.dir, name);
+      const stats = lstatIfPresent(final);
+      if (stats === undefined || stats.isDirectory()) return undefined;
+      if (stats.isSymbolicLink()) throw symlinkRefused(key);
+      await unlinkIfPresent(final);
+      return walked.dir;
+    } catch (err) {
+      throw fromNodeError(err, key);
+    }
+  }
+
+  /**
    * Writes body to a new temp file in the directory of dirSegments (created as needed), fsyncs
    * and closes it. On any failure or abort the temp file is gone and the error is mapped; the
    * caller publishes the temp file under its names and then unlinks it.
@@ -531,30 +552,23 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
-      const signal = callOpts?.signal;
-      const { dirSegments, name } = splitKey(key);
-      try {
-        throwIfAborted(signal);
-        const walked = await walkDirs(dirSegments, false, key);
-        if (walked === undefined) return;
-        const final = child(walked.dir, name);
-        const stats = lstatIfPresent(final);
-        if (stats === undefined || stats.isDirectory()) return;
-        if (stats.isSymbolicLink()) throw symlinkRefused(key);
-        await unlinkIfPresent(final);
-        await pruneEmptyDirectories(walked.dir);
-      } catch (err) {
-        throw fromNodeError(err, key);
-      }
+      const dir = await unlinkKey(key, callOpts?.signal);
+      if (dir !== undefined) await pruneEmptyDirectories(dir);
     },
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
       // A bad key refuses the whole batch before anything is deleted, as on the object stores.
       for (const key of keys) checkKey(key);
-      // Unlinks are independent; a few at a time keeps file-descriptor use bounded.
+      // Unlinks are independent; a few at a time keeps file-descriptor use bounded. Each
+      // directory is pruned once, after its files are gone, not once for every file.
+      const dirs = new Set<string>();
       for (let i = 0; i < keys.length; i += 16) {
-        await Promise.all(keys.slice(i, i + 16).map((key) => backend.delete(key, callOpts)));
+        const unlinked = await Promise.all(
+          keys.slice(i, i + 16).map((key) => unlinkKey(key, callOpts?.signal)),
+        );
+        for (const dir of unlinked) if (dir !== undefined) dirs.add(dir);
       }
+      for (const dir of dirs) await pruneEmptyDirectories(dir);
     },
 
     release(chunk: Uint8Array): void {

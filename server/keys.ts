@@ -144,6 +144,16 @@ export function forkMarkerKey(tenant: string, runId: string, childRunId: string)
   return `${forkMarkerPrefix(tenant, runId)}${segment(childRunId)}`;
 }
 
+/** ownerRefPrefix lists the runs whose blobs this run's forked records refer to. */
+export function ownerRefPrefix(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}o/`;
+}
+
+/** ownerRefKey records that run's forked records refer to blobs owned by ownerRunId. */
+export function ownerRefKey(tenant: string, runId: string, ownerRunId: string): string {
+  return `${ownerRefPrefix(tenant, runId)}${segment(ownerRunId)}`;
+}
+
 /** blobPrefix is where a run's payload blobs and line indexes live. */
 export function blobPrefix(tenant: string, runId: string): string {
   return `${runPrefix(tenant, runId)}b/`;

@@ -5,6 +5,8 @@ import {
   blobPrefix,
   forkMarkerKey,
   forkMarkerPrefix,
+  ownerRefKey,
+  ownerRefPrefix,
   registryPrefix,
   runMetaKey,
   runPrefix,
@@ -45,6 +47,12 @@ export interface Runs {
 interface RunMeta {
   readonly createdMs: number;
   readonly parentRunId?: string;
+  /**
+   * True when every run whose bytes the fork's records refer to has an owner reference under
+   * the fork (ownerRefKey), written before the first such record. Forks made before owner
+   * references existed lack it: deleting one reads its records to find their owners.
+   */
+  readonly ownerRefs?: boolean;
 }
 
 const ttlSuffix = "ttl";
@@ -104,6 +112,26 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       for (const record of page.records) await visit(record);
       after = page.nextAfter;
     } while (after !== undefined);
+  };
+
+  /** The runs whose bytes a fork's records refer to, from its owner references. */
+  const ownerRefs = async (tenant: string, runId: string, signal?: AbortSignal) => {
+    const owners = new Set<string>();
+    const prefix = ownerRefPrefix(tenant, runId);
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await backend.list(prefix, {
+        limit: 1000,
+        ...(startAfter === undefined ? {} : { startAfter }),
+        ...opt(signal),
+      });
+      for (const key of page.keys) {
+        const ref = (await readJson(key, signal)) as { ownerRunId?: unknown } | undefined;
+        if (typeof ref?.ownerRunId === "string") owners.add(ref.ownerRunId);
+      }
+      startAfter = page.keys.at(-1);
+      if (!page.truncated || startAfter === undefined) return owners;
+    }
   };
 
   /** Deletes an owner run's bytes once it is deleted and no fork refers to them. */
@@ -179,7 +207,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       if (await hasAny(registryPrefix(tenant, childRunId), signal)) {
         throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
       }
-      const meta: RunMeta = { createdMs: now(), parentRunId };
+      const meta: RunMeta = { createdMs: now(), parentRunId, ownerRefs: true };
       try {
         await putJson(runMetaKey(tenant, childRunId), meta, signal);
       } catch (err) {
@@ -196,15 +224,17 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         });
       }
       let copied = 0;
+      const owners = new Set<string>();
       await forEachRecord(tenant, parentRunId, signal, async (record) => {
         if (isExpired(record, now())) return;
-        if (record.blob !== undefined) {
-          // The marker goes first, so a concurrent delete of the owner keeps the bytes.
-          await putIfAbsent(
-            forkMarkerKey(tenant, record.blob.ownerRunId, childRunId),
-            { createdMs: now() },
-            signal,
-          );
+        const owner = record.blob?.ownerRunId;
+        if (owner !== undefined && !owners.has(owner)) {
+          // Both go before the first record that refers to the owner's bytes: the reference
+          // tells the child's delete whose marker to take back, and the marker keeps the
+          // bytes through a concurrent delete of the owner.
+          await putIfAbsent(ownerRefKey(tenant, childRunId, owner), { ownerRunId: owner }, signal);
+          await putIfAbsent(forkMarkerKey(tenant, owner, childRunId), { createdMs: now() }, signal);
+          owners.add(owner);
         }
         await registry.commit(recommit(record), childRunId, signal);
         copied++;
@@ -212,11 +242,12 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       return copied;
     },
     async delete(tenant, runId, signal) {
-      // Only a fork's records can hold bytes another run owns, and a fork writes its meta
-      // before its first record: the records of any other run are deleted unread.
-      const owners = new Set<string>();
+      // Only a fork's records can refer to bytes another run owns, and a fork lists those
+      // runs (owner references) before its first such record: records are deleted unread.
+      // The references go last, so a delete cut short finds them again when it is repeated.
+      const owners = await ownerRefs(tenant, runId, signal);
       const meta = (await readJson(runMetaKey(tenant, runId), signal)) as RunMeta | undefined;
-      if (meta?.parentRunId !== undefined) {
+      if (meta?.parentRunId !== undefined && meta.ownerRefs !== true) {
         await forEachRecord(tenant, runId, signal, async (record) => {
           if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
             owners.add(record.blob.ownerRunId);
@@ -235,6 +266,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
         await collectIfUnreferenced(tenant, owner, signal);
       }
+      await deleteAll(ownerRefPrefix(tenant, runId), signal);
       return removed;
     },
   };

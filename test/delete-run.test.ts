@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import type { SpillwayClient } from "../clients/ts/src/client.js";
 import type { Backend } from "../server/backends/backend.js";
+import { bytesBody } from "../server/backends/body.js";
 import { codeOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -35,6 +37,9 @@ async function pool(count: number, task: (i: number) => Promise<unknown>): Promi
   };
   await Promise.all(Array.from({ length: 64 }, worker));
 }
+
+const read = async (sdk: SpillwayClient, runId: string, handle: string) =>
+  (await sdk.readToolOutput({ runId, handle })).rendered;
 
 const blob = (label: string) => `${label}\n${"payload line\n".repeat(5000)}`;
 
@@ -70,11 +75,9 @@ describe.each(serviceBackends)("DeleteRun (%s)", (backendKind) => {
     );
   });
 
-  it("keeps the bytes forks of forks still use, and frees them with the last fork", async () => {
-    t = await startTestServer({ backend: backendKind });
+  it("keeps the bytes forks of forks still use, frees them with the last fork, reads no record", async () => {
+    t = await startTestServer({ backend: backendKind, wrapBackend: countingReads(reads) });
     const sdk = t.sdk();
-    const read = async (runId: string, handle: string) =>
-      (await sdk.readToolOutput({ runId, handle })).rendered;
     await sdk.offload({ tenant: "dev", runId: "p", callId: "p1" }, blob("from p"));
     await sdk.offload({ tenant: "dev", runId: "p", callId: "p2" }, "small from p\n");
     await sdk.forkRun("p", "c");
@@ -83,18 +86,59 @@ describe.each(serviceBackends)("DeleteRun (%s)", (backendKind) => {
     await sdk.offload({ tenant: "dev", runId: "g", callId: "g1" }, blob("from g"));
     const blobs = async () => (await keysUnder(t, "t/dev/r/")).filter((k) => k.includes("/b/"));
 
+    const recordReads = () => reads.filter((key) => /^t\/dev\/r\/[^/]+\/h\//.test(key));
+    reads.length = 0;
     expect((await sdk.deleteRun("p")).deletedAttachments).toBe(2n);
-    expect(await read("c", "res_p1")).toContain("from p");
-    expect(await read("g", "res_p1")).toContain("from p");
-    expect(await read("g", "res_p2")).toContain("small from p");
+    expect(recordReads()).toEqual([]);
+    expect(await read(sdk, "c", "res_p1")).toContain("from p");
+    expect(await read(sdk, "g", "res_p1")).toContain("from p");
+    expect(await read(sdk, "g", "res_p2")).toContain("small from p");
 
+    reads.length = 0;
     expect((await sdk.deleteRun("c")).deletedAttachments).toBe(3n);
-    expect(await read("g", "res_p1")).toContain("from p");
-    expect(await read("g", "res_c1")).toContain("from c");
-    expect(await read("g", "res_g1")).toContain("from g");
+    expect(recordReads()).toEqual([]);
+    expect(await read(sdk, "g", "res_p1")).toContain("from p");
+    expect(await read(sdk, "g", "res_c1")).toContain("from c");
+    expect(await read(sdk, "g", "res_g1")).toContain("from g");
 
+    reads.length = 0;
     expect((await sdk.deleteRun("g")).deletedAttachments).toBe(4n);
+    expect(recordReads()).toEqual([]);
     expect(await blobs()).toEqual([]);
+    expect(await keysUnder(t, "t/dev/r/")).toEqual([]);
+  });
+
+  it("frees a parent's bytes when a fork's delete is repeated after dying past its registry", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "p1" }, blob("from p"));
+    await sdk.forkRun("p", "c");
+    await sdk.deleteRun("p");
+    expect((await keysUnder(t, "t/dev/r/p/")).some((k) => k.includes("/b/"))).toBe(true);
+    // What a delete of c leaves when the process dies after removing the registry and meta.
+    await t.backend.deleteMany([
+      ...(await keysUnder(t, "t/dev/r/c/h/")),
+      ...(await keysUnder(t, "t/dev/r/c/meta")),
+    ]);
+    expect((await sdk.deleteRun("c")).deletedAttachments).toBe(0n);
+    expect(await keysUnder(t, "t/dev/r/")).toEqual([]);
+  });
+
+  it("frees a parent's bytes with a fork made before forks listed their owners", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "p1" }, blob("from p"));
+    await sdk.forkRun("p", "c");
+    // Such a fork has a meta without ownerRefs and no owner references.
+    const meta = "t/dev/r/c/meta";
+    await t.backend.deleteMany([meta, ...(await keysUnder(t, "t/dev/r/c/o/"))]);
+    await t.backend.put(
+      meta,
+      bytesBody(Buffer.from(JSON.stringify({ createdMs: 1, parentRunId: "p" }))),
+    );
+    await sdk.deleteRun("p");
+    expect(await read(sdk, "c", "res_p1")).toContain("from p");
+    expect((await sdk.deleteRun("c")).deletedAttachments).toBe(1n);
     expect(await keysUnder(t, "t/dev/r/")).toEqual([]);
   });
 });

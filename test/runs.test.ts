@@ -48,7 +48,8 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     expect(fork.forkedAttachments).toBe(1n);
     const blobsAfter = (await storedFiles(t)).filter((f) => f.includes("/b/"));
     expect(blobsAfter.filter((f) => f.includes("/child/"))).toEqual([]);
-    expect((await storedFiles(t)).length).toBeLessThan(before + 4);
+    // The child's meta and record, the parent's marker and the child's owner reference.
+    expect((await storedFiles(t)).length).toBeLessThan(before + 5);
 
     const read = await sdk.readToolOutput({ runId: "child", handle: "res_p1" });
     expect(read.rendered).toContain("from parent");

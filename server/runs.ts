@@ -56,6 +56,8 @@ interface RunMeta {
 }
 
 const ttlSuffix = "ttl";
+/** Records a fork commits at once (the most a record pack holds). */
+const forkCommitsInFlight = 64;
 const deletedSuffix = "deleted";
 
 /** createRuns keeps run state beside the registry in backend. */
@@ -96,11 +98,12 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   const hasAny = async (prefix: string, signal?: AbortSignal) =>
     (await backend.list(prefix, { limit: 1, ...opt(signal) })).keys.length > 0;
 
-  const forEachRecord = async (
+  /** Visits a run's records a listed page at a time. */
+  const forEachPage = async (
     tenant: string,
     runId: string,
     signal: AbortSignal | undefined,
-    visit: (record: StoredRecord) => Promise<void>,
+    visit: (records: readonly StoredRecord[]) => Promise<void>,
   ) => {
     let after: string | undefined;
     do {
@@ -109,7 +112,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         limit: 500,
         ...opt(signal),
       });
-      for (const record of page.records) await visit(record);
+      await visit(page.records);
       after = page.nextAfter;
     } while (after !== undefined);
   };
@@ -225,10 +228,11 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       }
       let copied = 0;
       const owners = new Set<string>();
-      await forEachRecord(tenant, parentRunId, signal, async (record) => {
-        if (isExpired(record, now())) return;
-        const owner = record.blob?.ownerRunId;
-        if (owner !== undefined && !owners.has(owner)) {
+      await forEachPage(tenant, parentRunId, signal, async (records) => {
+        const live = records.filter((record) => !isExpired(record, now()));
+        for (const record of live) {
+          const owner = record.blob?.ownerRunId;
+          if (owner === undefined || owners.has(owner)) continue;
           // Both go before the first record that refers to the owner's bytes: the reference
           // tells the child's delete whose marker to take back, and the marker keeps the
           // bytes through a concurrent delete of the owner.
@@ -236,8 +240,16 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
           await putIfAbsent(forkMarkerKey(tenant, owner, childRunId), { createdMs: now() }, signal);
           owners.add(owner);
         }
-        await registry.commit(recommit(record), childRunId, signal);
-        copied++;
+        // Committed together, a group commit stores them as packs of records (one file for
+        // many on the filesystem) instead of one object after another.
+        for (let i = 0; i < live.length; i += forkCommitsInFlight) {
+          await Promise.all(
+            live
+              .slice(i, i + forkCommitsInFlight)
+              .map((record) => registry.commit(recommit(record), childRunId, signal)),
+          );
+        }
+        copied += live.length;
       });
       return copied;
     },
@@ -248,9 +260,11 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       const owners = await ownerRefs(tenant, runId, signal);
       const meta = (await readJson(runMetaKey(tenant, runId), signal)) as RunMeta | undefined;
       if (meta?.parentRunId !== undefined && meta.ownerRefs !== true) {
-        await forEachRecord(tenant, runId, signal, async (record) => {
-          if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
-            owners.add(record.blob.ownerRunId);
+        await forEachPage(tenant, runId, signal, async (records) => {
+          for (const record of records) {
+            if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
+              owners.add(record.blob.ownerRunId);
+            }
           }
         });
       }

@@ -192,6 +192,20 @@ for (const [kind, make] of backends) {
       expect(bytesRead).toBeLessThan(packHeadBytes + 2 * 8192 + 4096);
     });
 
+    it("read each record of a pack whose header outgrows the first read", async () => {
+      const backend = make(join(dir, "j"));
+      const registry = createRegistry(backend);
+      // Keys of ~400 characters (segments stay under the 200 that would be digested): 64
+      // header entries take ~28 KB.
+      const run = "r".repeat(190);
+      const records = Array.from({ length: 64 }, (_, i) => record(run, `${"k".repeat(180)}${i}`));
+      await commitAll(registry, records);
+      const first = recordKey("dev", run, records[0]?.handle ?? "");
+      const pack = await readAllBytes(await backend.get(first));
+      expect(pack.indexOf(0x0a)).toBeGreaterThan(16 * 1024);
+      for (const r of records) expect(await registry.get("dev", run, r.handle)).toEqual(r);
+    });
+
     it("read a record from the pack its name holds, even one replaced between reads", async () => {
       const base = make(join(dir, "i"));
       const key = recordKey("dev", "run", "res_c30");

@@ -56,9 +56,9 @@ interface RunMeta {
 }
 
 const ttlSuffix = "ttl";
+const deletedSuffix = "deleted";
 /** Records a fork commits at once (the most a record pack holds). */
 const forkCommitsInFlight = 64;
-const deletedSuffix = "deleted";
 
 /** createRuns keeps run state beside the registry in backend. */
 export function createRuns(backend: Backend, registry: Registry, now = () => Date.now()): Runs {

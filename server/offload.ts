@@ -202,7 +202,7 @@ async function offloadFrom(
     const facts = pass.finish();
     if (existing !== undefined) {
       checkDeclared(header, facts);
-      return replay(existing, facts.sha256, facts.size);
+      return replay(existing, header, facts.sha256, facts.size);
     }
     return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
   };
@@ -460,10 +460,28 @@ async function commit(
       created: true,
     });
   }
-  return replay(committed.record, facts.sha256, facts.size);
+  return replay(committed.record, header, facts.sha256, facts.size);
 }
 
-function replay(existing: StoredRecord, sha256: string, size: number): OffloadResponse {
+/**
+ * replay answers an offload whose handle is already committed: with that record when it is
+ * this key's and holds the same bytes, ALREADY_EXISTS otherwise. A record of another key can
+ * hold the handle only if it was committed before handles escaped `_` and `%` in file slots
+ * (`out_a_file:x_stdout` was then both call `a` + `file:x_stdout` and call `a_file:x` +
+ * `stdout`); it is never handed to this key.
+ */
+function replay(
+  existing: StoredRecord,
+  header: OffloadHeader,
+  sha256: string,
+  size: number,
+): OffloadResponse {
+  if (existing.callId !== header.key?.callId || existing.slot !== header.slot) {
+    throw new ConnectError(
+      `handle "${existing.handle}" is held by an output committed under another key, before file slots escaped "_"; use another call_id`,
+      Code.AlreadyExists,
+    );
+  }
   if (existing.sha256 !== sha256 || existing.sizeBytes !== size) {
     throw new ConnectError(
       `handle "${existing.handle}" is already committed with different bytes; outputs are never overwritten`,

@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { recommit } from "../server/record.js";
 import { failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -93,6 +94,29 @@ describe.each(serviceBackends)(
         const stat = await a.stat("run3", handle);
         expect([stat.key?.callId, stat.slot]).toEqual([k.callId, k.slot]);
       }
+    });
+
+    it("never hands a key the record of another key that holds its handle from before", async () => {
+      const a = t.sdk(A);
+      const text = "the file x_stdout of call a\n";
+      const own = await a.offloadResult({ tenant: "ta", runId: "run4", callId: "a" }, text, {
+        slot: "file:x_stdout",
+      });
+      const stored = await t.server.core.registry.get("ta", "run4", own.attachment.handle);
+      if (stored === undefined) throw new Error("the record just committed is missing");
+      // A record committed before file slots escaped `_` holds the handle call `a_file:x`'s
+      // stdout now gets.
+      await t.server.core.registry.commit(
+        { ...recommit(stored), handle: "out_a_file:x_stdout" },
+        "run4",
+      );
+      const err = await failureOf(
+        a.offload({ tenant: "ta", runId: "run4", callId: "a_file:x" }, text, { slot: "stdout" }),
+      );
+      expect(err.code).toBe(Code.AlreadyExists);
+      expect(err.rawMessage).toMatch(/another key/);
+      const stat = await a.stat("run4", "out_a_file:x_stdout");
+      expect([stat.key?.callId, stat.slot]).toEqual(["a", "file:x_stdout"]);
     });
 
     it.each([

@@ -49,14 +49,29 @@ def is_stream(data: object) -> bool:
     )
 
 
-def payload_bytes(data: object) -> tuple[bytes, bool]:
+Payload: TypeAlias = bytes | memoryview
+"""Replayable payload bytes: the caller's own bytes, or a flat view of its buffer (never a copy)."""
+
+
+def byte_view(data: bytes | bytearray | memoryview) -> Payload:
+    """byte_view returns bytes as they are and any other buffer as a flat view of its bytes,
+    without copying (a strided view, which has no flat layout to slice, is the one exception)."""
+    if isinstance(data, bytes):
+        return data
+    view = memoryview(data)
+    return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+
+
+def payload_bytes(data: object) -> tuple[Payload, bool]:
     """payload_bytes turns replayable offload data into bytes; the flag is True for JSON values.
 
-    Bytes are sent unchanged, text as UTF-8, anything else as compact JSON (the same bytes
-    `JSON.stringify` gives, so the TS and Python SDKs store identical payloads).
+    Bytes are sent unchanged and a bytearray or memoryview through a byte view of the caller's
+    buffer, so a payload held whole is never copied whole; text goes as UTF-8, anything else as
+    compact JSON (the same bytes `JSON.stringify` gives, so the TS and Python SDKs store identical
+    payloads).
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data), False
+        return byte_view(data), False
     if isinstance(data, str):
         return data.encode("utf-8"), False
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8"), True
@@ -78,11 +93,19 @@ def header(key: KeyLike, options: Mapping[str, Any], *, json_value: bool) -> pb.
     return pb.OffloadRequest(header=pb.OffloadHeader(key=to_key(key), **fields))
 
 
-def chunk_requests(data: bytes) -> Iterator[pb.OffloadRequest]:
-    """chunk_requests yields `data` as chunk messages of at most CHUNK_BYTES."""
+def chunk_requests(data: Payload) -> Iterator[pb.OffloadRequest]:
+    """chunk_requests yields `data` as chunk messages of at most CHUNK_BYTES, each built only when
+    the one before it was taken, so at most one chunk's copy exists besides the caller's buffer."""
     view = memoryview(data)
     for i in range(0, len(view), CHUNK_BYTES):
-        yield pb.OffloadRequest(chunk=bytes(view[i : i + CHUNK_BYTES]))
+        yield pb.OffloadRequest(chunk=view[i : i + CHUNK_BYTES].tobytes())
+
+
+def offload_requests(first: pb.OffloadRequest, data: Payload) -> Iterator[pb.OffloadRequest]:
+    """offload_requests is one attempt's Offload stream of replayable data: the header, then the
+    chunks, built lazily; every call starts over, so a retry resends the same bytes."""
+    yield first
+    yield from chunk_requests(data)
 
 
 def read_request(
@@ -121,7 +144,7 @@ def batch_request(items: Iterable[BatchItemLike]) -> pb.OffloadBatchRequest:
         if is_stream(data):
             raise TypeError("offload_batch takes whole payloads (bytes, str, JSON values), not streams")
         payload, json_value = payload_bytes(data)
-        req.items.add(header=header(key, options, json_value=json_value).header, data=payload)
+        req.items.add(header=header(key, options, json_value=json_value).header, data=bytes(payload))
     return req
 
 

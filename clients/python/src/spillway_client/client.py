@@ -85,18 +85,18 @@ async def _with_retries_async(call: Callable[[], Awaitable[T]]) -> T:
 def _stream_requests(first: pb.OffloadRequest, data: Any) -> Iterator[pb.OffloadRequest]:
     yield first
     for piece in data:
-        yield from msg.chunk_requests(bytes(piece))
+        yield from msg.chunk_requests(msg.byte_view(piece))
 
 
 async def _async_stream_requests(first: pb.OffloadRequest, data: Any) -> AsyncIterator[pb.OffloadRequest]:
     yield first
     if hasattr(data, "__aiter__"):
         async for piece in data:
-            for req in msg.chunk_requests(bytes(piece)):
+            for req in msg.chunk_requests(msg.byte_view(piece)):
                 yield req
     else:
         for piece in data:
-            for req in msg.chunk_requests(bytes(piece)):
+            for req in msg.chunk_requests(msg.byte_view(piece)):
                 yield req
 
 
@@ -142,7 +142,8 @@ class SpillwayClient:
         `name`, `content_type`, `expected_size`, `expected_sha256`, `observed_bytes`,
         `truncated`, `ttl`, `preview`, `preview_only`); a payload given whole is sent with its
         `expected_size`, so one over the server's max_blob_bytes is refused (RESOURCE_EXHAUSTED)
-        before its bytes are sent. Replayable data is retried while the
+        before its bytes are sent, and streamed in 1 MiB chunks cut as they are sent: bytes, a
+        bytearray or a memoryview are never copied whole. Replayable data is retried while the
         server answers UNAVAILABLE (a draining replica); Offload is idempotent per key, so a
         retry of a committed offload returns the same record.
         """
@@ -152,7 +153,7 @@ class SpillwayClient:
         payload, json_value = msg.payload_bytes(data)
         # The size is announced, so a payload over the server's limit is refused before it is sent.
         first = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
-        return _with_retries(lambda: self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout))
+        return _with_retries(lambda: self._offload_once(msg.offload_requests(first, payload), timeout))
 
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
@@ -326,18 +327,16 @@ class AsyncSpillwayClient:
         payload, json_value = msg.payload_bytes(data)
         if len(payload) <= BATCHED_BYTES:
             first = msg.header(key, options, json_value=json_value)
-            return await self._batcher.offload(first.header, payload, timeout)
+            return await self._batcher.offload(first.header, bytes(payload), timeout)
         # Streamed alone, it announces its size, so one over the server's limit is refused first.
         announced = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
         return await self._send_alone(announced.header, payload, timeout)
 
     async def _send_alone(
-        self, header: pb.OffloadHeader, payload: bytes, timeout: float | None
+        self, header: pb.OffloadHeader, payload: msg.Payload, timeout: float | None
     ) -> types_pb.ResultAttachment:
         first = pb.OffloadRequest(header=header)
-        return await _with_retries_async(
-            lambda: self._offload_once(iter([first, *msg.chunk_requests(payload)]), timeout)
-        )
+        return await _with_retries_async(lambda: self._offload_once(msg.offload_requests(first, payload), timeout))
 
     async def _send_batch(self, req: pb.OffloadBatchRequest, timeout: float | None) -> pb.OffloadBatchResponse:
         return await _with_retries_async(lambda: self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata))

@@ -14,8 +14,9 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai_harness.tool_output_limits import OverflowStore, ToolOutputLimits
+from pydantic_ai_harness.tool_output_limits import LocalFileStore, OverflowStore, ToolOutputLimits
 
+from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore
 
@@ -119,3 +120,91 @@ async def test_store_refuses_foreign_and_malformed_handles(aclient: AsyncSpillwa
     assert await pinned.read(pinned_handle) == b"\x00\x01binary\xff"
     with pytest.raises(PermissionError):
         await pinned.read(handle)
+
+
+INVENTED_HANDLES = [
+    "../c.0",
+    "./res_x",
+    "a\\b/res_x",
+    "r" * 300 + "/res_x",
+    "run/" + "h" * 5000,
+    "",
+    "/",
+    "run/",
+    "run\n/res_x",
+    "run/res_\x1b[31mx",
+    "run/res_\x7f",
+    "res_x",
+]
+"""Handles a model might invent: traversal, separators, over-long parts, empty, control characters."""
+
+
+def reading(handles: list[str]):
+    """A model that calls read_tool_result once with each handle, in one turn, then ends."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if returns(messages, "read_tool_result"):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(
+            parts=[
+                ToolCallPart("read_tool_result", {"handle": h, "limit": 5}, tool_call_id=f"h{i}")
+                for i, h in enumerate(handles)
+            ]
+        )
+
+    return model
+
+
+async def answers(store: OverflowStore, handles: list[str]) -> dict[str, str]:
+    """Runs an agent whose model reads each handle; returns what the tool answered, by handle."""
+    agent = Agent(FunctionModel(reading(handles)), capabilities=[ToolOutputLimits(store=store)])
+    result = await agent.run("read them")
+    assert result.output == "done"
+    got = {part.tool_call_id: str(part.content) for part in returns(result.all_messages(), "read_tool_result")}
+    return {h: got[f"h{i}"] for i, h in enumerate(handles)}
+
+
+def guidance(handle: str) -> str:
+    return (
+        f"[No stored tool result for handle {handle!r}. Use the exact handle string from a "
+        '"[Tool output too large ... stored to handle ...]" marker; if the result is no longer '
+        "available, re-run the original tool.]"
+    )
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_invented_handles_get_the_harness_guidance(
+    aclient: AsyncSpillwayClient, run_id: str, tmp_path, pinned: bool
+) -> None:
+    store = SpillwayOverflowStore(aclient, run_id=run_id if pinned else None)
+    await store.write(f"{run_id}/call-1.0", b"stored\n")
+    got = await answers(store, INVENTED_HANDLES)
+    # The harness's own LocalFileStore answers these handles with its guidance line; so does Spillway.
+    local = await answers(LocalFileStore(base_dir=tmp_path / "spills"), INVENTED_HANDLES)
+    for handle in INVENTED_HANDLES:
+        assert got[handle] == guidance(handle), handle
+        assert local[handle] == guidance(handle), handle
+    # A lone surrogate cannot be encoded into a request (nor, by pydantic-ai, into a tool call);
+    # read still raises the OSError the harness answers with its guidance.
+    with pytest.raises(FileNotFoundError):
+        await store.read("run\ud800/res_x" if not pinned else "res_\ud800")
+
+
+async def test_refused_handles_get_the_harness_guidance(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    store = SpillwayOverflowStore(aclient)
+    handle = await store.write(f"{run_id}/call-1.0", b"stored\n")
+    await aclient.delete_run(run_id)
+    refused = [handle, f"{run_id}/res_never-written", "other-run/res_call-1.0"]
+    got = await answers(store, refused)
+    assert got == {h: guidance(h) for h in refused}
+
+
+async def test_unreachable_service_gets_the_harness_guidance(run_id: str) -> None:
+    with spillway_server() as url:
+        async with AsyncSpillwayClient(url) as client:
+            store = SpillwayOverflowStore(client)
+            handle = await store.write(f"{run_id}/call-1.0", b"stored\n")
+    # The server is stopped: the model's read of the handle it was shown is answered, not raised.
+    async with AsyncSpillwayClient(url) as client:
+        got = await answers(SpillwayOverflowStore(client, timeout=5), [handle, "../c.0"])
+    assert got == {handle: guidance(handle), "../c.0": guidance("../c.0")}

@@ -19,7 +19,30 @@ from spillway_client.client import AsyncSpillwayClient
 READ_WINDOW_BYTES = 8 * 1024 * 1024
 """Bytes asked for per ReadToolOutput call when `read` reassembles a payload."""
 
-_MISSING = {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION}
+_NOT_STORED = {
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
+"""Refusals that mean the handle names nothing this store can read (a malformed one included)."""
+
+
+def _unreadable(handle: str, err: grpc.RpcError) -> OSError:
+    """_unreadable is the OSError `read` raises for a failed call, by its status code.
+
+    pydantic-ai-harness answers any OSError from `read` with its "No stored tool result ..."
+    guidance for the model, and lets every other exception end the agent run; so every failure
+    becomes one: a refused handle PermissionError, an unknown or malformed one FileNotFoundError,
+    and anything else (an unreachable service, a deadline, an overloaded server) ConnectionError.
+    """
+    code = err.code()
+    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionError(f"no stored tool output for handle {handle!r} ({name})")
+    if code in _NOT_STORED:
+        return FileNotFoundError(f"no stored tool output for handle {handle!r} ({name})")
+    return ConnectionError(f"cannot read tool output {handle!r} from Spillway ({name})")
 
 
 @dataclass
@@ -29,10 +52,12 @@ class SpillwayOverflowStore:
     Pass it as `ToolOutputLimits(store=SpillwayOverflowStore(client))`. Each spill is offloaded
     to `(tenant, run, "<tool_call_id>.<retry><suffix>")`, where run is the agent run's id or
     `run_id` when set. The handle is `"<run>/res_<call>"`, or just `"res_<call>"` with `run_id`
-    set. A handle the model invents or takes from another run is refused by the server
-    (`PERMISSION_DENIED`) and surfaces as `PermissionError`, which the harness turns into a
-    "no stored tool result" message for the model; with `run_id` set, handles naming any other
-    run are refused before a call is made.
+    set. `read` never lets a failure end the agent run: a handle the model invents or takes from
+    another run (refused by the server, or malformed: `../c.0`, empty, over-long, control
+    characters), a record that is gone, and an unreachable service all surface as an `OSError`,
+    which the harness answers with its "No stored tool result ..." guidance for the model, as
+    its own LocalFileStore does; with `run_id` set, handles naming any other run are refused
+    before a call is made.
     """
 
     client: AsyncSpillwayClient
@@ -58,8 +83,9 @@ class SpillwayOverflowStore:
     async def read(self, handle: str) -> bytes:
         """read returns the bytes stored for `handle`, streamed back window by window.
 
-        Raises PermissionError for a handle the run never recorded and FileNotFoundError for one
-        whose bytes are gone or were never kept (both are OSError, as the protocol asks).
+        Raises only OSError, as the protocol asks: PermissionError for a handle the run never
+        recorded, FileNotFoundError for a malformed one or one whose bytes are gone or were never
+        kept, ConnectionError when Spillway cannot be reached or does not answer in time.
         """
         run, spillway_handle = self._resolve(handle)
         parts: list[bytes] = []
@@ -74,11 +100,10 @@ class SpillwayOverflowStore:
                     timeout=self.timeout,
                 )
             except grpc.RpcError as err:
-                if err.code() == grpc.StatusCode.PERMISSION_DENIED:
-                    raise PermissionError(f"no stored tool output for handle {handle!r}") from err
-                if err.code() in _MISSING:
-                    raise FileNotFoundError(f"no stored tool output for handle {handle!r}") from err
-                raise
+                raise _unreadable(handle, err) from err
+            except ValueError as err:
+                # A string protobuf cannot encode (a lone surrogate) never reaches the server.
+                raise FileNotFoundError(f"malformed handle {handle!r}") from err
             parts.append(window.data)
             trailer = window.trailer
             if trailer is None or trailer.eof or not trailer.HasField("next_offset"):

@@ -40,9 +40,18 @@ def _build_if_stale() -> None:
 @contextlib.contextmanager
 def spillway_server(*flags: str, backend: str = "memory") -> Iterator[str]:
     """Runs `spillway serve --backend <backend>` with extra flags on a free port; yields its URL."""
+    with spillway_process(*flags, backend=backend) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def spillway_process(
+    *flags: str, backend: str = "memory", port: int = 0
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """spillway_server that also yields the process (to kill it) and takes a fixed port (0: a free one)."""
     _build_if_stale()
     proc = subprocess.Popen(
-        ["node", str(CLI), "serve", "--backend", backend, "--port", "0", "--grace-ms", "1000", *flags],
+        ["node", str(CLI), "serve", "--backend", backend, "--port", str(port), "--grace-ms", "1000", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -71,7 +80,7 @@ def spillway_server(*flags: str, backend: str = "memory") -> Iterator[str]:
         proc.kill()
         raise RuntimeError("spillway serve did not log its URL")
     try:
-        yield found["url"]
+        yield found["url"], proc
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

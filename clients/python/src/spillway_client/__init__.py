@@ -16,6 +16,7 @@ from spillway_client.read_tool_output import (
     execute_read_tool_output_async,
     parse_read_tool_output_args,
 )
+from spillway_client.retry import RetryPolicy, is_transient_error
 from spillway_client.window import Window
 
 __all__ = [
@@ -24,11 +25,13 @@ __all__ = [
     "AsyncSpillwayClient",
     "BatchItemError",
     "DataLossError",
+    "RetryPolicy",
     "SpillwayClient",
     "Window",
     "error_info",
     "error_reason",
     "execute_read_tool_output",
     "execute_read_tool_output_async",
+    "is_transient_error",
     "parse_read_tool_output_args",
 ]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 import grpc
 
 from spillway_client import _messages as msg
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client.errors import DataLossError
+from spillway_client.retry import RetryBudget
 
 
 class ByteRead:
@@ -17,8 +17,8 @@ class ByteRead:
 
     It builds each bytes-mode window request from the first byte not yet yielded, takes the data
     out of each frame, decides after a window whether another follows, and after a failure
-    whether to try again: only UNAVAILABLE is retried, at most `attempts` times in a row without
-    progress (attempts count afresh once bytes arrive), within the read's overall deadline. A
+    whether to try again: a transient failure is retried under the budget's policy, its attempts
+    counted in a row without progress (afresh once bytes arrive), within the read's deadline. A
     verified read also hashes every byte it hands out and checks the total at the end.
     """
 
@@ -28,9 +28,7 @@ class ByteRead:
         handle: str,
         offset: int,
         length: int | None,
-        timeout: float | None,
-        attempts: int,
-        base_delay: float,
+        budget: RetryBudget,
         verify: bool = False,
     ) -> None:
         if offset < 0 or (length is not None and length < 0):
@@ -41,9 +39,7 @@ class ByteRead:
         self._handle = handle
         self.position = offset
         self._end = None if length is None else offset + length
-        self._deadline = None if timeout is None else time.monotonic() + timeout
-        self._attempts = attempts
-        self._base_delay = base_delay
+        self._budget = budget
         self._failures = 0
         self._window_start = offset
         self._trailer: pb.WindowTrailer | None = None
@@ -66,15 +62,12 @@ class ByteRead:
         window: dict[str, int] = {"offset": self.position}
         if self._end is not None:
             window["limit"] = self._end - self.position
-        return msg.read_request(
-            self._run_id, self._handle, lines=None, bytes_=window, search=None, omit_rendered=True
-        )
+        return msg.read_request(self._run_id, self._handle, lines=None, bytes_=window, search=None, omit_rendered=True)
 
     def timeout(self) -> float | None:
-        """timeout is the time left for the next attempt (None: no deadline)."""
-        if self._deadline is None:
-            return None
-        return max(0.0, self._deadline - time.monotonic())
+        """timeout is the time left for the next attempt (None: no deadline); DEADLINE_EXCEEDED
+        when none is left."""
+        return self._budget.left()
 
     def take(self, frame: pb.ReadToolOutputResponse) -> bytes | None:
         """take returns a frame's data (and counts it as yielded), or None for other frames."""
@@ -98,11 +91,12 @@ class ByteRead:
             self._check()
             return True
         if self.position == self._window_start:
-            raise RuntimeError(f"the server returned an empty bytes window at {self.position}, before the payload's end")
+            raise RuntimeError(
+                f"the server returned an empty bytes window at {self.position}, before the payload's end"
+            )
         if trailer.next_offset != self.position:
             raise RuntimeError(
-                f"the server's bytes window ended at {self.position} "
-                f"but says the next starts at {trailer.next_offset}"
+                f"the server's bytes window ended at {self.position} but says the next starts at {trailer.next_offset}"
             )
         self._failures = 0
         return False
@@ -122,10 +116,4 @@ class ByteRead:
     def backoff(self, err: grpc.RpcError) -> float:
         """backoff returns the sleep before retrying a failed window, or re-raises err."""
         self._failures = 1 if self.position > self._window_start else self._failures + 1
-        if self._failures >= self._attempts or err.code() != grpc.StatusCode.UNAVAILABLE:
-            raise err
-        delay = self._base_delay * 2 ** (self._failures - 1)
-        left = self.timeout()
-        if left is not None and left <= delay:
-            raise err
-        return delay
+        return self._budget.backoff(err, self._failures)

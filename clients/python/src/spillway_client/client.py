@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -17,17 +18,11 @@ from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client._offload_batcher import AsyncOffloadBatcher
 from spillway_client.byte_reader import ByteRead
 from spillway_client.errors import BatchItemError
+from spillway_client.retry import RetryBudget, RetryPolicy, with_retries, with_retries_async
 from spillway_client.window import Window, collect
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """Largest message the clients accept (a bytes window of the server's max_bytes_window fits)."""
-
-OFFLOAD_ATTEMPTS = 3
-"""Attempts an offload of replayable data makes while the server answers UNAVAILABLE."""
-
-_RETRY_BASE_SECONDS = 0.2
-
-T = TypeVar("T")
 
 BATCHED_BYTES = 64 * 1024
 """The async client sends payloads up to this size given whole through shared OffloadBatch calls."""
@@ -54,42 +49,43 @@ def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token is not None else ()
 
 
-def _retryable(err: grpc.RpcError, attempt: int, attempts: int) -> bool:
-    return attempt + 1 < attempts and err.code() == grpc.StatusCode.UNAVAILABLE
+class _StreamSource:
+    """_StreamSource is a caller's byte stream that one attempt of an offload may read.
+
+    A stream read by a failed attempt may have lost pieces to it and cannot be sent again, so
+    the first attempt that reads it claims it; the offload is retried only while no attempt has
+    (a failure before the first piece was asked for), and an attempt that finds the stream
+    claimed by another fails rather than send what is left of it.
+    """
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+        self._claimed = False
+        self._lock = threading.Lock()
+
+    def claim(self) -> None:
+        """claim is called once by each attempt before it reads the stream; only the first may."""
+        with self._lock:
+            if self._claimed:
+                raise RuntimeError("the offload's stream was read by an earlier attempt and cannot be sent again")
+            self._claimed = True
+
+    def replayable(self) -> bool:
+        """replayable tells whether no attempt has read the stream yet."""
+        return not self._claimed
 
 
-def _with_retries(call: Callable[[], T]) -> T:
-    """Runs call, and again after a backoff while it fails UNAVAILABLE, OFFLOAD_ATTEMPTS times at most."""
-    for attempt in range(OFFLOAD_ATTEMPTS):
-        try:
-            return call()
-        except grpc.RpcError as err:
-            if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                raise
-            time.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-    raise AssertionError("unreachable")
-
-
-async def _with_retries_async(call: Callable[[], Awaitable[T]]) -> T:
-    """_with_retries for a coroutine: the backoff sleeps without blocking the event loop."""
-    for attempt in range(OFFLOAD_ATTEMPTS):
-        try:
-            return await call()
-        except grpc.RpcError as err:
-            if not _retryable(err, attempt, OFFLOAD_ATTEMPTS):
-                raise
-            await asyncio.sleep(_RETRY_BASE_SECONDS * 2**attempt)
-    raise AssertionError("unreachable")
-
-
-def _stream_requests(first: pb.OffloadRequest, data: Any) -> Iterator[pb.OffloadRequest]:
+def _stream_requests(first: pb.OffloadRequest, source: _StreamSource) -> Iterator[pb.OffloadRequest]:
     yield first
-    for piece in data:
+    source.claim()
+    for piece in source.data:
         yield from msg.chunk_requests(msg.byte_view(piece))
 
 
-async def _async_stream_requests(first: pb.OffloadRequest, data: Any) -> AsyncIterator[pb.OffloadRequest]:
+async def _async_stream_requests(first: pb.OffloadRequest, source: _StreamSource) -> AsyncIterator[pb.OffloadRequest]:
     yield first
+    source.claim()
+    data = source.data
     if hasattr(data, "__aiter__"):
         async for piece in data:
             for req in msg.chunk_requests(msg.byte_view(piece)):
@@ -105,21 +101,35 @@ class SpillwayClient:
 
     `target` is `host:port` (plaintext h2c), `http://host:port` or `https://host:port` (TLS with
     the system roots, or `credentials`). `token` is sent as a bearer token on every call; omit
-    it for a dev-mode server. Every method takes `timeout=` (seconds) as the call's deadline.
-    Errors are `grpc.RpcError` with the server's status code; `error_reason` reads the reason.
+    it for a dev-mode server. Every method takes `timeout=` (seconds) as the call's deadline,
+    retries included. Errors are `grpc.RpcError` with the server's status code; `error_reason`
+    reads the reason. Offloads, reads and `stat` are idempotent and repeat a transient failure
+    (`is_transient_error`) under `retry` (default `RetryPolicy()`: 3 attempts, 0.1 s base
+    backoff with full jitter, 2 s cap), the policy docs/retries.md describes for every SDK; the
+    other calls are never repeated. `interceptors` are grpc client interceptors every call
+    (each attempt of a retried one) passes through.
     """
 
     def __init__(
-        self, target: str, token: str | None = None, *, credentials: grpc.ChannelCredentials | None = None
+        self,
+        target: str,
+        token: str | None = None,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        retry: RetryPolicy | None = None,
+        interceptors: Sequence[Any] = (),
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
+        self._retry = retry if retry is not None else RetryPolicy()
         self._channel = (
             grpc.secure_channel(address, creds, options=options)
             if creds is not None
             else grpc.insecure_channel(address, options=options)
         )
         self._metadata = _metadata(token)
-        self.raw = pb_grpc.SpillwayServiceStub(self._channel)
+        # Each attempt of a retried call passes through the interceptors (grpc client interceptors).
+        calls = grpc.intercept_channel(self._channel, *interceptors) if interceptors else self._channel
+        self.raw = pb_grpc.SpillwayServiceStub(calls)
         """The generated stub, for calls the SDK does not wrap."""
 
     def close(self) -> None:
@@ -143,17 +153,26 @@ class SpillwayClient:
         `truncated`, `ttl`, `preview`, `preview_only`); a payload given whole is sent with its
         `expected_size`, so one over the server's max_blob_bytes is refused (RESOURCE_EXHAUSTED)
         before its bytes are sent, and streamed in 1 MiB chunks cut as they are sent: bytes, a
-        bytearray or a memoryview are never copied whole. Replayable data is retried while the
-        server answers UNAVAILABLE (a draining replica); Offload is idempotent per key, so a
-        retry of a committed offload returns the same record.
+        bytearray or a memoryview are never copied whole. A transient failure (a draining or
+        lost replica) is retried under the client's policy; Offload is idempotent per key, so a
+        retry of a committed offload returns the same record. An iterator cannot be replayed:
+        once an attempt started reading it, that attempt's failure is final.
         """
         if msg.is_stream(data):
             first = msg.header(key, options, json_value=False)
-            return self._offload_once(_stream_requests(first, data), timeout)
+            source = _StreamSource(data)
+            return with_retries(
+                self._retry,
+                timeout,
+                lambda left: self._offload_once(_stream_requests(first, source), left),
+                source.replayable,
+            )
         payload, json_value = msg.payload_bytes(data)
         # The size is announced, so a payload over the server's limit is refused before it is sent.
         first = msg.header(key, {"expected_size": len(payload), **options}, json_value=json_value)
-        return _with_retries(lambda: self._offload_once(msg.offload_requests(first, payload), timeout))
+        return with_retries(
+            self._retry, timeout, lambda left: self._offload_once(msg.offload_requests(first, payload), left)
+        )
 
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
@@ -169,10 +188,12 @@ class SpillwayClient:
         largest message (max_chunk_bytes + 64 KiB). Each item is committed exactly as its own
         `offload` would be, and the result at its index is its record or a `BatchItemError`
         (its own status; nothing of it committed). The call raises `grpc.RpcError` only when
-        the batch as a whole is refused; it is retried while the server answers UNAVAILABLE.
+        the batch as a whole is refused; a transient failure is retried like `offload`'s.
         """
         req = msg.batch_request(items)
-        res = _with_retries(lambda: self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata))
+        res = with_retries(
+            self._retry, timeout, lambda left: self.raw.OffloadBatch(req, timeout=left, metadata=self._metadata)
+        )
         return msg.batch_outcomes(res, len(req.items))
 
     def read_tool_output(
@@ -190,10 +211,15 @@ class SpillwayClient:
 
         Give at most one window, as a message or a mapping of its fields, e.g.
         `lines={"offset": 10, "limit": 5}`, `bytes={"offset": 0, "limit": 4096}`,
-        `search={"pattern": "ERROR", "context_lines": 1}`; none reads lines from the start.
+        `search={"pattern": "ERROR", "context_lines": 1}`; none reads lines from the start. A
+        window read is idempotent: a transient failure is retried from the window's start.
         """
         req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
-        return collect(list(self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)))
+        return with_retries(
+            self._retry,
+            timeout,
+            lambda left: collect(list(self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata))),
+        )
 
     def read_bytes(
         self,
@@ -208,13 +234,13 @@ class SpillwayClient:
         """read_bytes yields the payload's bytes from `offset`, `length` of them (all by default).
 
         Bytes-mode windows without the rendered text, one after another when the server's
-        max_bytes_window ends one early. A window that fails UNAVAILABLE resumes at the first
-        byte not yet yielded (attempts count afresh once bytes arrive), so no byte is yielded
-        twice; `timeout` (seconds) bounds the whole read. With `verify` (whole payload only) the
+        max_bytes_window ends one early. A transient failure resumes at the first byte not yet
+        yielded, under the client's retry policy (attempts count afresh once bytes arrive), so no
+        byte is yielded twice; `timeout` (seconds) bounds the whole read. With `verify` (whole payload only) the
         bytes are checked against the record's size and sha256 as they pass: a mismatch raises
         DataLossError (DATA_LOSS) after the last byte, in place of a clean end.
         """
-        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS, verify)
+        read = ByteRead(run_id, handle, offset, length, RetryBudget(self._retry, timeout), verify)
         if verify:
             record = self.stat(run_id, handle, timeout=read.timeout())
             read.expect(record.size_bytes, record.sha256)
@@ -235,9 +261,12 @@ class SpillwayClient:
                 return
 
     def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
-        """stat returns the record behind `handle` in run `run_id`."""
+        """stat returns the record behind `handle` in run `run_id`; a transient failure is retried."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
-        return self.raw.StatToolOutput(req, timeout=timeout, metadata=self._metadata).attachment
+        res = with_retries(
+            self._retry, timeout, lambda left: self.raw.StatToolOutput(req, timeout=left, metadata=self._metadata)
+        )
+        return res.attachment
 
     def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
@@ -286,17 +315,24 @@ class AsyncSpillwayClient:
     """AsyncSpillwayClient is SpillwayClient on grpc.aio: the same methods, awaited.
 
     `offload` also accepts an async iterator of bytes, and `list_all` is an async iterator.
-    Create and use it inside one running event loop.
+    Create and use it inside one running event loop. Retries as SpillwayClient's.
     """
 
     def __init__(
-        self, target: str, token: str | None = None, *, credentials: grpc.ChannelCredentials | None = None
+        self,
+        target: str,
+        token: str | None = None,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        retry: RetryPolicy | None = None,
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
+        self._retry = retry if retry is not None else RetryPolicy()
         self._channel = (
-            grpc.aio.secure_channel(address, creds, options=options)
+            grpc.aio.secure_channel(address, creds, options=options, interceptors=interceptors or None)
             if creds is not None
-            else grpc.aio.insecure_channel(address, options=options)
+            else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors or None)
         )
         self._metadata = _metadata(token)
         self.raw = pb_grpc.SpillwayServiceStub(self._channel)
@@ -323,7 +359,13 @@ class AsyncSpillwayClient:
         """
         if msg.is_stream(data):
             first = msg.header(key, options, json_value=False)
-            return await self._offload_once(_async_stream_requests(first, data), timeout)
+            source = _StreamSource(data)
+            return await with_retries_async(
+                self._retry,
+                timeout,
+                lambda left: self._offload_once(_async_stream_requests(first, source), left),
+                source.replayable,
+            )
         payload, json_value = msg.payload_bytes(data)
         if len(payload) <= BATCHED_BYTES:
             first = msg.header(key, options, json_value=json_value)
@@ -336,10 +378,14 @@ class AsyncSpillwayClient:
         self, header: pb.OffloadHeader, payload: msg.Payload, timeout: float | None
     ) -> types_pb.ResultAttachment:
         first = pb.OffloadRequest(header=header)
-        return await _with_retries_async(lambda: self._offload_once(msg.offload_requests(first, payload), timeout))
+        return await with_retries_async(
+            self._retry, timeout, lambda left: self._offload_once(msg.offload_requests(first, payload), left)
+        )
 
     async def _send_batch(self, req: pb.OffloadBatchRequest, timeout: float | None) -> pb.OffloadBatchResponse:
-        return await _with_retries_async(lambda: self.raw.OffloadBatch(req, timeout=timeout, metadata=self._metadata))
+        return await with_retries_async(
+            self._retry, timeout, lambda left: self.raw.OffloadBatch(req, timeout=left, metadata=self._metadata)
+        )
 
     async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
         res: pb.OffloadResponse = await self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
@@ -365,8 +411,12 @@ class AsyncSpillwayClient:
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
         req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
-        call = self.raw.ReadToolOutput(req, timeout=timeout, metadata=self._metadata)
-        return collect([frame async for frame in call])
+
+        async def attempt(left: float | None) -> Window:
+            call = self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata)
+            return collect([frame async for frame in call])
+
+        return await with_retries_async(self._retry, timeout, attempt)
 
     async def read_bytes(
         self,
@@ -379,7 +429,7 @@ class AsyncSpillwayClient:
         verify: bool = False,
     ) -> AsyncIterator[bytes]:
         """read_bytes yields the payload's bytes in a range (see SpillwayClient.read_bytes)."""
-        read = ByteRead(run_id, handle, offset, length, timeout, OFFLOAD_ATTEMPTS, _RETRY_BASE_SECONDS, verify)
+        read = ByteRead(run_id, handle, offset, length, RetryBudget(self._retry, timeout), verify)
         if verify:
             record = await self.stat(run_id, handle, timeout=read.timeout())
             read.expect(record.size_bytes, record.sha256)
@@ -399,9 +449,12 @@ class AsyncSpillwayClient:
                 return
 
     async def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
-        """stat returns the record behind `handle` in run `run_id`."""
+        """stat returns the record behind `handle` in run `run_id`; a transient failure is retried."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
-        return (await self.raw.StatToolOutput(req, timeout=timeout, metadata=self._metadata)).attachment
+        res = await with_retries_async(
+            self._retry, timeout, lambda left: self.raw.StatToolOutput(req, timeout=left, metadata=self._metadata)
+        )
+        return res.attachment
 
     async def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None

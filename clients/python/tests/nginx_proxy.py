@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -40,9 +41,18 @@ def proxy_config(upstreams: list[str], listen: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """free_port returns a TCP port on 127.0.0.1 that is free now, drawn below Linux's ephemeral
+    range (32768+) as test/support/free-port.ts does, so no outgoing connection can take it
+    while a replica restarts on it."""
+    for _ in range(50):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def _accepts(port: int) -> bool:

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { isTransientError, retryUnavailable } from "./retry.js";
 
 const unavailable = () => new ConnectError("down", Code.Unavailable);
@@ -86,6 +86,42 @@ describe("retryUnavailable", () => {
     }
   });
 
+  it("draws each backoff between 0 and its ceiling (full jitter), within the deadline", async () => {
+    const random = vi.spyOn(Math, "random");
+    try {
+      // A draw of 0 sleeps nothing, even under a one-minute ceiling: every attempt runs.
+      random.mockReturnValue(0);
+      let attempts = 0;
+      const code = await codeOf(
+        retryUnavailable(
+          async () => {
+            attempts++;
+            throw unavailable();
+          },
+          { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 }, timeoutMs: 20_000 },
+        ),
+      );
+      expect(code).toBe(Code.Unavailable);
+      expect(attempts).toBe(3);
+      // A draw of 0.5 is a 30 s backoff, which would outlast the 20 s deadline: not slept.
+      random.mockReturnValue(0.5);
+      attempts = 0;
+      const late = await codeOf(
+        retryUnavailable(
+          async () => {
+            attempts++;
+            throw unavailable();
+          },
+          { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 }, timeoutMs: 20_000 },
+        ),
+      );
+      expect(late).toBe(Code.Unavailable);
+      expect(attempts).toBe(1);
+    } finally {
+      random.mockRestore();
+    }
+  });
+
   it("turns an abort during the backoff into CANCELED", async () => {
     const controller = new AbortController();
     let attempts = 0;
@@ -105,15 +141,28 @@ describe("retryUnavailable", () => {
 });
 
 describe("isTransientError", () => {
-  it("accepts UNAVAILABLE and a proxy's stream reset, nothing else", () => {
-    expect(isTransientError(new ConnectError("down", Code.Unavailable))).toBe(true);
-    expect(
-      isTransientError(
-        new ConnectError("Stream closed with error code NGHTTP2_INTERNAL_ERROR", Code.Internal),
-      ),
-    ).toBe(true);
-    expect(isTransientError(new ConnectError("bug", Code.Internal))).toBe(false);
-    expect(isTransientError(new ConnectError("no", Code.PermissionDenied))).toBe(false);
+  // The same table as clients/python/tests/test_retries.py, in this stack's words for the reset
+  // (the SDK's transport, and connect-node's); test/sdk-retries.test.ts meets it for real.
+  const sdkReset = "http/2 stream closed with error code INTERNAL_ERROR (0x2)";
+  const connectNodeReset = "Stream closed with error code NGHTTP2_INTERNAL_ERROR";
+  it.each([
+    [Code.Unavailable, "Received http2 header with status: 502", true],
+    [Code.Unavailable, "connect ECONNREFUSED 127.0.0.1:50051", true],
+    [Code.Unavailable, "server is draining", true],
+    [Code.Internal, sdkReset, true],
+    [Code.Internal, connectNodeReset, true],
+    [Code.Internal, "http/2 stream closed with error code CANCEL (0x8)", false],
+    [Code.Internal, "store answered an unexpected status", false],
+    [Code.Internal, "", false],
+    [Code.DeadlineExceeded, "deadline exceeded", false],
+    [Code.Canceled, "canceled", false],
+    [Code.Unknown, sdkReset, false],
+    [Code.ResourceExhausted, "too many calls", false],
+    [Code.PermissionDenied, "invalid_deferred_handle", false],
+    [Code.AlreadyExists, "run exists", false],
+    [Code.DataLoss, "sha256 mismatch", false],
+  ] as const)("%s %j -> %s", (code, message, transient) => {
+    expect(isTransientError(new ConnectError(message, code))).toBe(transient);
   });
 
   it("lets retryUnavailable repeat a reset read", async () => {

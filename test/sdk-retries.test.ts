@@ -117,6 +117,83 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
     expect(count.get("ReadToolOutput")).toBeGreaterThanOrEqual(2);
   }, 60_000);
 
+  it("readToolOutput repeats a window whose replica died mid-stream", async () => {
+    const handle = await stored("window");
+    const { interceptor, count } = attempts();
+    let fired = false;
+    // The replica dies (and comes back) once the first attempt's first message has arrived.
+    const killAfterFirstMessage: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (!res.stream || req.method.name !== "ReadToolOutput" || fired) return res;
+      fired = true;
+      const messages = res.message;
+      async function* hooked() {
+        let first = true;
+        for await (const m of messages) {
+          yield m;
+          if (first) {
+            first = false;
+            await kill();
+            await start();
+          }
+        }
+      }
+      return { ...res, message: hooked() };
+    };
+    const client = createSpillwayClient({
+      baseUrl: nginx?.url ?? "",
+      retry: patient,
+      interceptors: [interceptor, killAfterFirstMessage],
+    });
+    const window = await client.readToolOutput({
+      runId: "window",
+      handle,
+      omitRendered: true,
+      window: { case: "bytes", value: { offset: 0n } },
+    });
+    const data = window.frames.flatMap((f) =>
+      f.frame.case === "content" && f.frame.value.body.case === "data"
+        ? [f.frame.value.body.value]
+        : [],
+    );
+    expect(sha256(Buffer.concat(data))).toBe(digest);
+    expect(count.get("ReadToolOutput")).toBe(2);
+  }, 60_000);
+
+  it("offload repeats bytes whose replica died mid-upload, committing once", async () => {
+    const { interceptor, count } = attempts();
+    let fired = false;
+    // Killed with 8 MiB of the upload through nginx; back before the SDK sees the failure.
+    const killMidUpload: Interceptor = (next) => async (req) => {
+      if (!req.stream || req.method.name !== "Offload" || fired) return next(req);
+      fired = true;
+      const messages = req.message;
+      async function* cut() {
+        let i = 0;
+        for await (const m of messages) {
+          if (i++ === 8) await kill();
+          yield m;
+        }
+      }
+      try {
+        return await next({ ...req, message: cut() });
+      } finally {
+        await start();
+      }
+    };
+    const client = createSpillwayClient({
+      baseUrl: nginx?.url ?? "",
+      retry: patient,
+      interceptors: [interceptor, killMidUpload],
+    });
+    const res = await client.offloadResult({ tenant, runId: "upload", callId: "up" }, payload);
+    expect(res.attachment.sha256).toBe(digest);
+    expect(count.get("Offload")).toBe(2);
+    const records = [];
+    for await (const att of client.listAll("upload")) records.push([att.handle, att.sha256]);
+    expect(records).toEqual([[res.attachment.handle, digest]]);
+  }, 60_000);
+
   it("stat retries nginx's 502 for a replica that is down", async () => {
     const handle = await stored("stat");
     await kill();

@@ -208,3 +208,14 @@ async def test_unreachable_service_gets_the_harness_guidance(run_id: str) -> Non
     async with AsyncSpillwayClient(url) as client:
         got = await answers(SpillwayOverflowStore(client, timeout=5), [handle, "../c.0"])
     assert got == {handle: guidance(handle), "../c.0": guidance("../c.0")}
+
+
+async def test_unauthenticated_reads_get_the_harness_guidance(tmp_path, run_id: str) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{hashlib.sha256(b'right-token').hexdigest()} acme\n")
+    with spillway_server("--token-file", str(tokens)) as url:
+        async with AsyncSpillwayClient(url, token="right-token") as client:
+            handle = await SpillwayOverflowStore(client, tenant="acme").write(f"{run_id}/call-1.0", b"stored\n")
+        async with AsyncSpillwayClient(url, token="wrong-token") as client:
+            got = await answers(SpillwayOverflowStore(client, tenant="acme"), [handle])
+    assert got == {handle: guidance(handle)}

@@ -160,18 +160,60 @@ def _before_message(requests: Iterator[Any], n: int, hook: Callable[[], None]) -
         yield request
 
 
-class AsyncCalls(grpc.aio.UnaryStreamClientInterceptor):
-    """Calls for the async client's server streams: counts attempts, runs `first_response`."""
+class AsyncCalls:
+    """Calls for the async client's streams: counts attempts, runs `first_response`, and
+    `request` then `after` on a client stream. grpc.aio files an interceptor under one kind of
+    call only, so `interceptors` are two, sharing this state."""
 
     def __init__(self) -> None:
         self.attempts: collections.Counter[str] = collections.Counter()
         self.first_response: dict[str, Callable[[], None]] = {}
+        self.request: dict[str, tuple[int, Callable[[], None]]] = {}
+        self.after: dict[str, Callable[[], None]] = {}
+        self.interceptors: list[grpc.aio.ClientInterceptor] = [_AsyncServerStreams(self), _AsyncClientStreams(self)]
+
+    def first_attempt(self, details: grpc.aio.ClientCallDetails) -> str | None:
+        """Counts an attempt; returns the method's name on its first attempt, else None."""
+        name = details.method.decode().rsplit("/", 1)[-1]
+        self.attempts[name] += 1
+        return name if self.attempts[name] == 1 else None
+
+
+class _AsyncClientStreams(grpc.aio.StreamUnaryClientInterceptor):
+    def __init__(self, calls: AsyncCalls) -> None:
+        self.calls = calls
+
+    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        name = self.calls.first_attempt(client_call_details)
+        hook = self.calls.request.pop(name, None) if name else None
+        after = self.calls.after.pop(name, None) if name else None
+        if hook is None:
+            return await continuation(client_call_details, request_iterator)
+        n, run = hook
+
+        async def requests():
+            # The SDK hands grpc.aio a plain iterator of its chunk messages.
+            for i, request in enumerate(request_iterator):
+                if i == n:
+                    run()
+                yield request
+
+        call = await continuation(client_call_details, requests())
+        with contextlib.suppress(grpc.RpcError):
+            await call
+        if after is not None:
+            after()
+        return call
+
+
+class _AsyncServerStreams(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, calls: AsyncCalls) -> None:
+        self.calls = calls
 
     async def intercept_unary_stream(self, continuation, client_call_details, request):
-        name = client_call_details.method.decode().rsplit("/", 1)[-1]
-        self.attempts[name] += 1
+        name = self.calls.first_attempt(client_call_details)
         call = await continuation(client_call_details, request)
-        hook = self.first_response.pop(name, None) if self.attempts[name] == 1 else None
+        hook = self.calls.first_response.pop(name, None) if name else None
         if hook is None:
             return call
 
@@ -293,7 +335,7 @@ async def test_async_read_bytes_resumes_after_a_reset(proxied, run_id: str) -> N
     replica, url = proxied
     handle = stored(replica, run_id)
     calls = AsyncCalls()
-    async with AsyncSpillwayClient(url, retry=PATIENT, interceptors=[calls]) as c:
+    async with AsyncSpillwayClient(url, retry=PATIENT, interceptors=calls.interceptors) as c:
         chunks = c.read_bytes(run_id, handle)
         parts = [await chunks.__anext__()]
         await asyncio.to_thread(replica.restart)
@@ -318,7 +360,7 @@ async def test_async_read_tool_output_retries_a_reset(proxied, run_id: str) -> N
     handle = stored(replica, run_id)
     calls = AsyncCalls()
     calls.first_response["ReadToolOutput"] = replica.restart
-    async with AsyncSpillwayClient(url, retry=PATIENT, interceptors=[calls]) as c:
+    async with AsyncSpillwayClient(url, retry=PATIENT, interceptors=calls.interceptors) as c:
         window = await c.read_tool_output(run_id, handle, bytes={"offset": 0}, omit_rendered=True)
     assert calls.attempts["ReadToolOutput"] == 2
     assert hashlib.sha256(window.data).hexdigest() == DIGEST
@@ -346,6 +388,20 @@ def test_offload_retries_a_replica_killed_mid_upload(proxied, run_id: str) -> No
     with SpillwayClient(url, retry=PATIENT, interceptors=[calls]) as c:
         att = c.offload(key(run_id, "up"), PAYLOAD)
         records = list(c.list_all(run_id))
+    assert calls.attempts["Offload"] == 2
+    assert att.sha256 == DIGEST
+    assert [(r.handle, r.sha256) for r in records] == [(att.handle, DIGEST)]
+
+
+async def test_async_offload_of_a_view_retries_a_replica_killed_mid_upload(proxied, run_id: str) -> None:
+    replica, url = proxied
+    calls = AsyncCalls()
+    calls.request["Offload"] = (8, replica.kill)
+    calls.after["Offload"] = replica.start
+    async with AsyncSpillwayClient(url, retry=PATIENT, interceptors=calls.interceptors) as c:
+        # A view is sent from the caller's buffer, chunk by chunk, by every attempt.
+        att = await c.offload(key(run_id, "view"), memoryview(PAYLOAD))
+        records = [r async for r in c.list_all(run_id)]
     assert calls.attempts["Offload"] == 2
     assert att.sha256 == DIGEST
     assert [(r.handle, r.sha256) for r in records] == [(att.handle, DIGEST)]

@@ -19,8 +19,14 @@ from spillway_client.errors import StatusError
 
 T = TypeVar("T")
 
-_STREAM_RESET = re.compile(r"Received RST_STREAM with error code 2\b", re.IGNORECASE)
-"""How gRPC C-core words an HTTP/2 RST_STREAM(INTERNAL_ERROR) it received."""
+_STREAM_RESET = re.compile(
+    r"Received RST_STREAM with error code 2\b"
+    r"|Pending writes failed due to stream closure.*Received RST_STREAM with error code 0\b",
+    re.IGNORECASE | re.DOTALL,
+)
+"""How gRPC C-core words a proxy's reset of a call whose replica died: an RST_STREAM(INTERNAL_ERROR)
+of a relayed response, or, when the proxy answered 502 and ended the stream (RST_STREAM(NO_ERROR))
+while the request was still being written, the failed write that C-core reports instead of the 502."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +47,9 @@ def is_transient_error(err: grpc.RpcError) -> bool:
     UNAVAILABLE (a draining replica, a refused connection, a proxy's 502 for a replica that
     died before answering), or the HTTP/2 stream reset a proxy such as nginx sends when the
     replica behind an already-started call dies, which gRPC reports as INTERNAL with
-    "Received RST_STREAM with error code 2". Every other status, another INTERNAL included, is
-    final. Only idempotent calls may be repeated on it: reads, stat, and offloads (the same key
+    "Received RST_STREAM with error code 2" (or, for an upload the proxy cut short with its 502,
+    "Pending writes failed due to stream closure ... Received RST_STREAM with error code 0").
+    Every other status, another INTERNAL included, is final. Only idempotent calls may be repeated on it: reads, stat, and offloads (the same key
     and bytes commit once).
     """
     code = err.code() if callable(getattr(err, "code", None)) else None

@@ -29,6 +29,14 @@ export interface ListOptions extends BackendCallOptions {
   readonly startAfter?: string;
   /** Largest page wanted; a backend may return fewer. Default 1000. */
   readonly limit?: number;
+  /**
+   * Called for each entry under the prefix that is no object and cannot be walked (on the
+   * filesystem: a symlink, a special file, a directory that cannot be read), with its key and
+   * why. With it, such an entry is skipped and the listing goes on; without it, a symlink or
+   * an unreadable directory fails the call (FAILED_PRECONDITION, PERMISSION_DENIED). Stores
+   * without such entries never call it.
+   */
+  readonly onRefused?: (key: string, reason: ConnectError) => void;
 }
 
 /** ListPage is one page of keys in ascending byte order. */

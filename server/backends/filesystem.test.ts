@@ -1,4 +1,6 @@
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import {
   chmod,
   mkdir,
@@ -194,6 +196,120 @@ describe("filesystem backend", () => {
         Code.FailedPrecondition,
       );
       expect(await readdir(outside)).toEqual([]);
+    });
+
+    it("a directory swapped for a symlink right after use is never followed: read, head, write, delete, list", async () => {
+      const { backend, base } = fresh();
+      const outside = join(base, "outside-now");
+      await mkdir(outside);
+      await writeFile(join(outside, "a"), "outside secret");
+      await backend.put("t/run/a", bytesBody(text("inside")));
+      expect(await readAllBytes(await backend.get("t/run/a"))).toEqual(text("inside"));
+      // No wait: the swap lands while any earlier check would still be trusted.
+      await rm(join(backend.root, "t", "run"), { recursive: true });
+      await symlink(outside, join(backend.root, "t", "run"));
+      expect(await codeOf(backend.get("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.get("t/run/a", { offset: 1 }))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.head("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.put("t/run/b", bytesBody(text("escape"))))).toBe(
+        Code.FailedPrecondition,
+      );
+      expect(await codeOf(backend.delete("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.list("t/run/"))).toBe(Code.FailedPrecondition);
+      expect(await readdir(outside)).toEqual(["a"]);
+      expect(await readFile(join(outside, "a"), "utf8")).toBe("outside secret");
+    });
+
+    it("a file swapped for a symlink right after it was read is never followed", async () => {
+      const { backend, base } = fresh();
+      const outside = join(base, "outside-file");
+      await mkdir(outside);
+      await writeFile(join(outside, "secret"), "outside secret");
+      await backend.put("t/run/a", bytesBody(text("inside")));
+      expect(await readAllBytes(await backend.get("t/run/a"))).toEqual(text("inside"));
+      await rm(join(backend.root, "t", "run", "a"));
+      await symlink(join(outside, "secret"), join(backend.root, "t", "run", "a"));
+      expect(await codeOf(backend.get("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.head("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.put("t/run/a", bytesBody(text("x"))))).toBe(
+        Code.FailedPrecondition,
+      );
+      expect(await readFile(join(outside, "secret"), "utf8")).toBe("outside secret");
+    });
+
+    it("while another process swaps a directory and a symlink back and forth, no byte from outside is served and nothing is written outside", async () => {
+      const { base } = fresh();
+      // Without fsync only to keep the test short: every check is the same.
+      const backend = createFilesystemBackend({ root: join(base, "root"), fsync: false });
+      const outside = join(base, "outside-race");
+      await mkdir(outside);
+      await writeFile(join(outside, "a"), "outside secret");
+      await backend.put("t/run/a", bytesBody(text("inside")));
+      const run = join(backend.root, "t", "run");
+      // A separate process swaps as fast as it can, so swaps land between any two syscalls.
+      const swapper = spawn(
+        process.execPath,
+        [
+          "-e",
+          `const fs = require("node:fs");
+           const [run, outside] = process.argv.slice(1);
+           for (let swaps = 0; ; swaps++) {
+             if (swaps === 1) process.stdout.write("swapping\\n");
+             try {
+               fs.renameSync(run, run + ".real");
+               fs.symlinkSync(outside, run);
+               fs.unlinkSync(run);
+               fs.renameSync(run + ".real", run);
+             } catch {
+               // The backend may create the directory while it is away: move that aside.
+               try { fs.renameSync(run, run + ".aside-" + Math.random()); } catch {}
+               try { fs.renameSync(run + ".real", run); } catch {}
+             }
+           }`,
+          run,
+          outside,
+        ],
+        { stdio: ["ignore", "pipe", "ignore"] },
+      );
+      await once(swapper.stdout, "data");
+      const outcomes = new Map<string, number>();
+      const note = (what: string) => outcomes.set(what, (outcomes.get(what) ?? 0) + 1);
+      try {
+        for (let i = 0; i < 500; i++) {
+          try {
+            const bytes = await readAllBytes(await backend.get("t/run/a"));
+            note(Buffer.from(bytes).toString());
+          } catch (err) {
+            note(`get ${Code[ConnectError.from(err).code]}`);
+          }
+          try {
+            await backend.put(`t/run/w${i}`, bytesBody(text("written")));
+            note("put ok");
+          } catch (err) {
+            note(`put ${Code[ConnectError.from(err).code]}`);
+          }
+        }
+      } finally {
+        const exited = once(swapper, "exit");
+        // Still swapping at the end, or the loop above proved less than it says.
+        expect(swapper.exitCode).toBeNull();
+        swapper.kill("SIGKILL");
+        await exited;
+      }
+      expect(outcomes.get("outside secret")).toBeUndefined();
+      expect(outcomes.get("inside")).toBeGreaterThan(0);
+      expect(outcomes.get("get FailedPrecondition")).toBeGreaterThan(0);
+      expect(await readdir(outside)).toEqual(["a"]);
+      for (const what of outcomes.keys()) {
+        expect([
+          "inside",
+          "put ok",
+          "get FailedPrecondition",
+          "get NotFound",
+          "put FailedPrecondition",
+          "put NotFound",
+        ]).toContain(what);
+      }
     });
 
     it("a symlink in place of an object is neither read, overwritten nor deleted", async () => {

@@ -13,6 +13,7 @@ import {
   open as openCallback,
   openSync,
   readSync,
+  realpathSync,
   unlinkSync,
   write as writeCallback,
   writeSync,
@@ -33,9 +34,15 @@ import type {
 import { abortableBody, bytesBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { type ChunkPool, createChunkPool, firstReadBytes, readChunkBytes } from "./chunk-pool.js";
+import {
+  checkDescriptorPaths,
+  directoryFlags,
+  fileIsAt,
+  inDirectory,
+  pathOf,
+} from "./descriptor-paths.js";
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
-import { createKnownDirectories } from "./known-directories.js";
 import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, reservedSegmentPrefix as tempPrefix } from "./object-key.js";
 
@@ -65,11 +72,18 @@ const writebackBytes = 32 * 1024 * 1024;
  */
 const writesInFlight = 2;
 
-/** A directory reached by walking a key's segments, and the ones this walk created. */
-interface Walk {
-  readonly dir: string;
+/**
+ * A directory of the tree held open, confirmed to be at `path` inside the root when it was
+ * opened, and the directories opening it created. Its holder closes `fd`.
+ */
+interface OpenDirectory {
+  readonly fd: number;
+  readonly path: string;
   readonly created: readonly string[];
 }
+
+/** What stands under a name in a directory, for a caller that wants a directory there. */
+type ChildDirectory = number | "missing" | "object";
 
 /** FilesystemBackendOptions configure createFilesystemBackend. */
 export interface FilesystemBackendOptions {
@@ -105,10 +119,17 @@ export type FilesystemBackend = Backend & {
  *   reserves the `.tmp-` names of temp files) with `INVALID_ARGUMENT`; a segment longer than
  *   200 UTF-8 bytes is stored as `~` + sha256hex(segment), a name the service's encoded
  *   segments never take;
- * - no call follows a symlink under the root: directories are checked with lstat while walking
- *   (a directory checked less than a second ago is trusted, so bursts walk once), files are
- *   opened with `O_NOFOLLOW`, and a symlink met on the way fails the call with
- *   `FAILED_PRECONDITION` instead of touching anything outside the root;
+ * - no call acts outside the root, however the tree under it is changed meanwhile (a directory
+ *   or file swapped for a symlink, a directory moved away): what a call opened is checked, not
+ *   what a path looked like before. Reads open the file with `O_NOFOLLOW` and serve it only
+ *   when the kernel's name for the open descriptor (`/proc/self/fd`) is the key's path; writes,
+ *   deletes, listings and sweeps open the key's directory with `O_DIRECTORY | O_NOFOLLOW`, check
+ *   its descriptor the same way (walking from the root one directory inside the other when
+ *   that fails) and then create, link, unlink and read names inside that open directory
+ *   (`inDirectory`), checking it again after publishing (a name linked into a directory that
+ *   moved out is taken back). A symlink or a path leading outside fails the call with
+ *   `FAILED_PRECONDITION`; creating the backend fails the same way where `/proc/self/fd` is
+ *   missing (it needs Linux);
  * - put writes a temp file beside the target (a large one with writeback started every 32 MiB,
  *   see writebackBytes), fsyncs it, publishes it create-only with a hard link, then fsyncs the
  *   directory (concurrent puts into one directory share directory fsyncs); a failed or
@@ -140,88 +161,160 @@ export type FilesystemBackend = Backend & {
  * network file system that stalls, those calls stall the process.
  */
 export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
-  const root = resolve(opts.root);
   const fsync = opts.fsync ?? true;
   const directorySync = createDirectorySync();
-  // Directories verified within the last second are not walked again (see walkDirs).
-  const knownDirectories = createKnownDirectories();
   // Sixteen free chunks (16 MiB) cover the read-ahead and the HTTP/2 writes in flight of
   // several concurrent reads.
   const chunks = createChunkPool(readChunkBytes, 16);
+  let root: string;
   try {
-    mkdirSync(root, { recursive: true, mode: 0o700 });
-    chmodSync(root, 0o700);
+    const given = resolve(opts.root);
+    mkdirSync(given, { recursive: true, mode: 0o700 });
+    chmodSync(given, 0o700);
+    // Every path is built from the real root, so the kernel's name for a descriptor opened
+    // inside it is exactly the path built for it.
+    root = realpathSync(given);
   } catch (err) {
     throw fromNodeError(err);
   }
+  checkDescriptorPaths(root);
+
+  function directoryPath(dirSegments: readonly string[]): string {
+    return dirSegments.length === 0 ? root : `${root}/${dirSegments.join("/")}`;
+  }
+
+  /** The path of a key's file, built from the real root. */
+  function filePath(key: string): string {
+    return `${root}/${checkKey(key).split("/").map(diskName).join("/")}`;
+  }
 
   /**
-   * Walks the directories of a key from the root, refusing symlinks. When `create` is false a
-   * missing directory (or a file in its place) yields undefined: no object can be below it.
+   * Opens the directory of a key's segments, confirmed inside the root. When `create` is false
+   * a missing directory (or a file in its place) yields undefined: no object can be below it.
+   * A symlink on the way is FAILED_PRECONDITION.
    */
-  function walkDirs(dirSegments: readonly string[], create: true, key: string): Promise<Walk>;
-  function walkDirs(
+  function openDirectory(
+    dirSegments: readonly string[],
+    create: true,
+    key: string,
+  ): Promise<OpenDirectory>;
+  function openDirectory(
     dirSegments: readonly string[],
     create: false,
     key: string,
-  ): Promise<Walk | undefined>;
-  async function walkDirs(
+  ): Promise<OpenDirectory | undefined>;
+  async function openDirectory(
     dirSegments: readonly string[],
     create: boolean,
     key: string,
-  ): Promise<Walk | undefined> {
-    let dir = root;
-    const created: string[] = [];
-    for (const segment of dirSegments) {
-      dir = child(dir, segment);
-      if (knownDirectories.has(dir)) continue;
-      let stats = lstatIfPresent(dir);
-      if (stats === undefined) {
-        if (!create) return undefined;
-        try {
-          await mkdir(dir, { mode: 0o700 });
-          created.push(dir);
-        } catch (err) {
-          if (errnoOf(err) !== "EEXIST") throw err;
-        }
-        // Re-check what is there now: a concurrent writer may have created it first.
-        stats = lstatSync(dir);
-      }
-      if (stats.isSymbolicLink()) throw symlinkRefused(key);
-      if (!stats.isDirectory()) {
-        if (!create) return undefined;
-        throw new ConnectError(
-          `a prefix of the key is an object, so the key cannot be stored (key "${key}")`,
-          Code.FailedPrecondition,
-        );
-      }
-      knownDirectories.add(dir);
+  ): Promise<OpenDirectory | undefined> {
+    // One open by path and a look at where it landed: the kernel's name for the descriptor is
+    // the path asked for only when no symlink was followed on the way.
+    const path = directoryPath(dirSegments);
+    let fd: number | undefined;
+    try {
+      fd = openSync(path, directoryFlags);
+    } catch {
+      // Missing, or not a plain directory on the way: the walk below finds out which.
     }
-    return { dir, created };
+    if (fd !== undefined) {
+      if (pathOf(fd) === path) return { fd, path, created: [] };
+      closeQuietly(fd);
+    }
+    return create
+      ? walkDirectories(dirSegments, true, key)
+      : walkDirectories(dirSegments, false, key);
+  }
+
+  /**
+   * Opens a key's directory one segment at a time from the root, each inside the directory
+   * opened before it (see inDirectory), creating missing ones when asked.
+   */
+  function walkDirectories(
+    dirSegments: readonly string[],
+    create: true,
+    key: string,
+  ): Promise<OpenDirectory>;
+  function walkDirectories(
+    dirSegments: readonly string[],
+    create: false,
+    key: string,
+  ): Promise<OpenDirectory | undefined>;
+  async function walkDirectories(
+    dirSegments: readonly string[],
+    create: boolean,
+    key: string,
+  ): Promise<OpenDirectory | undefined> {
+    let fd = openSync(root, directoryFlags);
+    let path = root;
+    const created: string[] = [];
+    try {
+      for (const segment of dirSegments) {
+        let next = openChildDirectory(fd, segment, key);
+        // A concurrent delete may prune a directory between creating and opening it.
+        for (
+          let attempt = 1;
+          next === "missing" && create && attempt <= openTempAttempts;
+          attempt++
+        ) {
+          try {
+            await mkdir(inDirectory(fd, segment), { mode: 0o700 });
+            created.push(child(path, segment));
+          } catch (err) {
+            if (errnoOf(err) !== "EEXIST") throw err;
+          }
+          next = openChildDirectory(fd, segment, key);
+        }
+        if (typeof next !== "number") {
+          if (!create) return undefined;
+          if (next === "missing") throw notFound(key);
+          throw new ConnectError(
+            `a prefix of the key is an object, so the key cannot be stored (key "${key}")`,
+            Code.FailedPrecondition,
+          );
+        }
+        closeSync(fd);
+        fd = next;
+        path = child(path, segment);
+      }
+      // A directory on the way moved (out of the root, say) while the walk went on below it.
+      if (pathOf(fd) !== path) throw outsideRefused(key);
+      const opened = { fd, path, created };
+      fd = -1;
+      return opened;
+    } finally {
+      if (fd >= 0) closeQuietly(fd);
+    }
   }
 
   async function openTemp(
     dirSegments: readonly string[],
     key: string,
-  ): Promise<{ fd: number; tempPath: string; dir: string; created: readonly string[] }> {
+  ): Promise<{ fd: number; name: string; dir: OpenDirectory }> {
     for (let attempt = 1; ; attempt++) {
-      const walked = await walkDirs(dirSegments, true, key);
+      const dir = await openDirectory(dirSegments, true, key);
       // randomUUID draws on a buffer of random bytes that node:crypto refills in batches; a
       // randomBytes call per name went to OpenSSL every time (~12 µs per put in a profile).
-      const tempPath = child(walked.dir, `${tempPrefix}${randomUUID()}`);
+      const name = `${tempPrefix}${randomUUID()}`;
       try {
         // Asynchronous: creating a file can wait on the file system's journal (measured: half a
         // millisecond on ext4 while other puts fsync), and that wait must not stall the process.
         const fd = await openFd(
-          tempPath,
+          inDirectory(dir.fd, name),
           constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
           0o600,
         );
-        return { fd, tempPath, dir: walked.dir, created: walked.created };
+        if (pathOf(dir.fd) !== dir.path) {
+          // The directory moved out of its place before the file was made: nothing is written.
+          closeQuietly(fd);
+          unlinkQuietly(inDirectory(dir.fd, name));
+          throw outsideRefused(key);
+        }
+        return { fd, name, dir };
       } catch (err) {
-        // A concurrent delete may prune the directory between walking and opening; walk again.
+        closeQuietly(dir.fd);
+        // A concurrent delete may prune the directory between opening and creating; walk again.
         if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
-        knownDirectories.forget(walked.dir);
       }
     }
   }
@@ -231,25 +324,39 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   }
 
   async function collectKeys(
-    dir: string,
+    dirFd: number,
     keyBase: string,
     namePrefix: string,
     startAfter: string | undefined,
     out: string[],
     want: number,
-    signal: AbortSignal | undefined,
+    listOpts: ListOptions | undefined,
     key: string,
   ): Promise<void> {
+    const signal = listOpts?.signal;
     throwIfAborted(signal);
+    const refuse = (entryKey: string, err: ConnectError) => {
+      if (listOpts?.onRefused === undefined) throw err;
+      listOpts.onRefused(entryKey, err);
+    };
     const items: { name: string; path: string; isDir: boolean }[] = [];
-    for (const entry of await readdir(dir, { withFileTypes: true })) {
+    let entries: Dirent[];
+    try {
+      entries = await readdir(inDirectory(dirFd, ""), { withFileTypes: true });
+    } catch (err) {
+      refuse(keyBase, fromNodeError(err, keyBase));
+      return;
+    }
+    for (const entry of entries) {
       if (!entry.name.startsWith(namePrefix) || entry.name.startsWith(tempPrefix)) continue;
-      if (entry.isSymbolicLink()) throw symlinkRefused(key);
       // A directory sorts as `name/`, so depth-first order is exactly ascending key order.
       if (entry.isDirectory())
         items.push({ name: entry.name, path: `${keyBase}${entry.name}/`, isDir: true });
       else if (entry.isFile())
         items.push({ name: entry.name, path: `${keyBase}${entry.name}`, isDir: false });
+      else if (entry.isSymbolicLink()) refuse(`${keyBase}${entry.name}`, symlinkRefused(key));
+      else if (listOpts?.onRefused !== undefined)
+        refuse(`${keyBase}${entry.name}`, notPlain(`${keyBase}${entry.name}`));
     }
     items.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     for (const item of items) {
@@ -258,17 +365,20 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         // Every key below starts with item.path; all of them are <= startAfter when it is past it.
         const skip =
           startAfter !== undefined && item.path < startAfter && !startAfter.startsWith(item.path);
-        if (!skip) {
-          await collectKeys(
-            child(dir, item.name),
-            item.path,
-            "",
-            startAfter,
-            out,
-            want,
-            signal,
-            key,
-          );
+        if (skip) continue;
+        let below: ChildDirectory;
+        try {
+          below = openChildDirectory(dirFd, item.name, key);
+        } catch (err) {
+          refuse(item.path, fromNodeError(err, key));
+          continue;
+        }
+        // Gone, or replaced by a file, since the directory was read.
+        if (typeof below !== "number") continue;
+        try {
+          await collectKeys(below, item.path, "", startAfter, out, want, listOpts, key);
+        } finally {
+          closeQuietly(below);
         }
       } else if (startAfter === undefined || item.path > startAfter) {
         out.push(item.path);
@@ -277,14 +387,14 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   }
 
   async function sweepDirectory(
-    dir: string,
+    dirFd: number,
     cutoffMs: number,
     signal: AbortSignal | undefined,
   ): Promise<number> {
     throwIfAborted(signal);
     let entries: Dirent[];
     try {
-      entries = await readdir(dir, { withFileTypes: true });
+      entries = await readdir(inDirectory(dirFd, ""), { withFileTypes: true });
     } catch (err) {
       // A concurrent delete may prune a directory while the sweep walks it.
       if (errnoOf(err) === "ENOENT") return 0;
@@ -292,10 +402,22 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     }
     let removed = 0;
     for (const entry of entries) {
-      const path = child(dir, entry.name);
       if (entry.isDirectory()) {
-        removed += await sweepDirectory(path, cutoffMs, signal);
+        let below: ChildDirectory;
+        try {
+          below = openChildDirectory(dirFd, entry.name, entry.name);
+        } catch {
+          // A symlink swapped in since the directory was read: never followed.
+          continue;
+        }
+        if (typeof below !== "number") continue;
+        try {
+          removed += await sweepDirectory(below, cutoffMs, signal);
+        } finally {
+          closeQuietly(below);
+        }
       } else if (entry.isFile() && entry.name.startsWith(tempPrefix)) {
+        const path = inDirectory(dirFd, entry.name);
         const stats = lstatIfPresent(path);
         if (stats?.isFile() === true && stats.mtimeMs < cutoffMs && (await unlinkIfPresent(path))) {
           removed++;
@@ -305,19 +427,19 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     return removed;
   }
 
-  /** Removes now-empty directories from dir up to (not including) the root, best effort. */
-  async function pruneEmptyDirectories(dir: string): Promise<void> {
-    for (
-      let current = dir;
-      current !== root && current.startsWith(root);
-      current = dirname(current)
-    ) {
+  /** Removes directories of dirSegments left empty, deepest first, up to (not including) the root. */
+  async function pruneEmptyDirectories(dirSegments: readonly string[], key: string): Promise<void> {
+    for (let depth = dirSegments.length; depth > 0; depth--) {
+      let parent: OpenDirectory | undefined;
       try {
-        await rmdir(current);
-        knownDirectories.forget(current);
+        parent = await openDirectory(dirSegments.slice(0, depth - 1), false, key);
+        if (parent === undefined) return;
+        await rmdir(inDirectory(parent.fd, dirSegments[depth - 1] ?? ""));
       } catch {
         // Not empty (a sibling or an in-flight temp file) or already gone: stop pruning.
         return;
+      } finally {
+        if (parent !== undefined) closeQuietly(parent.fd);
       }
     }
   }
@@ -345,22 +467,23 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
   /**
    * Writes body to a new temp file in the directory of dirSegments (created as needed), fsyncs
-   * and closes it. On any failure or abort the temp file is gone and the error is mapped; the
-   * caller publishes the temp file under its names and then unlinks it.
+   * and closes it. On any failure or abort the temp file is gone, the directory closed and the
+   * error mapped; the caller publishes the temp file under its names, unlinks it and closes
+   * the directory.
    */
   async function writeTemp(
     dirSegments: readonly string[],
     key: string,
     body: AsyncIterable<Uint8Array>,
     signal: AbortSignal | undefined,
-  ): Promise<{ tempPath: string; dir: string; created: readonly string[]; size: number }> {
+  ): Promise<{ tempName: string; dir: OpenDirectory; size: number }> {
     let fd: number | undefined;
-    let tempPath: string | undefined;
+    let opened: { name: string; dir: OpenDirectory } | undefined;
     try {
       throwIfAborted(signal);
-      const opened = await openTemp(dirSegments, key);
-      fd = opened.fd;
-      tempPath = opened.tempPath;
+      const temp = await openTemp(dirSegments, key);
+      fd = temp.fd;
+      opened = temp;
       // Write-behind: up to writesInFlight chunks are written (each at its own offset, on
       // libuv's pool) while the producer makes the next (copies, since a producer may reuse
       // its buffer once it is asked for more), so hashing and the disk overlap instead of
@@ -414,10 +537,13 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const done = fd;
       fd = undefined;
       closeSync(done);
-      return { tempPath, dir: opened.dir, created: opened.created, size };
+      return { tempName: temp.name, dir: temp.dir, size };
     } catch (err) {
       if (fd !== undefined) closeQuietly(fd);
-      if (tempPath !== undefined) await unlinkIfPresent(tempPath).catch(() => false);
+      if (opened !== undefined) {
+        await unlinkIfPresent(inDirectory(opened.dir.fd, opened.name)).catch(() => false);
+        closeQuietly(opened.dir.fd);
+      }
       throw fromNodeError(err, key);
     }
   }
@@ -443,33 +569,51 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const [first] = targets;
       if (first === undefined) return [];
       const written = await writeTemp(first.dirSegments, first.key, body, callOpts?.signal);
-      const dirs = new Set<string>();
-      const results = await Promise.all(
-        targets.map(async ({ key, dirSegments, name }): Promise<ObjectInfo | ConnectError> => {
+      const temp = inDirectory(written.dir.fd, written.tempName);
+      // Each directory named is opened once; every link is made inside the open directory.
+      const open = new Map<string, OpenDirectory>([[written.dir.path, written.dir]]);
+      const synced = new Set<string>(written.dir.created.map((created) => dirname(created)));
+      const results: (ObjectInfo | ConnectError)[] = [];
+      try {
+        for (const { key, dirSegments, name } of targets) {
           try {
             for (let attempt = 1; ; attempt++) {
-              const walked = await walkDirs(dirSegments, true, key);
+              const path = directoryPath(dirSegments);
+              let dir = open.get(path);
+              if (dir === undefined) {
+                dir = await openDirectory(dirSegments, true, key);
+                open.set(path, dir);
+              }
               try {
-                publish(written.tempPath, child(walked.dir, name), key);
+                publish(temp, dir.fd, name, key);
               } catch (err) {
-                // A concurrent delete may prune the directory between walking and linking.
+                // A concurrent delete may prune the directory between opening and linking.
                 if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
-                knownDirectories.forget(walked.dir);
+                open.delete(path);
+                if (dir !== written.dir) closeQuietly(dir.fd);
                 continue;
               }
-              dirs.add(walked.dir);
-              for (const created of walked.created) dirs.add(dirname(created));
-              return { size: written.size, modifiedMs: Date.now() };
+              if (pathOf(dir.fd) !== dir.path) {
+                // The directory moved out of the root meanwhile: take the name back.
+                unlinkQuietly(inDirectory(dir.fd, name));
+                throw outsideRefused(key);
+              }
+              synced.add(dir.path);
+              for (const created of dir.created) synced.add(dirname(created));
+              results.push({ size: written.size, modifiedMs: Date.now() });
+              break;
             }
           } catch (err) {
-            return fromNodeError(err, key);
+            results.push(fromNodeError(err, key));
           }
-        }),
-      );
-      unlinkQuietly(written.tempPath);
-      for (const created of written.created) dirs.add(dirname(created));
+        }
+      } finally {
+        unlinkQuietly(temp);
+        for (const dir of open.values()) closeQuietly(dir.fd);
+        if (!open.has(written.dir.path)) closeQuietly(written.dir.fd);
+      }
       try {
-        if (fsync) await syncDirectories(dirs);
+        if (fsync) await syncDirectories(synced);
       } catch (err) {
         throw fromNodeError(err, first.key);
       }
@@ -478,22 +622,21 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
     async get(key: string, getOpts?: GetOptions) {
       const signal = getOpts?.signal;
-      const { dirSegments, name } = splitKey(key);
+      const path = filePath(key);
       const { offset, length } = checkRange(getOpts);
       let handle: FileHandle | undefined;
       try {
         throwIfAborted(signal);
-        const walked = await walkDirs(dirSegments, false, key);
-        if (walked === undefined) throw notFound(key);
-        const path = child(walked.dir, name);
-        // A lookup first: a missing object (every new offload asks) costs no failed open.
-        const found = lstatIfPresent(path);
-        if (found === undefined) throw notFound(key);
+        // A lookup first: a missing object (every new offload asks) costs no failed open. It
+        // decides nothing else: what is read is checked on the opened file.
+        const found = lookUp(path);
+        if (found === undefined || found.isDirectory()) throw notFound(key);
         if (found.isFile() && rangeEnd(found.size, offset, length) - offset <= syncIoBytes) {
           return readSmall(path, offset, length, key);
         }
         // O_NONBLOCK keeps a planted FIFO from hanging the open; it changes nothing for files.
         handle = await open(path, readFlags);
+        if (!fileIsAt(handle.fd, path)) throw outsideRefused(key);
         const stats = await handle.stat();
         if (!stats.isFile()) throw notFound(key);
         const end = rangeEnd(stats.size, offset, length);
@@ -508,17 +651,23 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
     async head(key: string, callOpts?: BackendCallOptions): Promise<ObjectInfo | undefined> {
       const signal = callOpts?.signal;
-      const { dirSegments, name } = splitKey(key);
+      const path = filePath(key);
+      let fd: number | undefined;
       try {
         throwIfAborted(signal);
-        const walked = await walkDirs(dirSegments, false, key);
-        if (walked === undefined) return undefined;
-        const stats = lstatIfPresent(child(walked.dir, name));
-        if (stats === undefined) return undefined;
-        if (stats.isSymbolicLink()) throw symlinkRefused(key);
+        const found = lookUp(path);
+        if (found === undefined || found.isDirectory()) return undefined;
+        if (found.isSymbolicLink()) throw symlinkRefused(key);
+        fd = openSync(path, readFlags);
+        if (!fileIsAt(fd, path)) throw outsideRefused(key);
+        const stats = fstatSync(fd);
         return stats.isFile() ? { size: stats.size, modifiedMs: stats.mtimeMs } : undefined;
       } catch (err) {
+        // Gone between the lookup and the open.
+        if (errnoOf(err) === "ENOENT") return undefined;
         throw fromNodeError(err, key);
+      } finally {
+        if (fd !== undefined) closeQuietly(fd);
       }
     },
 
@@ -529,31 +678,52 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const cut = prefix.lastIndexOf("/");
       const dirSegments = cut < 0 ? [] : prefix.slice(0, cut).split("/").map(diskName);
       const namePrefix = prefix.slice(cut + 1);
+      let dir: OpenDirectory | undefined;
       try {
         throwIfAborted(signal);
-        const walked = await walkDirs(dirSegments, false, prefix);
-        if (walked === undefined) return { keys: [], truncated: false };
+        dir = await openDirectory(dirSegments, false, prefix);
+        if (dir === undefined) return { keys: [], truncated: false };
         const keys: string[] = [];
         const keyBase = dirSegments.map((s) => `${s}/`).join("");
         await collectKeys(
-          walked.dir,
+          dir.fd,
           keyBase,
           namePrefix,
           listOpts?.startAfter,
           keys,
           limit + 1,
-          signal,
+          listOpts,
           prefix,
         );
         return { keys: keys.slice(0, limit), truncated: keys.length > limit };
       } catch (err) {
         throw fromNodeError(err, prefix);
+      } finally {
+        if (dir !== undefined) closeQuietly(dir.fd);
       }
     },
 
     async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
-      const dir = await unlinkKey(key, callOpts?.signal);
-      if (dir !== undefined) await pruneEmptyDirectories(dir);
+      const signal = callOpts?.signal;
+      const { dirSegments, name } = splitKey(key);
+      let dir: OpenDirectory | undefined;
+      try {
+        throwIfAborted(signal);
+        dir = await openDirectory(dirSegments, false, key);
+        if (dir === undefined) return;
+        const final = inDirectory(dir.fd, name);
+        const stats = lstatIfPresent(final);
+        if (stats === undefined || stats.isDirectory()) return;
+        if (stats.isSymbolicLink()) throw symlinkRefused(key);
+        await unlinkIfPresent(final);
+        closeQuietly(dir.fd);
+        dir = undefined;
+        await pruneEmptyDirectories(dirSegments, key);
+      } catch (err) {
+        throw fromNodeError(err, key);
+      } finally {
+        if (dir !== undefined) closeQuietly(dir.fd);
+      }
     },
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
@@ -605,7 +775,13 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const cutoffMs = sweepCutoffMs(olderThanMs);
       try {
         throwIfAborted(callOpts?.signal);
-        return await sweepDirectory(root, cutoffMs, callOpts?.signal);
+        const dir = await openDirectory([], false, "");
+        if (dir === undefined) return 0;
+        try {
+          return await sweepDirectory(dir.fd, cutoffMs, callOpts?.signal);
+        } finally {
+          closeQuietly(dir.fd);
+        }
       } catch (err) {
         throw fromNodeError(err);
       }
@@ -614,7 +790,6 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   return backend;
 }
 
-/** Checks a key and splits it into the on-disk names of its directories and its file. */
 /**
  * The path of `name` inside `dir`, for a directory path this backend made (the resolved root or
  * a path built by this function) and a single name that is neither empty, "." nor ".." and has
@@ -626,6 +801,7 @@ function child(dir: string, name: string): string {
   return dir.endsWith("/") ? `${dir}${name}` : `${dir}/${name}`;
 }
 
+/** Checks a key and splits it into the on-disk names of its directories and its file. */
 function splitKey(key: string): { dirSegments: string[]; name: string } {
   const segments = checkKey(key).split("/").map(diskName);
   // A checked key has at least one segment.
@@ -646,6 +822,41 @@ function symlinkRefused(key: string): ConnectError {
   );
 }
 
+/** The path of a key led outside the root when it was used (a symlink or a moved directory). */
+function outsideRefused(key: string): ConnectError {
+  return new ConnectError(
+    `refusing a path that leads outside the storage root: a symlink or a moved directory (key "${key}")`,
+    Code.FailedPrecondition,
+  );
+}
+
+function notPlain(key: string): ConnectError {
+  return new ConnectError(
+    `refusing an entry under the storage root that is neither a file nor a directory (key "${key}")`,
+    Code.FailedPrecondition,
+  );
+}
+
+/**
+ * Opens the directory `name` inside the open directory `dirFd`, or says why not: "missing", or
+ * "object" for a file (or a special file) in its place. A symlink in its place is
+ * FAILED_PRECONDITION.
+ */
+function openChildDirectory(dirFd: number, name: string, key: string): ChildDirectory {
+  const path = inDirectory(dirFd, name);
+  try {
+    return openSync(path, directoryFlags);
+  } catch (err) {
+    const errno = errnoOf(err);
+    if (errno === "ENOENT") return "missing";
+    if (errno !== "ENOTDIR" && errno !== "ELOOP") throw err;
+    const stats = lstatIfPresent(path);
+    if (stats?.isSymbolicLink() === true) throw symlinkRefused(key);
+    // A directory here now was created after the failed open: the caller opens it again.
+    return stats === undefined || stats.isDirectory() ? "missing" : "object";
+  }
+}
+
 function occupied(stats: Stats, key: string): ConnectError {
   if (stats.isSymbolicLink()) return symlinkRefused(key);
   if (stats.isFile()) return alreadyExists(key);
@@ -656,11 +867,12 @@ function occupied(stats: Stats, key: string): ConnectError {
 }
 
 /**
- * Links a finished temp file under its final name, create-only. What already holds the name
- * is looked at only when the link fails: a put to a free name (every new offload) makes no
- * lookup of its own.
+ * Links a finished temp file under `name` in the open directory `dirFd`, create-only. What
+ * already holds the name is looked at only when the link fails: a put to a free name (every
+ * new offload) makes no lookup of its own.
  */
-function publish(tempPath: string, target: string, key: string): void {
+function publish(tempPath: string, dirFd: number, name: string, key: string): void {
+  const target = inDirectory(dirFd, name);
   try {
     linkSync(tempPath, target);
   } catch (err) {
@@ -675,6 +887,20 @@ const readFlags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLO
 /** lstat without the exception (and its stack trace) for a missing entry. */
 function lstatIfPresent(path: string): Stats | undefined {
   return lstatSync(path, { throwIfNoEntry: false });
+}
+
+/**
+ * lstat of an object's path, undefined when nothing is there or a file stands where a
+ * directory of the path should be. It only saves opening what is missing: the path may pass
+ * through a symlink, so whatever is opened after it is checked on its descriptor.
+ */
+function lookUp(path: string): Stats | undefined {
+  try {
+    return lstatIfPresent(path);
+  } catch (err) {
+    if (errnoOf(err) === "ENOTDIR") return undefined;
+    throw err;
+  }
 }
 
 /** Where a read of `[offset, offset + length)` ends in an object of `size` bytes. */
@@ -695,6 +921,7 @@ function readSmall(
 ): AsyncIterable<Uint8Array> {
   const fd = openSync(path, readFlags);
   try {
+    if (!fileIsAt(fd, path)) throw outsideRefused(key);
     const stats = fstatSync(fd);
     if (!stats.isFile()) throw notFound(key);
     const end = rangeEnd(stats.size, offset, length);

@@ -186,7 +186,8 @@ async function main(argv: string[]): Promise<void> {
   const sweeper = createSweeper(server.core, {
     intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
     orphanAgeMs,
-    onError: (err) => log.error({ err }, "sweep failed"),
+    log,
+    ...(metrics === undefined ? {} : { metrics }),
   });
   sweeper.start();
   log.info(
@@ -233,8 +234,10 @@ async function sweepOnce(
       limits: defaultLimits,
       caps: createWindowCaps(),
     });
-    // intervalMs is unused: the sweeper's timer is never started here.
-    const report = await createSweeper(core, { intervalMs: 60_000, orphanAgeMs }).sweepOnce();
+    // intervalMs is unused: the sweeper's timer is never started here. Refused entries are
+    // logged to stderr; stdout carries the report alone.
+    const log = pino({ name: "spillway", level: "warn" }, pino.destination(2));
+    const report = await createSweeper(core, { intervalMs: 60_000, orphanAgeMs, log }).sweepOnce();
     process.stdout.write(`${JSON.stringify(report)}\n`);
   } finally {
     await backend.close();

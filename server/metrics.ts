@@ -34,6 +34,10 @@ export interface Metrics {
   readonly batchItems: Counter<"code">;
   /** `spillway_backend_errors_total{backend,code}`: failed backend calls, fed by instrumentBackend. */
   readonly backendErrors: Counter<"backend" | "code">;
+  /** `spillway_sweep_refused_total{code}`: entries a sweep could not read or remove, skipped. */
+  readonly sweepRefused: Counter<"code">;
+  /** `spillway_sweeps_skipped_total`: sweeps not started because the previous one still ran. */
+  readonly sweepsSkipped: Counter;
   /** Records every call; put it first in the chain so refusals by later interceptors count. */
   readonly interceptor: Interceptor;
 }
@@ -86,6 +90,18 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     name: "spillway_backend_errors_total",
     help: "Failed backend calls by backend kind and status code.",
     labelNames: ["backend", "code"] as const,
+    registers: [registry],
+  });
+
+  const sweepRefused = new Counter({
+    name: "spillway_sweep_refused_total",
+    help: "Entries a sweep could not read or remove (a symlink, a corrupt record), skipped, by gRPC status code.",
+    labelNames: ["code"] as const,
+    registers: [registry],
+  });
+  const sweepsSkipped = new Counter({
+    name: "spillway_sweeps_skipped_total",
+    help: "Sweeps not started because the previous sweep was still running.",
     registers: [registry],
   });
 
@@ -170,6 +186,8 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     bytesOut,
     batchItems,
     backendErrors,
+    sweepRefused,
+    sweepsSkipped,
     interceptor,
   };
 }

@@ -1,24 +1,57 @@
+import { setImmediate as yieldToEvents } from "node:timers/promises";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import { isExpired } from "./record.js";
+import { codeLabel } from "./code-label.js";
+import type { Metrics } from "./metrics.js";
+import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
-/** SweepReport counts what one sweep removed. */
+/** Keys one page of the sweep's walk lists. */
+const pageKeys = 1000;
+/** Record reads (and deletes) of one page run at most this many at once. */
+const readsInFlight = 8;
+
+/** SweepReport counts what one sweep removed, and the entries it refused to touch. */
 export interface SweepReport {
   readonly expiredRuns: number;
   readonly expiredRecords: number;
   readonly orphanBlobs: number;
   /** Temp files and incomplete multipart uploads removed by the backend's sweepLeftovers. */
   readonly leftovers: number;
+  /** Entries the sweep could not read or remove (a symlink, a corrupt record), skipped. */
+  readonly refused: number;
+}
+
+/** The log calls the sweeper makes (pino's signature). */
+export interface SweepLogger {
+  debug(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+/** SweeperOptions configure createSweeper. */
+export interface SweeperOptions {
+  /** Time between the starts of two scheduled sweeps. */
+  readonly intervalMs: number;
+  /** Age before an orphan blob or a leftover of an interrupted write is removed. */
+  readonly orphanAgeMs: number;
+  /** Where refused entries, skipped sweeps and failed sweeps are logged. */
+  readonly log?: SweepLogger;
+  /** Counts refused entries and skipped sweeps (spillway_sweep_*). */
+  readonly metrics?: Pick<Metrics, "sweepRefused" | "sweepsSkipped">;
 }
 
 /** Sweeper deletes data that expiry or crashes left behind. */
 export interface Sweeper {
-  /** Runs one full sweep. */
-  sweepOnce(signal?: AbortSignal): Promise<SweepReport>;
-  /** Sweeps every intervalMs until stop(). */
+  /**
+   * Runs one full sweep now, unless one is already running: then it resolves undefined at once
+   * and counts a skipped sweep. Aborting `signal` (or stop()) ends it early with CANCELED.
+   */
+  sweepOnce(signal?: AbortSignal): Promise<SweepReport | undefined>;
+  /** Sweeps every intervalMs until stop(); a tick that finds a sweep running is skipped. */
   start(): void;
-  /** Stops the timer and waits for a sweep under way. */
+  /** Stops the timer, cancels a sweep under way and resolves once it has let go. */
   stop(): Promise<void>;
 }
 
@@ -28,120 +61,208 @@ export interface Sweeper {
  * before their commit), then asks the backend to sweep what interrupted writes left behind
  * (`sweepLeftovers`: temp files, incomplete multipart uploads) older than orphanAgeMs, when the
  * backend has such leftovers. Blobs of a run that forks still refer to are left alone.
+ *
+ * Guarantees: one entry it cannot read or remove (a symlink under a filesystem root, a corrupt
+ * record, a failing delete) is logged, counted (`refused`, spillway_sweep_refused_total) and
+ * skipped, and the sweep goes on with the rest; a blob is never removed while a record that
+ * may refer to it could not be read. Sweeps never overlap. A sweep yields to other work
+ * between pages and reads a few records at a time, and stops within a backend call of an abort
+ * or stop().
  */
-export function createSweeper(
-  core: SpillwayCore,
-  opts: {
-    intervalMs: number;
-    orphanAgeMs: number;
-    onError?: (err: unknown) => void;
-  },
-): Sweeper {
+export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper {
   const { backend, runs } = core;
 
-  const readBytes = (key: string, signal?: AbortSignal) =>
-    readObject(backend, key, 4 * 1024 * 1024, signal);
-
-  const sweepOnce = async (signal?: AbortSignal): Promise<SweepReport> => {
+  const sweep = async (signal: AbortSignal): Promise<SweepReport> => {
     const nowMs = core.now();
     let expiredRuns = 0;
     let expiredRecords = 0;
     let orphanBlobs = 0;
+    let refused = 0;
+    const refuse = (key: string, err: unknown) => {
+      // A cancelled sweep is not a refusal: let it end the sweep.
+      if (signal.aborted) throw err;
+      refused++;
+      const reason = ConnectError.from(err);
+      opts.metrics?.sweepRefused.inc({ code: codeLabel(reason.code) });
+      opts.log?.warn(
+        { key, code: codeLabel(reason.code), err: reason.message },
+        "sweep skipped an entry it could not read or remove",
+      );
+    };
+    const opt = signalOption(signal);
     // Run prefix (as stored) -> facts gathered while walking the keys in order.
     const blobsByRun = new Map<string, string[]>();
     const referenced = new Set<string>();
-    const forkedRuns = new Set<string>();
+    // Runs whose blobs must stay: forks refer to them, or a record could not be read.
+    const keepBlobs = new Set<string>();
     const expiredRunIds: { tenant: string; runId: string }[] = [];
+
+    const visitRecord = async (run: string, key: string) => {
+      let record: StoredRecord | undefined;
+      try {
+        record = await core.registry.readAt(key, signal);
+      } catch (err) {
+        keepBlobs.add(run);
+        refuse(key, err);
+        return;
+      }
+      if (record === undefined) return;
+      if (!isExpired(record, nowMs)) {
+        if (record.blob !== undefined) {
+          referenced.add(record.blob.key);
+          if (record.blob.indexKey !== undefined) referenced.add(record.blob.indexKey);
+        }
+        return;
+      }
+      try {
+        await backend.delete(key, opt);
+        expiredRecords++;
+        // Fork markers sort before records, so a run with forks is already known here.
+        if (record.blob?.key.startsWith(run) === true && !keepBlobs.has(run)) {
+          await backend.delete(record.blob.key, opt);
+          if (record.blob.indexKey !== undefined) await backend.delete(record.blob.indexKey, opt);
+        }
+      } catch (err) {
+        refuse(key, err);
+      }
+    };
+
+    const visitTtl = async (key: string) => {
+      try {
+        const bytes = await readObject(backend, key, 64 * 1024, signal);
+        const ttl = (bytes === undefined ? undefined : JSON.parse(Buffer.from(bytes).toString())) as
+          | { expiresMs?: number; tenant?: string; runId?: string }
+          | undefined;
+        if (
+          typeof ttl?.expiresMs === "number" &&
+          ttl.expiresMs <= nowMs &&
+          typeof ttl.tenant === "string" &&
+          typeof ttl.runId === "string"
+        ) {
+          expiredRunIds.push({ tenant: ttl.tenant, runId: ttl.runId });
+        }
+      } catch (err) {
+        refuse(key, err);
+      }
+    };
 
     let startAfter: string | undefined;
     for (;;) {
       const page = await backend.list("t/", {
-        limit: 1000,
+        limit: pageKeys,
         ...(startAfter === undefined ? {} : { startAfter }),
-        ...signalOption(signal),
+        ...opt,
+        onRefused: refuse,
       });
+      const visits: (() => Promise<void>)[] = [];
       for (const key of page.keys) {
         const match = /^(t\/[^/]+\/r\/[^/]+\/)(.*)$/.exec(key);
         if (match?.[1] === undefined || match[2] === undefined) continue;
         const [run, rest] = [match[1], match[2]];
         if (rest === "ttl") {
-          const bytes = await readBytes(key, signal);
-          const ttl = (
-            bytes === undefined ? undefined : JSON.parse(Buffer.from(bytes).toString())
-          ) as { expiresMs?: number; tenant?: string; runId?: string } | undefined;
-          if (
-            typeof ttl?.expiresMs === "number" &&
-            ttl.expiresMs <= nowMs &&
-            typeof ttl.tenant === "string" &&
-            typeof ttl.runId === "string"
-          ) {
-            expiredRunIds.push({ tenant: ttl.tenant, runId: ttl.runId });
-          }
+          visits.push(() => visitTtl(key));
         } else if (rest.startsWith("h/")) {
-          const record = await core.registry.readAt(key, signal);
-          if (record === undefined) continue;
-          if (isExpired(record, nowMs)) {
-            const opt = signalOption(signal);
-            await backend.delete(key, opt);
-            expiredRecords++;
-            // Fork markers sort before records, so a run with forks is already known here.
-            if (record.blob?.key.startsWith(run) === true && !forkedRuns.has(run)) {
-              await backend.delete(record.blob.key, opt);
-              if (record.blob.indexKey !== undefined)
-                await backend.delete(record.blob.indexKey, opt);
-            }
-          } else if (record.blob !== undefined) {
-            referenced.add(record.blob.key);
-            if (record.blob.indexKey !== undefined) referenced.add(record.blob.indexKey);
-          }
+          visits.push(() => visitRecord(run, key));
         } else if (rest.startsWith("b/")) {
           const list = blobsByRun.get(run) ?? [];
           list.push(key);
           blobsByRun.set(run, list);
         } else if (rest.startsWith("f/") || rest === "deleted") {
-          forkedRuns.add(run);
+          keepBlobs.add(run);
         }
       }
+      await inBatches(visits);
       if (!page.truncated || page.keys.length === 0) break;
       startAfter = page.keys.at(-1);
+      // Between pages, calls waiting on the event loop go first.
+      await yieldToEvents(undefined, opt);
     }
 
     for (const { tenant, runId } of expiredRunIds) {
-      await runs.delete(tenant, runId, signal);
-      expiredRuns++;
+      try {
+        await runs.delete(tenant, runId, signal);
+        expiredRuns++;
+      } catch (err) {
+        refuse(`run ${tenant}/${runId}`, err);
+      }
     }
     for (const [run, blobs] of blobsByRun) {
       // Forked runs' blobs are referenced from other runs' registries; runs.delete owns them.
-      if (forkedRuns.has(run)) continue;
-      for (const key of blobs) {
-        if (referenced.has(key)) continue;
-        const info = await backend.head(key, signalOption(signal));
-        if (info === undefined || nowMs - info.modifiedMs < opts.orphanAgeMs) continue;
-        await backend.delete(key, signalOption(signal));
-        orphanBlobs++;
-      }
+      if (keepBlobs.has(run)) continue;
+      await inBatches(
+        blobs
+          .filter((key) => !referenced.has(key))
+          .map((key) => async () => {
+            try {
+              const info = await backend.head(key, opt);
+              if (info === undefined || nowMs - info.modifiedMs < opts.orphanAgeMs) return;
+              await backend.delete(key, opt);
+              orphanBlobs++;
+            } catch (err) {
+              refuse(key, err);
+            }
+          }),
+      );
     }
     const leftovers =
       backend.sweepLeftovers === undefined
         ? 0
-        : await backend.sweepLeftovers(opts.orphanAgeMs, signalOption(signal));
-    return { expiredRuns, expiredRecords, orphanBlobs, leftovers };
+        : await backend.sweepLeftovers(opts.orphanAgeMs, opt);
+    return { expiredRuns, expiredRecords, orphanBlobs, leftovers, refused };
   };
 
   let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> = Promise.resolve();
+  let running: { done: Promise<unknown>; abort: AbortController } | undefined;
+
+  const sweepOnce = async (signal?: AbortSignal): Promise<SweepReport | undefined> => {
+    if (running !== undefined) {
+      opts.metrics?.sweepsSkipped.inc();
+      opts.log?.warn({}, "sweep skipped: the previous sweep is still running");
+      return undefined;
+    }
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted === true) abort.abort(signal.reason);
+    opts.log?.debug({}, "sweep started");
+    const done = sweep(abort.signal);
+    running = { done: done.catch(() => undefined), abort };
+    try {
+      const report = await done;
+      opts.log?.debug({ report }, "sweep finished");
+      return report;
+    } finally {
+      running = undefined;
+      signal?.removeEventListener("abort", onAbort);
+    }
+  };
+
   return {
     sweepOnce,
     start() {
       timer ??= setInterval(() => {
-        running = sweepOnce().catch((err: unknown) => opts.onError?.(err));
+        sweepOnce().catch((err: unknown) => {
+          if (!(err instanceof ConnectError && err.code === Code.Canceled)) {
+            opts.log?.error({ err }, "sweep failed");
+          }
+        });
       }, opts.intervalMs);
       timer.unref();
     },
     async stop() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
-      await running;
+      const current = running;
+      if (current === undefined) return;
+      current.abort.abort();
+      await current.done;
     },
   };
+}
+
+/** Runs tasks, at most readsInFlight at a time. */
+async function inBatches(tasks: readonly (() => Promise<void>)[]): Promise<void> {
+  for (let i = 0; i < tasks.length; i += readsInFlight) {
+    await Promise.all(tasks.slice(i, i + readsInFlight).map((task) => task()));
+  }
 }

@@ -1,0 +1,129 @@
+import { execFileSync } from "node:child_process";
+import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import type { FilesystemBackend } from "../server/backends/filesystem.js";
+import { createMetrics } from "../server/metrics.js";
+import { createSweeper, type SweepLogger } from "../server/sweeper.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+/** A logger that keeps what the sweeper logs. */
+function recordingLog(): SweepLogger & { readonly lines: { key?: unknown; message: string }[] } {
+  const lines: { key?: unknown; message: string }[] = [];
+  const keep = (fields: Record<string, unknown>, message: string) =>
+    lines.push({ key: fields.key, message });
+  return { lines, warn: keep, error: keep, debug: () => undefined };
+}
+
+async function metricValue(
+  metrics: ReturnType<typeof createMetrics>,
+  name: string,
+): Promise<number> {
+  const metric = await metrics.registry.getSingleMetric(name)?.get();
+  return (metric?.values ?? []).reduce((sum, v) => sum + v.value, 0);
+}
+
+describe("sweeper on the filesystem", () => {
+  let t: TestServer;
+  let clock = Date.now();
+  afterEach(() => t.stop());
+
+  it("refuses and reports a symlink, a special file and a corrupt record, and still removes every tenant's expired runs", async () => {
+    clock = Date.now();
+    t = await startTestServer({
+      backend: "filesystem",
+      now: () => clock,
+      tokens: { alpha: "alpha", zulu: "zulu" },
+    });
+    const root = (t.backend as FilesystemBackend).root;
+    for (const tenant of ["alpha", "zulu"]) {
+      const sdk = t.sdk(tenant);
+      await sdk.offload({ tenant, runId: "temp", callId: "c1" }, `${tenant} temporary\n`);
+      await sdk.offload({ tenant, runId: "temp", callId: "c2" }, "x".repeat(100_000));
+      await sdk.setRunTtl("temp", 60);
+      await sdk.offload({ tenant, runId: "keep", callId: "c1" }, `${tenant} kept\n`);
+    }
+    // Junk under the root: a symlink to a directory outside, sorting before every tenant; a
+    // FIFO and a corrupt record in a run that stays; a symlink in place of a record.
+    const outside = join(t.dataDir, "outside");
+    await mkdir(outside);
+    await writeFile(join(outside, "planted"), "outside the root");
+    await symlink(outside, join(root, "t", "aaa"));
+    const keepRegistry = join(root, "t", "alpha", "r", "keep", "h");
+    execFileSync("mkfifo", [join(keepRegistry, "fifo")]);
+    await writeFile(join(keepRegistry, "corrupt"), "not a record");
+    await symlink(join(outside, "planted"), join(keepRegistry, "link"));
+
+    clock += 61_000;
+    const metrics = createMetrics();
+    const log = recordingLog();
+    const sweeper = createSweeper(t.server.core, {
+      intervalMs: 60_000,
+      orphanAgeMs: 3_600_000,
+      log,
+      metrics,
+    });
+    const report = await sweeper.sweepOnce();
+    expect(report).toMatchObject({ expiredRuns: 2, refused: 4 });
+    expect(await readdir(join(root, "t", "alpha", "r"))).toEqual(["keep"]);
+    expect(await readdir(join(root, "t", "zulu", "r"))).toEqual(["keep"]);
+    expect(log.lines.map((line) => line.key).sort()).toEqual([
+      "t/aaa",
+      "t/alpha/r/keep/h/corrupt",
+      "t/alpha/r/keep/h/fifo",
+      "t/alpha/r/keep/h/link",
+    ]);
+    expect(await metricValue(metrics, "spillway_sweep_refused_total")).toBe(4);
+    expect(await readFile(join(outside, "planted"), "utf8")).toBe("outside the root");
+    for (const tenant of ["alpha", "zulu"]) {
+      const read = await t.sdk(tenant).readToolOutput({ runId: "keep", handle: "res_c1" });
+      expect(read.rendered).toContain(`${tenant} kept`);
+    }
+  });
+
+  it("never runs two sweeps at once: a second start while one runs is skipped and counted", async () => {
+    t = await startTestServer({ backend: "filesystem" });
+    const sdk = t.sdk();
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        sdk.offload({ tenant: "dev", runId: "r", callId: `c${i}` }, `line ${i}\n`),
+      ),
+    );
+    const metrics = createMetrics();
+    const sweeper = createSweeper(t.server.core, {
+      intervalMs: 60_000,
+      orphanAgeMs: 3_600_000,
+      metrics,
+    });
+    const first = sweeper.sweepOnce();
+    const second = await sweeper.sweepOnce();
+    expect(second).toBeUndefined();
+    expect(await first).toMatchObject({ expiredRecords: 0, refused: 0 });
+    expect(await metricValue(metrics, "spillway_sweeps_skipped_total")).toBe(1);
+    // Once it is done, the next one runs.
+    expect(await sweeper.sweepOnce()).toMatchObject({ refused: 0 });
+  });
+
+  it("ends a sweep under way with CANCELED on stop, and stop waits for nothing else", async () => {
+    t = await startTestServer({ backend: "filesystem" });
+    const sdk = t.sdk();
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        sdk.offload({ tenant: "dev", runId: "r", callId: `c${i}` }, `line ${i}\n`),
+      ),
+    );
+    const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+    const sweeping = sweeper.sweepOnce();
+    await sweeper.stop();
+    const err = await sweeping.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(ConnectError.from(err).code).toBe(Code.Canceled);
+    // Nothing was lost by stopping half way.
+    expect((await sdk.readToolOutput({ runId: "r", handle: "res_c199" })).rendered).toContain(
+      "line 199",
+    );
+  });
+});

@@ -11,6 +11,7 @@ import { deleteRunScenario, replayScenario } from "./scenarios/replays.js";
 import { searchScenarios } from "./scenarios/search.js";
 import { searchPagingScenario } from "./scenarios/search-paging.js";
 import { smallOffloadScenario } from "./scenarios/small-offloads.js";
+import { sweepScenario } from "./scenarios/sweep.js";
 import { windowScenarios } from "./scenarios/windows.js";
 
 const MiB = 1024 * 1024;
@@ -57,12 +58,8 @@ async function main(): Promise<void> {
       run: async () => [await smallOffloadScenario(runs)],
     },
     {
-      names: ["replay_offloads"],
-      run: async () => [await replayScenario(runs)],
-    },
-    {
-      names: ["delete_run_10k"],
-      run: async () => [await deleteRunScenario(runs)],
+      names: ["sweep_per_record"],
+      run: async () => [await sweepScenario(runs)],
     },
     {
       names: ["deep_window_1gib", "tail_window_1gib", "deep_window_vs_anchor"],

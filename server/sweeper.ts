@@ -171,11 +171,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
           keepBlobs.add(run);
         }
       }
-      await inBatches(visits);
+      await inBatches(visits, signal);
       if (!page.truncated || page.keys.length === 0) break;
       startAfter = page.keys.at(-1);
-      // Between pages, calls waiting on the event loop go first.
-      await yieldToEvents(undefined, opt);
     }
 
     for (const { tenant, runId } of expiredRunIds) {
@@ -202,6 +200,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
               refuse(key, err);
             }
           }),
+        signal,
       );
     }
     const leftovers =
@@ -231,6 +230,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       const report = await done;
       opts.log?.debug({ report }, "sweep finished");
       return report;
+    } catch (err) {
+      if (!abort.signal.aborted) throw err;
+      throw new ConnectError("the sweep was cancelled", Code.Canceled, undefined, undefined, err);
     } finally {
       running = undefined;
       signal?.removeEventListener("abort", onAbort);
@@ -260,9 +262,17 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
   };
 }
 
-/** Runs tasks, at most readsInFlight at a time. */
-async function inBatches(tasks: readonly (() => Promise<void>)[]): Promise<void> {
+/**
+ * Runs tasks, at most readsInFlight at a time, letting other work on the event loop go first
+ * after each batch: reads of small objects are synchronous on the filesystem, so without that
+ * a page of records would hold the loop for tens of milliseconds.
+ */
+async function inBatches(
+  tasks: readonly (() => Promise<void>)[],
+  signal: AbortSignal,
+): Promise<void> {
   for (let i = 0; i < tasks.length; i += readsInFlight) {
     await Promise.all(tasks.slice(i, i + readsInFlight).map((task) => task()));
+    await yieldToEvents(undefined, { signal });
   }
 }

@@ -180,12 +180,12 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   checkDescriptorPaths(root);
 
   function directoryPath(dirSegments: readonly string[]): string {
-    return dirSegments.length === 0 ? root : `${root}/${dirSegments.join("/")}`;
+    return dirSegments.length === 0 ? root : child(root, dirSegments.join("/"));
   }
 
   /** The path of a key's file, built from the real root. */
   function filePath(key: string): string {
-    return `${root}/${checkKey(key).split("/").map(diskName).join("/")}`;
+    return child(root, checkKey(key).split("/").map(diskName).join("/"));
   }
 
   /**
@@ -791,9 +791,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 }
 
 /**
- * The path of `name` inside `dir`, for a directory path this backend made (the resolved root or
- * a path built by this function) and a single name that is neither empty, "." nor ".." and has
- * no "/" (a checked key's segment, or a name read from a directory). Such a path is already
+ * The path of `name` inside `dir`, for a directory path this backend made (the real root or a
+ * path built by this function) and names that are neither empty, "." nor "..", alone or joined
+ * by "/" (checked keys' segments, or a name read from a directory). Such a path is already
  * normal, so plain concatenation gives what path.join would, without its normalizing pass,
  * which allocated a string per segment and showed as the largest allocator of a small put.
  */

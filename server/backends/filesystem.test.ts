@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import {
@@ -310,6 +310,36 @@ describe("filesystem backend", () => {
           "put NotFound",
         ]).toContain(what);
       }
+    });
+
+    it("list with onRefused pages past symlinks and special files, reporting each once", async () => {
+      const { backend, base } = fresh();
+      const outside = join(base, "outside-list");
+      await mkdir(outside);
+      for (const key of ["a/1", "a/2", "b/1", "c/1", "c/2", "e/1"]) {
+        await backend.put(key, bytesBody(text(key)));
+      }
+      await symlink(outside, join(backend.root, "aa"));
+      await symlink(join(outside, "x"), join(backend.root, "c", "15"));
+      execFileSync("mkfifo", [join(backend.root, "d")]);
+      const keys: string[] = [];
+      const refused: string[] = [];
+      for (let startAfter: string | undefined; ; ) {
+        const page = await backend.list("", {
+          limit: 2,
+          ...(startAfter === undefined ? {} : { startAfter }),
+          onRefused: (key, reason) => {
+            expect(reason.code).toBe(Code.FailedPrecondition);
+            refused.push(key);
+          },
+        });
+        keys.push(...page.keys);
+        if (!page.truncated) break;
+        startAfter = page.keys.at(-1);
+      }
+      expect(keys).toEqual(["a/1", "a/2", "b/1", "c/1", "c/2", "e/1"]);
+      expect(refused).toEqual(["aa", "c/15", "d"]);
+      expect(await codeOf(backend.list(""))).toBe(Code.FailedPrecondition);
     });
 
     it("a symlink in place of an object is neither read, overwritten nor deleted", async () => {

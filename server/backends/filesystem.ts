@@ -323,6 +323,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     await Promise.all([...new Set(dirs)].map((dir) => directorySync.sync(dir)));
   }
 
+  /**
+   * Collects keys below the open directory in ascending order, after startAfter, until `out`
+   * holds `want`. An entry that is no object (a symlink, a special file, a directory that cannot
+   * be read) fails the call, or is added to `refusals` when that is given.
+   */
   async function collectKeys(
     dirFd: number,
     keyBase: string,
@@ -330,16 +335,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     startAfter: string | undefined,
     out: string[],
     want: number,
-    listOpts: ListOptions | undefined,
-    key: string,
+    signal: AbortSignal | undefined,
+    refusals: { key: string; reason: ConnectError }[] | undefined,
   ): Promise<void> {
-    const signal = listOpts?.signal;
     throwIfAborted(signal);
-    const refuse = (entryKey: string, err: ConnectError) => {
-      if (listOpts?.onRefused === undefined) throw err;
-      listOpts.onRefused(entryKey, err);
+    const refuse = (key: string, reason: ConnectError) => {
+      if (refusals === undefined) throw reason;
+      refusals.push({ key, reason });
     };
-    const items: { name: string; path: string; isDir: boolean }[] = [];
+    // A refused entry (a symlink, a special file) takes its place in key order like a file, so
+    // it is reported once, by the page whose range holds it.
+    const items: { name: string; path: string; kind: "dir" | "file" | "refused" }[] = [];
     let entries: Dirent[];
     try {
       entries = await readdir(inDirectory(dirFd, ""), { withFileTypes: true });
@@ -349,39 +355,43 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     }
     for (const entry of entries) {
       if (!entry.name.startsWith(namePrefix) || entry.name.startsWith(tempPrefix)) continue;
+      const path = `${keyBase}${entry.name}`;
       // A directory sorts as `name/`, so depth-first order is exactly ascending key order.
-      if (entry.isDirectory())
-        items.push({ name: entry.name, path: `${keyBase}${entry.name}/`, isDir: true });
-      else if (entry.isFile())
-        items.push({ name: entry.name, path: `${keyBase}${entry.name}`, isDir: false });
-      else if (entry.isSymbolicLink()) refuse(`${keyBase}${entry.name}`, symlinkRefused(key));
-      else if (listOpts?.onRefused !== undefined)
-        refuse(`${keyBase}${entry.name}`, notPlain(`${keyBase}${entry.name}`));
+      if (entry.isDirectory()) items.push({ name: entry.name, path: `${path}/`, kind: "dir" });
+      else if (entry.isFile()) items.push({ name: entry.name, path, kind: "file" });
+      else if (entry.isSymbolicLink() || refusals !== undefined)
+        items.push({ name: entry.name, path, kind: "refused" });
     }
     items.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     for (const item of items) {
       if (out.length >= want) return;
-      if (item.isDir) {
+      if (item.kind === "dir") {
         // Every key below starts with item.path; all of them are <= startAfter when it is past it.
         const skip =
           startAfter !== undefined && item.path < startAfter && !startAfter.startsWith(item.path);
         if (skip) continue;
+        const entryKey = item.path.slice(0, -1);
         let below: ChildDirectory;
         try {
-          below = openChildDirectory(dirFd, item.name, key);
+          below = openChildDirectory(dirFd, item.name, entryKey);
         } catch (err) {
-          refuse(item.path, fromNodeError(err, key));
+          refuse(entryKey, fromNodeError(err, entryKey));
           continue;
         }
         // Gone, or replaced by a file, since the directory was read.
         if (typeof below !== "number") continue;
         try {
-          await collectKeys(below, item.path, "", startAfter, out, want, listOpts, key);
+          await collectKeys(below, item.path, "", startAfter, out, want, signal, refusals);
         } finally {
           closeQuietly(below);
         }
       } else if (startAfter === undefined || item.path > startAfter) {
-        out.push(item.path);
+        if (item.kind === "file") out.push(item.path);
+        else {
+          const stats = lstatIfPresent(inDirectory(dirFd, item.name));
+          if (stats?.isSymbolicLink() === true) refuse(item.path, symlinkRefused(item.path));
+          else if (stats !== undefined) refuse(item.path, notPlain(item.path));
+        }
       }
     }
   }
@@ -685,6 +695,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         if (dir === undefined) return { keys: [], truncated: false };
         const keys: string[] = [];
         const keyBase = dirSegments.map((s) => `${s}/`).join("");
+        const onRefused = listOpts?.onRefused;
+        const refusals: { key: string; reason: ConnectError }[] | undefined =
+          onRefused === undefined ? undefined : [];
         await collectKeys(
           dir.fd,
           keyBase,
@@ -692,10 +705,16 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           listOpts?.startAfter,
           keys,
           limit + 1,
-          listOpts,
-          prefix,
+          signal,
+          refusals,
         );
-        return { keys: keys.slice(0, limit), truncated: keys.length > limit };
+        const truncated = keys.length > limit;
+        const last = truncated ? keys[limit - 1] : undefined;
+        // Entries past the page's last key belong to the next page, which finds them again.
+        for (const { key, reason } of refusals ?? []) {
+          if (last === undefined || key < last) onRefused?.(key, reason);
+        }
+        return { keys: keys.slice(0, limit), truncated };
       } catch (err) {
         throw fromNodeError(err, prefix);
       } finally {

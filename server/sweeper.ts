@@ -7,6 +7,8 @@ import type { Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
+/** Splits a key into its run's prefix (as stored) and the rest. */
+const runPrefixOf = /^(t\/[^/]+\/r\/[^/]+\/)(.*)$/;
 /** Keys one page of the sweep's walk lists. */
 const pageKeys = 1000;
 /** Record reads (and deletes) of one page run at most this many at once. */
@@ -152,11 +154,16 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         limit: pageKeys,
         ...(startAfter === undefined ? {} : { startAfter }),
         ...opt,
-        onRefused: refuse,
+        onRefused: (key, reason) => {
+          // What cannot be listed in a run may be a record that refers to its blobs.
+          const run = runPrefixOf.exec(key)?.[1];
+          if (run !== undefined) keepBlobs.add(run);
+          refuse(key, reason);
+        },
       });
       const visits: (() => Promise<void>)[] = [];
       for (const key of page.keys) {
-        const match = /^(t\/[^/]+\/r\/[^/]+\/)(.*)$/.exec(key);
+        const match = runPrefixOf.exec(key);
         if (match?.[1] === undefined || match[2] === undefined) continue;
         const [run, rest] = [match[1], match[2]];
         if (rest === "ttl") {

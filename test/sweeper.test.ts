@@ -55,17 +55,26 @@ describe("sweeper on the filesystem", () => {
     await writeFile(join(keepRegistry, "corrupt"), "not a record");
     await symlink(join(outside, "planted"), join(keepRegistry, "link"));
 
+    // An upload cut off before its commit, in both kept runs: swept where every record of the
+    // run could be read, kept where one could not (it might have referred to it).
+    for (const tenant of ["alpha", "zulu"]) {
+      const { bytesBody } = await import("../server/backends/body.js");
+      await t.backend.put(`t/${tenant}/r/keep/b/lost/upload`, bytesBody(Buffer.from("lost")));
+    }
+
     clock += 61_000;
     const metrics = createMetrics();
     const log = recordingLog();
     const sweeper = createSweeper(t.server.core, {
       intervalMs: 60_000,
-      orphanAgeMs: 3_600_000,
+      orphanAgeMs: 30_000,
       log,
       metrics,
     });
     const report = await sweeper.sweepOnce();
-    expect(report).toMatchObject({ expiredRuns: 2, refused: 4 });
+    expect(report).toMatchObject({ expiredRuns: 2, refused: 4, orphanBlobs: 1 });
+    expect(await t.backend.head("t/alpha/r/keep/b/lost/upload")).toBeDefined();
+    expect(await t.backend.head("t/zulu/r/keep/b/lost/upload")).toBeUndefined();
     expect(await readdir(join(root, "t", "alpha", "r"))).toEqual(["keep"]);
     expect(await readdir(join(root, "t", "zulu", "r"))).toEqual(["keep"]);
     expect(log.lines.map((line) => line.key).sort()).toEqual([

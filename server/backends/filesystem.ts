@@ -582,7 +582,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const temp = inDirectory(written.dir.fd, written.tempName);
       // Each directory named is opened once; every link is made inside the open directory.
       const open = new Map<string, OpenDirectory>([[written.dir.path, written.dir]]);
-      const synced = new Set<string>(written.dir.created.map((created) => dirname(created)));
+      // Every directory opened, closed only at the end (a descriptor closed earlier could have
+      // its number reused while a path built on it is still in use).
+      const held = new Set<OpenDirectory>([written.dir]);
+      const linked = new Map<OpenDirectory, { index: number; key: string; name: string }[]>();
       const results: (ObjectInfo | ConnectError)[] = [];
       try {
         for (const { key, dirSegments, name } of targets) {
@@ -593,6 +596,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
               if (dir === undefined) {
                 dir = await openDirectory(dirSegments, true, key);
                 open.set(path, dir);
+                held.add(dir);
               }
               try {
                 publish(temp, dir.fd, name, key);
@@ -600,16 +604,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
                 // A concurrent delete may prune the directory between opening and linking.
                 if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
                 open.delete(path);
-                if (dir !== written.dir) closeQuietly(dir.fd);
                 continue;
               }
-              if (pathOf(dir.fd) !== dir.path) {
-                // The directory moved out of the root meanwhile: take the name back.
-                unlinkQuietly(inDirectory(dir.fd, name));
-                throw outsideRefused(key);
-              }
-              synced.add(dir.path);
-              for (const created of dir.created) synced.add(dirname(created));
+              const names = linked.get(dir) ?? [];
+              names.push({ index: results.length, key, name });
+              linked.set(dir, names);
               results.push({ size: written.size, modifiedMs: Date.now() });
               break;
             }
@@ -617,10 +616,24 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
             results.push(fromNodeError(err, key));
           }
         }
+        // Once per directory, after its links: one that moved out of the root meanwhile takes
+        // its names back.
+        for (const [dir, names] of linked) {
+          if (pathOf(dir.fd) === dir.path) continue;
+          for (const { index, key, name } of names) {
+            unlinkQuietly(inDirectory(dir.fd, name));
+            results[index] = outsideRefused(key);
+          }
+          linked.delete(dir);
+        }
       } finally {
         unlinkQuietly(temp);
-        for (const dir of open.values()) closeQuietly(dir.fd);
-        if (!open.has(written.dir.path)) closeQuietly(written.dir.fd);
+        for (const dir of held) closeQuietly(dir.fd);
+      }
+      const synced = new Set<string>(written.dir.created.map((created) => dirname(created)));
+      for (const dir of linked.keys()) {
+        synced.add(dir.path);
+        for (const created of dir.created) synced.add(dirname(created));
       }
       try {
         if (fsync) await syncDirectories(synced);

@@ -273,7 +273,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
             Code.FailedPrecondition,
           );
         }
-        closeSync(fd);
+        closeQuietly(fd);
         fd = next;
         path = child(path, segment);
       }

@@ -9,12 +9,6 @@ import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
 
 /** The largest record the registry reads back (inline payloads included). */
 const MAX_RECORD_BYTES = 4 * 1024 * 1024;
-/**
- * How much of a record object a reader reads first: a whole small record, or a pack's header
- * (up to 64 records) and the records after it. Reading packHeadBytes every time made a sweep
- * allocate 64 KiB a record.
- */
-const firstReadBytes = 16 * 1024;
 /** Record reads a list page runs at once. */
 const listReadsInFlight = 16;
 
@@ -97,30 +91,33 @@ export function createRegistry(backend: Backend): Registry {
         }
       : createGroupCommit({ ...backend, putMany });
 
-  const readRecord = async (
-    key: string,
-    signal?: AbortSignal,
-  ): Promise<StoredRecord | undefined> => {
+  const readRecord = async (key: string, signal?: AbortSignal) => {
     // The first read covers a single record (most are far smaller) or a pack's header and the
-    // records after it. A record further into a pack is read on its own, and taken only when
-    // those bytes are a whole record of this key's handle: the name may have been deleted and
-    // taken by another pack between the two reads, and then the header read first was not its
-    // own (the next attempt starts over).
-    let range: { length?: number } = { length: firstReadBytes };
-    for (let reads = 1; ; reads++) {
-      const bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, range);
+    // records after it. A record further into a pack is read by itself, and then the header
+    // once more: the pack's name may have been deleted and taken by another pack between the
+    // reads, and a header that reads the same both times (every key, offset and length) vouches
+    // that the record came from the pack it describes. Otherwise the whole lookup starts over.
+    for (let attempt = 1; ; attempt++) {
+      let asked = firstReadBytes;
+      let bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, { length: asked });
       if (bytes === undefined) return undefined;
-      const asked = range.length;
-      const cut = asked !== undefined && bytes.byteLength >= asked;
       if (!isRecordPack(bytes)) {
-        if (!cut) return decodeRecord(bytes);
-        range = {};
+        if (bytes.byteLength < firstReadBytes) return decodeRecord(bytes);
+        const whole = await readObject(backend, key, MAX_RECORD_BYTES, signal);
+        if (whole === undefined) return undefined;
+        if (!isRecordPack(whole)) return decodeRecord(whole);
+        if (attempt >= 3) throw changingRecord();
         continue;
       }
-      if (cut && asked < packHeadBytes && bytes.indexOf(0x0a) < 0) {
-        // A long header: writers keep it within packHeadBytes.
-        range = { length: packHeadBytes };
-        continue;
+      if (bytes.byteLength === firstReadBytes && bytes.indexOf(newline) < 0) {
+        // A header longer than the first read: read as much as a header may take.
+        asked = packHeadBytes;
+        bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, { length: asked });
+        if (bytes === undefined) return undefined;
+        if (!isRecordPack(bytes)) {
+          if (attempt >= 3) throw changingRecord();
+          continue;
+        }
       }
       const slice = findInPack(bytes, key);
       if (slice === undefined) {
@@ -128,17 +125,25 @@ export function createRegistry(backend: Backend): Registry {
       }
       const end = slice.offset + slice.length;
       if (end <= bytes.byteLength) return decodeRecord(bytes.subarray(slice.offset, end));
-      if (!cut) {
+      if (bytes.byteLength < asked) {
         throw new ConnectError("stored record pack is shorter than its header says", Code.DataLoss);
       }
-      const own = await readObject(backend, key, MAX_RECORD_BYTES, signal, slice);
-      if (own === undefined) return undefined;
-      const record = own.byteLength === slice.length ? recordOf(own, key) : undefined;
-      if (record !== undefined) return record;
-      if (reads >= 3) {
-        throw new ConnectError("stored record pack changed under every read", Code.DataLoss);
+      const headerBytes = bytes.indexOf(newline) + 1;
+      // One after the other: the header read must come after the record's.
+      const record = await readObject(backend, key, MAX_RECORD_BYTES, signal, slice);
+      if (record === undefined) return undefined;
+      const header = await readObject(backend, key, headerBytes, signal, { length: headerBytes });
+      if (header === undefined) return undefined;
+      if (Buffer.compare(header, bytes.subarray(0, headerBytes)) === 0) {
+        if (record.byteLength < slice.length) {
+          throw new ConnectError(
+            "stored record pack is shorter than its header says",
+            Code.DataLoss,
+          );
+        }
+        return decodeRecord(record);
       }
-      range = { length: firstReadBytes };
+      if (attempt >= 3) throw changingRecord();
     }
   };
 
@@ -194,20 +199,4 @@ export function createRegistry(backend: Backend): Registry {
       await backend.delete(recordKey(tenant, runId, handle), signalOption(signal));
     },
   };
-}
-
-/**
- * The record in `bytes` when they are exactly one stored record of the handle and tenant `key`
- * names (its last segment and its tenant segment), else undefined.
- */
-function recordOf(bytes: Uint8Array, key: string): StoredRecord | undefined {
-  let record: StoredRecord;
-  try {
-    record = decodeRecord(bytes);
-  } catch {
-    return undefined;
-  }
-  const own = recordKey(record.tenant, "-", record.handle).split("/");
-  const parts = key.split("/");
-  return parts[1] === own[1] && parts.at(-1) === own.at(-1) ? record : undefined;
 }

@@ -191,7 +191,7 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
       intervalMs: 60_000,
       orphanAgeMs: 3_600_000,
     }).sweepOnce();
-    expect(report.expiredRuns).toBe(1);
+    expect(report?.expiredRuns).toBe(1);
     // Swept: only the bytes the fork still refers to are left (with the fork's marker and the
     // deletion mark), and SetRunTtl must not plant a new expiry beside them.
     expect(await codeOf(setTtl("live", 3600n))).toBe(Code.NotFound);

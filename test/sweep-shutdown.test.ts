@@ -52,6 +52,9 @@ describe("sweep and shutdown", () => {
         "20",
         "--grace-ms",
         String(graceMs),
+        // No balancer polls this server: the bound is the grace period alone.
+        "--drain-delay-ms",
+        "0",
       ],
       {
         env: { ...process.env, SPILLWAY_LOG_LEVEL: "debug" },

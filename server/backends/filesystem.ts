@@ -455,23 +455,30 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   }
 
   /**
-   * Removes the file stored under key, if any, and returns the directory it was in (for
-   * pruning), or undefined when there was nothing to remove.
+   * Removes the file stored under key, if any, through its directory as opened and checked
+   * (never a path looked at earlier), and returns that directory's segments for pruning, or
+   * undefined when there was nothing to remove.
    */
-  async function unlinkKey(key: string, signal: AbortSignal | undefined) {
+  async function unlinkKey(
+    key: string,
+    signal: AbortSignal | undefined,
+  ): Promise<readonly string[] | undefined> {
     const { dirSegments, name } = splitKey(key);
+    let dir: OpenDirectory | undefined;
     try {
       throwIfAborted(signal);
-      const walked = await walkDirs(dirSegments, false, key);
-      if (walked === undefined) return undefined;
-      const final = child(walked.dir, name);
+      dir = await openDirectory(dirSegments, false, key);
+      if (dir === undefined) return undefined;
+      const final = inDirectory(dir.fd, name);
       const stats = lstatIfPresent(final);
       if (stats === undefined || stats.isDirectory()) return undefined;
       if (stats.isSymbolicLink()) throw symlinkRefused(key);
       await unlinkIfPresent(final);
-      return walked.dir;
+      return dirSegments;
     } catch (err) {
       throw fromNodeError(err, key);
+    } finally {
+      if (dir !== undefined) closeQuietly(dir.fd);
     }
   }
 
@@ -736,26 +743,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
-      const signal = callOpts?.signal;
-      const { dirSegments, name } = splitKey(key);
-      let dir: OpenDirectory | undefined;
-      try {
-        throwIfAborted(signal);
-        dir = await openDirectory(dirSegments, false, key);
-        if (dir === undefined) return;
-        const final = inDirectory(dir.fd, name);
-        const stats = lstatIfPresent(final);
-        if (stats === undefined || stats.isDirectory()) return;
-        if (stats.isSymbolicLink()) throw symlinkRefused(key);
-        await unlinkIfPresent(final);
-        closeQuietly(dir.fd);
-        dir = undefined;
-        await pruneEmptyDirectories(dirSegments, key);
-      } catch (err) {
-        throw fromNodeError(err, key);
-      } finally {
-        if (dir !== undefined) closeQuietly(dir.fd);
-      }
+      const dirSegments = await unlinkKey(key, callOpts?.signal);
+      if (dirSegments !== undefined) await pruneEmptyDirectories(dirSegments, key);
     },
 
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
@@ -763,14 +752,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       for (const key of keys) checkKey(key);
       // Unlinks are independent; a few at a time keeps file-descriptor use bounded. Each
       // directory is pruned once, after its files are gone, not once for every file.
-      const dirs = new Set<string>();
+      const dirs = new Map<string, { segments: readonly string[]; key: string }>();
       for (let i = 0; i < keys.length; i += 16) {
-        const unlinked = await Promise.all(
-          keys.slice(i, i + 16).map((key) => unlinkKey(key, callOpts?.signal)),
-        );
-        for (const dir of unlinked) if (dir !== undefined) dirs.add(dir);
+        const batch = keys.slice(i, i + 16);
+        const unlinked = await Promise.all(batch.map((key) => unlinkKey(key, callOpts?.signal)));
+        for (const [j, segments] of unlinked.entries()) {
+          if (segments !== undefined) {
+            dirs.set(segments.join("/"), { segments, key: batch[j] ?? "" });
+          }
+        }
       }
-      for (const dir of dirs) await pruneEmptyDirectories(dir);
+      for (const { segments, key } of dirs.values()) await pruneEmptyDirectories(segments, key);
     },
 
     release(chunk: Uint8Array): void {

@@ -19,9 +19,15 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
+import {
+  type ConnectionLiveness,
+  defaultConnectionLiveness,
+  watchConnection,
+} from "./connection-liveness.js";
 import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
@@ -69,6 +75,18 @@ export interface SpillwayServerOptions {
    * 0 keeps connections open indefinitely.
    */
   readonly maxConnectionAgeMs?: number;
+  /**
+   * Close a connection gracefully (GOAWAY) once it has had no open stream this long. Default
+   * 5 min; 0 keeps idle connections open.
+   */
+  readonly connectionIdleMs?: number;
+  /**
+   * Send each connection an HTTP/2 PING this often, and destroy it when the peer does not
+   * answer within keepaliveTimeoutMs, so dead peers release their calls. Default 60 s; 0: off.
+   */
+  readonly keepaliveMs?: number;
+  /** How long a peer has to answer a keepalive PING; default 20 s. */
+  readonly keepaliveTimeoutMs?: number;
   /** Calls one tenant may have in flight at once on this server; default 256. */
   readonly maxCallsPerTenant?: number;
   /**
@@ -172,6 +190,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
       deadlines.interceptor,
+      createRequestIdleLimit(limits.idleStreamMs),
       createAuthInterceptor(auth),
       createTenantCallLimit(callLimits.maxCallsPerTenant),
       createInflightBytesLimit(callLimits.maxInflightBytes, {
@@ -199,6 +218,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     contextValues: (req) => deadlines.contextValues(req),
+    idleStreamMs: limits.idleStreamMs,
   });
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
@@ -207,7 +227,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       // gRPC-Web and Connect requests take connect's own handlers.
       router.handlers.push(
         ...createUniversalServiceHandlers(spillway, [
-          createGrpcHandlerFactory(handlerOptions, wire),
+          createGrpcHandlerFactory(handlerOptions, wire, limits.idleStreamMs),
           createGrpcWebHandlerFactory(handlerOptions),
           createConnectHandlerFactory(handlerOptions),
         ]),
@@ -267,8 +287,14 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     socket.once("close", () => sockets.delete(socket));
   });
   const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  const liveness: ConnectionLiveness = {
+    idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
+    keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
+    keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? defaultConnectionLiveness.keepaliveTimeoutMs,
+  };
   server.on("session", (session) => {
     sessions.add(session);
+    watchConnection(session, liveness);
     const aged =
       maxAgeMs > 0
         ? setTimeout(() => session.close(), maxAgeMs * (0.9 + Math.random() * 0.2)).unref()

@@ -100,6 +100,13 @@ export interface SpillwayServerOptions {
    * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
    */
   readonly maxInflightBytes?: number;
+  /**
+   * Bytes the calls in flight of one tenant may hold together, so that one tenant cannot hold
+   * what the others need (docs/design/admission-fairness.md). Default: with a token file a
+   * quarter of maxInflightBytes (at least one call's weight), in dev mode (one tenant) all of
+   * it; 0 turns the limit off. A tenant's `max_inflight_bytes` in the token file lowers it.
+   */
+  readonly maxInflightBytesPerTenant?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -136,6 +143,23 @@ const smallestPooledRequestBytes = 64 * 1024;
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
 const MAX_FRAME_SIZE = 1024 * 1024;
+
+/**
+ * The default per-tenant share of the in-flight bytes: all of them for dev mode's one tenant;
+ * with a token file a quarter, so at least four tenants must each hold all they may before the
+ * server is full, but never less than the heaviest call, so every tenant can make every call.
+ */
+function defaultTenantShare(
+  maxInflightBytes: number,
+  tenants: boolean,
+  weights: { offload: number; read: number },
+): number {
+  if (!tenants || maxInflightBytes === 0) return maxInflightBytes;
+  return Math.min(
+    maxInflightBytes,
+    Math.max(Math.floor(maxInflightBytes / 4), weights.offload, weights.read),
+  );
+}
 
 /** isLoopback tells whether a bind address only accepts local connections. */
 export function isLoopback(host: string): boolean {
@@ -178,10 +202,21 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
+  const maxInflightBytes = opts.maxInflightBytes ?? 1024 ** 3;
+  const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+  const liveness: ConnectionLiveness = {
+    idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
+    keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
+    keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? defaultConnectionLiveness.keepaliveTimeoutMs,
+  };
   const callLimits: CallLimits = {
-    maxInflightBytes: opts.maxInflightBytes ?? 1024 ** 3,
+    maxInflightBytes,
+    maxInflightBytesPerTenant:
+      opts.maxInflightBytesPerTenant ??
+      defaultTenantShare(maxInflightBytes, opts.tokenFile !== undefined, weights),
     maxCallsPerTenant: opts.maxCallsPerTenant ?? 256,
     requestDeadlineMs: opts.requestDeadlineMs,
+    connection: liveness,
   };
   const deadlines = createRequestDeadlines(callLimits.requestDeadlineMs);
   const handlerOptions = {
@@ -193,10 +228,13 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       createRequestIdleLimit(limits.idleStreamMs),
       createAuthInterceptor(auth),
       createTenantCallLimit(callLimits.maxCallsPerTenant),
-      createInflightBytesLimit(callLimits.maxInflightBytes, {
-        offload: limits.maxChunkBytes + limits.inlineBytes,
-        read: dataFrameBytes,
-      }),
+      createInflightBytesLimit(
+        {
+          maxBytes: callLimits.maxInflightBytes,
+          maxBytesPerTenant: callLimits.maxInflightBytesPerTenant,
+        },
+        weights,
+      ),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
@@ -287,11 +325,6 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     socket.once("close", () => sockets.delete(socket));
   });
   const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
-  const liveness: ConnectionLiveness = {
-    idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
-    keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
-    keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? defaultConnectionLiveness.keepaliveTimeoutMs,
-  };
   server.on("session", (session) => {
     sessions.add(session);
     watchConnection(session, liveness);

@@ -8,7 +8,11 @@ export interface ServerLimits {
   readonly inlineBytes: number;
   /** Lines between two line-index entries. */
   readonly indexStride: number;
-  /** How long an Offload stream may go without a message before it is cancelled. */
+  /**
+   * How long a call may wait on its client before it ends with DEADLINE_EXCEEDED: an Offload
+   * stream for its next message, any other call for its request, a response for a client that
+   * reads nothing (see idle-request.ts and grpc-node-handler.ts).
+   */
   readonly idleStreamMs: number;
   /** Most payload bytes one run may hold (see server/run-bytes.ts); unset: no limit. */
   readonly maxRunBytes?: number;

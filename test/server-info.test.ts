@@ -1,6 +1,8 @@
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { codeOf } from "./support/code-of.js";
+import { spawnSpillway } from "./support/spawn-spillway.js";
 import { startTestServer } from "./support/test-server.js";
 
 describe("GetServerInfo", () => {
@@ -68,6 +70,33 @@ describe("GetServerInfo", () => {
       expect(await codeOf(over)).toBe(Code.ResourceExhausted);
     } finally {
       await t.stop();
+    }
+  });
+
+  it("reports what the serve flags set: idle stream, connection idle, keepalive, tenant share", async () => {
+    const server = await spawnSpillway([
+      "--backend",
+      "memory",
+      "--idle-stream-ms",
+      "15000",
+      "--connection-idle-ms",
+      "90000",
+      "--keepalive-ms",
+      "30000",
+      "--keepalive-timeout-ms",
+      "5000",
+      "--max-inflight-bytes-per-tenant",
+      "67108864",
+    ]);
+    try {
+      const { limits } = await createSpillwayClient({ baseUrl: server.url }).raw.getServerInfo({});
+      expect(limits?.offloadIdleTimeout?.seconds).toBe(15n);
+      expect(limits?.connectionIdleTimeout?.seconds).toBe(90n);
+      expect(limits?.keepaliveInterval?.seconds).toBe(30n);
+      expect(limits?.keepaliveTimeout?.seconds).toBe(5n);
+      expect(limits?.maxInflightBytesPerTenant).toBe(64n * 1024n * 1024n);
+    } finally {
+      await server.stop();
     }
   });
 });

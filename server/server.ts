@@ -32,6 +32,7 @@ import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines } from "./request-deadline.js";
 import {
   type CallLimits,
@@ -279,6 +280,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         .contextValues(req)
         .set(responseWritableKey, "stream" in req ? req.stream : undefined),
   });
+  const boundArrival = createRequestArrivalBound([SpillwayService, Health], limits.idleStreamMs);
   const handler = deadlines.wrap(
     (
       req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -288,6 +290,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
         !grpcNodeHandler(req, res)
       ) {
+        boundArrival(req, res);
         connectHandler(req, res);
       }
     },

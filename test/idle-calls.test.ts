@@ -164,6 +164,76 @@ describe("calls whose request never arrives", () => {
   });
 });
 
+/** What an HTTP/2 response carried: status, headers and trailers merged, and its body as text. */
+interface HttpAnswer {
+  readonly status: number;
+  readonly headers: http2.IncomingHttpHeaders;
+  readonly body: string;
+}
+
+function httpAnswerOf(stream: http2.ClientHttp2Stream): Promise<HttpAnswer> {
+  return new Promise((resolve) => {
+    let status = 0;
+    let headers: http2.IncomingHttpHeaders = {};
+    let body = "";
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      headers = { ...headers, ...h };
+    });
+    stream.on("trailers", (h) => {
+      headers = { ...headers, ...h };
+    });
+    stream.on("data", (chunk: Buffer) => {
+      body += chunk.toString("latin1");
+    });
+    stream.on("error", () => {});
+    stream.on("end", () => {
+      resolve({ status, headers, body });
+      if (!stream.destroyed) stream.close();
+    });
+  });
+}
+
+describe("calls whose request never arrives, gRPC-Web and Connect", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "memory", limits: { idleStreamMs: idleMs } });
+  });
+  afterAll(() => t.stop());
+
+  it("answers each in its own protocol with DEADLINE_EXCEEDED", async () => {
+    const session = http2.connect(t.url);
+    try {
+      const request = (method: string, contentType: string) =>
+        session.request({
+          ":method": "POST",
+          ":path": `/spillway.v1.SpillwayService/${method}`,
+          "content-type": contentType,
+        });
+      const [connectUnary, webUnary, webStream] = await within(
+        idleMs + 10_000,
+        Promise.all([
+          httpAnswerOf(request("StatToolOutput", "application/proto")),
+          httpAnswerOf(request("StatToolOutput", "application/grpc-web+proto")),
+          httpAnswerOf(request("ReadToolOutput", "application/grpc-web+proto")),
+        ]),
+        "the calls were not answered",
+      );
+      expect(JSON.parse(connectUnary?.body ?? "")).toEqual({
+        code: "deadline_exceeded",
+        message: `the StatToolOutput request sent nothing for ${idleMs} ms`,
+      });
+      for (const web of [webUnary, webStream]) {
+        const status =
+          web?.headers["grpc-status"] ?? /grpc-status: ?(\d+)/.exec(web?.body ?? "")?.[1];
+        expect(Number(status)).toBe(Code.DeadlineExceeded);
+      }
+    } finally {
+      session.destroy();
+    }
+  });
+});
+
 describe("calls whose request never arrives, dev mode", () => {
   let t: TestServer;
   beforeAll(async () => {

@@ -226,7 +226,6 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       createLogInterceptor(opts.logger ?? pino({ level: "silent" })),
       drainGate,
       deadlines.interceptor,
-      createRequestIdleLimit(limits.idleStreamMs),
       createAuthInterceptor(auth),
       createTenantCallLimit(callLimits.maxCallsPerTenant),
       createInflightBytesLimit(
@@ -236,6 +235,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         },
         weights,
       ),
+      // Last: only admitted calls start a timer; a refused one never reads its request.
+      createRequestIdleLimit(limits.idleStreamMs),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.

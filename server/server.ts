@@ -34,6 +34,7 @@ import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines } from "./request-deadline.js";
+import { watchResponseStall } from "./response-stall.js";
 import {
   type CallLimits,
   createSpillwayCore,
@@ -292,6 +293,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         !grpcNodeHandler(req, res)
       ) {
         boundArrival(req, res);
+        watchResponseStall(req, res, limits.idleStreamMs);
         connectHandler(req, res);
       }
     },

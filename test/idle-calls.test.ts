@@ -257,50 +257,57 @@ describe("a read whose client stops reading", () => {
   });
   afterAll(() => t.stop());
 
-  it("is reset once its response waited idle_stream_ms for the client, freeing its slot", async () => {
-    await t
-      .sdk()
-      .offload({ tenant: "dev", runId: "r", callId: "big" }, new Uint8Array(4 * 1024 * 1024));
-    // A client window of 64 KiB: the server's writes wait for the client almost at once.
-    const session = http2.connect(t.url, { settings: { initialWindowSize: 65_535 } });
-    try {
-      const stream = openGrpcStream(session, "ReadToolOutput");
-      stream.end(
-        encodeEnvelope(
-          0,
-          toBinary(
-            ReadToolOutputRequestSchema,
-            create(ReadToolOutputRequestSchema, {
-              runId: "r",
-              handle: "res_big",
-              omitRendered: true,
-              window: { case: "bytes", value: {} },
-            }),
+  it.each([
+    ["gRPC", "application/grpc"],
+    ["gRPC-Web", "application/grpc-web+proto"],
+  ])(
+    "is reset once its response waited idle_stream_ms for the client, freeing its slot (%s)",
+    async (_, contentType) => {
+      await t
+        .sdk()
+        .offload({ tenant: "dev", runId: "r", callId: "big" }, new Uint8Array(4 * 1024 * 1024))
+        .catch(() => undefined);
+      // A client window of 64 KiB: the server's writes wait for the client almost at once.
+      const session = http2.connect(t.url, { settings: { initialWindowSize: 65_535 } });
+      try {
+        const stream = openGrpcStream(session, "ReadToolOutput", { "content-type": contentType });
+        stream.end(
+          encodeEnvelope(
+            0,
+            toBinary(
+              ReadToolOutputRequestSchema,
+              create(ReadToolOutputRequestSchema, {
+                runId: "r",
+                handle: "res_big",
+                omitRendered: true,
+                window: { case: "bytes", value: {} },
+              }),
+            ),
           ),
-        ),
-      );
-      stream.pause();
-      const closed = new Promise<number>((resolve) =>
-        stream.once("close", () => resolve(stream.rstCode ?? 0)),
-      );
-      stream.on("error", () => {});
-      // The stalled read holds the tenant's one slot.
-      let refused: Code | undefined;
-      for (let i = 0; i < 250 && refused !== Code.ResourceExhausted; i++) {
-        refused = await codeOf(t.raw().getServerInfo({}));
-        if (refused !== Code.ResourceExhausted) await new Promise((r) => setTimeout(r, 20));
+        );
+        stream.pause();
+        const closed = new Promise<number>((resolve) =>
+          stream.once("close", () => resolve(stream.rstCode ?? 0)),
+        );
+        stream.on("error", () => {});
+        // The stalled read holds the tenant's one slot.
+        let refused: Code | undefined;
+        for (let i = 0; i < 250 && refused !== Code.ResourceExhausted; i++) {
+          refused = await codeOf(t.raw().getServerInfo({}));
+          if (refused !== Code.ResourceExhausted) await new Promise((r) => setTimeout(r, 20));
+        }
+        expect(refused).toBe(Code.ResourceExhausted);
+        // No status can pass the frames the client left unread: the stream is reset, as at the
+        // request deadline.
+        expect(await within(idleMs + 10_000, closed, "the stalled read was not reset")).toBe(
+          http2.constants.NGHTTP2_CANCEL,
+        );
+        expect((await t.raw().getServerInfo({})).backend).toBe("memory");
+      } finally {
+        session.destroy();
       }
-      expect(refused).toBe(Code.ResourceExhausted);
-      // No status can pass the frames the client left unread: the stream is reset, as at the
-      // request deadline.
-      expect(await within(idleMs + 10_000, closed, "the stalled read was not reset")).toBe(
-        http2.constants.NGHTTP2_CANCEL,
-      );
-      expect((await t.raw().getServerInfo({})).backend).toBe("memory");
-    } finally {
-      session.destroy();
-    }
-  });
+    },
+  );
 });
 
 /** A connection's lifetime events, as a client sees them. */

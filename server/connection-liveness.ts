@@ -1,4 +1,5 @@
 import type { ServerHttp2Session } from "node:http2";
+import type { Socket } from "node:net";
 
 /** ConnectionLiveness bounds how long a connection may stay open without doing anything. */
 export interface ConnectionLiveness {
@@ -66,4 +67,16 @@ export function watchConnection(session: ServerHttp2Session, liveness: Connectio
     clearTimeout(unanswered);
     clearInterval(keepalive);
   });
+}
+
+/**
+ * watchHttp1Connection applies `liveness.idleMs` to an HTTP/1.1 connection (TLS clients that do
+ * not speak HTTP/2, such as some gRPC-Web proxies): one on which no byte moves either way for that
+ * long is destroyed. HTTP/1.1 has no PING, so silence is all a server can go by; the connection's
+ * requests end with it.
+ */
+export function watchHttp1Connection(socket: Socket, liveness: ConnectionLiveness): void {
+  if (liveness.idleMs === 0) return;
+  socket.setTimeout(liveness.idleMs);
+  socket.on("timeout", () => socket.destroy());
 }

@@ -3,6 +3,7 @@ import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
+import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
 import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
@@ -23,6 +24,7 @@ import {
   type ConnectionLiveness,
   defaultConnectionLiveness,
   watchConnection,
+  watchHttp1Connection,
 } from "./connection-liveness.js";
 import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
@@ -329,6 +331,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
+    if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
+      watchHttp1Connection(socket, liveness);
+    }
   });
   const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
   server.on("session", (session) => {

@@ -1,5 +1,9 @@
+import { mkdtemp, rm } from "node:fs/promises";
 import * as http2 from "node:http2";
 import { connect as connectTcp, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
@@ -8,8 +12,11 @@ import {
   ReadToolOutputRequestSchema,
   StatToolOutputRequestSchema,
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createMemoryBackend } from "../server/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
 import { codeOf } from "./support/code-of.js";
 import { openGrpcStream } from "./support/raw-grpc.js";
+import { writeSelfSigned } from "./support/self-signed.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** What a raw gRPC stream ended with: its grpc-status and message, or the reset it got. */
@@ -347,6 +354,52 @@ describe("idle connections", () => {
     }
     // Clients carry on over a new connection.
     expect((await t.raw().getServerInfo({})).backend).toBe("memory");
+  });
+});
+
+describe("idle HTTP/1.1 connections (TLS)", () => {
+  let dir: string;
+  let server: SpillwayServer;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-idle-tls-"));
+    writeSelfSigned({
+      certFile: join(dir, "cert.pem"),
+      keyFile: join(dir, "cert.key"),
+      commonName: "localhost",
+    });
+    server = await startSpillwayServer({
+      backend: createMemoryBackend(),
+      port: 0,
+      tls: { certFile: join(dir, "cert.pem"), keyFile: join(dir, "cert.key") },
+      connectionIdleMs: 300,
+    });
+  });
+  afterAll(async () => {
+    await server.close(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("closes an HTTP/1.1 connection that sends nothing for the idle time", async () => {
+    const socket = tlsConnect({
+      port: server.port,
+      host: "127.0.0.1",
+      rejectUnauthorized: false,
+      ALPNProtocols: ["http/1.1"],
+    });
+    socket.on("error", () => {});
+    try {
+      await new Promise<void>((resolve) => socket.once("secureConnect", () => resolve()));
+      expect(socket.alpnProtocol).toBe("http/1.1");
+      const opened = Date.now();
+      const closed = new Promise<number>((resolve) =>
+        socket.once("close", () => resolve(Date.now() - opened)),
+      );
+      expect(
+        await within(5000, closed, "the idle HTTP/1.1 connection was not closed"),
+      ).toBeGreaterThanOrEqual(250);
+    } finally {
+      socket.destroy();
+    }
   });
 });
 

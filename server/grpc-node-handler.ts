@@ -37,7 +37,6 @@ import {
   requestChunkReleaseKey,
   responseWritableKey,
 } from "./grpc-handler-factory.js";
-import { idleRequest } from "./idle-request.js";
 import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
@@ -167,12 +166,28 @@ async function serve(
   let failure: unknown;
   try {
     if (spec.kind === "unary") {
-      const body = parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined);
-      const input = await readSingle(
+      // One timer that fails the request's body, not a per-read race: a small call's read is
+      // over in microseconds, and the timer is all it costs.
+      const late =
         idleStreamMs === undefined
-          ? body
-          : idleRequest(body, idleStreamMs, context.signal, `the ${name} request`),
-      );
+          ? undefined
+          : setTimeout(() => {
+              if (req.complete) return;
+              req.destroy(
+                new ConnectError(
+                  `the ${name} request sent nothing for ${idleStreamMs} ms`,
+                  Code.DeadlineExceeded,
+                ),
+              );
+            }, idleStreamMs);
+      let input: MessageShape<DescMessage>;
+      try {
+        input = await readSingle(
+          parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined),
+        );
+      } finally {
+        clearTimeout(late);
+      }
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
       await writeMessage(res, context, framing.frame(output), reading);
     } else {

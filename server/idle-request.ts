@@ -48,8 +48,9 @@ export function idleRequest<T>(
  * its side within idleMs of the call's arrival, or the call ends with DEADLINE_EXCEEDED and
  * frees whatever admission gave it (a tenant's call slot, reserved bytes). Unary requests are
  * read before interceptors run, by the transport, which bounds them the same way
- * (grpc-node-handler.ts, grpc-handler-factory.ts); client-streaming calls bound the time
- * between messages themselves (Offload, idle-stream.ts).
+ * (grpc-node-handler.ts, grpc-handler-factory.ts, and request-arrival.ts for gRPC-Web and
+ * Connect); client-streaming calls bound the time between messages themselves (Offload,
+ * idle-stream.ts). It runs last among the interceptors, so only admitted calls start a timer.
  */
 export function createRequestIdleLimit(idleMs: number): Interceptor {
   return (next) => (req) => {

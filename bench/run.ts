@@ -58,6 +58,14 @@ async function main(): Promise<void> {
       run: async () => [await smallOffloadScenario(runs)],
     },
     {
+      names: ["replay_offloads"],
+      run: async () => [await replayScenario(runs)],
+    },
+    {
+      names: ["delete_run_10k"],
+      run: async () => [await deleteRunScenario(runs)],
+    },
+    {
       names: ["sweep_per_record"],
       run: async () => [await sweepScenario(runs)],
     },

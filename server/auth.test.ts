@@ -34,10 +34,19 @@ describe("token file", () => {
     expect(() =>
       parseTokenFile(`${hashToken("a")} acme max_run_bytes=5\n${hashToken("b")} acme\n`),
     ).toThrow(/two different limits/);
+    expect(
+      parseTokenFile(`${hashToken("a")} acme max_calls=8 max_inflight_bytes=65536\n`).get(
+        hashToken("a"),
+      ),
+    ).toEqual({ tenant: "acme", maxCalls: 8, maxInflightBytes: 65536 });
+    expect(() =>
+      parseTokenFile(`${hashToken("a")} acme max_calls=8\n${hashToken("b")} acme max_calls=9\n`),
+    ).toThrow(/two different limits/);
     for (const attributes of [
       "max_files=3",
       "max_run_bytes=1 max_run_bytes=2",
       "max_run_bytes=-1",
+      "max_calls=1 max_calls=1",
       "max_run_bytes=99999999999999999999",
     ]) {
       expect(() => parseTokenFile(`${hashToken("a")} acme ${attributes}\n`)).toThrow(/line 1/);

@@ -4,6 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { BlobKeySchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+import type { TenantLimits } from "./limits.js";
 import { validateRequest } from "./validation.js";
 
 /** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
@@ -28,14 +29,17 @@ export interface Authenticator {
 const LIMIT_ATTRIBUTES = {
   max_blob_bytes: "maxBlobBytes",
   max_run_bytes: "maxRunBytes",
+  max_inflight_bytes: "maxInflightBytes",
+  max_calls: "maxCalls",
 } as const;
 
-const LINE_FORMAT = "<sha256 hex> <tenant> [max_blob_bytes=<n>] [max_run_bytes=<n>]";
+const LINE_FORMAT =
+  "<sha256 hex> <tenant> [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]";
 
 /**
  * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
- * [max_blob_bytes=<n>] [max_run_bytes=<n>]` per line, the limits in any order, each at most
- * once; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
+ * [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]` per line,
+ * the limits in any order, each at most once; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
  * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
  * of that tenant; two lines giving one tenant different limits are refused.
  */
@@ -55,7 +59,7 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
         `token file line ${index + 1}: invalid tenant ${JSON.stringify(tenant)}: ${refusal}`,
       );
     }
-    const limits: { maxBlobBytes?: number; maxRunBytes?: number } = {};
+    const limits: { -readonly [K in keyof TenantLimits]?: number } = {};
     for (const attribute of attributes) {
       const [name = "", value = ""] = attribute.split("=", 2);
       const field = Object.hasOwn(LIMIT_ATTRIBUTES, name)
@@ -67,7 +71,9 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
       }
       limits[field] = n;
     }
-    const key = JSON.stringify([limits.maxBlobBytes ?? null, limits.maxRunBytes ?? null]);
+    const key = JSON.stringify(
+      Object.values(LIMIT_ATTRIBUTES).map((field) => limits[field] ?? null),
+    );
     if (limitsOf.has(tenant) && limitsOf.get(tenant) !== key) {
       throw new Error(`token file line ${index + 1}: tenant "${tenant}" has two different limits`);
     }
@@ -92,12 +98,8 @@ function tenantRefusal(tenant: string): string | undefined {
 }
 
 /** TokenEntry is what one token grants: its tenant and that tenant's own limits. */
-export interface TokenEntry {
+export interface TokenEntry extends TenantLimits {
   readonly tenant: string;
-  /** Largest payload the tenant may offload; unset: the server-wide limit. */
-  readonly maxBlobBytes?: number;
-  /** Most payload bytes one of the tenant's runs may hold; unset: the server-wide limit. */
-  readonly maxRunBytes?: number;
 }
 
 /** tenantLimitsKey carries the authenticated tenant's own limits to the handlers. */

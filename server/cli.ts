@@ -23,7 +23,8 @@ Flags (each also read from the environment variable shown):
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
-                                                        [max_blob_bytes=<n>] [max_run_bytes=<n>]";
+                                                        [max_blob_bytes=<n>] [max_run_bytes=<n>]
+                                                        [max_inflight_bytes=<n>] [max_calls=<n>]";
                                                         without it: loopback only, tenant "dev"
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
   --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
@@ -48,6 +49,18 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
   --max-inflight-bytes <n>        SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
                                                         flight, default 1073741824; 0 = no limit
+  --max-inflight-bytes-per-tenant <n>  SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT  the share of them one
+                                                        tenant may hold; default a quarter with a
+                                                        token file, all in dev mode; 0 = no limit
+  --idle-stream-ms <n>            SPILLWAY_IDLE_STREAM_MS  end a call that waits this long on its client
+                                                        (next Offload message, a request, a reader)
+                                                        with DEADLINE_EXCEEDED, default 60000
+  --connection-idle-ms <n>        SPILLWAY_CONNECTION_IDLE_MS  GOAWAY to a connection with no open
+                                                        stream this long, default 300000; 0 = never
+  --keepalive-ms <n>              SPILLWAY_KEEPALIVE_MS  PING each connection this often, default
+                                                        60000; 0 = off
+  --keepalive-timeout-ms <n>      SPILLWAY_KEEPALIVE_TIMEOUT_MS  close a connection whose peer leaves a
+                                                        PING unanswered this long, default 20000
   --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
                                                         DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
@@ -84,6 +97,11 @@ const flags = {
   "max-calls-per-tenant": "SPILLWAY_MAX_CALLS_PER_TENANT",
   "request-deadline-ms": "SPILLWAY_REQUEST_DEADLINE_MS",
   "max-inflight-bytes": "SPILLWAY_MAX_INFLIGHT_BYTES",
+  "max-inflight-bytes-per-tenant": "SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT",
+  "idle-stream-ms": "SPILLWAY_IDLE_STREAM_MS",
+  "connection-idle-ms": "SPILLWAY_CONNECTION_IDLE_MS",
+  "keepalive-ms": "SPILLWAY_KEEPALIVE_MS",
+  "keepalive-timeout-ms": "SPILLWAY_KEEPALIVE_TIMEOUT_MS",
   "metrics-port": "SPILLWAY_METRICS_PORT",
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
@@ -138,7 +156,11 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxBlobBytes", intOption(opt("max-blob-bytes"), "max-blob-bytes")),
     ...defined("inlineBytes", intOption(opt("inline-bytes"), "inline-bytes")),
     ...defined("maxRunBytes", intOption(opt("max-run-bytes"), "max-run-bytes")),
+    ...defined("idleStreamMs", intOption(opt("idle-stream-ms"), "idle-stream-ms")),
   };
+  if (limits.idleStreamMs === 0) {
+    throw new Error("--idle-stream-ms: must be above 0; every call needs a bound on its client");
+  }
   const caps = {
     ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),
     ...defined("maxWindowChars", intOption(opt("max-window-chars"), "max-window-chars")),
@@ -164,6 +186,16 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
     ...defined("maxInflightBytes", intOption(opt("max-inflight-bytes"), "max-inflight-bytes")),
     ...defined("requestDeadlineMs", intOption(opt("request-deadline-ms"), "request-deadline-ms")),
+    ...defined(
+      "maxInflightBytesPerTenant",
+      intOption(opt("max-inflight-bytes-per-tenant"), "max-inflight-bytes-per-tenant"),
+    ),
+    ...defined("connectionIdleMs", intOption(opt("connection-idle-ms"), "connection-idle-ms")),
+    ...defined("keepaliveMs", intOption(opt("keepalive-ms"), "keepalive-ms")),
+    ...defined(
+      "keepaliveTimeoutMs",
+      intOption(opt("keepalive-timeout-ms"), "keepalive-timeout-ms"),
+    ),
     ...defined(
       "maxConnectionAgeMs",
       intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),

@@ -53,6 +53,7 @@ import {
 import { envelopeHeaderBytes } from "../clients/ts/src/bytes-field-wire.js";
 import { createEnvelopeReader } from "../clients/ts/src/envelope-reader.js";
 import type { ChunkPool } from "./backends/chunk-pool.js";
+import { idleRequest } from "./idle-request.js";
 
 /**
  * WireFramer returns a response message as the gRPC body bytes it stands for (envelope
@@ -132,15 +133,18 @@ export const methodPost = "POST";
  * With `recycle`, each framed part is handed to it once the call's response stream (the
  * context's responseWritableKey) reports every write completed, never earlier. With
  * `requestChunks`, large request messages are assembled in its chunks, and the call's
- * handler may give them back (requestChunkReleaseKey).
+ * handler may give them back (requestChunkReleaseKey). With `idleStreamMs`, a unary call whose
+ * request is not complete that long after it arrived ends with DEADLINE_EXCEEDED (the
+ * request-reading bound grpc-node-handler.ts applies on the direct path).
  */
 export function createGrpcHandlerFactory(
   options: Partial<UniversalHandlerOptions>,
   wire: GrpcWireOptions,
+  idleStreamMs?: number,
 ): ProtocolHandlerFactory {
   const opt = validateUniversalHandlerOptions(options);
   const factory = (spec: MethodImplSpec): UniversalHandler =>
-    Object.assign(createHandler(opt, spec, wire), {
+    Object.assign(createHandler(opt, spec, wire, idleStreamMs), {
       protocolNames: [protocolName],
       allowedMethods: [methodPost],
       supportedContentType: contentTypeMatcher(contentTypeRegExp),
@@ -155,6 +159,7 @@ function createHandler(
   opt: UniversalHandlerOptions,
   spec: MethodImplSpec,
   wire: GrpcWireOptions,
+  idleStreamMs: number | undefined,
 ): (req: UniversalServerRequest) => Promise<UniversalServerResponse> {
   const { framer, recycle, requestChunks } = wire;
   const serialization = createMethodSerializationLookup(
@@ -199,7 +204,7 @@ function createHandler(
     if (plain && requestChunks !== undefined) {
       req.contextValues?.set(requestChunkReleaseKey, requestChunks.give);
     }
-    const input = plain
+    const parsed = plain
       ? parseEnvelopes(req.body, opt.readMaxBytes, serialization.getI(true), requestChunks)
       : pipe(
           req.body,
@@ -213,6 +218,10 @@ function createHandler(
           transformDecompressEnvelope(compression.request, opt.readMaxBytes),
           transformParseEnvelope(serialization.getI(type.binary)),
         );
+    const input =
+      spec.kind === "unary" && idleStreamMs !== undefined
+        ? idleRequest(parsed, idleStreamMs, context.signal, `the ${spec.method.name} request`)
+        : parsed;
     const it = transformInvokeImplementation(
       spec,
       context,

@@ -47,6 +47,12 @@ export interface GrpcNodeCalls {
   readonly wire: GrpcWireOptions;
   /** The context values a call starts with. */
   readonly contextValues?: (req: Http2ServerRequest) => ContextValues;
+  /**
+   * Longest a call may wait on its client: for a unary call's request to arrive (and the
+   * client's side to end), and for the client to read when the response cannot be written.
+   * Unset: no bound (server-streaming requests are bounded by createRequestIdleLimit).
+   */
+  readonly idleStreamMs?: number;
 }
 
 /**
@@ -74,6 +80,11 @@ export type GrpcNodeHandler = (req: Http2ServerRequest, res: Http2ServerResponse
  * A call's signal is aborted when the call ends: with `callEnded` once the response is
  * complete, with the error the call failed with, or with CANCELED (or the code matching the
  * RST_STREAM the client sent) when the stream closes first.
+ *
+ * With `calls.idleStreamMs`, a unary call whose request is not complete that long after it
+ * arrived ends with DEADLINE_EXCEEDED, and a call whose response waits that long for a client
+ * that reads nothing has its stream reset (RST_STREAM CANCEL: no status could pass the
+ * unread frames) and ends with DEADLINE_EXCEEDED, freeing what admission gave it.
  */
 export function createGrpcNodeHandler(
   options: Partial<UniversalHandlerOptions>,
@@ -149,21 +160,43 @@ async function serve(
     recycle,
     req.stream,
   );
+  const { idleStreamMs } = calls;
+  const name = spec.method.name;
+  const reading: Reading = { idleMs: idleStreamMs, name };
   let failure: unknown;
   try {
     if (spec.kind === "unary") {
-      const input = await readSingle(
-        parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined),
-      );
+      // One timer that fails the request's body, not a per-read race: a small call's read is
+      // over in microseconds, and the timer is all it costs.
+      const late =
+        idleStreamMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              if (req.complete) return;
+              req.destroy(
+                new ConnectError(
+                  `the ${name} request sent nothing for ${idleStreamMs} ms`,
+                  Code.DeadlineExceeded,
+                ),
+              );
+            }, idleStreamMs);
+      let input: MessageShape<DescMessage>;
+      try {
+        input = await readSingle(
+          parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined),
+        );
+      } finally {
+        clearTimeout(late);
+      }
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
-      await writeMessage(res, context, framing.frame(output));
+      await writeMessage(res, context, framing.frame(output), reading);
     } else {
       const messages = transformInvokeImplementation(
         spec,
         context,
         opts.interceptors,
       )(parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, requestChunks));
-      await writeMessages(res, context, messages, framing);
+      await writeMessages(res, context, messages, framing, reading);
     }
   } catch (err) {
     failure = err;
@@ -252,13 +285,14 @@ async function writeMessages(
   context: HandlerContext,
   messages: AsyncIterable<MessageShape<DescMessage>>,
   framing: ResponseFramer,
+  reading: Reading,
 ): Promise<void> {
   const it = messages[Symbol.asyncIterator]();
   for (;;) {
     const step = await it.next();
     if (step.done === true) return;
     try {
-      await writeMessage(res, context, framing.frame(step.value));
+      await writeMessage(res, context, framing.frame(step.value), reading);
     } catch (err) {
       await it.throw?.(err).catch(() => undefined);
       throw err;
@@ -266,14 +300,21 @@ async function writeMessages(
   }
 }
 
+/** How long a response may wait for its client to read (undefined: for ever), and its method. */
+interface Reading {
+  readonly idleMs: number | undefined;
+  readonly name: string;
+}
+
 async function writeMessage(
   res: Http2ServerResponse,
   context: HandlerContext,
   parts: readonly Uint8Array[],
+  reading: Reading,
 ): Promise<void> {
   if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
   for (const part of parts) {
-    if (!res.write(part)) await drained(res);
+    if (!res.write(part)) await drained(res, reading);
   }
 }
 
@@ -334,10 +375,27 @@ function drainUnreadRequest(stream: ServerHttp2Stream): void {
   stream.resume();
 }
 
-/** Resolves once the response drains; rejects when it closes or fails first. */
-function drained(res: Http2ServerResponse): Promise<void> {
+/**
+ * Resolves once the response drains; rejects when it closes or fails first, or when the client
+ * has read nothing for reading.idleMs: the stream is then reset with CANCEL.
+ */
+function drained(res: Http2ServerResponse, reading: Reading): Promise<void> {
   return new Promise((resolve, reject) => {
+    const { idleMs } = reading;
+    const stalled =
+      idleMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            done(
+              new ConnectError(
+                `the client read nothing of the ${reading.name} response for ${idleMs} ms`,
+                Code.DeadlineExceeded,
+              ),
+            );
+            res.stream.close(h2.NGHTTP2_CANCEL);
+          }, idleMs);
     const done = (err?: unknown) => {
+      clearTimeout(stalled);
       res.off("drain", onDrain);
       res.off("close", onClose);
       res.off("error", done);

@@ -8,7 +8,11 @@ export interface ServerLimits {
   readonly inlineBytes: number;
   /** Lines between two line-index entries. */
   readonly indexStride: number;
-  /** How long an Offload stream may go without a message before it is cancelled. */
+  /**
+   * How long a call may wait on its client before it ends with DEADLINE_EXCEEDED: an Offload
+   * stream for its next message, any other call for its request, a response for a client that
+   * reads nothing (see idle-request.ts and grpc-node-handler.ts).
+   */
   readonly idleStreamMs: number;
   /** Most payload bytes one run may hold (see server/run-bytes.ts); unset: no limit. */
   readonly maxRunBytes?: number;
@@ -25,8 +29,14 @@ export const defaultLimits: ServerLimits = {
 
 /** TenantLimits are a tenant's own limits from the token file; each one only lowers the server's. */
 export interface TenantLimits {
+  /** Largest payload the tenant may offload; unset: the server-wide limit. */
   readonly maxBlobBytes?: number;
+  /** Most payload bytes one of the tenant's runs may hold; unset: the server-wide limit. */
   readonly maxRunBytes?: number;
+  /** Bytes the tenant's calls in flight may hold; unset: max_inflight_bytes_per_tenant. */
+  readonly maxInflightBytes?: number;
+  /** Calls the tenant may have in flight; unset: max_calls_per_tenant. */
+  readonly maxCalls?: number;
 }
 
 /**
@@ -44,4 +54,13 @@ export function limitsForTenant(server: ServerLimits, tenant: TenantLimits): Ser
     maxBlobBytes: Math.min(server.maxBlobBytes, tenant.maxBlobBytes ?? Infinity),
     ...(maxRunBytes === undefined ? {} : { maxRunBytes }),
   };
+}
+
+/**
+ * lowerLimit returns a server-wide limit where 0 means "none" as it applies to a tenant whose
+ * own limit (unset: none of its own) may only lower it.
+ */
+export function lowerLimit(server: number, own: number | undefined): number {
+  if (own === undefined) return server;
+  return server === 0 ? own : Math.min(server, own);
 }

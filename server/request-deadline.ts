@@ -98,11 +98,12 @@ export function createRequestDeadlines(deadlineMs: number | undefined): RequestD
 }
 
 /**
- * Resets a response whose pending write waits for the client to read. connect-node waits for
- * that write's "drain" or "error", and a reset stream emits neither, so the error is handed to
- * the waiting write: the call then unwinds like any failed call, releasing its slot.
+ * resetStalled resets a response whose pending write waits for the client to read, and does
+ * nothing to one that is not waiting. connect-node waits for that write's "drain" or "error",
+ * and a reset stream emits neither, so the error is handed to the waiting write: the call then
+ * unwinds like any failed call, releasing its slot.
  */
-function resetStalled(res: NodeResponse, reason: ConnectError): void {
+export function resetStalled(res: NodeResponse, reason: ConnectError): void {
   if (res.writableEnded) return;
   if (res instanceof http2.Http2ServerResponse) {
     if (!res.stream.writableNeedDrain) return;

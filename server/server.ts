@@ -3,6 +3,7 @@ import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
+import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
 import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
@@ -16,14 +17,23 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
+import {
+  type ConnectionLiveness,
+  defaultConnectionLiveness,
+  watchConnection,
+  watchHttp1Connection,
+} from "./connection-liveness.js";
 import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines } from "./request-deadline.js";
+import { watchResponseStall } from "./response-stall.js";
 import {
   type CallLimits,
   createSpillwayCore,
@@ -67,6 +77,18 @@ export interface SpillwayServerOptions {
    * 0 keeps connections open indefinitely.
    */
   readonly maxConnectionAgeMs?: number;
+  /**
+   * Close a connection gracefully (GOAWAY) once it has had no open stream this long. Default
+   * 5 min; 0 keeps idle connections open.
+   */
+  readonly connectionIdleMs?: number;
+  /**
+   * Send each connection an HTTP/2 PING this often, and destroy it when the peer does not
+   * answer within keepaliveTimeoutMs, so dead peers release their calls. Default 60 s; 0: off.
+   */
+  readonly keepaliveMs?: number;
+  /** How long a peer has to answer a keepalive PING; default 20 s. */
+  readonly keepaliveTimeoutMs?: number;
   /** Calls one tenant may have in flight at once on this server; default 256. */
   readonly maxCallsPerTenant?: number;
   /**
@@ -87,6 +109,13 @@ export interface SpillwayServerOptions {
    * probe a second). Default 5000; 0 turns readiness off (health then only reports a drain).
    */
   readonly storeProbeIntervalMs?: number;
+  /**
+   * Bytes the calls in flight of one tenant may hold together, so that one tenant cannot hold
+   * what the others need (docs/design/admission-fairness.md). Default: with a token file a
+   * quarter of maxInflightBytes (at least one call's weight), in dev mode (one tenant) all of
+   * it; 0 turns the limit off. A tenant's `max_inflight_bytes` in the token file lowers it.
+   */
+  readonly maxInflightBytesPerTenant?: number;
   /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
@@ -127,6 +156,23 @@ const smallestPooledRequestBytes = 64 * 1024;
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
 const MAX_FRAME_SIZE = 1024 * 1024;
+
+/**
+ * The default per-tenant share of the in-flight bytes: all of them for dev mode's one tenant;
+ * with a token file a quarter, so at least four tenants must each hold all they may before the
+ * server is full, but never less than the heaviest call, so every tenant can make every call.
+ */
+function defaultTenantShare(
+  maxInflightBytes: number,
+  tenants: boolean,
+  weights: { offload: number; read: number },
+): number {
+  if (!tenants || maxInflightBytes === 0) return maxInflightBytes;
+  return Math.min(
+    maxInflightBytes,
+    Math.max(Math.floor(maxInflightBytes / 4), weights.offload, weights.read),
+  );
+}
 
 /** isLoopback tells whether a bind address only accepts local connections. */
 export function isLoopback(host: string): boolean {
@@ -187,10 +233,21 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
+  const maxInflightBytes = opts.maxInflightBytes ?? 1024 ** 3;
+  const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+  const liveness: ConnectionLiveness = {
+    idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
+    keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
+    keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? defaultConnectionLiveness.keepaliveTimeoutMs,
+  };
   const callLimits: CallLimits = {
-    maxInflightBytes: opts.maxInflightBytes ?? 1024 ** 3,
+    maxInflightBytes,
+    maxInflightBytesPerTenant:
+      opts.maxInflightBytesPerTenant ??
+      defaultTenantShare(maxInflightBytes, opts.tokenFile !== undefined, weights),
     maxCallsPerTenant: opts.maxCallsPerTenant ?? 256,
     requestDeadlineMs: opts.requestDeadlineMs,
+    connection: liveness,
   };
   const deadlines = createRequestDeadlines(callLimits.requestDeadlineMs);
   const handlerOptions = {
@@ -201,10 +258,15 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       deadlines.interceptor,
       createAuthInterceptor(auth),
       createTenantCallLimit(callLimits.maxCallsPerTenant),
-      createInflightBytesLimit(callLimits.maxInflightBytes, {
-        offload: limits.maxChunkBytes + limits.inlineBytes,
-        read: dataFrameBytes,
-      }),
+      createInflightBytesLimit(
+        {
+          maxBytes: callLimits.maxInflightBytes,
+          maxBytesPerTenant: callLimits.maxInflightBytesPerTenant,
+        },
+        weights,
+      ),
+      // Last: only admitted calls start a timer; a refused one never reads its request.
+      createRequestIdleLimit(limits.idleStreamMs),
     ],
     acceptCompression: [],
     // A chunk plus the header and framing; larger messages are refused before they are read.
@@ -226,6 +288,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     contextValues: (req) => deadlines.contextValues(req),
+    idleStreamMs: limits.idleStreamMs,
   });
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
@@ -234,7 +297,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       // gRPC-Web and Connect requests take connect's own handlers.
       router.handlers.push(
         ...createUniversalServiceHandlers(spillway, [
-          createGrpcHandlerFactory(handlerOptions, wire),
+          createGrpcHandlerFactory(handlerOptions, wire, limits.idleStreamMs),
           createGrpcWebHandlerFactory(handlerOptions),
           createConnectHandlerFactory(handlerOptions),
         ]),
@@ -248,6 +311,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         .contextValues(req)
         .set(responseWritableKey, "stream" in req ? req.stream : undefined),
   });
+  const boundArrival = createRequestArrivalBound([SpillwayService, Health], limits.idleStreamMs);
   const handler = deadlines.wrap(
     (
       req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -257,6 +321,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
         !grpcNodeHandler(req, res)
       ) {
+        boundArrival(req, res);
+        watchResponseStall(req, res, limits.idleStreamMs);
         connectHandler(req, res);
       }
     },
@@ -292,10 +358,14 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
+    if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
+      watchHttp1Connection(socket, liveness);
+    }
   });
   const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
   server.on("session", (session) => {
     sessions.add(session);
+    watchConnection(session, liveness);
     const aged =
       maxAgeMs > 0
         ? setTimeout(() => session.close(), maxAgeMs * (0.9 + Math.random() * 0.2)).unref()

@@ -14,8 +14,9 @@ import {
 } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
+import type { ConnectionLiveness } from "./connection-liveness.js";
 import { requestChunkReleaseKey } from "./grpc-handler-factory.js";
-import { limitsForTenant, type ServerLimits } from "./limits.js";
+import { limitsForTenant, lowerLimit, type ServerLimits } from "./limits.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
@@ -70,10 +71,14 @@ const durationMs = (d: { seconds: bigint; nanos: number }) =>
 export interface CallLimits {
   /** Bytes held for calls in flight before new ones are refused; 0: no limit. */
   readonly maxInflightBytes: number;
+  /** Bytes one tenant's calls in flight may hold; 0: no limit (see inflight-bytes-limit.ts). */
+  readonly maxInflightBytesPerTenant: number;
   /** Calls one tenant may have in flight at once. */
   readonly maxCallsPerTenant: number;
   /** Longest a call may run; undefined or 0: no server deadline. */
   readonly requestDeadlineMs?: number | undefined;
+  /** When idle connections are closed and dead peers detected. */
+  readonly connection: ConnectionLiveness;
 }
 
 /**
@@ -180,8 +185,10 @@ export function createSpillwayService(
 
     getServerInfo(_req, ctx) {
       // Reported as they apply to the caller: a tenant's own limit only ever lowers the server's.
-      const limits = limitsForTenant(core.limits, ctx.values.get(tenantLimitsKey));
+      const own = ctx.values.get(tenantLimitsKey);
+      const limits = limitsForTenant(core.limits, own);
       const deadlineMs = callLimits.requestDeadlineMs ?? 0;
+      const { connection } = callLimits;
       return create(GetServerInfoResponseSchema, {
         version: SPILLWAY_VERSION,
         backend: core.backend.kind,
@@ -193,9 +200,21 @@ export function createSpillwayService(
           maxBytesWindow: BigInt(core.caps.maxBytesWindow),
           ...(limits.maxRunBytes === undefined ? {} : { maxRunBytes: BigInt(limits.maxRunBytes) }),
           maxInflightBytes: BigInt(callLimits.maxInflightBytes),
-          maxCallsPerTenant: callLimits.maxCallsPerTenant,
+          maxInflightBytesPerTenant: BigInt(
+            lowerLimit(callLimits.maxInflightBytesPerTenant, own.maxInflightBytes),
+          ),
+          maxCallsPerTenant: Math.min(callLimits.maxCallsPerTenant, own.maxCalls ?? Infinity),
           ...(deadlineMs > 0 ? { requestDeadline: durationFromMs(deadlineMs) } : {}),
           offloadIdleTimeout: durationFromMs(core.limits.idleStreamMs),
+          ...(connection.idleMs > 0
+            ? { connectionIdleTimeout: durationFromMs(connection.idleMs) }
+            : {}),
+          ...(connection.keepaliveMs > 0
+            ? {
+                keepaliveInterval: durationFromMs(connection.keepaliveMs),
+                keepaliveTimeout: durationFromMs(connection.keepaliveTimeoutMs),
+              }
+            : {}),
         },
         caps: {
           maxWindowLines: core.caps.maxWindowLines,

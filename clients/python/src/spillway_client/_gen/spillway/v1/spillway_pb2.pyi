@@ -345,7 +345,7 @@ class GetServerInfoResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., caps: _Optional[_Union[WindowCaps, _Mapping]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_blob_bytes", "max_chunk_bytes", "inline_bytes", "max_pattern_bytes", "max_bytes_window", "max_run_bytes", "max_inflight_bytes", "max_calls_per_tenant", "request_deadline", "offload_idle_timeout")
+    __slots__ = ("max_blob_bytes", "max_chunk_bytes", "inline_bytes", "max_pattern_bytes", "max_bytes_window", "max_run_bytes", "max_inflight_bytes", "max_calls_per_tenant", "request_deadline", "offload_idle_timeout", "max_inflight_bytes_per_tenant", "connection_idle_timeout", "keepalive_interval", "keepalive_timeout")
     MAX_BLOB_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
     INLINE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -356,6 +356,10 @@ class Limits(_message.Message):
     MAX_CALLS_PER_TENANT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_DEADLINE_FIELD_NUMBER: _ClassVar[int]
     OFFLOAD_IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_INFLIGHT_BYTES_PER_TENANT_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    KEEPALIVE_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    KEEPALIVE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     max_blob_bytes: int
     max_chunk_bytes: int
     inline_bytes: int
@@ -366,7 +370,11 @@ class Limits(_message.Message):
     max_calls_per_tenant: int
     request_deadline: _duration_pb2.Duration
     offload_idle_timeout: _duration_pb2.Duration
-    def __init__(self, max_blob_bytes: _Optional[int] = ..., max_chunk_bytes: _Optional[int] = ..., inline_bytes: _Optional[int] = ..., max_pattern_bytes: _Optional[int] = ..., max_bytes_window: _Optional[int] = ..., max_run_bytes: _Optional[int] = ..., max_inflight_bytes: _Optional[int] = ..., max_calls_per_tenant: _Optional[int] = ..., request_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., offload_idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    max_inflight_bytes_per_tenant: int
+    connection_idle_timeout: _duration_pb2.Duration
+    keepalive_interval: _duration_pb2.Duration
+    keepalive_timeout: _duration_pb2.Duration
+    def __init__(self, max_blob_bytes: _Optional[int] = ..., max_chunk_bytes: _Optional[int] = ..., inline_bytes: _Optional[int] = ..., max_pattern_bytes: _Optional[int] = ..., max_bytes_window: _Optional[int] = ..., max_run_bytes: _Optional[int] = ..., max_inflight_bytes: _Optional[int] = ..., max_calls_per_tenant: _Optional[int] = ..., request_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., offload_idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_inflight_bytes_per_tenant: _Optional[int] = ..., connection_idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keepalive_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keepalive_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class WindowCaps(_message.Message):
     __slots__ = ("max_window_lines", "max_window_chars", "max_line_chars", "max_matches")

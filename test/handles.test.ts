@@ -119,6 +119,20 @@ describe.each(serviceBackends)(
       expect([stat.key?.callId, stat.slot]).toEqual(["a", "file:x_stdout"]);
     });
 
+    it("reads and stats an attachment whose handle is as long as the longest key makes it", async () => {
+      const a = t.sdk(A);
+      // The longest call id and a slot of the longest length made of `_`, which the handle
+      // escapes to three bytes each: the handle is 1,659 bytes.
+      const key = { tenant: "ta", runId: "run5", callId: "c".repeat(128) };
+      const slot = `file:${"_".repeat(507)}`;
+      const { attachment } = await a.offloadResult(key, "longest handle\n", { slot });
+      expect(Buffer.byteLength(attachment.handle)).toBe(4 + 128 + 1 + 5 + 507 * 3);
+      const w = await a.readToolOutput({ runId: "run5", handle: attachment.handle });
+      expect(w.rendered).toContain("longest handle");
+      const stat = await a.stat("run5", attachment.handle);
+      expect(stat.slot).toBe(slot);
+    });
+
     it.each([
       ["a NUL", "res_call1\u0000"],
       ["a newline", "res_call1\n"],

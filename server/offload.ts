@@ -12,7 +12,7 @@ import {
 import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
-import { blobKey, checkSlotPath, handleFor, lineIndexKey } from "./keys.js";
+import { blobKey, checkSlotPath, handleFor, lineIndexKey, truncateForMessage } from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
@@ -160,14 +160,23 @@ async function offloadFrom(
   // hashes its bytes and compares, instead of writing a record or a blob that the create-only
   // commit refuses and that must be read back and deleted. A run limit must know it too.
   // Independent lookups: one round trip to the store, not several.
-  const [deleted, recorded, heldAtStart] = await Promise.all([
+  const [deleted, runExpires, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
+    deps.runs.expiresMs(tenant, key.runId, signal),
     lookUp(),
     maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {
     throw new ConnectError(
       `run "${key.runId}" was deleted and its id is still held by forks; use a new run id`,
+      Code.FailedPrecondition,
+    );
+  }
+  if (runExpires !== undefined && runExpires <= deps.now()) {
+    // Every read of an expired run is refused until the sweep removes it, so a record
+    // committed now would be acknowledged and then lost.
+    throw new ConnectError(
+      `run "${truncateForMessage(key.runId)}" has expired and awaits the sweep; nothing was stored: use another run id`,
       Code.FailedPrecondition,
     );
   }

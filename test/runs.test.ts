@@ -208,6 +208,40 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     );
   });
 
+  it("refuses to commit into a run that expired and answers again once it is swept", async () => {
+    clock = Date.now();
+    t = await startTestServer({ backend: backendKind, now: () => clock });
+    const sdk = t.sdk();
+    const key = (callId: string) => ({ tenant: "dev", runId: "lapsed", callId });
+    await sdk.offload(key("before"), "kept until the run expires\n");
+    await sdk.raw.setRunTtl({ runId: "lapsed", ttl: { seconds: 60n, nanos: 0 } });
+    clock += 61_000;
+
+    // Committing now would answer with a handle that every read refuses, until the sweep
+    // removes the output: the caller must hear that nothing was kept.
+    const err = await failureOf(sdk.offload(key("after"), "written after expiry\n"));
+    expect(err.code).toBe(Code.FailedPrecondition);
+    expect(err.rawMessage).toMatch(/run "lapsed" has expired/);
+    const batch = await sdk.raw.offloadBatch({
+      items: [{ header: { key: key("batched") }, data: new TextEncoder().encode("batched\n") }],
+    });
+    expect(batch.results[0]?.result).toMatchObject({
+      case: "error",
+      value: { code: Code.FailedPrecondition },
+    });
+    const replay = await failureOf(sdk.offload(key("before"), "kept until the run expires\n"));
+    expect(replay.code).toBe(Code.FailedPrecondition);
+
+    await createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 }).sweepOnce();
+    // Swept, the run id is free again: a new run starts under it.
+    await sdk.offload(key("after"), "written after the sweep\n");
+    expect((await sdk.readToolOutput({ runId: "lapsed", handle: "res_after" })).rendered).toContain(
+      "written after the sweep",
+    );
+    const listed = await sdk.raw.listToolOutputs({ runId: "lapsed" });
+    expect(listed.attachments.map((a) => a.handle)).toEqual(["res_after"]);
+  });
+
   it("sweeps blobs that no record refers to once they are old", async () => {
     clock = Date.now();
     t = await startTestServer({ backend: backendKind, now: () => clock });

@@ -74,12 +74,15 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     );
   }
   if (record.stored === "inline" || record.blob === undefined) {
-    return createBufferWindowSource(
-      record.handle,
-      record.contentType,
-      Buffer.from(record.inline ?? "", "base64"),
-      record.binary,
-    );
+    return {
+      ...createBufferWindowSource(
+        record.handle,
+        record.contentType,
+        Buffer.from(record.inline ?? "", "base64"),
+        record.binary,
+      ),
+      payloadId: record.sha256,
+    };
   }
   const blob = record.blob;
   return {
@@ -88,6 +91,7 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     size: record.sizeBytes,
     lineCount: record.lineCount,
     binary: record.binary,
+    payloadId: record.sha256,
     read: async (offset, length, signal) =>
       releaseOnAbort(
         await backend.get(blob.key, {

@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Window } from "../clients/ts/src/client.js";
 import type { SearchCursor } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { createReadToolOutputExecutor } from "../clients/ts/src/read-tool-output-tool.js";
 import type { Backend } from "../server/backends/backend.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -86,6 +87,55 @@ describe.each(serviceBackends)("search paging by cursor over the wire  (%s)", (b
     // Each page reads at most about twice what it scans (ranges double), and the line index.
     expect(cursorBytes).toBeLessThan(2.5 * payloadBytes);
     expect(skipBytes).toBeGreaterThan(10 * payloadBytes);
+  });
+
+  it("refuses a cursor issued for another payload or another search", async () => {
+    const first = await search({});
+    const cursor = first.trailer?.searchCursor;
+    expect(cursor?.check).not.toBe("");
+    const sdk = t.sdk();
+    const refusal = (runId: string, pattern: string) =>
+      sdk
+        .readToolOutput({
+          runId,
+          handle: "res_log",
+          window: {
+            case: "search",
+            value: { pattern, ignoreCase: true, skip: 100n, after: cursor },
+          },
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+    // The same lines, so the cursor starts a line there too, but other bytes.
+    await sdk.offload({ tenant: "dev", runId: "other", callId: "log" }, text.toUpperCase());
+    for (const err of [await refusal("other", "needle"), await refusal("p", "entry")]) {
+      expect(err?.code).toBe(Code.InvalidArgument);
+      expect(err?.rawMessage).toMatch(/^search\.after: issued for another payload or search/);
+    }
+  });
+
+  it("pages a search right through the executor after the run's handle was reused", async () => {
+    const sdk = t.sdk();
+    const key = { tenant: "dev", runId: "reused", callId: "log" };
+    const lines = (every: number) =>
+      Array.from({ length: 400 }, (_, i) => `${i % every === 0 ? "ERROR" : "fine "} ${i}`);
+    await sdk.offload(key, `${lines(2).join("\n")}\n`);
+    const readToolOutput = createReadToolOutputExecutor(sdk, { runId: "reused" });
+    const args = { handle: "res_log", pattern: "ERROR", limit: 3 };
+    expect(await readToolOutput(args)).toContain("[more matches: skip=3]");
+    await sdk.deleteRun("reused");
+    // Same line lengths, other matches: the remembered cursor starts a line here too.
+    await sdk.offload(key, `${lines(5).join("\n")}\n`);
+    const page = await readToolOutput({ ...args, skip: 3 });
+    const truth = await sdk.readToolOutput({
+      runId: "reused",
+      handle: "res_log",
+      window: { case: "search", value: { pattern: "ERROR", maxMatches: 3, skip: 3n } },
+    });
+    expect(page).toBe(truth.rendered);
+    expect(page).toContain("ERROR 15");
   });
 
   it("refuses a cursor that does not fit the payload, and one breaking the proto rules", async () => {

@@ -94,6 +94,7 @@ export async function* readWindow(
                   window.value.after.matchesBefore,
                   "search.after.matches_before",
                 ),
+                check: window.value.after.check,
               },
       };
       const matcher = createLineMatcher(search);

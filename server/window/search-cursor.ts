@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { WindowSource } from "./source.js";
 
@@ -9,6 +10,39 @@ export interface SearchCursor {
   readonly line: number;
   /** Lines before it that match the pattern. */
   readonly matchesBefore: number;
+  /** searchCursorCheck of the payload and search it was issued for; "" ties it to none. */
+  readonly check?: string;
+}
+
+/** What a search cursor is tied to: the payload and the search that issued it. */
+export interface SearchIdentity {
+  readonly pattern: string;
+  readonly regex: boolean;
+  readonly ignoreCase: boolean;
+}
+
+/**
+ * searchCursorCheck is the check a cursor carries: a digest of the payload's identity (its
+ * sha256, "" for a source without one) and the search, so a cursor kept past a handle's reuse
+ * or moved to another search is told apart. It tells cursors apart; it does not hide them.
+ */
+export function searchCursorCheck(payloadId: string | undefined, search: SearchIdentity): string {
+  return createHash("sha256")
+    .update(JSON.stringify([payloadId ?? "", search.pattern, search.regex, search.ignoreCase]))
+    .digest()
+    .subarray(0, 12)
+    .toString("base64url");
+}
+
+/**
+ * checkCursorTie refuses (INVALID_ARGUMENT `search.after: issued for another …`) a cursor
+ * whose check is set and is not `expected`; a cursor without a check passes.
+ */
+export function checkCursorTie(cursor: SearchCursor | undefined, expected: string): void {
+  if (cursor?.check === undefined || cursor.check === "" || cursor.check === expected) return;
+  throw badCursor(
+    "issued for another payload or search (the handle's output changed, or the pattern, regex or ignore_case differ); page again without it",
+  );
 }
 
 /** SearchStart is where a search reads from and which lines it tests. */

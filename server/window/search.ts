@@ -24,7 +24,12 @@ import {
   type SearchFooter,
   type SearchHeader,
 } from "./render.js";
-import { resolveSearchStart, type SearchCursor } from "./search-cursor.js";
+import {
+  checkCursorTie,
+  resolveSearchStart,
+  type SearchCursor,
+  searchCursorCheck,
+} from "./search-cursor.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 
 /** SearchRequest is a search window with its int64 fields already converted. */
@@ -290,6 +295,8 @@ export async function* searchWindow(
   const { maxLineChars, maxWindowChars } = caps;
   const displayBytes = lineKeepBytes(maxLineChars);
   const start = await resolveSearchStart(source, request.after, skip, context, signal);
+  const check = searchCursorCheck(source.payloadId, request);
+  checkCursorTie(request.after, check);
   const describe = (count: number, total: number | undefined): SearchHeader => ({
     handle: source.handle,
     pattern: request.pattern,
@@ -528,6 +535,7 @@ export async function* searchWindow(
                 byteOffset: BigInt(lastTaken.byteOffset),
                 line: BigInt(lastTaken.number - 1),
                 matchesBefore: BigInt(skip + returned - 1),
+                check,
               },
         rendered: withText ? clipString(rendered, maxWindowChars) : "",
       },

@@ -21,6 +21,8 @@ export interface WindowSource {
   readonly lineCount: number;
   /** True when the payload is not UTF-8 text. */
   readonly binary: boolean;
+  /** Identifies the payload's bytes (its sha256); search cursors are tied to it. */
+  readonly payloadId?: string;
   /** Streams bytes [offset, offset+length) (length unset = to end). */
   read(
     offset: number,

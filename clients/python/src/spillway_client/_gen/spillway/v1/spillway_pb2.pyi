@@ -151,14 +151,16 @@ class SearchWindow(_message.Message):
     def __init__(self, pattern: _Optional[str] = ..., regex: _Optional[bool] = ..., ignore_case: _Optional[bool] = ..., max_matches: _Optional[int] = ..., skip: _Optional[int] = ..., context_lines: _Optional[int] = ..., after: _Optional[_Union[SearchCursor, _Mapping]] = ...) -> None: ...
 
 class SearchCursor(_message.Message):
-    __slots__ = ("byte_offset", "line", "matches_before")
+    __slots__ = ("byte_offset", "line", "matches_before", "check")
     BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LINE_FIELD_NUMBER: _ClassVar[int]
     MATCHES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
     byte_offset: int
     line: int
     matches_before: int
-    def __init__(self, byte_offset: _Optional[int] = ..., line: _Optional[int] = ..., matches_before: _Optional[int] = ...) -> None: ...
+    check: str
+    def __init__(self, byte_offset: _Optional[int] = ..., line: _Optional[int] = ..., matches_before: _Optional[int] = ..., check: _Optional[str] = ...) -> None: ...
 
 class ReadToolOutputResponse(_message.Message):
     __slots__ = ("header", "content", "trailer")

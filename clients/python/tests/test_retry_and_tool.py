@@ -245,3 +245,20 @@ def test_tool_executor_pages_a_search_by_cursor(client: SpillwayClient, run_id: 
     execute_read_tool_output(executor_client, run_id, {**args, "skip": 0})
     execute_read_tool_output(executor_client, run_id, {**args, "pattern": "ok", "skip": 4})
     assert [s.get("after") for s in recording.searches[3:]] == [None, None]
+
+
+def test_tool_executor_pages_right_after_the_handle_is_reused(client: SpillwayClient, run_id: str) -> None:
+    # Lines of one length: a cursor remembered for the first payload starts a line in the second.
+    def payload(every: int) -> str:
+        return "".join(("ERROR %03d\n" if i % every == 0 else "fine  %03d\n") % i for i in range(400))
+
+    key = {"tenant": "dev", "run_id": run_id, "call_id": "reused"}
+    args = {"handle": "res_reused", "pattern": "ERROR", "limit": 3}
+    client.offload(key, payload(2))
+    assert execute_read_tool_output(client, run_id, args).endswith("[more matches: skip=3]\n")
+    client.delete_run(run_id)
+    client.offload(key, payload(5))
+    page = execute_read_tool_output(client, run_id, {**args, "skip": 3})
+    window = client.read_tool_output(run_id, "res_reused", search={"pattern": "ERROR", "max_matches": 3, "skip": 3})
+    assert page == window.rendered
+    assert "    16:\tERROR 015" in page

@@ -1,4 +1,5 @@
 import type { Preview } from "../../clients/ts/src/gen/spillway/v1/types_pb.js";
+import { escapeControls } from "../window/render.js";
 
 /** PreviewMeta identifies the offloaded output a preview belongs to. */
 export interface PreviewMeta {
@@ -14,14 +15,6 @@ export interface PreviewMeta {
 
 function count(n: number | bigint, unit: string): string {
   return `${n} ${n === 1 || n === 1n ? unit : `${unit}s`}`;
-}
-
-/** Escapes control characters (line breaks included) so a field cannot break the header line. */
-function oneLine(text: string): string {
-  return text.replace(
-    /\p{Cc}/gu,
-    (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
-  );
 }
 
 /** A block of payload text as its own lines; the separator `\n` supplies a final line break. */
@@ -49,12 +42,12 @@ function block(text: string): string {
  * same preview and meta always render to the same string.
  */
 export function renderPreview(preview: Preview, meta: PreviewMeta): string {
-  const handle = oneLine(meta.handle);
+  const handle = escapeControls(meta.handle);
   const quoted = JSON.stringify(meta.handle);
   // Unnamed outputs and undeclared content types are left out rather than shown as blanks.
   const ident = [
     `[${handle}]`,
-    [oneLine(meta.name), oneLine(meta.contentType), count(meta.size, "byte")]
+    [escapeControls(meta.name), escapeControls(meta.contentType), count(meta.size, "byte")]
       .filter((part) => part !== "")
       .join(" · "),
   ].join(" ");

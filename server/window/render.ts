@@ -90,9 +90,21 @@ export function renderNoLines(handle: string, offset: number, totalLines: number
   return `[${handle}] no lines at offset ${offset}: the output has ${totalLines} lines\n`;
 }
 
+/**
+ * escapeControls writes every control character (C0, DEL, C1: line breaks and ESC included)
+ * as `\uXXXX`, so a field the caller declared can neither break a line of model text nor
+ * carry a terminal escape sequence into it.
+ */
+export function escapeControls(text: string): string {
+  return text.replace(
+    /\p{Cc}/gu,
+    (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
+  );
+}
+
 /** renderBinary renders a lines or search window over a binary payload. */
 export function renderBinary(handle: string, size: number, contentType: string): string {
-  const type = contentType === "" ? "application/octet-stream" : contentType;
+  const type = contentType === "" ? "application/octet-stream" : escapeControls(contentType);
   return `[${handle}] binary output (${size} bytes, ${type}); read it with bytes=true\n`;
 }
 

@@ -762,7 +762,7 @@ describe("hostile input over the wire (filesystem backend)", () => {
       ),
       fc.tuple(fc.constantFrom("res_", "out_"), trickString).map(([p, s]) => p + s),
       fc.string({ unit: "grapheme", minLength: 1, maxLength: 60 }),
-      fc.string({ minLength: 1020, maxLength: 1400 }),
+      fc.string({ minLength: 2040, maxLength: 2400 }),
     );
     const who = fc.constantFrom("a", "b");
     await fc.assert(
@@ -778,7 +778,7 @@ describe("hostile input over the wire (filesystem backend)", () => {
         } catch (e) {
           err = ConnectError.from(e);
         }
-        if (utf8Bytes(h) > 1024 || hasControl(h)) {
+        if (utf8Bytes(h) > 2048 || hasControl(h)) {
           expectCode(err?.code, [Code.InvalidArgument]);
           return;
         }

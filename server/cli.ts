@@ -19,7 +19,8 @@ writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (de
 0 removes every orphan, so run it only while no offload is in flight), then prints the report
 as one JSON line.
 
-Flags (each also read from the environment variable shown):
+Flags (each also read from the environment variable shown; numbers are whole decimal numbers,
+and a bad or empty value stops the server before it listens):
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
@@ -35,7 +36,7 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
   --max-bytes-window <n>          SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4 GiB
-  --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000
+  --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000; at least 1
   --drain-delay-ms <n>            SPILLWAY_DRAIN_DELAY_MS     on SIGTERM, health answers NOT_SERVING
                                                         while every call is still served for n ms,
                                                         default 5000 (SIGINT skips it)
@@ -60,7 +61,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --keepalive-ms <n>              SPILLWAY_KEEPALIVE_MS  PING each connection this often, default
                                                         60000; 0 = off
   --keepalive-timeout-ms <n>      SPILLWAY_KEEPALIVE_TIMEOUT_MS  close a connection whose peer leaves a
-                                                        PING unanswered this long, default 20000
+                                                        PING unanswered this long, default 20000;
+                                                        at least 1
   --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
                                                         DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
@@ -109,10 +111,31 @@ const flags = {
 } as const;
 type Flag = keyof typeof flags;
 
-function intOption(value: string | undefined, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`--${name}: expected a whole number`);
+/**
+ * Reads a whole-number flag from its option or environment variable; undefined when neither is
+ * set. Anything but decimal digits is refused naming the flag (and the variable it came from):
+ * `Number` would read "" or " " as 0, which turned a limit off when a template left a variable
+ * empty.
+ */
+function intOption(
+  values: Record<string, string | undefined>,
+  flag: Flag,
+  range: { min?: number; max?: number } = {},
+): number | undefined {
+  const fromFlag = values[flag];
+  const raw = fromFlag ?? process.env[flags[flag]];
+  if (raw === undefined) return undefined;
+  const name = fromFlag === undefined ? `--${flag} (${flags[flag]})` : `--${flag}`;
+  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n)) {
+    throw new Error(`${name}: expected a whole number, got ${JSON.stringify(raw)}`);
+  }
+  if (range.min !== undefined && n < range.min) {
+    throw new Error(`${name}: must be at least ${range.min}, got ${n}`);
+  }
+  if (range.max !== undefined && n > range.max) {
+    throw new Error(`${name}: must be at most ${range.max}, got ${n}`);
+  }
   return n;
 }
 
@@ -131,21 +154,25 @@ async function main(argv: string[]): Promise<void> {
     process.exitCode = values.help === true ? 0 : 2;
     return;
   }
-  const opt = (flag: Flag): string | undefined =>
-    (values as Record<string, string | undefined>)[flag] ?? process.env[flags[flag]];
-  const orphanAgeMs = intOption(opt("orphan-age-ms"), "orphan-age-ms") ?? 60 * 60 * 1000;
+  const given = values as Record<string, string | undefined>;
+  const opt = (flag: Flag): string | undefined => given[flag] ?? process.env[flags[flag]];
+  const int = (flag: Flag, range?: { min?: number; max?: number }) => intOption(given, flag, range);
+  const orphanAgeMs = int("orphan-age-ms") ?? 60 * 60 * 1000;
   if (command === "sweep") {
     await sweepOnce(opt, orphanAgeMs);
     return;
   }
 
+  // Every flag is read before anything starts, so a bad value never leaves a replica that
+  // listened, or swept, before it failed.
+  const sweepIntervalMs = int("sweep-interval-ms", { min: 1 }) ?? 60_000;
+  const graceMs = int("grace-ms") ?? 10_000;
+  const configuredDrainDelayMs = int("drain-delay-ms") ?? 5_000;
+  const port = int("port", { max: 65_535 }) ?? 50051;
+  const abortIncompleteUploadsDays = int("abort-incomplete-uploads-days") ?? 1;
   const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
   const { backend, kind } = await backendFromOptions(opt);
-  await checkIncompleteUploadExpiry(
-    backend,
-    intOption(opt("abort-incomplete-uploads-days"), "abort-incomplete-uploads-days") ?? 1,
-    log,
-  );
+  await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
 
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
@@ -153,28 +180,28 @@ async function main(argv: string[]): Promise<void> {
     throw new Error("--tls-cert and --tls-key go together");
   }
   const limits = {
-    ...defined("maxBlobBytes", intOption(opt("max-blob-bytes"), "max-blob-bytes")),
-    ...defined("inlineBytes", intOption(opt("inline-bytes"), "inline-bytes")),
-    ...defined("maxRunBytes", intOption(opt("max-run-bytes"), "max-run-bytes")),
-    ...defined("idleStreamMs", intOption(opt("idle-stream-ms"), "idle-stream-ms")),
+    ...defined("maxBlobBytes", int("max-blob-bytes")),
+    ...defined("inlineBytes", int("inline-bytes")),
+    ...defined("maxRunBytes", int("max-run-bytes")),
+    ...defined("idleStreamMs", int("idle-stream-ms")),
   };
   if (limits.idleStreamMs === 0) {
     throw new Error("--idle-stream-ms: must be above 0; every call needs a bound on its client");
   }
   const caps = {
-    ...defined("maxWindowLines", intOption(opt("max-window-lines"), "max-window-lines")),
-    ...defined("maxWindowChars", intOption(opt("max-window-chars"), "max-window-chars")),
-    ...defined("maxLineChars", intOption(opt("max-line-chars"), "max-line-chars")),
-    ...defined("maxBytesWindow", intOption(opt("max-bytes-window"), "max-bytes-window")),
+    ...defined("maxWindowLines", int("max-window-lines")),
+    ...defined("maxWindowChars", int("max-window-chars")),
+    ...defined("maxLineChars", int("max-line-chars")),
+    ...defined("maxBytesWindow", int("max-bytes-window")),
   };
-  const metricsPort = intOption(opt("metrics-port"), "metrics-port");
+  const metricsPort = int("metrics-port", { max: 65_535 });
   // prom-client is loaded only when metrics are asked for.
   const metrics =
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
   const server = await startSpillwayServer({
     backend,
     host: opt("host") ?? "127.0.0.1",
-    port: intOption(opt("port"), "port") ?? 50051,
+    port,
     tokenFile: opt("token-file"),
     tls:
       certFile !== undefined && keyFile !== undefined
@@ -183,27 +210,15 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
-    ...defined("maxCallsPerTenant", intOption(opt("max-calls-per-tenant"), "max-calls-per-tenant")),
-    ...defined("maxInflightBytes", intOption(opt("max-inflight-bytes"), "max-inflight-bytes")),
-    ...defined("requestDeadlineMs", intOption(opt("request-deadline-ms"), "request-deadline-ms")),
-    ...defined(
-      "maxInflightBytesPerTenant",
-      intOption(opt("max-inflight-bytes-per-tenant"), "max-inflight-bytes-per-tenant"),
-    ),
-    ...defined("connectionIdleMs", intOption(opt("connection-idle-ms"), "connection-idle-ms")),
-    ...defined("keepaliveMs", intOption(opt("keepalive-ms"), "keepalive-ms")),
-    ...defined(
-      "keepaliveTimeoutMs",
-      intOption(opt("keepalive-timeout-ms"), "keepalive-timeout-ms"),
-    ),
-    ...defined(
-      "maxConnectionAgeMs",
-      intOption(opt("max-connection-age-ms"), "max-connection-age-ms"),
-    ),
-    ...defined(
-      "storeProbeIntervalMs",
-      intOption(opt("store-probe-interval-ms"), "store-probe-interval-ms"),
-    ),
+    ...defined("maxCallsPerTenant", int("max-calls-per-tenant")),
+    ...defined("maxInflightBytes", int("max-inflight-bytes")),
+    ...defined("requestDeadlineMs", int("request-deadline-ms")),
+    ...defined("maxInflightBytesPerTenant", int("max-inflight-bytes-per-tenant")),
+    ...defined("connectionIdleMs", int("connection-idle-ms")),
+    ...defined("keepaliveMs", int("keepalive-ms")),
+    ...defined("keepaliveTimeoutMs", int("keepalive-timeout-ms", { min: 1 })),
+    ...defined("maxConnectionAgeMs", int("max-connection-age-ms")),
+    ...defined("storeProbeIntervalMs", int("store-probe-interval-ms")),
     ...(metrics === undefined ? {} : { metrics }),
   });
   const metricsServer =
@@ -216,7 +231,7 @@ async function main(argv: string[]): Promise<void> {
         });
   if (metricsServer !== undefined) log.info({ url: metricsServer.url }, "metrics served");
   const sweeper = createSweeper(server.core, {
-    intervalMs: intOption(opt("sweep-interval-ms"), "sweep-interval-ms") ?? 60_000,
+    intervalMs: sweepIntervalMs,
     orphanAgeMs,
     log,
     ...(metrics === undefined ? {} : { metrics }),
@@ -227,8 +242,6 @@ async function main(argv: string[]): Promise<void> {
     `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
   );
 
-  const graceMs = intOption(opt("grace-ms"), "grace-ms") ?? 10_000;
-  const configuredDrainDelayMs = intOption(opt("drain-delay-ms"), "drain-delay-ms") ?? 5_000;
   const shutdown = (signal: string) => {
     // SIGINT is someone at a terminal, not a load balancer's orchestrator: no delay.
     const drainDelayMs = signal === "SIGINT" ? 0 : configuredDrainDelayMs;

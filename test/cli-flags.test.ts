@@ -1,0 +1,98 @@
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { scratchDir } from "./support/scratch-dir.js";
+import { spillwayCli } from "./support/spawn-spillway.js";
+
+/** What one `spillway` run printed and how it ended. */
+interface CliRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the compiled CLI with `args` and `env` over this environment, reading all it prints. A
+ * server that wrongly starts is killed after a few seconds, so the test still sees its output.
+ */
+function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  const child = spawn(process.execPath, [spillwayCli, ...args], {
+    env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  return new Promise((resolve) =>
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
+}
+
+describe("spillway serve flag values", () => {
+  it("refuses a bad value of any flag before it listens, naming the flag", async () => {
+    const dataDir = scratchDir("cli-flags");
+    // Flags that were read only after the server had started listening and sweeping.
+    for (const flag of ["drain-delay-ms", "grace-ms", "sweep-interval-ms", "orphan-age-ms"]) {
+      const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir, `--${flag}`, "x"]);
+      expect(run.stderr, flag).toContain(`--${flag}`);
+      expect(run.stdout, flag).not.toContain("listening");
+      expect(run.code, flag).toBe(1);
+    }
+  });
+
+  it("refuses an empty value instead of reading it as 0", async () => {
+    const dataDir = scratchDir("cli-flags");
+    // Number("") is 0: an empty SPILLWAY_MAX_INFLIGHT_BYTES turned the limit off, an empty
+    // SPILLWAY_DRAIN_DELAY_MS the drain delay, an empty --port picked a random port.
+    for (const [flag, env] of [
+      ["max-inflight-bytes", "SPILLWAY_MAX_INFLIGHT_BYTES"],
+      ["drain-delay-ms", "SPILLWAY_DRAIN_DELAY_MS"],
+      ["idle-stream-ms", "SPILLWAY_IDLE_STREAM_MS"],
+    ] as const) {
+      const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir], { [env]: " " });
+      expect(run.stderr, env).toContain(`--${flag} (${env})`);
+      expect(run.stdout, env).not.toContain("listening");
+      expect(run.code, env).toBe(1);
+    }
+    const run = await runCli(["serve", "--port", "", "--data-dir", dataDir]);
+    expect(run.stderr).toContain("--port");
+    expect(run.code).toBe(1);
+    const tooHigh = await runCli(["serve", "--port", "99999", "--data-dir", dataDir]);
+    expect(tooHigh.stderr).toContain("--port: must be at most 65535");
+    expect(tooHigh.code).toBe(1);
+  });
+
+  it("refuses a keepalive timeout of 0, which no PING can meet", async () => {
+    const dataDir = scratchDir("cli-flags");
+    const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir], {
+      SPILLWAY_KEEPALIVE_TIMEOUT_MS: "0",
+    });
+    expect(run.stderr).toContain("--keepalive-timeout-ms (SPILLWAY_KEEPALIVE_TIMEOUT_MS)");
+    expect(run.stdout).not.toContain("listening");
+    expect(run.code).toBe(1);
+  });
+
+  it("refuses a sweep interval of 0, which swept without pause", async () => {
+    const dataDir = scratchDir("cli-flags");
+    const run = await runCli([
+      "serve",
+      "--port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--sweep-interval-ms",
+      "0",
+    ]);
+    expect(run.stderr).toContain("--sweep-interval-ms");
+    expect(run.stdout).not.toContain("listening");
+    expect(run.code).toBe(1);
+  });
+});

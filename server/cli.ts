@@ -242,9 +242,18 @@ async function main(argv: string[]): Promise<void> {
     `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
   );
 
+  let stopping = false;
   const shutdown = (signal: string) => {
     // SIGINT is someone at a terminal, not a load balancer's orchestrator: no delay.
     const drainDelayMs = signal === "SIGINT" ? 0 : configuredDrainDelayMs;
+    if (stopping) {
+      // A repeated signal must not kill a drain half-way (Node's default for a signal with no
+      // listener); a SIGINT ends what is left of the delay.
+      log.info({ signal }, "already draining");
+      if (drainDelayMs === 0) void server.close(graceMs, 0);
+      return;
+    }
+    stopping = true;
     log.info({ signal, drainDelayMs, graceMs }, "draining");
     void sweeper
       .stop()
@@ -263,8 +272,8 @@ async function main(argv: string[]): Promise<void> {
       log.error({ err }, "token file reload failed; the previous tokens stay in force");
     }
   });
-  process.once("SIGTERM", () => shutdown("SIGTERM"));
-  process.once("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
 }
 
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */

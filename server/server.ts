@@ -143,7 +143,8 @@ export interface SpillwayServer {
    * NOT_SERVING and move traffic away before anything is refused. Then the listener closes,
    * every connection gets GOAWAY, calls arriving after that get UNAVAILABLE, and in-flight
    * calls get graceMs (default 10000) to finish before connections are destroyed; finally the
-   * backend is released. Later calls return the same promise.
+   * backend is released. Later calls return the same promise; one with drainDelayMs 0 ends
+   * the delay under way at once.
    */
   close(graceMs?: number, drainDelayMs?: number): Promise<void>;
 }
@@ -394,6 +395,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   readiness?.start();
 
   let closing: Promise<void> | undefined;
+  let endDelay: (() => void) | undefined;
   return {
     url: `${scheme}://${urlHost}:${port}`,
     port,
@@ -401,12 +403,22 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     health,
     reloadTokens: () => auth.reload(),
     close(graceMs = 10_000, drainDelayMs = 0) {
+      // A later close without a delay ends the one under way (SIGINT after SIGTERM).
+      if (closing !== undefined && drainDelayMs === 0) endDelay?.();
       closing ??= (async () => {
         readiness?.stop();
         health.setUnready("draining", true);
         // Load balancers poll health every few seconds and keep sending calls until they see
         // NOT_SERVING; refusing those calls, or connections, before then would fail them.
-        if (drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, drainDelayMs));
+        if (drainDelayMs > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, drainDelayMs);
+            endDelay = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
         health.endWatches();
         draining = true;
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));

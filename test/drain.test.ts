@@ -201,4 +201,34 @@ describe("drain of a spillway serve process seen by a health poller in another p
       await again.stop();
     }
   });
+
+  it("keeps draining through a second SIGTERM, and a SIGINT cuts the delay short", async () => {
+    // A supervisor or an operator that repeats SIGTERM must not turn the drain into a kill.
+    const env = { SPILLWAY_DRAIN_DELAY_MS: "1500", SPILLWAY_GRACE_MS: "5000" };
+    const twice = await spawnSpillway(["--data-dir", dataDir], env);
+    try {
+      twice.kill("SIGTERM");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      twice.kill("SIGTERM");
+      // Still serving during the delay: the second SIGTERM did not end the process.
+      const client = createSpillwayClient({ baseUrl: twice.url, retry: { maxAttempts: 1 } });
+      expect((await client.raw.getServerInfo({})).version).not.toBe("");
+      expect(await twice.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      twice.kill();
+    }
+
+    // Ctrl-C after SIGTERM: the operator wants it gone now, not after a 10-minute delay (the
+    // test's own timeout is far shorter than the delay).
+    const long = { SPILLWAY_DRAIN_DELAY_MS: "600000", SPILLWAY_GRACE_MS: "5000" };
+    const interrupted = await spawnSpillway(["--data-dir", dataDir], long);
+    try {
+      interrupted.kill("SIGTERM");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      interrupted.kill("SIGINT");
+      expect(await interrupted.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      interrupted.kill();
+    }
+  }, 30_000);
 });

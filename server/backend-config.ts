@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Backend } from "./backends/backend.js";
 
@@ -44,9 +45,12 @@ export interface ConfiguredBackend {
  * backendFromOptions builds the backend the flags name. Every problem is reported as an
  * Error naming the flag, before the server binds its port. Only the chosen backend's module is
  * loaded: the object-store SDKs add some 40 MiB to a filesystem replica that never uses them.
+ * An empty --data-dir is refused; with `createDataDir: false` (a one-off sweep) so is one
+ * that does not exist, which the filesystem backend would otherwise create.
  */
 export async function backendFromOptions(
   opt: (flag: keyof typeof BACKEND_FLAGS) => string | undefined,
+  how: { readonly createDataDir?: boolean } = {},
 ): Promise<ConfiguredBackend> {
   const kind = opt("backend") ?? "filesystem";
   switch (kind) {
@@ -55,11 +59,17 @@ export async function backendFromOptions(
       return { kind, backend: createMemoryBackend() };
     }
     case "filesystem": {
+      const dataDir = opt("data-dir") ?? "data";
+      // resolve("") is the working directory, which would become the data root (and 0700).
+      if (dataDir.trim() === "") {
+        throw new Error("--data-dir (SPILLWAY_DATA_DIR): empty; name the data directory");
+      }
+      const root = resolve(dataDir);
+      if (how.createDataDir === false && !existsSync(root)) {
+        throw new Error(`--data-dir: ${root} does not exist`);
+      }
       const { createFilesystemBackend } = await import("./backends/filesystem.js");
-      return {
-        kind,
-        backend: createFilesystemBackend({ root: resolve(opt("data-dir") ?? "data") }),
-      };
+      return { kind, backend: createFilesystemBackend({ root }) };
     }
     case "s3":
     case "minio": {

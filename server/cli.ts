@@ -281,7 +281,8 @@ async function sweepOnce(
   opt: (flag: Flag) => string | undefined,
   orphanAgeMs: number,
 ): Promise<void> {
-  const { backend } = await backendFromOptions(opt);
+  // A sweep of a directory that is not there would sweep nothing and say so with exit 0.
+  const { backend } = await backendFromOptions(opt, { createDataDir: false });
   try {
     const core = createSpillwayCore({
       backend,

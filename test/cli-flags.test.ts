@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { chmodSync, existsSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { scratchDir } from "./support/scratch-dir.js";
 import { spillwayCli } from "./support/spawn-spillway.js";
@@ -14,8 +16,13 @@ interface CliRun {
  * Runs the compiled CLI with `args` and `env` over this environment, reading all it prints. A
  * server that wrongly starts is killed after a few seconds, so the test still sees its output.
  */
-function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+function runCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  cwd?: string,
+): Promise<CliRun> {
   const child = spawn(process.execPath, [spillwayCli, ...args], {
+    cwd,
     env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -94,5 +101,30 @@ describe("spillway serve flag values", () => {
     expect(run.stderr).toContain("--sweep-interval-ms");
     expect(run.stdout).not.toContain("listening");
     expect(run.code).toBe(1);
+  });
+});
+
+describe("spillway sweep and serve data directory", () => {
+  it("sweep refuses a data directory that does not exist, and creates nothing", async () => {
+    // A typo in a cron job's --data-dir reported an empty sweep, exit 0, and made the directory.
+    const missing = join(scratchDir("cli-flags"), "no-such-dir");
+    const run = await runCli(["sweep", "--data-dir", missing]);
+    expect(run.stderr).toContain(`--data-dir: ${missing} does not exist`);
+    expect(run.stdout).toBe("");
+    expect(run.code).toBe(1);
+    expect(existsSync(missing)).toBe(false);
+  });
+
+  it("refuses an empty data directory, which meant the working directory", async () => {
+    // resolve("") is the working directory, which the backend then chmods to 0700 and uses.
+    const cwd = scratchDir("cli-flags");
+    chmodSync(cwd, 0o755);
+    for (const args of [["sweep"], ["serve", "--port", "0"]]) {
+      const run = await runCli(args, { SPILLWAY_DATA_DIR: "" }, cwd);
+      expect(run.stderr, args[0]).toContain("--data-dir (SPILLWAY_DATA_DIR): empty");
+      expect(run.stdout, args[0]).not.toContain("listening");
+      expect(run.code, args[0]).toBe(1);
+    }
+    expect(statSync(cwd).mode & 0o777).not.toBe(0o700);
   });
 });

@@ -66,6 +66,22 @@ describe("token file", () => {
     expect(() => parseTokenFile(`\n${line}\n`)).toThrow(/line 2: invalid tenant|line 2: expected/);
   });
 
+  it("refuses a limit of 0, which would lift the server's limit for that tenant", () => {
+    // The server reads 0 as "no limit": max_inflight_bytes=0 gave the tenant the whole
+    // server's in-flight bytes, past --max-inflight-bytes-per-tenant, though a tenant's limits
+    // may only lower the server's.
+    for (const attribute of [
+      "max_inflight_bytes",
+      "max_calls",
+      "max_blob_bytes",
+      "max_run_bytes",
+    ]) {
+      expect(() => parseTokenFile(`# tenants\n${hashToken("a")} acme ${attribute}=0\n`)).toThrow(
+        `token file line 2: ${attribute}=0: a tenant's limit must be at least 1`,
+      );
+    }
+  });
+
   it("accepts the dev tenant and printable Unicode tenants", () => {
     const tokens = parseTokenFile(
       `${hashToken("a")} ${DEV_TENANT}\n${hashToken("b")} équipe-東京_1\n${hashToken("c")} ${"x".repeat(64)}\n`,

@@ -39,7 +39,7 @@ const LINE_FORMAT =
 /**
  * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
  * [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]` per line,
- * the limits in any order, each at most once; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
+ * the limits in any order, each at most once and at least 1; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
  * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
  * of that tenant; two lines giving one tenant different limits are refused.
  */
@@ -68,6 +68,12 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
       const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
       if (field === undefined || limits[field] !== undefined || !Number.isSafeInteger(n)) {
         throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
+      }
+      // The server reads 0 as "no limit", so a tenant's 0 would lift the server's limit.
+      if (n === 0) {
+        throw new Error(
+          `token file line ${index + 1}: ${name}=0: a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)`,
+        );
       }
       limits[field] = n;
     }

@@ -47,7 +47,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
                                                         0 = off
   --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
                                                         default 1800000; 0 = never
-  --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256
+  --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256;
+                                                        at least 1
   --max-inflight-bytes <n>        SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
                                                         flight, default 1073741824; 0 = no limit
   --max-inflight-bytes-per-tenant <n>  SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT  the share of them one
@@ -210,7 +211,7 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
-    ...defined("maxCallsPerTenant", int("max-calls-per-tenant")),
+    ...defined("maxCallsPerTenant", int("max-calls-per-tenant", { min: 1 })),
     ...defined("maxInflightBytes", int("max-inflight-bytes")),
     ...defined("requestDeadlineMs", int("request-deadline-ms")),
     ...defined("maxInflightBytesPerTenant", int("max-inflight-bytes-per-tenant")),

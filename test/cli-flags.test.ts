@@ -87,6 +87,22 @@ describe("spillway serve flag values", () => {
     expect(run.code).toBe(1);
   });
 
+  it("refuses --max-calls-per-tenant 0, which refused every call of every tenant", async () => {
+    const dataDir = scratchDir("cli-flags");
+    const run = await runCli([
+      "serve",
+      "--port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--max-calls-per-tenant",
+      "0",
+    ]);
+    expect(run.stderr).toContain("--max-calls-per-tenant: must be at least 1");
+    expect(run.stdout).not.toContain("listening");
+    expect(run.code).toBe(1);
+  });
+
   it("refuses a sweep interval of 0, which swept without pause", async () => {
     const dataDir = scratchDir("cli-flags");
     const run = await runCli([

@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAuthenticator, DEV_TENANT, hashToken, parseTokenFile } from "./auth.js";
+import { createMemoryBackend } from "./backends/memory.js";
+import { startSpillwayServer } from "./server.js";
 
 describe("token file", () => {
   it("maps token digests to tenants, ignoring comments and blank lines", () => {
@@ -143,5 +145,25 @@ describe("authenticator", () => {
     const auth = createAuthenticator({});
     expect(auth.enforcing).toBe(false);
     expect(auth.entryFor(null).tenant).toBe(DEV_TENANT);
+  });
+});
+
+describe("a tenant's max_inflight_bytes", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-tokens-"));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it("is refused at start below what one call reserves, as the server flag is", async () => {
+    // Below one call's weight the tenant could make no offload and no read at all, while
+    // GetServerInfo and health said all was well.
+    const tokenFile = join(dir, "tokens");
+    await writeFile(tokenFile, `${hashToken("a")} acme max_inflight_bytes=10\n`);
+    await expect(
+      startSpillwayServer({ backend: createMemoryBackend(), port: 0, tokenFile }),
+    ).rejects.toThrow(
+      "token file line 1: max_inflight_bytes=10 is below the 4210688 bytes one call reserves",
+    );
   });
 });

@@ -41,9 +41,13 @@ const LINE_FORMAT =
  * [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]` per line,
  * the limits in any order, each at most once and at least 1; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
  * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
- * of that tenant; two lines giving one tenant different limits are refused.
+ * of that tenant; two lines giving one tenant different limits are refused, and so is a
+ * `max_inflight_bytes` below `minInflightBytes` (what the heaviest call reserves).
  */
-export function parseTokenFile(text: string): Map<string, TokenEntry> {
+export function parseTokenFile(
+  text: string,
+  opts: { readonly minInflightBytes?: number } = {},
+): Map<string, TokenEntry> {
   const tokens = new Map<string, TokenEntry>();
   const limitsOf = new Map<string, string>();
   text.split("\n").forEach((raw, index) => {
@@ -73,6 +77,12 @@ export function parseTokenFile(text: string): Map<string, TokenEntry> {
       if (n === 0) {
         throw new Error(
           `token file line ${index + 1}: ${name}=0: a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)`,
+        );
+      }
+      const least = opts.minInflightBytes ?? 0;
+      if (field === "maxInflightBytes" && n < least) {
+        throw new Error(
+          `token file line ${index + 1}: ${name}=${n} is below the ${least} bytes one call reserves; the tenant could make no offload or read`,
         );
       }
       limits[field] = n;
@@ -123,7 +133,10 @@ export function hashToken(token: string): string {
  * createAuthenticator checks bearer tokens against a token file, or, without one, maps every
  * request to DEV_TENANT. Token comparison is by SHA-256 digest in constant time.
  */
-export function createAuthenticator(opts: { tokenFile?: string | undefined }): Authenticator {
+export function createAuthenticator(opts: {
+  tokenFile?: string | undefined;
+  minInflightBytes?: number;
+}): Authenticator {
   const tokenFile = opts.tokenFile;
   if (tokenFile === undefined) {
     return {
@@ -132,7 +145,7 @@ export function createAuthenticator(opts: { tokenFile?: string | undefined }): A
       reload: () => {},
     };
   }
-  let tokens = parseTokenFile(readFileSync(tokenFile, "utf8"));
+  let tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
   const entryFor = (authorization: string | null): TokenEntry => {
     const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
     if (match?.[1] === undefined) {
@@ -148,7 +161,7 @@ export function createAuthenticator(opts: { tokenFile?: string | undefined }): A
     enforcing: true,
     entryFor,
     reload() {
-      tokens = parseTokenFile(readFileSync(tokenFile, "utf8"));
+      tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
     },
   };
 }

@@ -225,7 +225,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     caps,
     ...(opts.now === undefined ? {} : { now: opts.now }),
   });
-  const auth = createAuthenticator({ tokenFile: opts.tokenFile });
+
   let draining = false;
   const drainGate: Interceptor = (next) => async (req) => {
     if (draining && req.service.typeName !== Health.typeName) {
@@ -236,6 +236,10 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
 
   const maxInflightBytes = opts.maxInflightBytes ?? 1024 ** 3;
   const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+  const auth = createAuthenticator({
+    tokenFile: opts.tokenFile,
+    minInflightBytes: Math.max(weights.offload, weights.read),
+  });
   const liveness: ConnectionLiveness = {
     idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
     keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,

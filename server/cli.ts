@@ -171,7 +171,12 @@ async function main(argv: string[]): Promise<void> {
   const configuredDrainDelayMs = int("drain-delay-ms") ?? 5_000;
   const port = int("port", { max: 65_535 }) ?? 50051;
   const abortIncompleteUploadsDays = int("abort-incomplete-uploads-days") ?? 1;
-  const log = pino({ name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" });
+  // Written as each line comes: with pino's default buffer, the flush at exit retried a stdout
+  // whose reader was gone (EPIPE) forever, so the process never exited.
+  const log = pino(
+    { name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" },
+    pino.destination({ dest: 1, sync: true }),
+  );
   const { backend, kind } = await backendFromOptions(opt);
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
 

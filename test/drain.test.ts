@@ -18,7 +18,7 @@ import {
 import { createMemoryBackend } from "../server/backends/memory.js";
 import { startSpillwayServer } from "../server/server.js";
 import { scratchDir } from "./support/scratch-dir.js";
-import { spawnSpillway } from "./support/spawn-spillway.js";
+import { spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
 /** What the health poller process saw for one Check: the status, "refused" or an error. */
 interface Seen {
@@ -229,6 +229,30 @@ describe("drain of a spillway serve process seen by a health poller in another p
       expect(await interrupted.exited).toEqual({ code: 0, signal: null });
     } finally {
       interrupted.kill();
+    }
+  }, 30_000);
+
+  it("exits on SIGTERM even when nothing reads its log any more", async () => {
+    // A log shipper that died: the exit-time flush of buffered log lines retried EPIPE forever.
+    const child = spawn(
+      process.execPath,
+      [spillwayCli, "serve", "--port", "0", "--data-dir", dataDir],
+      {
+        env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0" },
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once("exit", (code, signal) => resolve({ code, signal })),
+    );
+    try {
+      await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
+      child.stdout.destroy();
+      child.kill("SIGTERM");
+      const stuck = new Promise((resolve) => setTimeout(() => resolve("still running"), 10_000));
+      expect(await Promise.race([exited, stuck])).toEqual({ code: 0, signal: null });
+    } finally {
+      child.kill("SIGKILL");
     }
   }, 30_000);
 });

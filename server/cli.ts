@@ -243,11 +243,6 @@ async function main(argv: string[]): Promise<void> {
     ...(metrics === undefined ? {} : { metrics }),
   });
   sweeper.start();
-  log.info(
-    { url: server.url, backend: kind, auth: opt("token-file") === undefined ? "dev" : "tokens" },
-    `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
-  );
-
   let stopping = false;
   const shutdown = (signal: string) => {
     // SIGINT is someone at a terminal, not a load balancer's orchestrator: no delay.
@@ -280,6 +275,12 @@ async function main(argv: string[]): Promise<void> {
   });
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
+  // Only now: whoever starts the server on this line may signal it at once, and a signal
+  // that comes before its handler is installed kills the process outright.
+  log.info(
+    { url: server.url, backend: kind, auth: opt("token-file") === undefined ? "dev" : "tokens" },
+    `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
+  );
 }
 
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */

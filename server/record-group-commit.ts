@@ -13,6 +13,24 @@ import {
 /** The most records one pack holds; more records committed at once make several packs. */
 const maxPackRecords = 64;
 
+/**
+ * Splits a turn's records by the directory of their keys (one run's registry), in order: a
+ * pack is stored under every one of its records' keys, so a pack of records from several runs
+ * or tenants would put one tenant's records (previews, inline payloads) in another's files,
+ * and keep a deleted run's records on disk for as long as another run keeps the pack.
+ */
+function byDirectory(group: readonly Pending[]): Pending[][] {
+  const groups = new Map<string, Pending[]>();
+  for (const member of group) {
+    const { key } = member.record;
+    const directory = key.slice(0, key.lastIndexOf("/") + 1);
+    const members = groups.get(directory);
+    if (members === undefined) groups.set(directory, [member]);
+    else members.push(member);
+  }
+  return [...groups.values()];
+}
+
 /** RecordWriter writes one encoded record create-only, as `Backend.put` would. */
 export interface RecordWriter {
   /**
@@ -33,7 +51,8 @@ interface Pending {
 /**
  * createGroupCommit returns a RecordWriter that commits the records written in the same turn
  * of the event loop together, on a backend with putMany: one object holding all of them (a
- * record pack) is stored under every record's key at once, so N records cost one file, one
+ * record pack) is stored under every record's key at once (only records whose keys share a
+ * directory, one run's registry, share a pack: no run's or tenant's files hold another's), so N records cost one file, one
  * fsync and N links on the filesystem instead of N of each (the 32 offloads of an
  * OffloadBatch commit as one pack). Each record still commits on its own: a taken key is
  * ALREADY_EXISTS for that record only, and a record the pack could not reach (the pack failed
@@ -138,7 +157,7 @@ export function createGroupCommit(
           setImmediate(() => {
             const group = pending;
             pending = [];
-            flush(group);
+            for (const members of byDirectory(group)) flush(members);
           });
         }
         pending.push({ record: { key, bytes }, signal, resolve, reject });

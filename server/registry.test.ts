@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
@@ -279,6 +279,26 @@ describe("registry on filesystem: a pack on disk", () => {
     // 100 records committed in one turn: a pack of 64 and one of 36, each file linked once
     // per record it holds.
     expect([...inodes.values()].sort((a, b) => a - b)).toEqual([36, 64]);
+  });
+
+  it("never holds another run's or tenant's record in a run's files", async () => {
+    const root = join(dir, "isolated");
+    const registry = createRegistry(createFilesystemBackend({ root }));
+    // Records of two tenants and two runs committed in the same turn, as concurrent offloads
+    // of different clients finish together.
+    const records = Array.from({ length: 24 }, (_, i) => ({
+      ...record(i % 4 < 2 ? "a" : "b", `c${i}`, 100),
+      tenant: i % 2 === 0 ? "dev" : "other",
+    }));
+    await commitAll(registry, records);
+    for (const r of records) {
+      const bytes = readFileSync(join(root, recordKey(r.tenant, r.runId, r.handle)));
+      for (const o of records) {
+        if (o.tenant === r.tenant && o.runId === r.runId) continue;
+        expect(bytes.includes(o.inline ?? "")).toBe(false);
+      }
+      expect(await registry.get(r.tenant, r.runId, r.handle)).toEqual(r);
+    }
   });
 
   it("fails only the record whose name is taken by a directory, and commits the rest", async () => {

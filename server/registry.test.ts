@@ -236,6 +236,61 @@ for (const [kind, make] of backends) {
       expect(swapped).toBe(true);
     });
 
+    it("report a record that is not its key's, or whose bytes lie elsewhere, as DATA_LOSS", async () => {
+      const backend = make(join(dir, "k"));
+      const registry = createRegistry(backend);
+      const plant = async (handle: string, stored: unknown) => {
+        const key = recordKey("dev", "run", handle);
+        await backend.put(key, bytesBody(Buffer.from(JSON.stringify(stored))));
+        return key;
+      };
+      const blob = { stride: 1, ownerRunId: "run" };
+      // Bytes of another tenant, of another run than the one named, a registry, a line index
+      // that is not the blob's: what a hand with write access to this run's registry could plant.
+      const elsewhere = [
+        { key: "t/other/r/run/b/c/u1" },
+        { key: "t/dev/r/run2/b/c/u1" },
+        { key: "t/dev/r/run/h/res_x" },
+        { key: "t/dev/r/run/b/c/u1", indexKey: "t/other/r/run/b/c/u1.idx" },
+        { key: "t/dev/r/run/b/../../../../other/r/run/b/c/u1" },
+      ];
+      for (const [i, where] of elsewhere.entries()) {
+        const key = await plant(`res_p${i}`, {
+          ...record("run", `p${i}`),
+          inline: undefined,
+          stored: "blob",
+          blob: { ...blob, ...where },
+        });
+        expect(await codeOf(registry.get("dev", "run", `res_p${i}`))).toBe(Code.DataLoss);
+        expect(await codeOf(registry.readAt(key))).toBe(Code.DataLoss);
+      }
+      // Under one handle's key, another handle's record, or another tenant's.
+      const key = await plant("res_q", record("run", "r"));
+      expect(await codeOf(registry.get("dev", "run", "res_q"))).toBe(Code.DataLoss);
+      expect(await codeOf(registry.readAt(key))).toBe(Code.DataLoss);
+      await plant("res_s", { ...record("run", "s"), tenant: "other" });
+      expect(await codeOf(registry.get("dev", "run", "res_s"))).toBe(Code.DataLoss);
+      // A pack whose header sends one record's key to another record's bytes.
+      const pair = ["m", "n"].map((c) => record("run2", c));
+      const pack = encodeRecordPack(
+        pair.map((r, i) => ({
+          key: recordKey("dev", "run2", pair[1 - i]?.handle ?? ""),
+          bytes: encodeRecord(r),
+        })),
+      );
+      await backend.put(recordKey("dev", "run2", "res_m"), bytesBody(pack));
+      expect(await codeOf(registry.get("dev", "run2", "res_m"))).toBe(Code.DataLoss);
+      // A record the blob of which is the run's own reads as before.
+      const own = {
+        ...record("run", "own"),
+        inline: undefined,
+        stored: "blob",
+        blob: { ...blob, key: "t/dev/r/run/b/own/u1", indexKey: "t/dev/r/run/b/own/u1.idx" },
+      };
+      await plant("res_own", own);
+      expect(await registry.get("dev", "run", "res_own")).toEqual(own);
+    });
+
     it("report a pack stored under a key it does not list as DATA_LOSS", async () => {
       const backend = make(join(dir, "g"));
       const registry = createRegistry(backend);

@@ -2,7 +2,15 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import { recordKey, registryPrefix } from "./keys.js";
+import {
+  blobPrefix,
+  encodeSegment,
+  lineIndexKey,
+  recordKey,
+  registryPrefix,
+  storedSegment,
+  tenantPrefix,
+} from "./keys.js";
 import { decodeRecord, encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
 import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
@@ -20,6 +28,42 @@ const newline = 0x0a;
  * server CPU (bench `replay_offloads`).
  */
 const firstReadBytes = 16 * 1024;
+
+/**
+ * checkStored returns the record read under `key` if it is one that key can hold: its tenant's
+ * and handle's (a pack's header may point anywhere in the pack), and with its bytes inside its
+ * tenant's storage, in the blob area of the run it names as their owner (the record decides
+ * what a read serves, so a record planted or altered in one run's registry must not serve
+ * another tenant's or another run's objects). Anything else is DATA_LOSS.
+ */
+function checkStored(key: string, record: StoredRecord): StoredRecord {
+  const handleSegment = storedSegment(encodeSegment(record.handle));
+  if (
+    typeof record.tenant !== "string" ||
+    !key.startsWith(tenantPrefix(record.tenant)) ||
+    !key.endsWith(`/h/${handleSegment}`)
+  ) {
+    throw new ConnectError("stored record belongs to another key", Code.DataLoss);
+  }
+  const blob = record.blob;
+  if (blob === undefined) return record;
+  const inside =
+    typeof blob.key === "string" &&
+    typeof blob.ownerRunId === "string" &&
+    blob.key.startsWith(blobPrefix(record.tenant, blob.ownerRunId)) &&
+    isBlobName(blob.key.slice(blobPrefix(record.tenant, blob.ownerRunId).length)) &&
+    (blob.indexKey === undefined || blob.indexKey === lineIndexKey(blob.key));
+  if (!inside) {
+    throw new ConnectError("stored record points outside its run's blobs", Code.DataLoss);
+  }
+  return record;
+}
+
+/** A blob's name below its run's blob prefix: `<call segment>/<upload id>`. */
+function isBlobName(rest: string): boolean {
+  const parts = rest.split("/");
+  return parts.length === 2 && parts.every((p) => p !== "" && p !== "." && p !== "..");
+}
 
 function changingRecord(): ConnectError {
   return new ConnectError("stored record changed while it was read; retry", Code.Aborted);
@@ -92,6 +136,11 @@ export function createRegistry(backend: Backend): Registry {
       : createGroupCommit({ ...backend, putMany });
 
   const readRecord = async (key: string, signal?: AbortSignal) => {
+    const record = await readStored(key, signal);
+    return record === undefined ? undefined : checkStored(key, record);
+  };
+
+  const readStored = async (key: string, signal?: AbortSignal) => {
     // The first read covers a single record (most are far smaller) or a pack's header and the
     // records after it. A record further into a pack is read by itself, and then the header
     // once more: the pack's name may have been deleted and taken by another pack between the
@@ -150,8 +199,10 @@ export function createRegistry(backend: Backend): Registry {
   const get: Registry["get"] = async (tenant, runId, handle, signal) => {
     const record = await readRecord(recordKey(tenant, runId, handle), signal);
     if (record === undefined) return undefined;
-    // Defence in depth: the stored record must be the one this key was written for.
-    if (record.handle !== handle || record.tenant !== tenant) return undefined;
+    // The key names them, so readRecord checked both; this only guards that reasoning.
+    if (record.handle !== handle || record.tenant !== tenant) {
+      throw new ConnectError("stored record belongs to another key", Code.DataLoss);
+    }
     return record;
   };
 

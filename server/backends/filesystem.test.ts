@@ -14,6 +14,7 @@ import {
   utimes,
   writeFile,
 } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -351,6 +352,47 @@ describe("filesystem backend", () => {
       expect(keys).toEqual(["a/1", "a/2", "b/1", "c/1", "c/2", "e/1"]);
       expect(refused).toEqual(["aa", "c/15", "d"]);
       expect(await codeOf(backend.list(""))).toBe(Code.FailedPrecondition);
+    });
+
+    it("a FIFO or a socket in place of an object is refused at once, never waited on", async () => {
+      const { backend } = fresh();
+      await backend.put("a/keep", bytesBody(text("kept")));
+      execFileSync("mkfifo", [join(backend.root, "a", "fifo")]);
+      const server = createServer();
+      await new Promise<void>((done) => server.listen(join(backend.root, "a", "socket"), done));
+      try {
+        for (const key of ["a/fifo", "a/socket"]) {
+          for (const read of [
+            () => backend.get(key),
+            () => backend.get(key, { offset: 0, length: 10 }),
+            () => backend.get(key, { offset: 0, length: 1024 * 1024 }),
+            () => backend.head(key),
+          ]) {
+            const err = await read().then(
+              () => undefined,
+              (e: unknown) => ConnectError.from(e),
+            );
+            expect([key, err?.code, err?.message]).toEqual([
+              key,
+              Code.FailedPrecondition,
+              expect.stringContaining("neither a file nor a directory"),
+            ]);
+          }
+          const put = await backend.put(key, bytesBody(text("x"))).catch(ConnectError.from);
+          expect([put instanceof ConnectError && put.code, String(put)]).toEqual([
+            Code.FailedPrecondition,
+            expect.stringContaining("neither a file nor a directory"),
+          ]);
+          // Removing the name follows nothing: a delete takes it away.
+          await backend.delete(key);
+          expect(existsSync(join(backend.root, key))).toBe(false);
+        }
+        expect(Buffer.from(await readAllBytes(await backend.get("a/keep"))).toString()).toBe(
+          "kept",
+        );
+      } finally {
+        server.close();
+      }
     });
 
     it("a symlink in place of an object is neither read, overwritten nor deleted", async () => {

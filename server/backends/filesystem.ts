@@ -128,8 +128,10 @@ export type FilesystemBackend = Backend & {
  *   that fails) and then create, link, unlink and read names inside that open directory
  *   (`inDirectory`), checking it again after publishing (a name linked into a directory that
  *   moved out is taken back). A symlink or a path leading outside fails the call with
- *   `FAILED_PRECONDITION`; creating the backend fails the same way where `/proc/self/fd` is
- *   missing (it needs Linux);
+ *   `FAILED_PRECONDITION`, and so does a FIFO, socket or device where an object is read,
+ *   looked at or written (opened non-blocking, so a FIFO never holds a call; delete removes
+ *   such a name); creating the backend fails the same way where `/proc/self/fd` is missing
+ *   (it needs Linux);
  * - put writes a temp file beside the target (a large one with writeback started every 32 MiB,
  *   see writebackBytes), fsyncs it, publishes it create-only with a hard link, then fsyncs the
  *   directory (concurrent puts into one directory share directory fsyncs); a failed or
@@ -661,6 +663,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         // decides nothing else: what is read is checked on the opened file.
         const found = lookUp(path);
         if (found === undefined || found.isDirectory()) throw notFound(key);
+        if (isSpecial(found)) throw notPlain(key);
         if (found.isFile() && rangeEnd(found.size, offset, length) - offset <= syncIoBytes) {
           return readSmall(path, offset, length, key);
         }
@@ -668,7 +671,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         handle = await open(path, readFlags);
         if (!fileIsAt(handle.fd, path)) throw outsideRefused(key);
         const stats = await handle.stat();
-        if (!stats.isFile()) throw notFound(key);
+        if (!stats.isFile()) throw notFileError(stats, key);
         const end = rangeEnd(stats.size, offset, length);
         const stream = readRange(handle, offset, end, signal, key, chunks);
         handle = undefined;
@@ -688,10 +691,13 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const found = lookUp(path);
         if (found === undefined || found.isDirectory()) return undefined;
         if (found.isSymbolicLink()) throw symlinkRefused(key);
+        if (isSpecial(found)) throw notPlain(key);
         fd = openSync(path, readFlags);
         if (!fileIsAt(fd, path)) throw outsideRefused(key);
         const stats = fstatSync(fd);
-        return stats.isFile() ? { size: stats.size, modifiedMs: stats.mtimeMs } : undefined;
+        if (stats.isDirectory()) return undefined;
+        if (!stats.isFile()) throw notPlain(key);
+        return { size: stats.size, modifiedMs: stats.mtimeMs };
       } catch (err) {
         // Gone between the lookup and the open.
         if (errnoOf(err) === "ENOENT") return undefined;
@@ -881,9 +887,20 @@ function openChildDirectory(dirFd: number, name: string, key: string): ChildDire
   }
 }
 
+/** A FIFO, socket or device: never opened for its bytes, whatever it would hand out. */
+function isSpecial(stats: Stats): boolean {
+  return !stats.isFile() && !stats.isDirectory() && !stats.isSymbolicLink();
+}
+
+/** Why an opened entry that is not a file is no object: missing (a directory) or refused. */
+function notFileError(stats: Stats, key: string): ConnectError {
+  return stats.isDirectory() ? notFound(key) : notPlain(key);
+}
+
 function occupied(stats: Stats, key: string): ConnectError {
   if (stats.isSymbolicLink()) return symlinkRefused(key);
   if (stats.isFile()) return alreadyExists(key);
+  if (isSpecial(stats)) return notPlain(key);
   return new ConnectError(
     `the key is a prefix of other objects, so it cannot be stored (key "${key}")`,
     Code.FailedPrecondition,
@@ -947,7 +964,7 @@ function readSmall(
   try {
     if (!fileIsAt(fd, path)) throw outsideRefused(key);
     const stats = fstatSync(fd);
-    if (!stats.isFile()) throw notFound(key);
+    if (!stats.isFile()) throw notFileError(stats, key);
     const end = rangeEnd(stats.size, offset, length);
     const bytes = Buffer.allocUnsafe(Math.max(0, end - offset));
     let at = 0;

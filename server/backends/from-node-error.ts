@@ -15,6 +15,8 @@ const codeByErrno: Readonly<Record<string, Code>> = {
   ELOOP: Code.FailedPrecondition,
   ENOTDIR: Code.FailedPrecondition,
   EISDIR: Code.FailedPrecondition,
+  // Opening a socket (or a device without a driver) where a file was expected.
+  ENXIO: Code.FailedPrecondition,
   ENAMETOOLONG: Code.InvalidArgument,
 };
 
@@ -36,7 +38,7 @@ const wordsByCode: Readonly<Partial<Record<Code, string>>> = {
  * Guarantees: an existing ConnectError is returned as is; an `AbortError` becomes `CANCELED`;
  * system errors map by errno (ENOENT → NOT_FOUND, EEXIST → ALREADY_EXISTS, EACCES/EPERM →
  * PERMISSION_DENIED, ENOSPC/EDQUOT → RESOURCE_EXHAUSTED, EMFILE/ENFILE/EAGAIN/EBUSY →
- * UNAVAILABLE, ELOOP/ENOTDIR/EISDIR → FAILED_PRECONDITION, ENAMETOOLONG → INVALID_ARGUMENT);
+ * UNAVAILABLE, ELOOP/ENOTDIR/EISDIR/ENXIO → FAILED_PRECONDITION, ENAMETOOLONG → INVALID_ARGUMENT);
  * anything else is `INTERNAL`. The message names the key (when given) and the errno and
  * syscall, never the Node message, so absolute server paths never reach a client; the original
  * error is kept as `cause` for logs.

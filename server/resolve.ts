@@ -92,15 +92,20 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     lineCount: record.lineCount,
     binary: record.binary,
     payloadId: record.sha256,
-    read: async (offset, length, signal) =>
-      releaseOnAbort(
-        await backend.get(blob.key, {
-          offset,
-          ...(length === undefined ? {} : { length }),
-          ...(signal === undefined ? {} : { signal }),
-        }),
-        signal,
-      ),
+    read: async (offset, length, signal) => {
+      // Bounded by the recorded size, and checked against it: the stored object may have been
+      // cut short or grown behind the server's back, and a window must not say more follows.
+      const want = Math.max(
+        0,
+        Math.min(length ?? Number.MAX_SAFE_INTEGER, record.sizeBytes - offset),
+      );
+      const body = await backend.get(blob.key, {
+        offset,
+        length: want,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      return releaseOnAbort(exactly(body, want, record.handle), signal);
+    },
     release: (chunk) => backend.release?.(chunk),
     async seekLine(line, signal) {
       const entry = Math.floor(line / blob.stride);
@@ -134,6 +139,28 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
       );
     },
   };
+}
+
+/**
+ * exactly passes body on and fails with DATA_LOSS when it ends before `want` bytes: the stored
+ * payload is shorter than its record says. A reader that stops early is not checked.
+ */
+async function* exactly(
+  body: AsyncIterable<Uint8Array>,
+  want: number,
+  handle: string,
+): AsyncGenerator<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of body) {
+    seen += chunk.byteLength;
+    yield chunk;
+  }
+  if (seen < want) {
+    throw new ConnectError(
+      `stored payload of "${truncateForMessage(handle)}" is shorter than its record says`,
+      Code.DataLoss,
+    );
+  }
 }
 
 /**

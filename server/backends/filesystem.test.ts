@@ -23,6 +23,7 @@ import { scratchDir } from "../../test/support/scratch-dir.js";
 import { bytesBody, readAllBytes } from "./body.js";
 import { describeBackendContract } from "./contract.js";
 import { createFilesystemBackend } from "./filesystem.js";
+import { maxKeySegments } from "./object-key.js";
 
 describeBackendContract("filesystem", async () => {
   const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
@@ -457,6 +458,39 @@ describe("filesystem backend", () => {
     await writeFile(join(backend.root, "a", ".tmp-leftover"), "partial");
     expect((await backend.list("a/")).keys).toEqual(["a/obj"]);
     expect((await backend.list("")).keys).toEqual(["a/obj"]);
+  });
+
+  it("list and the sweep refuse a nest deeper than any key instead of holding a descriptor per level", async () => {
+    const { backend } = fresh();
+    await backend.put("a/obj", bytesBody(text("kept")));
+    const deepest = Array.from({ length: maxKeySegments }, (_, i) => `s${i}`).join("/");
+    await backend.put(deepest, bytesBody(text("deepest key")));
+    expect(await codeOf(backend.put(`${deepest}/more`, bytesBody(text("x"))))).toBe(
+      Code.InvalidArgument,
+    );
+    // A nest planted under the root, far deeper than keys go, with a file and an old temp
+    // file at the bottom.
+    const nest = join(backend.root, "n", ...Array.from({ length: 300 }, () => "d"));
+    await mkdir(nest, { recursive: true });
+    await writeFile(join(nest, "leaf"), "deep");
+    await writeFile(join(nest, ".tmp-old"), "partial");
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    await utimes(join(nest, ".tmp-old"), hourAgo, hourAgo);
+    const refused: string[] = [];
+    const page = await backend.list("", {
+      limit: 1000,
+      onRefused: (key, reason) => {
+        expect(reason.code).toBe(Code.FailedPrecondition);
+        refused.push(key);
+      },
+    });
+    expect(page.keys).toEqual(["a/obj", deepest]);
+    expect(refused).toEqual([
+      ["n", ...Array.from({ length: maxKeySegments - 1 }, () => "d")].join("/"),
+    ]);
+    expect(await codeOf(backend.list(""))).toBe(Code.FailedPrecondition);
+    expect(await backend.sweepLeftovers(60_000)).toBe(0);
+    expect(existsSync(join(nest, ".tmp-old"))).toBe(true);
   });
 
   it("sweepTempFiles removes temp files older than the age and nothing else", async () => {

@@ -44,7 +44,12 @@ import {
 import { createDirectorySync } from "./directory-sync.js";
 import { errnoOf, fromNodeError } from "./from-node-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
-import { checkKey, checkListPrefix, reservedSegmentPrefix as tempPrefix } from "./object-key.js";
+import {
+  checkKey,
+  checkListPrefix,
+  maxKeySegments,
+  reservedSegmentPrefix as tempPrefix,
+} from "./object-key.js";
 
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
@@ -333,6 +338,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   async function collectKeys(
     dirFd: number,
     keyBase: string,
+    depth: number,
     namePrefix: string,
     startAfter: string | undefined,
     out: string[],
@@ -373,6 +379,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           startAfter !== undefined && item.path < startAfter && !startAfter.startsWith(item.path);
         if (skip) continue;
         const entryKey = item.path.slice(0, -1);
+        if (depth + 2 > maxKeySegments) {
+          // No key lies below; a planted nest is not walked (one open directory per level).
+          refuse(entryKey, tooDeep(entryKey));
+          continue;
+        }
         let below: ChildDirectory;
         try {
           below = openChildDirectory(dirFd, item.name, entryKey);
@@ -383,7 +394,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         // Gone, or replaced by a file, since the directory was read.
         if (typeof below !== "number") continue;
         try {
-          await collectKeys(below, item.path, "", startAfter, out, want, signal, refusals);
+          await collectKeys(
+            below,
+            item.path,
+            depth + 1,
+            "",
+            startAfter,
+            out,
+            want,
+            signal,
+            refusals,
+          );
         } finally {
           closeQuietly(below);
         }
@@ -400,6 +421,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
   async function sweepDirectory(
     dirFd: number,
+    depth: number,
     cutoffMs: number,
     signal: AbortSignal | undefined,
   ): Promise<number> {
@@ -415,6 +437,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     let removed = 0;
     for (const entry of entries) {
       if (entry.isDirectory()) {
+        // Temp files lie beside keys; a directory deeper than keys go holds none of ours.
+        if (depth + 2 > maxKeySegments) continue;
         let below: ChildDirectory;
         try {
           below = openChildDirectory(dirFd, entry.name, entry.name);
@@ -424,7 +448,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         }
         if (typeof below !== "number") continue;
         try {
-          removed += await sweepDirectory(below, cutoffMs, signal);
+          removed += await sweepDirectory(below, depth + 1, cutoffMs, signal);
         } finally {
           closeQuietly(below);
         }
@@ -727,6 +751,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         await collectKeys(
           dir.fd,
           keyBase,
+          dirSegments.length,
           namePrefix,
           listOpts?.startAfter,
           keys,
@@ -808,7 +833,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const dir = await openDirectory([], false, "");
         if (dir === undefined) return 0;
         try {
-          return await sweepDirectory(dir.fd, cutoffMs, callOpts?.signal);
+          return await sweepDirectory(dir.fd, 0, cutoffMs, callOpts?.signal);
         } finally {
           closeQuietly(dir.fd);
         }
@@ -856,6 +881,13 @@ function symlinkRefused(key: string): ConnectError {
 function outsideRefused(key: string): ConnectError {
   return new ConnectError(
     `refusing a path that leads outside the storage root: a symlink or a moved directory (key "${key}")`,
+    Code.FailedPrecondition,
+  );
+}
+
+function tooDeep(key: string): ConnectError {
+  return new ConnectError(
+    `refusing a directory under the storage root nested deeper than any key (key "${key}")`,
     Code.FailedPrecondition,
   );
 }

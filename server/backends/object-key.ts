@@ -7,6 +7,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
  */
 export const reservedSegmentPrefix = ".tmp-";
 
+/**
+ * maxKeySegments bounds how many `/`-separated segments a key has (the service's deepest key
+ * has seven), so a walk of a filesystem root never goes deeper than this, whatever is planted.
+ */
+export const maxKeySegments = 32;
+
 /** Longest part of a refused value an error message repeats. */
 const shownChars = 128;
 
@@ -14,8 +20,8 @@ const shownChars = 128;
  * checkKey refuses a key that could name anything outside a backend's root or prefix, and
  * returns it unchanged otherwise.
  *
- * Guarantees: the key is non-empty and relative (no leading `/`), and every `/`-separated
- * segment is non-empty, is not `.` or `..`, holds no `\` or NUL, and does not start with
+ * Guarantees: the key is non-empty and relative (no leading `/`), has at most maxKeySegments
+ * segments, and every `/`-separated segment is non-empty, is not `.` or `..`, holds no `\` or NUL, and does not start with
  * `reservedSegmentPrefix`; anything else is `INVALID_ARGUMENT`. Every backend checks keys
  * through it, so a key one backend accepts every backend accepts.
  */
@@ -57,7 +63,11 @@ function withoutTrailingSlash(value: string): string {
 function checkPath(path: string, whole: string, what: string): void {
   if (whole.startsWith("/")) throw invalid(what, whole, "must be relative");
   if (path === "") throw invalid(what, whole, "must not be empty");
-  for (const segment of path.split("/")) {
+  const segments = path.split("/");
+  if (segments.length > maxKeySegments) {
+    throw invalid(what, whole, `has more than ${maxKeySegments} segments`);
+  }
+  for (const segment of segments) {
     if (segment === "") throw invalid(what, whole, "has an empty segment");
     if (segment === "." || segment === "..") {
       throw invalid(what, whole, "has a '.' or '..' segment");

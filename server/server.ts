@@ -17,6 +17,7 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
+import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
 import {
   type ConnectionLiveness,
   defaultConnectionLiveness,
@@ -40,7 +41,7 @@ import {
   createSpillwayService,
   type SpillwayCore,
 } from "./service.js";
-import { createStoreReadiness, pokeOnStoreFault, probeStore } from "./store-readiness.js";
+import { createStoreReadiness, probeStore } from "./store-readiness.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";

@@ -1,7 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { createMemoryBackend } from "./backends/memory.js";
-import { createStoreReadiness, pokeOnStoreFault } from "./store-readiness.js";
+import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
+import { createStoreReadiness } from "./store-readiness.js";
 
 describe("store readiness", () => {
   it("reports only flips, from usable, and never rejects", async () => {
@@ -50,16 +51,5 @@ describe("store readiness", () => {
     await done;
     expect(probes).toBe(1);
     readiness.stop();
-  });
-
-  it("does not probe for the contract's own answers", async () => {
-    let pokes = 0;
-    const backend = pokeOnStoreFault(createMemoryBackend(), () => {
-      pokes++;
-    });
-    expect(await backend.head("t/missing")).toBeUndefined();
-    await expect(backend.get("t/missing")).rejects.toMatchObject({ code: Code.NotFound });
-    await expect(backend.list("../x")).rejects.toMatchObject({ code: Code.InvalidArgument });
-    expect(pokes).toBe(0);
   });
 });

@@ -7,15 +7,6 @@ export const storeProbeTimeoutMs = 2_000;
 /** Failures fire at most one probe per this long, however many calls fail. */
 const minPokeGapMs = 1_000;
 
-/** Codes that say the store answered a call as the contract expects, or the caller gave up. */
-const notStoreFaults: ReadonlySet<Code> = new Set([
-  Code.NotFound,
-  Code.AlreadyExists,
-  Code.InvalidArgument,
-  Code.ResourceExhausted,
-  Code.Canceled,
-]);
-
 /** StoreReadiness tracks whether the store answers, by probing it now and then. */
 export interface StoreReadiness {
   /**
@@ -108,38 +99,4 @@ export function probeStore(backend: Backend, callOpts: BackendCallOptions): Prom
   return backend.probe !== undefined
     ? backend.probe(callOpts)
     : backend.list("t/", { limit: 1, ...callOpts });
-}
-
-/**
- * pokeOnStoreFault returns `base` with `onFault` called whenever one of its calls rejects
- * with a code that may mean the store itself is unusable (not NOT_FOUND, ALREADY_EXISTS,
- * INVALID_ARGUMENT, RESOURCE_EXHAUSTED or CANCELED, and not a call whose signal was aborted).
- * Results and errors pass through unchanged.
- */
-export function pokeOnStoreFault(base: Backend, onFault: () => void): Backend {
-  const watched = async <T>(call: () => Promise<T>, callOpts?: BackendCallOptions) => {
-    try {
-      return await call();
-    } catch (err) {
-      if (callOpts?.signal?.aborted !== true && !notStoreFaults.has(ConnectError.from(err).code)) {
-        onFault();
-      }
-      throw err;
-    }
-  };
-  const { putMany } = base;
-  return {
-    ...base,
-    put: (key, body, callOpts) => watched(() => base.put(key, body, callOpts), callOpts),
-    get: (key, callOpts) => watched(() => base.get(key, callOpts), callOpts),
-    head: (key, callOpts) => watched(() => base.head(key, callOpts), callOpts),
-    list: (prefix, callOpts) => watched(() => base.list(prefix, callOpts), callOpts),
-    delete: (key, callOpts) => watched(() => base.delete(key, callOpts), callOpts),
-    deleteMany: (keys, callOpts) => watched(() => base.deleteMany(keys, callOpts), callOpts),
-    ...(putMany === undefined
-      ? {}
-      : {
-          putMany: (keys, body, callOpts) => watched(() => putMany(keys, body, callOpts), callOpts),
-        }),
-  };
 }

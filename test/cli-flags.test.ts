@@ -77,44 +77,29 @@ describe("spillway serve flag values", () => {
     expect(tooHigh.code).toBe(1);
   });
 
-  it("refuses a keepalive timeout of 0, which no PING can meet", async () => {
+  it.each([
+    {
+      what: "a keepalive timeout of 0, which no PING can meet",
+      args: [],
+      env: { SPILLWAY_KEEPALIVE_TIMEOUT_MS: "0" },
+      message: "--keepalive-timeout-ms (SPILLWAY_KEEPALIVE_TIMEOUT_MS)",
+    },
+    {
+      what: "--max-calls-per-tenant 0, which refused every call of every tenant",
+      args: ["--max-calls-per-tenant", "0"],
+      env: {},
+      message: "--max-calls-per-tenant: must be at least 1",
+    },
+    {
+      what: "a sweep interval of 0, which swept without pause",
+      args: ["--sweep-interval-ms", "0"],
+      env: {},
+      message: "--sweep-interval-ms",
+    },
+  ])("refuses $what", async ({ args, env, message }) => {
     const dataDir = scratchDir("cli-flags");
-    const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir], {
-      SPILLWAY_KEEPALIVE_TIMEOUT_MS: "0",
-    });
-    expect(run.stderr).toContain("--keepalive-timeout-ms (SPILLWAY_KEEPALIVE_TIMEOUT_MS)");
-    expect(run.stdout).not.toContain("listening");
-    expect(run.code).toBe(1);
-  });
-
-  it("refuses --max-calls-per-tenant 0, which refused every call of every tenant", async () => {
-    const dataDir = scratchDir("cli-flags");
-    const run = await runCli([
-      "serve",
-      "--port",
-      "0",
-      "--data-dir",
-      dataDir,
-      "--max-calls-per-tenant",
-      "0",
-    ]);
-    expect(run.stderr).toContain("--max-calls-per-tenant: must be at least 1");
-    expect(run.stdout).not.toContain("listening");
-    expect(run.code).toBe(1);
-  });
-
-  it("refuses a sweep interval of 0, which swept without pause", async () => {
-    const dataDir = scratchDir("cli-flags");
-    const run = await runCli([
-      "serve",
-      "--port",
-      "0",
-      "--data-dir",
-      dataDir,
-      "--sweep-interval-ms",
-      "0",
-    ]);
-    expect(run.stderr).toContain("--sweep-interval-ms");
+    const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir, ...args], env);
+    expect(run.stderr).toContain(message);
     expect(run.stdout).not.toContain("listening");
     expect(run.code).toBe(1);
   });

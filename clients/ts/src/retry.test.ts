@@ -88,9 +88,8 @@ describe("retryUnavailable", () => {
 
   it("draws each backoff between 0 and its ceiling (full jitter), within the deadline", async () => {
     const random = vi.spyOn(Math, "random");
-    try {
-      // A draw of 0 sleeps nothing, even under a one-minute ceiling: every attempt runs.
-      random.mockReturnValue(0);
+    // Counts the attempts of one call that always fails, under a one-minute ceiling.
+    const attemptsUnderMinuteCeiling = async () => {
       let attempts = 0;
       const code = await codeOf(
         retryUnavailable(
@@ -101,22 +100,15 @@ describe("retryUnavailable", () => {
           { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 }, timeoutMs: 20_000 },
         ),
       );
-      expect(code).toBe(Code.Unavailable);
-      expect(attempts).toBe(3);
+      return { code, attempts };
+    };
+    try {
+      // A draw of 0 sleeps nothing, even under a one-minute ceiling: every attempt runs.
+      random.mockReturnValue(0);
+      expect(await attemptsUnderMinuteCeiling()).toEqual({ code: Code.Unavailable, attempts: 3 });
       // A draw of 0.5 is a 30 s backoff, which would outlast the 20 s deadline: not slept.
       random.mockReturnValue(0.5);
-      attempts = 0;
-      const late = await codeOf(
-        retryUnavailable(
-          async () => {
-            attempts++;
-            throw unavailable();
-          },
-          { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 }, timeoutMs: 20_000 },
-        ),
-      );
-      expect(late).toBe(Code.Unavailable);
-      expect(attempts).toBe(1);
+      expect(await attemptsUnderMinuteCeiling()).toEqual({ code: Code.Unavailable, attempts: 1 });
     } finally {
       random.mockRestore();
     }

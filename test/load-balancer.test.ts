@@ -9,6 +9,7 @@ import type { OffloadRequest } from "../clients/ts/src/gen/spillway/v1/spillway_
 import { nginxGrpcProxyConfig, type RunningNginx, startNginx } from "./support/nginx.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
 import { readBack, sha256 } from "./support/read-back.js";
+import { s3BackendFlags } from "./support/s3-backend-flags.js";
 import { createTestS3Client } from "./support/s3-client.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
@@ -17,21 +18,8 @@ const tenant = "dev";
 
 /** spawnReplica starts one `spillway serve` replica on the shared bucket. */
 function spawnReplica(minio: ObjectServer, bucket: string): Promise<SpillwayProcess> {
-  return spawnSpillway(
-    [
-      "--backend",
-      "s3",
-      "--s3-endpoint",
-      minio.endpoint,
-      "--s3-bucket",
-      bucket,
-      "--s3-region",
-      minio.region,
-      "--grace-ms",
-      "1000",
-    ],
-    { AWS_ACCESS_KEY_ID: minio.accessKeyId, AWS_SECRET_ACCESS_KEY: minio.secretAccessKey },
-  );
+  const { args, env } = s3BackendFlags(minio, bucket);
+  return spawnSpillway([...args, "--grace-ms", "1000"], env);
 }
 
 /** payload makes `size` bytes of lines that differ per seed, so every offload is distinct. */

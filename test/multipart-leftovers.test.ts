@@ -20,6 +20,7 @@ import {
   objectServerKinds,
   waitFor,
 } from "./support/object-server.js";
+import { s3BackendFlags } from "./support/s3-backend-flags.js";
 import { createTestS3Client } from "./support/s3-client.js";
 import { spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
@@ -118,29 +119,11 @@ describe("multipart uploads cut off by a crash of MinIO itself", () => {
     // Why the sweep reported no leftovers: MinIO lists uploads without a whole key from memory.
     expect(await uploadsListed(s3, bucket)).toEqual([]);
     expect(await uploadsListed(s3, bucket, key)).toEqual([key]);
+    const flags = s3BackendFlags(minio, bucket, { prefix: "spill" });
     const { stdout } = await run(
       process.execPath,
-      [
-        spillwayCli,
-        "sweep",
-        "--backend",
-        "s3",
-        "--s3-endpoint",
-        minio.endpoint,
-        "--s3-bucket",
-        bucket,
-        "--s3-prefix",
-        "spill",
-        "--orphan-age-ms",
-        "0",
-      ],
-      {
-        env: {
-          ...process.env,
-          AWS_ACCESS_KEY_ID: minio.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: minio.secretAccessKey,
-        },
-      },
+      [spillwayCli, "sweep", ...flags.args, "--orphan-age-ms", "0"],
+      { env: { ...process.env, ...flags.env } },
     );
     expect(JSON.parse(stdout).leftovers).toBe(0);
     // Nor does MinIO keep a lifecycle rule that would abort it; the server says so at start.
@@ -219,25 +202,15 @@ describe("spillway serve at start", () => {
     const untouched = `${bucket}-untouched`;
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     await s3.send(new CreateBucketCommand({ Bucket: untouched }));
-    const env = {
-      AWS_ACCESS_KEY_ID: info.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: info.secretAccessKey,
-    };
-    const args = (b: string) => [
-      "--backend",
-      "s3",
-      "--s3-endpoint",
-      info.endpoint,
-      "--s3-bucket",
-      b,
-    ];
+    const serving = s3BackendFlags(info, bucket);
+    const leftAlone = s3BackendFlags(info, untouched);
     const server = await spawnSpillway(
-      [...args(bucket), "--abort-incomplete-uploads-days", "2"],
-      env,
+      [...serving.args, "--abort-incomplete-uploads-days", "2"],
+      serving.env,
     );
     const alone = await spawnSpillway(
-      [...args(untouched), "--abort-incomplete-uploads-days", "0"],
-      env,
+      [...leftAlone.args, "--abort-incomplete-uploads-days", "0"],
+      leftAlone.env,
     );
     await Promise.all([server.stop(), alone.stop()]);
     const rules = (await s3.send(new GetBucketLifecycleConfigurationCommand({ Bucket: bucket })))

@@ -7,6 +7,7 @@ import { failureOf } from "./support/code-of.js";
 import { startMinioServer } from "./support/minio-server.js";
 import type { ObjectServer } from "./support/object-server.js";
 import { sha256 } from "./support/read-back.js";
+import { s3BackendFlags } from "./support/s3-backend-flags.js";
 import { createTestS3Client } from "./support/s3-client.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
@@ -33,25 +34,8 @@ describe("object store over HTTPS", () => {
 
   /** Starts `spillway serve` on `backend` against the TLS MinIO, with `env` added. */
   function serve(backend: "s3" | "minio", prefix: string, env: Record<string, string>) {
-    return spawnSpillway(
-      [
-        "--backend",
-        backend,
-        "--s3-endpoint",
-        minio.endpoint,
-        "--s3-bucket",
-        bucket,
-        "--s3-prefix",
-        prefix,
-        "--s3-region",
-        minio.region,
-      ],
-      {
-        AWS_ACCESS_KEY_ID: minio.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: minio.secretAccessKey,
-        ...env,
-      },
-    );
+    const flags = s3BackendFlags(minio, bucket, { backend, prefix });
+    return spawnSpillway(flags.args, { ...flags.env, ...env });
   }
 
   for (const backend of ["s3", "minio"] as const) {

@@ -86,24 +86,23 @@ describe.each(serviceBackends)("DeleteRun (%s)", (backendKind) => {
     await sdk.offload({ tenant: "dev", runId: "g", callId: "g1" }, blob("from g"));
     const blobs = async () => (await keysUnder(t, "t/dev/r/")).filter((k) => k.includes("/b/"));
 
-    const recordReads = () => reads.filter((key) => /^t\/dev\/r\/[^/]+\/h\//.test(key));
-    reads.length = 0;
-    expect((await sdk.deleteRun("p")).deletedAttachments).toBe(2n);
-    expect(recordReads()).toEqual([]);
+    // Deletes `run`, which held `records`, reading none of the records it frees.
+    const deleteReadingNoRecord = async (run: string, records: bigint) => {
+      reads.length = 0;
+      expect((await sdk.deleteRun(run)).deletedAttachments).toBe(records);
+      expect(reads.filter((key) => /^t\/dev\/r\/[^/]+\/h\//.test(key))).toEqual([]);
+    };
+    await deleteReadingNoRecord("p", 2n);
     expect(await read(sdk, "c", "res_p1")).toContain("from p");
     expect(await read(sdk, "g", "res_p1")).toContain("from p");
     expect(await read(sdk, "g", "res_p2")).toContain("small from p");
 
-    reads.length = 0;
-    expect((await sdk.deleteRun("c")).deletedAttachments).toBe(3n);
-    expect(recordReads()).toEqual([]);
+    await deleteReadingNoRecord("c", 3n);
     expect(await read(sdk, "g", "res_p1")).toContain("from p");
     expect(await read(sdk, "g", "res_c1")).toContain("from c");
     expect(await read(sdk, "g", "res_g1")).toContain("from g");
 
-    reads.length = 0;
-    expect((await sdk.deleteRun("g")).deletedAttachments).toBe(4n);
-    expect(recordReads()).toEqual([]);
+    await deleteReadingNoRecord("g", 4n);
     expect(await blobs()).toEqual([]);
     expect(await keysUnder(t, "t/dev/r/")).toEqual([]);
   });

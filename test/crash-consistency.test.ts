@@ -16,6 +16,7 @@ import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/cli
 import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
 import { readBack, sha256 } from "./support/read-back.js";
+import { s3BackendFlags } from "./support/s3-backend-flags.js";
 import { createTestS3Client } from "./support/s3-client.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
@@ -300,22 +301,7 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
     try {
       await s3.send(new CreateBucketCommand({ Bucket: bucket }));
       const result = await crashAndRecover({
-        args: [
-          "--backend",
-          "s3",
-          "--s3-endpoint",
-          server.endpoint,
-          "--s3-bucket",
-          bucket,
-          "--s3-prefix",
-          prefix,
-          "--s3-region",
-          server.region,
-        ],
-        env: {
-          AWS_ACCESS_KEY_ID: server.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: server.secretAccessKey,
-        },
+        ...s3BackendFlags(server, bucket, { prefix }),
         // MinIO lists multipart uploads only for a whole key or the whole bucket.
         leftovers: async () => {
           const out = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket }));

@@ -1,10 +1,8 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { createSpillwayClient } from "../../clients/ts/src/client.js";
-import { spawnSpillway } from "../../test/support/spawn-spillway.js";
+import { withFilesystemSpillway } from "../filesystem-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { metered, type SideCpu } from "../process-cpu.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
@@ -29,15 +27,12 @@ export async function filesystemScenarios(opts: {
   runs: number;
   bytes: number;
 }): Promise<BenchResult[]> {
-  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-fs-"));
-  const raw = join(dir, "raw");
-  await mkdir(raw);
-  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
-  try {
+  return withFilesystemSpillway("fs", async ({ dir, server, client }) => {
+    const raw = join(dir, "raw");
+    await mkdir(raw);
     const processes = { server: server.pid, bench: "self" } as const;
     const offloadCpu: SideCpu = { spillway: [], baseline: [] };
     const readCpu: SideCpu = { spillway: [], baseline: [] };
-    const client = createSpillwayClient({ baseUrl: server.url });
     const payloads = [textPayload(opts.bytes), randomPayload(opts.bytes)];
     const offload = await alternate(
       opts.runs,
@@ -80,8 +75,5 @@ export async function filesystemScenarios(opts: {
         cpu: readCpu,
       }),
     ];
-  } finally {
-    await server.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { createSpillwayClient, type SpillwayClient } from "../../clients/ts/src/client.js";
-import { spawnSpillway } from "../../test/support/spawn-spillway.js";
+import type { SpillwayClient } from "../../clients/ts/src/client.js";
+import { withFilesystemSpillway } from "../filesystem-spillway.js";
+import { pool } from "../pool.js";
 import { cpuSecondsOf, medianCpu, meterCpu, type SideCpu } from "../process-cpu.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, ratioResult } from "../result.js";
@@ -13,15 +13,6 @@ const deleteCount = 10_000;
 const inFlight = 32;
 const size = 4 * 1024;
 
-/** Runs `task(0..count-1)` with at most `inFlight` running at once. */
-async function pool(count: number, task: (i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < count) await task(next++);
-  };
-  await Promise.all(Array.from({ length: inFlight }, worker));
-}
-
 /** The server's CPU microseconds per operation while `fn` runs `count` of them. */
 async function serverMsPerOp(pid: number, count: number, fn: () => Promise<unknown>) {
   const before = await cpuSecondsOf(pid);
@@ -29,8 +20,14 @@ async function serverMsPerOp(pid: number, count: number, fn: () => Promise<unkno
   return (((await cpuSecondsOf(pid)) - before) * 1e6) / count;
 }
 
-function offloadAll(client: SpillwayClient, runId: string, payloads: readonly Buffer[]) {
-  return pool(replayCount, (i) =>
+/** Offloads keys c0..c{count-1} of run `runId`, cycling through `payloads`, `inFlight` at once. */
+function offloadAll(
+  client: SpillwayClient,
+  runId: string,
+  payloads: readonly Buffer[],
+  count = replayCount,
+) {
+  return pool(count, inFlight, (i) =>
     client.offload(
       { tenant: "dev", runId, callId: `c${i}` },
       payloads[i % payloads.length] as Buffer,
@@ -45,10 +42,7 @@ function offloadAll(client: SpillwayClient, runId: string, payloads: readonly Bu
  * Target: a replay costs about what a new offload costs (ratio <= 1.2).
  */
 export async function replayScenario(runs: number): Promise<BenchResult> {
-  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-replay-"));
-  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
-  try {
-    const client = createSpillwayClient({ baseUrl: server.url });
+  return withFilesystemSpillway("replay", async ({ server, client }) => {
     const payloads = Array.from({ length: 64 }, () => randomBytes(size));
     const fresh: number[] = [];
     const replayed: number[] = [];
@@ -77,10 +71,7 @@ export async function replayScenario(runs: number): Promise<BenchResult> {
       target: "ratio <= 1.2",
       meets: (ratio) => ratio <= 1.2,
     });
-  } finally {
-    await server.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /**
@@ -91,10 +82,7 @@ export async function replayScenario(runs: number): Promise<BenchResult> {
  * of the server and of this process (the row's `cpu_seconds`).
  */
 export async function deleteRunScenario(runs: number): Promise<BenchResult> {
-  const dir = await mkdtemp(join(tmpdir(), "spillway-bench-delete-"));
-  const server = await spawnSpillway(["--data-dir", join(dir, "store")]);
-  try {
-    const client = createSpillwayClient({ baseUrl: server.url });
+  return withFilesystemSpillway("delete", async ({ dir, server, client }) => {
     const payloads = Array.from({ length: 64 }, () => randomBytes(size));
     const spillway: number[] = [];
     const baseline: number[] = [];
@@ -104,15 +92,10 @@ export async function deleteRunScenario(runs: number): Promise<BenchResult> {
       const runId = `delete-${run}`;
       // Run 0 warms both sides up on a tenth of the records and is not counted.
       const count = run === 0 ? deleteCount / 10 : deleteCount;
-      await pool(count, (i) =>
-        client.offload(
-          { tenant: "dev", runId, callId: `c${i}` },
-          payloads[i % payloads.length] as Buffer,
-        ),
-      );
+      await offloadAll(client, runId, payloads, count);
       const raw = join(dir, "raw", String(run));
       await mkdir(raw, { recursive: true });
-      await pool(count, (i) =>
+      await pool(count, inFlight, (i) =>
         rawAtomicWrite(raw, `c${i}`, payloads[i % payloads.length] as Buffer),
       );
       const deleted = await meterCpu(processes, async () => {
@@ -143,8 +126,5 @@ export async function deleteRunScenario(runs: number): Promise<BenchResult> {
       ...row,
       cpu_seconds: { spillway: medianCpu(cpu.spillway), baseline: medianCpu(cpu.baseline) },
     };
-  } finally {
-    await server.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }

@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend, BackendCallOptions } from "./backends/backend.js";
 
 /** How long one probe may take before the store counts as unusable. */
-export const storeProbeTimeoutMs = 2_000;
+const storeProbeTimeoutMs = 2_000;
 
 /** Failures fire at most one probe per this long, however many calls fail. */
 const minPokeGapMs = 1_000;

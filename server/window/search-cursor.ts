@@ -58,7 +58,7 @@ export interface SearchStart {
 }
 
 /** searchFromStart is where a search without a cursor starts: line 0, nothing before it. */
-export const searchFromStart: SearchStart = Object.freeze({
+const searchFromStart: SearchStart = Object.freeze({
   offset: 0,
   firstLine: 0,
   testFrom: 0,

@@ -137,10 +137,10 @@ describe("health reflects the store", () => {
     const spillway = createSpillwayClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
     expect(await statuses(server)).toEqual([ServingStatus.SERVING, ServingStatus.SERVING]);
     rmSync(root, { recursive: true });
-    // Offloads fail now: the backend never recreates its root.
+    // Offloads fail now, as the store's fault: the backend never recreates its root.
     expect(
       await codeOf(spillway.offload({ tenant: "dev", runId: "r", callId: "gone" }, "x\n")),
-    ).toBeDefined();
+    ).toBe(Code.FailedPrecondition);
     await healthBecomes(server, ServingStatus.NOT_SERVING);
     mkdirSync(root, { mode: 0o700 });
     await healthBecomes(server, ServingStatus.SERVING);

@@ -153,7 +153,8 @@ export type FilesystemBackend = Backend & {
  *   the last; put is putMany under one name;
  * - delete removes directories it leaves empty, up to the root;
  * - probe rejects with `FAILED_PRECONDITION` while the root is missing or no longer a
- *   directory (puts never recreate it) and with the node error while it cannot be written
+ *   directory (puts never recreate it, and fail with the same code while it is missing) and
+ *   with the node error while it cannot be written
  *   (`EROFS` on a read-only mount, `EACCES` for a user without write permission);
  * - a stream returned by get holds an open file until it is read to the end or abandoned
  *   with `break`/`return`, so callers always consume or close it.
@@ -200,6 +201,11 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
    * a missing directory (or a file in its place) yields undefined: no object can be below it.
    * A symlink on the way is FAILED_PRECONDITION.
    */
+  /** The error for a root that is gone: FAILED_PRECONDITION, as the probe reports it. */
+  function rootMissing(): ConnectError {
+    return new ConnectError(`the data root ${root} is missing`, Code.FailedPrecondition);
+  }
+
   function openDirectory(
     dirSegments: readonly string[],
     create: true,
@@ -252,7 +258,14 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     create: boolean,
     key: string,
   ): Promise<OpenDirectory | undefined> {
-    let fd = openSync(root, directoryFlags);
+    let fd: number;
+    try {
+      fd = openSync(root, directoryFlags);
+    } catch (err) {
+      // Writes never recreate the root: its absence is the store's fault, not the key's.
+      if (create && errnoOf(err) === "ENOENT") throw rootMissing();
+      throw err;
+    }
     let path = root;
     const created: string[] = [];
     try {
@@ -810,7 +823,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         await access(root, constants.W_OK | constants.X_OK);
       } catch (err) {
         if (errnoOf(err) !== "ENOENT") throw fromNodeError(err);
-        throw new ConnectError(`the data root ${root} is missing`, Code.FailedPrecondition);
+        throw rootMissing();
       }
       if (!stats.isDirectory()) {
         throw new ConnectError(

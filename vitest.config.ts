@@ -1,14 +1,22 @@
+import { defaultServerConditions } from "vite";
 import { defineConfig } from "vitest/config";
 import { createSummaryReporter } from "./test/support/summary-reporter.js";
 
+// The workspace packages resolve to their TypeScript sources (the `@spillway/source` export
+// condition), so a test sees the code it sits beside without a build.
+const conditions = ["@spillway/source", ...defaultServerConditions.filter((c) => c !== "module")];
+
 // Tests start real servers on loopback; files run in parallel, bounded for 2-core machines.
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     include: [
-      "server/**/*.test.ts",
-      "clients/ts/**/*.test.ts",
+      "wire/src/**/*.test.ts",
+      "clients/ts/src/**/*.test.ts",
+      "server/src/**/*.test.ts",
+      "conformance/src/**/*.test.ts",
       "test/**/*.test.ts",
-      "conformance/**/*.test.ts",
       "bench/**/*.test.ts",
     ],
     globalSetup: ["./test/global-setup.ts"],

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { type SpillwayProcess, spawnSpillway } from "../test/support/spawn-spillway.js";
 
 /** FilesystemSpillway is one `spillway serve` on the filesystem backend, in a scratch directory. */

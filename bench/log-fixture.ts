@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { type SpillwayProcess, spawnSpillway } from "../test/support/spawn-spillway.js";
 import { type LogFile, writeLogFile } from "./log-file.js";
 import { timeSeconds } from "./timing.js";

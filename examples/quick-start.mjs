@@ -1,6 +1,6 @@
 // Offload a 1,000,000-line log to a running Spillway server and read line 400,000 back.
-// Run after `npm start` (which builds dist/): node examples/quick-start.mjs [url]
-import { createSpillwayClient } from "../dist/clients/ts/src/client.js";
+// Run after `npm start` (which builds every package): node examples/quick-start.mjs [url]
+import { createSpillwayClient } from "@spillway/client";
 
 const spillway = createSpillwayClient({ baseUrl: process.argv[2] ?? "http://127.0.0.1:50051" });
 const log = Array.from({ length: 1_000_000 }, (_, i) => `line ${i + 1} of the build log`).join(

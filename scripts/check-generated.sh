@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/generate.sh
 bash scripts/generate-python.sh
-generated=(clients/ts/src/gen clients/python/src/spillway_client/_gen)
+generated=(proto/gen clients/python/src/spillway_client/_gen)
 if ! git diff --exit-code --stat -- "${generated[@]}"; then
   echo "check-generated: generated code is stale; run npm run generate (and bash scripts/generate-python.sh) and commit" >&2
   exit 1

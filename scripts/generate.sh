@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# generate.sh regenerates the committed code under clients/*/gen from proto/.
+# generate.sh regenerates the committed TypeScript under proto/gen from proto/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-protovalidate.sh

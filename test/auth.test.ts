@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { startSpillwayServer } from "../server/server.js";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -48,7 +48,7 @@ describe("authentication and tenancy", () => {
   it("serves health checks without a token", async () => {
     const { createClient } = await import("@connectrpc/connect");
     const { createGrpcTransport } = await import("@connectrpc/connect-node");
-    const { Health } = await import("../clients/ts/src/gen/grpc/health/v1/health_pb.js");
+    const { Health } = await import("@spillway/proto/grpc/health/v1/health_pb.js");
     const health = createClient(Health, createGrpcTransport({ baseUrl: t.url }));
     const res = await health.check({ service: "spillway.v1.SpillwayService" });
     expect(res.status).toBe(1);
@@ -81,8 +81,8 @@ describe("per-tenant limits from the token file", () => {
     const { mkdtemp, rm, writeFile } = await import("node:fs/promises");
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
-    const { hashToken } = await import("../server/auth.js");
-    const { createSpillwayClient } = await import("../clients/ts/src/client.js");
+    const { hashToken } = await import("../server/src/auth.js");
+    const { createSpillwayClient } = await import("@spillway/client");
     const dir = await mkdtemp(join(tmpdir(), "spillway-limits-"));
     const tokenFile = join(dir, "tokens");
     await writeFile(

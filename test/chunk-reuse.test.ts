@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import * as http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/backends/backend.js";
+import type { Backend } from "../server/src/backends/backend.js";
 import {
   type ChunkPool,
   createChunkPool,
   firstReadBytes,
   readChunkBytes,
-} from "../server/backends/chunk-pool.js";
+} from "../server/src/backends/chunk-pool.js";
 import { type OffloadRequestInit, offloadEnvelope, openGrpcStream } from "./support/raw-grpc.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";

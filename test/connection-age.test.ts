@@ -1,8 +1,8 @@
 import * as http2 from "node:http2";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 
 describe("max connection age", () => {
   let server: SpillwayServer;

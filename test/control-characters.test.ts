@@ -1,10 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Client, Code } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type {
   OffloadHeaderSchema,
   SpillwayService,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

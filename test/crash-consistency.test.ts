@@ -11,9 +11,9 @@ import {
   type S3Client,
 } from "@aws-sdk/client-s3";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
+import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
-import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { s3BackendFlags } from "./support/s3-backend-flags.js";

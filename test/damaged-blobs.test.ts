@@ -1,8 +1,8 @@
 import { appendFileSync, readdirSync, truncateSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
+import type { ReadToolOutputInit } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ReadToolOutputInit } from "../clients/ts/src/client.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

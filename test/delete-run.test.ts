@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { Code } from "@connectrpc/connect";
+import type { SpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
-import type { SpillwayClient } from "../clients/ts/src/client.js";
-import type { Backend } from "../server/backends/backend.js";
-import { bytesBody } from "../server/backends/body.js";
+import type { Backend } from "../server/src/backends/backend.js";
+import { bytesBody } from "../server/src/backends/body.js";
 import { codeOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -5,18 +5,15 @@ import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import {
   Health,
   HealthCheckResponse_ServingStatus as ServingStatus,
-} from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
-import {
-  OffloadRequestSchema,
-  SpillwayService,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { startSpillwayServer } from "../server/server.js";
+} from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { OffloadRequestSchema, SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { describe, expect, it } from "vitest";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { startSpillwayServer } from "../server/src/server.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 

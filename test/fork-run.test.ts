@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Backend } from "../server/backends/backend.js";
+import type { Backend } from "../server/src/backends/backend.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** Counts the write calls the server makes to its backend (a putMany is one). */

@@ -19,7 +19,7 @@ declare module "vitest" {
 }
 
 /**
- * setup builds dist/ once, starts one MinIO, one SeaweedFS and one moto server for the whole
+ * setup builds every package's dist/ once, starts one MinIO, one SeaweedFS and one moto server for the whole
  * run, provides their connection info as `inject("objectServers")`, and returns the teardown
  * that stops them all.
  * Any server failing to start fails the run; the others are stopped first.
@@ -28,7 +28,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Tests that run the compiled CLI share one build, made before any file starts: building in
   // each file would rewrite dist/ while another file's server is loading it.
   execFileSync(fileURLToPath(new URL("../node_modules/.bin/tsc", import.meta.url)), [
-    "-p",
+    "-b",
     fileURLToPath(new URL("../tsconfig.build.json", import.meta.url)),
   ]);
   const started = await Promise.allSettled(

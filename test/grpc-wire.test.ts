@@ -2,11 +2,11 @@ import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GetServerInfoRequestSchema,
   OffloadRequestSchema,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openGrpcStream } from "./support/raw-grpc.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
-import { recommit } from "../server/record.js";
+import { recommit } from "../server/src/record.js";
 import { failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -3,17 +3,17 @@ import { lstat, mkdir, readdir, readFile, realpath, writeFile } from "node:fs/pr
 import { join, relative, sep } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
-import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type {
   OffloadHeaderSchema,
   OffloadRequestSchema,
   ReadToolOutputRequestSchema,
   SpillwayService,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { ErrorInfoSchema } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
-import { handleFor } from "../server/keys.js";
-import { defaultLimits } from "../server/limits.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { handleFor } from "../server/src/keys.js";
+import { defaultLimits } from "../server/src/limits.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -7,13 +7,13 @@ import { connect as tlsConnect } from "node:tls";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ReadToolOutputRequestSchema,
   StatToolOutputRequestSchema,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
 import { openGrpcStream } from "./support/raw-grpc.js";
 import { writeSelfSigned } from "./support/self-signed.js";

@@ -2,8 +2,8 @@ import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetrics, type Metrics } from "../server/metrics.js";
-import { type MetricsServer, startMetricsServer } from "../server/metrics-server.js";
+import { createMetrics, type Metrics } from "../server/src/metrics.js";
+import { type MetricsServer, startMetricsServer } from "../server/src/metrics-server.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

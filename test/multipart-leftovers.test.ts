@@ -11,7 +11,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createS3Backend } from "../server/backends/s3.js";
+import { createS3Backend } from "../server/src/backends/s3.js";
 import { failureOf } from "./support/code-of.js";
 import { startMinioServer } from "./support/minio-server.js";
 import {

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { CreateBucketCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/client-s3";
 import { Code } from "@connectrpc/connect";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { failureOf } from "./support/code-of.js";
 import { startMinioServer } from "./support/minio-server.js";
 import type { ObjectServer } from "./support/object-server.js";

@@ -1,15 +1,15 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import type {
   OffloadBatchItemSchema,
   OffloadBatchResponse,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { Storage } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
-import type { Backend } from "../server/backends/backend.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { Storage } from "@spillway/proto/spillway/v1/types_pb.js";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Backend } from "../server/src/backends/backend.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 

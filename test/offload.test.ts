@@ -3,12 +3,12 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type OffloadRequest,
   OffloadRequestSchema,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { Storage } from "../clients/ts/src/gen/spillway/v1/types_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { Storage } from "@spillway/proto/spillway/v1/types_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 

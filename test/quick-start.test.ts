@@ -4,8 +4,8 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));

@@ -1,9 +1,9 @@
 import * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { offloadEnvelope, openGrpcStream } from "./support/raw-grpc.js";
 import { sha256 } from "./support/read-back.js";
 

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/backends/backend.js";
+import type { Backend } from "../server/src/backends/backend.js";
 import { codeOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -1,15 +1,15 @@
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import {
   OffloadRequestSchema,
   type ReadToolOutputResponse,
-} from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createFilesystemBackend } from "../server/backends/filesystem.js";
-import { createMetrics, type Metrics } from "../server/metrics.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFilesystemBackend } from "../server/src/backends/filesystem.js";
+import { createMetrics, type Metrics } from "../server/src/metrics.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";

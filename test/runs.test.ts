@@ -1,6 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { createSweeper } from "../server/sweeper.js";
+import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -246,7 +246,7 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
     clock = Date.now();
     t = await startTestServer({ backend: backendKind, now: () => clock });
     await t.sdk().offload({ tenant: "dev", runId: "r", callId: "live" }, big("live"));
-    const { bytesBody } = await import("../server/backends/body.js");
+    const { bytesBody } = await import("../server/src/backends/body.js");
     await t.backend.put("t/dev/r/r/b/orphan/upload1", bytesBody(Buffer.from("crash leftover")));
     const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 1000 });
     expect((await sweeper.sweepOnce())?.orphanBlobs).toBe(0);

@@ -1,8 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { createSpillwayClient, isTransientError } from "@spillway/client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { isTransientError } from "../clients/ts/src/retry.js";
 import { freePort } from "./support/free-port.js";
 import { type RunningNginx, startNginx } from "./support/nginx.js";
 import { sha256 } from "./support/read-back.js";

@@ -1,9 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Window } from "@spillway/client";
+import { createReadToolOutputExecutor } from "@spillway/client";
+import type { SearchCursor } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Window } from "../clients/ts/src/client.js";
-import type { SearchCursor } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createReadToolOutputExecutor } from "../clients/ts/src/read-tool-output-tool.js";
-import type { Backend } from "../server/backends/backend.js";
+import type { Backend } from "../server/src/backends/backend.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /** The fields of a search window a page sets. */

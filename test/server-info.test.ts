@@ -1,6 +1,6 @@
 import { Code } from "@connectrpc/connect";
+import { createSpillwayClient } from "@spillway/client";
 import { describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { codeOf } from "./support/code-of.js";
 import { spawnSpillway } from "./support/spawn-spillway.js";
 import { startTestServer } from "./support/test-server.js";

@@ -3,8 +3,8 @@ import { mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient, type SpillwayClient } from "../clients/ts/src/client.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const MiB = 1024 * 1024;

@@ -1,9 +1,9 @@
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { createS3Backend } from "../server/backends/s3.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { createS3Backend } from "../server/src/backends/s3.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
 import { type ObjectServer, startObjectServer } from "./support/object-server.js";
 import { readBack, sha256 } from "./support/read-back.js";

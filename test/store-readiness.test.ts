@@ -3,17 +3,17 @@ import { join } from "node:path";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import {
   Health,
   HealthCheckResponse_ServingStatus as ServingStatus,
-} from "../clients/ts/src/gen/grpc/health/v1/health_pb.js";
-import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createFilesystemBackend } from "../server/backends/filesystem.js";
-import { createMinioBackend } from "../server/backends/minio.js";
-import { createS3Backend } from "../server/backends/s3.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+} from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFilesystemBackend } from "../server/src/backends/filesystem.js";
+import { createMinioBackend } from "../server/src/backends/minio.js";
+import { createS3Backend } from "../server/src/backends/s3.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
 import { type ObjectServer, startObjectServer, waitFor } from "./support/object-server.js";
 import { createTestS3Client } from "./support/s3-client.js";

@@ -4,8 +4,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
 const records = 5_000;

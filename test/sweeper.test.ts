@@ -3,9 +3,9 @@ import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import type { FilesystemBackend } from "../server/backends/filesystem.js";
-import { createMetrics } from "../server/metrics.js";
-import { createSweeper, type SweepLogger } from "../server/sweeper.js";
+import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
+import { createMetrics } from "../server/src/metrics.js";
+import { createSweeper, type SweepLogger } from "../server/src/sweeper.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** A logger that keeps what the sweeper logs. */
@@ -58,7 +58,7 @@ describe("sweeper on the filesystem", () => {
     // An upload cut off before its commit, in both kept runs: swept where every record of the
     // run could be read, kept where one could not (it might have referred to it).
     for (const tenant of ["alpha", "zulu"]) {
-      const { bytesBody } = await import("../server/backends/body.js");
+      const { bytesBody } = await import("../server/src/backends/body.js");
       await t.backend.put(`t/${tenant}/r/keep/b/lost/upload`, bytesBody(Buffer.from("lost")));
     }
 

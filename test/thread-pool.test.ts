@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { createSpillwayClient } from "@spillway/client";
 import { afterAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 

@@ -4,11 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createSpillwayClient } from "@spillway/client";
+import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSpillwayClient } from "../clients/ts/src/client.js";
-import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { createMemoryBackend } from "../server/backends/memory.js";
-import { type SpillwayServer, startSpillwayServer } from "../server/server.js";
+import { createMemoryBackend } from "../server/src/backends/memory.js";
+import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { writeSelfSigned } from "./support/self-signed.js";
 
 const openssl = (args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });

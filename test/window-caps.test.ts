@@ -1,5 +1,5 @@
+import type { ReadToolOutputInit } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ReadToolOutputInit } from "../clients/ts/src/client.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /**

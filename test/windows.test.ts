@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import type { ReadToolOutputInit } from "@spillway/client";
+import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ReadToolOutputInit } from "../clients/ts/src/client.js";
-import { SpillwayService } from "../clients/ts/src/gen/spillway/v1/spillway_pb.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /**

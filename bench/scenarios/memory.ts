@@ -1,7 +1,7 @@
 import { createReadStream } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import type { LogFixture } from "../log-fixture.js";
 import { type BenchResult, ratioResult } from "../result.js";

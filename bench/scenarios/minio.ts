@@ -1,6 +1,6 @@
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { createSpillwayClient } from "../../clients/ts/src/client.js";
+import { createSpillwayClient } from "@spillway/client";
 import { startObjectServer } from "../../test/support/object-server.js";
 import { createTestS3Client } from "../../test/support/s3-client.js";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";

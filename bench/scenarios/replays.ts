@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { SpillwayClient } from "../../clients/ts/src/client.js";
+import type { SpillwayClient } from "@spillway/client";
 import { withFilesystemSpillway } from "../filesystem-spillway.js";
 import { pool } from "../pool.js";
 import { cpuSecondsOf, medianCpu, meterCpu, type SideCpu } from "../process-cpu.js";

@@ -1,4 +1,4 @@
-import type { SearchCursor } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import type { SearchCursor } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { LogFixture } from "../log-fixture.js";
 import { type BenchResult, ratioResult } from "../result.js";
 import { alternate } from "../timing.js";

@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSpillwayClient } from "../../clients/ts/src/client.js";
-import { createFilesystemBackend } from "../../server/backends/filesystem.js";
-import { defaultLimits } from "../../server/limits.js";
-import { createSpillwayCore } from "../../server/service.js";
-import { createSweeper } from "../../server/sweeper.js";
-import { createWindowCaps } from "../../server/window/caps.js";
+import { createSpillwayClient } from "@spillway/client";
+import { createFilesystemBackend } from "../../server/src/backends/filesystem.js";
+import { defaultLimits } from "../../server/src/limits.js";
+import { createSpillwayCore } from "../../server/src/service.js";
+import { createSweeper } from "../../server/src/sweeper.js";
+import { createWindowCaps } from "../../server/src/window/caps.js";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { type BenchResult, ratioResult } from "../result.js";
 

@@ -1,7 +1,7 @@
 import type * as http2 from "node:http2";
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { OffloadRequestSchema } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
+import { OffloadRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 
 /**
  * openGrpcStream starts a call of a SpillwayService method on a raw HTTP/2 session, with the

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { SpillwayClient } from "../../clients/ts/src/client.js";
+import type { SpillwayClient } from "@spillway/client";
 
 /** sha256 returns the lowercase hex SHA-256 of data, as records report it. */
 export function sha256(data: Uint8Array | string): string {

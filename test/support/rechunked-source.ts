@@ -1,4 +1,4 @@
-import type { WindowSource } from "../../server/window/source.js";
+import type { WindowSource } from "../../server/src/window/source.js";
 
 /**
  * rechunked wraps a window source so its reads come back in chunks of the given sizes (cycled),

@@ -1,19 +1,13 @@
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
 
 /**
- * spillwayCli is the compiled `spillway` executable, `dist/server/entry.cjs` (the package's bin):
- * test/global-setup.ts builds it before any test file runs, and `npm run bench` compiles it
- * beside the benchmarks.
+ * spillwayCli is the compiled `spillway` executable, `server/dist/entry.cjs` (the server
+ * package's bin): test/global-setup.ts and `npm run bench` build it before anything runs it.
  */
-export const spillwayCli = fileURLToPath(
-  // Run from source (vitest) this module is test/support/*.ts; compiled for the benchmarks it
-  // is dist/test/support/*.js, beside dist/server.
-  new URL(
-    import.meta.url.endsWith(".ts") ? "../../dist/server/entry.cjs" : "../../server/entry.cjs",
-    import.meta.url,
-  ),
-);
+export const spillwayCli = createRequire(import.meta.url)
+  .resolve("spillway/package.json")
+  .replace(/package\.json$/, "dist/entry.cjs");
 
 /** Most of the server's output kept for the error that reports an early exit. */
 const keptOutputChars = 100_000;

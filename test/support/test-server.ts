@@ -6,15 +6,15 @@ import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import type { Client } from "@connectrpc/connect";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
+import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { inject } from "vitest";
-import { createSpillwayClient, type SpillwayClient } from "../../clients/ts/src/client.js";
-import { SpillwayService } from "../../clients/ts/src/gen/spillway/v1/spillway_pb.js";
-import { hashToken } from "../../server/auth.js";
-import type { Backend } from "../../server/backends/backend.js";
-import { createFilesystemBackend } from "../../server/backends/filesystem.js";
-import { createMemoryBackend } from "../../server/backends/memory.js";
-import { createS3Backend } from "../../server/backends/s3.js";
-import { type SpillwayServerOptions, startSpillwayServer } from "../../server/server.js";
+import { hashToken } from "../../server/src/auth.js";
+import type { Backend } from "../../server/src/backends/backend.js";
+import { createFilesystemBackend } from "../../server/src/backends/filesystem.js";
+import { createMemoryBackend } from "../../server/src/backends/memory.js";
+import { createS3Backend } from "../../server/src/backends/s3.js";
+import { type SpillwayServerOptions, startSpillwayServer } from "../../server/src/server.js";
 import { createTestS3Client } from "./s3-client.js";
 
 /**

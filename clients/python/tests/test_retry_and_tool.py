@@ -27,9 +27,9 @@ from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 @pytest.fixture(scope="module")
 def ts_tool(server_url: str) -> dict:
     """The TS SDK's readToolOutputTool, as the compiled SDK exports it."""
-    del server_url  # the session server's setup compiles dist/ when it is stale
+    del server_url  # the session server's setup builds the TypeScript packages
     script = (
-        'import("./dist/clients/ts/src/read-tool-output-tool.js")'
+        'import("@spillway/client")'
         ".then((m) => process.stdout.write(JSON.stringify(m.readToolOutputTool)))"
     )
     out = subprocess.run(["node", "-e", script], cwd=REPO, check=True, capture_output=True, text=True)

@@ -1,11 +1,11 @@
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Storage } from "@spillway/proto/spillway/v1/types_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256 } from "../../../test/support/read-back.js";
 import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
 import { createSpillwayClient, type SpillwayClient } from "./client.js";
-import { Storage } from "./gen/spillway/v1/types_pb.js";
 
 type Fault = "before" | "after" | "none";
 

@@ -1,7 +1,6 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   type DeleteRunResponse,
   type ForkRunResponse,
@@ -17,8 +16,9 @@ import {
   SpillwayService,
   type WindowHeader,
   type WindowTrailer,
-} from "./gen/spillway/v1/spillway_pb.js";
-import type { BlobKey, ResultAttachment } from "./gen/spillway/v1/types_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import type { BlobKey, ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
+import { dataFrame, dataFramePath } from "@spillway/wire";
 import { createGrpcTransport } from "./grpc-transport.js";
 import { createOffloadBatcher } from "./offload-batcher.js";
 import {

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
-import type { ResultAttachment } from "./gen/spillway/v1/types_pb.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
 import { countChars, type TruncateMode, truncateText } from "./truncate-text.js";
 

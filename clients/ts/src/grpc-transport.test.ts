@@ -4,16 +4,16 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, createClient } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
-import { afterEach, describe, expect, it } from "vitest";
-import { failureOf } from "../../../test/support/code-of.js";
-import { dataFrame, dataFramePath } from "./data-frame.js";
 import {
   GetServerInfoResponseSchema,
   OffloadRequestSchema,
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
   SpillwayService,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { dataFrame, dataFramePath } from "@spillway/wire";
+import { afterEach, describe, expect, it } from "vitest";
+import { failureOf } from "../../../test/support/code-of.js";
 import { createGrpcTransport, type SplitBytesField } from "./grpc-transport.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 

@@ -26,8 +26,7 @@ import {
   validateTrailer,
 } from "@connectrpc/connect/protocol-grpc";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
-import { createEnvelopeReader } from "./envelope-reader.js";
-import { fromHttp2Error, fromResetCode } from "./http2-error.js";
+import { createEnvelopeReader, fromHttp2Error, fromResetCode } from "@spillway/wire";
 import { wireRequest } from "./request-wire.js";
 import { runStreamingCall, runUnaryCall } from "./run-call.js";
 

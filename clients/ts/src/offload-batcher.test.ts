@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { describe, expect, it } from "vitest";
 import {
   type OffloadBatchItem,
   type OffloadBatchResponse,
@@ -8,7 +7,8 @@ import {
   OffloadBatchResultSchema,
   OffloadHeaderSchema,
   OffloadResponseSchema,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { describe, expect, it } from "vitest";
 import { createOffloadBatcher } from "./offload-batcher.js";
 
 const header = (callId: string) =>

@@ -6,7 +6,7 @@ import {
   type OffloadBatchResponse,
   type OffloadHeader,
   type OffloadResponse,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
 
 /** OffloadBatcherOptions configure createOffloadBatcher. */
 export interface OffloadBatcherOptions {

@@ -1,8 +1,8 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ReadToolOutputRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
 import { createSpillwayClient, type SpillwayClient } from "./client.js";
-import type { ReadToolOutputRequestSchema } from "./gen/spillway/v1/spillway_pb.js";
 import { createReadToolOutputExecutor, readToolOutputTool } from "./read-tool-output-tool.js";
 
 describe("read_tool_output tool against a live server", () => {

@@ -1,8 +1,11 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type {
+  ReadToolOutputRequestSchema,
+  SearchCursor,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { SpillwayCallOptions, SpillwayClient, Window } from "./client.js";
-import type { ReadToolOutputRequestSchema, SearchCursor } from "./gen/spillway/v1/spillway_pb.js";
-import { ErrorInfoSchema } from "./gen/spillway/v1/types_pb.js";
 
 /** readToolOutputToolName is the model tool's name; its results must never be offloaded again. */
 export const readToolOutputToolName = "read_tool_output";

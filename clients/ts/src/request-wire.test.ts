@@ -1,11 +1,11 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { describe, expect, it } from "vitest";
 import {
   OffloadBatchRequestSchema,
   OffloadRequestSchema,
   ReadToolOutputRequestSchema,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { describe, expect, it } from "vitest";
 import { wireRequest } from "./request-wire.js";
 
 const chunkRequest = (data: Uint8Array) =>

@@ -1,13 +1,13 @@
 import { type DescMessage, isMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { envelopeHeaderBytes, wireBytesField } from "./bytes-field-wire.js";
 import {
   OffloadBatchItemSchema,
   type OffloadBatchRequest,
   OffloadBatchRequestSchema,
   OffloadHeaderSchema,
   OffloadRequestSchema,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { envelopeHeaderBytes, wireBytesField } from "@spillway/wire";
 
 const chunkPath = [OffloadRequestSchema.field.chunk.number];
 

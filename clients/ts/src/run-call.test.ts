@@ -7,14 +7,14 @@ import {
   type Interceptor,
   type StreamResponse,
 } from "@connectrpc/connect";
-import { describe, expect, it } from "vitest";
-import { codeOf } from "../../../test/support/code-of.js";
 import {
   GetServerInfoResponseSchema,
   OffloadRequestSchema,
   OffloadResponseSchema,
   SpillwayService,
-} from "./gen/spillway/v1/spillway_pb.js";
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { describe, expect, it } from "vitest";
+import { codeOf } from "../../../test/support/code-of.js";
 import { runStreamingCall, runUnaryCall } from "./run-call.js";
 
 const info = SpillwayService.method.getServerInfo;

@@ -1,0 +1,191 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext, Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
+import { BlobKeySchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import type { TenantLimits } from "./limits.js";
+import { validateRequest } from "./validation.js";
+
+/** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
+export const DEV_TENANT = "dev";
+
+/** tenantKey carries the authenticated tenant from the auth interceptor to the handlers. */
+export const tenantKey = createContextKey<string | undefined>(undefined, {
+  description: "authenticated tenant",
+});
+
+/** Authenticator maps a request's bearer token to its tenant. */
+export interface Authenticator {
+  /** True when tokens are checked; false for the loopback-only dev mode. */
+  readonly enforcing: boolean;
+  /** Returns what an `authorization` header grants: tenant and limits; UNAUTHENTICATED else. */
+  entryFor(authorization: string | null): TokenEntry;
+  /** Re-reads the token file (for SIGHUP); a broken file keeps the previous tokens. */
+  reload(): void;
+}
+
+/** The per-tenant limits a token file line may set, by attribute name. */
+const LIMIT_ATTRIBUTES = {
+  max_blob_bytes: "maxBlobBytes",
+  max_run_bytes: "maxRunBytes",
+  max_inflight_bytes: "maxInflightBytes",
+  max_calls: "maxCalls",
+} as const;
+
+const LINE_FORMAT =
+  "<sha256 hex> <tenant> [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]";
+
+/**
+ * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
+ * [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]` per line,
+ * the limits in any order, each at most once and at least 1; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
+ * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
+ * of that tenant; two lines giving one tenant different limits are refused, and so is a
+ * `max_inflight_bytes` below `minInflightBytes` (what the heaviest call reserves).
+ */
+export function parseTokenFile(
+  text: string,
+  opts: { readonly minInflightBytes?: number } = {},
+): Map<string, TokenEntry> {
+  const tokens = new Map<string, TokenEntry>();
+  const limitsOf = new Map<string, string>();
+  text.split("\n").forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) return;
+    const [hash, tenant, ...attributes] = line.split(/\s+/);
+    if (hash === undefined || tenant === undefined || !/^[0-9a-fA-F]{64}$/.test(hash)) {
+      throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
+    }
+    const refusal = tenantRefusal(tenant);
+    if (refusal !== undefined) {
+      throw new Error(
+        `token file line ${index + 1}: invalid tenant ${JSON.stringify(tenant)}: ${refusal}`,
+      );
+    }
+    const limits: { -readonly [K in keyof TenantLimits]?: number } = {};
+    for (const attribute of attributes) {
+      const [name = "", value = ""] = attribute.split("=", 2);
+      const field = Object.hasOwn(LIMIT_ATTRIBUTES, name)
+        ? LIMIT_ATTRIBUTES[name as keyof typeof LIMIT_ATTRIBUTES]
+        : undefined;
+      const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+      if (field === undefined || limits[field] !== undefined || !Number.isSafeInteger(n)) {
+        throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
+      }
+      // The server reads 0 as "no limit", so a tenant's 0 would lift the server's limit.
+      if (n === 0) {
+        throw new Error(
+          `token file line ${index + 1}: ${name}=0: a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)`,
+        );
+      }
+      const least = opts.minInflightBytes ?? 0;
+      if (field === "maxInflightBytes" && n < least) {
+        throw new Error(
+          `token file line ${index + 1}: ${name}=${n} is below the ${least} bytes one call reserves; the tenant could make no offload or read`,
+        );
+      }
+      limits[field] = n;
+    }
+    const key = JSON.stringify(
+      Object.values(LIMIT_ATTRIBUTES).map((field) => limits[field] ?? null),
+    );
+    if (limitsOf.has(tenant) && limitsOf.get(tenant) !== key) {
+      throw new Error(`token file line ${index + 1}: tenant "${tenant}" has two different limits`);
+    }
+    limitsOf.set(tenant, key);
+    tokens.set(hash.toLowerCase(), { tenant, ...limits });
+  });
+  return tokens;
+}
+
+/**
+ * tenantRefusal says why a tenant name breaks BlobKey.tenant's declared rule (not empty, not
+ * `.` or `..`, at most 64 bytes, no `/`, `\` or control character), or undefined when it
+ * keeps it: a tenant that no request's key could name is refused when the token file is read.
+ */
+function tenantRefusal(tenant: string): string | undefined {
+  try {
+    validateRequest(BlobKeySchema, create(BlobKeySchema, { tenant, runId: "r", callId: "c" }));
+    return undefined;
+  } catch (err) {
+    return ConnectError.from(err).rawMessage;
+  }
+}
+
+/** TokenEntry is what one token grants: its tenant and that tenant's own limits. */
+export interface TokenEntry extends TenantLimits {
+  readonly tenant: string;
+}
+
+/** tenantLimitsKey carries the authenticated tenant's own limits to the handlers. */
+export const tenantLimitsKey = createContextKey<Omit<TokenEntry, "tenant">>(
+  {},
+  { description: "limits of the authenticated tenant" },
+);
+
+/** hashToken returns the lowercase hex SHA-256 of a token, as the token file stores it. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/**
+ * createAuthenticator checks bearer tokens against a token file, or, without one, maps every
+ * request to DEV_TENANT. Token comparison is by SHA-256 digest in constant time.
+ */
+export function createAuthenticator(opts: {
+  tokenFile?: string | undefined;
+  minInflightBytes?: number;
+}): Authenticator {
+  const tokenFile = opts.tokenFile;
+  if (tokenFile === undefined) {
+    return {
+      enforcing: false,
+      entryFor: () => ({ tenant: DEV_TENANT }),
+      reload: () => {},
+    };
+  }
+  let tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
+  const entryFor = (authorization: string | null): TokenEntry => {
+    const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
+    if (match?.[1] === undefined) {
+      throw new ConnectError("missing bearer token", Code.Unauthenticated);
+    }
+    const digest = Buffer.from(hashToken(match[1]), "hex");
+    for (const [hash, entry] of tokens) {
+      if (timingSafeEqual(Buffer.from(hash, "hex"), digest)) return entry;
+    }
+    throw new ConnectError("unknown bearer token", Code.Unauthenticated);
+  };
+  return {
+    enforcing: true,
+    entryFor,
+    reload() {
+      tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
+    },
+  };
+}
+
+/**
+ * createAuthInterceptor resolves the caller's tenant before any handler runs and stores it
+ * under tenantKey. Health checks are served without a token so probes need no credentials.
+ */
+export function createAuthInterceptor(auth: Authenticator): Interceptor {
+  return (next) => async (req) => {
+    if (req.service.typeName !== "grpc.health.v1.Health") {
+      const { tenant, ...limits } = auth.entryFor(req.header.get("authorization"));
+      req.contextValues.set(tenantKey, tenant);
+      req.contextValues.set(tenantLimitsKey, limits);
+    }
+    return next(req);
+  };
+}
+
+/** tenantOf returns the authenticated tenant of a handler call. */
+export function tenantOf(ctx: HandlerContext): string {
+  const tenant = ctx.values.get(tenantKey);
+  if (tenant === undefined) {
+    throw new ConnectError("request was not authenticated", Code.Unauthenticated);
+  }
+  return tenant;
+}

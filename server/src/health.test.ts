@@ -1,0 +1,41 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, type HandlerContext } from "@connectrpc/connect";
+import {
+  HealthCheckRequestSchema,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+} from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { describe, expect, it } from "vitest";
+import { createHealthState } from "./health.js";
+
+const request = (service: string) => create(HealthCheckRequestSchema, { service });
+const context = () => ({ signal: new AbortController().signal }) as HandlerContext;
+
+describe("health state", () => {
+  it("is NOT_SERVING for every service while any reason is set", async () => {
+    const health = createHealthState(["spillway.v1.SpillwayService"]);
+    const check = async (service: string) =>
+      (await health.service.check?.(request(service), context()))?.status;
+    expect(await check("")).toBe(ServingStatus.SERVING);
+    health.setUnready("store", true);
+    health.setUnready("draining", true);
+    health.setUnready("store", false);
+    expect(await check("")).toBe(ServingStatus.NOT_SERVING);
+    expect(await check("spillway.v1.SpillwayService")).toBe(ServingStatus.NOT_SERVING);
+    health.setUnready("draining", false);
+    expect(await check("spillway.v1.SpillwayService")).toBe(ServingStatus.SERVING);
+    await expect(check("other")).rejects.toMatchObject({ code: Code.NotFound });
+  });
+
+  it("streams a change made while the watcher was still taking the previous status", async () => {
+    const health = createHealthState([]);
+    const watch = health.service.watch?.(request(""), context());
+    if (watch === undefined) throw new Error("no watch");
+    const stream = watch[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.status).toBe(ServingStatus.SERVING);
+    // The watcher has not asked for its next status yet when this changes.
+    health.setUnready("draining", true);
+    expect((await stream.next()).value?.status).toBe(ServingStatus.NOT_SERVING);
+    health.endWatches();
+    expect((await stream.next()).done).toBe(true);
+  });
+});

@@ -1,0 +1,135 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type OffloadBatchItem,
+  type OffloadBatchRequest,
+  type OffloadBatchResponse,
+  OffloadBatchResponseSchema,
+  type OffloadBatchResult,
+  OffloadBatchResultSchema,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { abortReason } from "./backends/body.js";
+import { limitsForTenant, type TenantLimits } from "./limits.js";
+import { type OffloadDeps, offloadWhole } from "./offload.js";
+import type { Runs } from "./runs.js";
+
+/** MAX_BATCH_ITEMS is the most items one OffloadBatch may carry (the proto's max_items). */
+export const MAX_BATCH_ITEMS = 1000;
+
+/**
+ * BATCH_ITEMS_IN_FLIGHT bounds how many items of one batch are committed at once, so that a
+ * batch of a thousand items does not put a thousand writes on the store at the same moment.
+ */
+export const BATCH_ITEMS_IN_FLIGHT = 32;
+
+/**
+ * offloadBatch commits every item of an OffloadBatch for tenant, BATCH_ITEMS_IN_FLIGHT at a
+ * time (one at a time under a run limit), each exactly as its own Offload would be
+ * (offloadWhole), and answers each in request order: its OffloadResponse, or the status its
+ * Offload would have failed with. One item's failure never touches another's commit. The call
+ * as a whole fails only when the batch is malformed (no items, too many) or the call itself
+ * ends (cancelled, past its deadline): then the outcome of items still in flight is unknown to
+ * the caller, as for any cancelled Offload, and each item's retry is safe because offloads are
+ * idempotent.
+ *
+ * A failure that is not a ConnectError is a server fault: the item answers INTERNAL with a
+ * generic message, as a failed call would, never the fault's own text. `onItemFailure` hears
+ * of every failed item with the status it answered (a fault's original error as its cause).
+ */
+export async function offloadBatch(
+  deps: OffloadDeps,
+  tenant: string,
+  request: OffloadBatchRequest,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits = {},
+  onItemFailure?: (index: number, error: unknown) => void,
+): Promise<OffloadBatchResponse> {
+  // The proto's item count rule, by hand: protovalidate would check every item's header as
+  // well and refuse the whole batch for one bad item, which must only fail that item.
+  const count = request.items.length;
+  if (count === 0 || count > MAX_BATCH_ITEMS) {
+    throw new ConnectError(
+      `items: a batch carries 1 to ${MAX_BATCH_ITEMS} items, got ${count}`,
+      Code.InvalidArgument,
+    );
+  }
+  // Every item of one run sees the same run state, read once for the whole batch: on an object
+  // store that is two requests per run instead of two per item.
+  const shared = { ...deps, runs: readOncePerRun(deps.runs) };
+  const commitItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
+    try {
+      if (item.header === undefined) {
+        throw new ConnectError("header: required", Code.InvalidArgument);
+      }
+      const offloaded = await offloadWhole(
+        shared,
+        tenant,
+        item.header,
+        item.data,
+        signal,
+        tenantLimits,
+      );
+      return create(OffloadBatchResultSchema, { result: { case: "offloaded", value: offloaded } });
+    } catch (err) {
+      const failure =
+        err instanceof ConnectError
+          ? err
+          : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+      onItemFailure?.(index, failure);
+      return create(OffloadBatchResultSchema, {
+        result: { case: "error", value: { code: failure.code, message: failure.rawMessage } },
+      });
+    }
+  };
+  // Under a run limit each item is measured against what the items before it committed, as
+  // consecutive Offload calls would be; concurrent items would all see the same room.
+  const concurrency =
+    limitsForTenant(deps.limits, tenantLimits).maxRunBytes === undefined
+      ? BATCH_ITEMS_IN_FLIGHT
+      : 1;
+  const results = await mapConcurrently(request.items, concurrency, commitItem);
+  if (signal.aborted) throw abortReason(signal);
+  return create(OffloadBatchResponseSchema, { results });
+}
+
+/**
+ * Wraps runs so that whether a run was deleted and when it expires are read once per run and
+ * shared by every later question about it (failures too).
+ */
+function readOncePerRun(runs: Runs): Runs {
+  const deleted = new Map<string, Promise<boolean>>();
+  const expires = new Map<string, Promise<number | undefined>>();
+  const once = <T>(memo: Map<string, Promise<T>>, key: string, read: () => Promise<T>) => {
+    let answer = memo.get(key);
+    if (answer === undefined) {
+      answer = read();
+      memo.set(key, answer);
+    }
+    return answer;
+  };
+  return {
+    ...runs,
+    isDeleted: (tenant, runId, signal) =>
+      once(deleted, JSON.stringify([tenant, runId]), () => runs.isDeleted(tenant, runId, signal)),
+    expiresMs: (tenant, runId, signal) =>
+      once(expires, JSON.stringify([tenant, runId]), () => runs.expiresMs(tenant, runId, signal)),
+  };
+}
+
+/** Maps items through each with at most `limit` calls in flight; results keep the items' order. */
+async function mapConcurrently<T, R>(
+  items: readonly T[],
+  limit: number,
+  each: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await each(items[i] as T, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

@@ -1,0 +1,522 @@
+import { createHash, randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type OffloadHeader,
+  OffloadHeaderSchema,
+  type OffloadRequest,
+  OffloadRequestSchema,
+  type OffloadResponse,
+  OffloadResponseSchema,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import type { Backend } from "./backends/backend.js";
+import { bytesBody } from "./backends/body.js";
+import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
+import { blobKey, checkSlotPath, handleFor, lineIndexKey, truncateForMessage } from "./keys.js";
+import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
+import { createPreviewBuilder } from "./preview/preview-builder.js";
+import { createTextSniffer } from "./preview/text-sniffer.js";
+import {
+  type Base64,
+  isExpired,
+  type NewRecord,
+  type StoredRecord,
+  toAttachment,
+  toBase64,
+} from "./record.js";
+import type { Registry } from "./registry.js";
+import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
+import type { Runs } from "./runs.js";
+import { validateRequest } from "./validation.js";
+import { createLineIndexer, encodeLineIndex } from "./window/line-index.js";
+
+/** OffloadDeps are what an offload needs from the server. */
+export interface OffloadDeps {
+  readonly backend: Backend;
+  readonly registry: Registry;
+  readonly runs: Runs;
+  readonly limits: ServerLimits;
+  readonly now: () => number;
+}
+
+/**
+ * offload commits one Offload stream for tenant and returns the committed record.
+ *
+ * Bytes stream to the backend while sha256, size, line index, text/binary sniffing and the
+ * preview are computed in the same pass; nothing is buffered beyond the inline limit. The
+ * create-only registry write is the commit point: a failure or cancellation before it leaves
+ * nothing visible (the partial blob is deleted), and an identical retry returns the record
+ * already committed.
+ *
+ * With a run limit (`maxRunBytes`, the server's or the tenant's), an offload that would take its
+ * run past the limit is refused with RESOURCE_EXHAUSTED before anything is committed: at once
+ * when the header's expected size is already too large, as soon as the streamed bytes pass the
+ * room the run had when the stream began, and once more right before the commit against what
+ * the run holds then. Replays of a committed record are never refused.
+ */
+export async function offload(
+  deps: OffloadDeps,
+  tenant: string,
+  requests: AsyncIterable<OffloadRequest>,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits = {},
+  releaseChunk?: (bytes: Uint8Array) => void,
+): Promise<OffloadResponse> {
+  const reader = createIdleStreamReader(
+    requests[Symbol.asyncIterator](),
+    deps.limits.idleStreamMs,
+    signal,
+    "the Offload stream",
+  );
+  try {
+    return await offloadFrom(deps, tenant, reader, signal, tenantLimits, releaseChunk);
+  } finally {
+    reader.close();
+  }
+}
+
+/**
+ * offloadWhole commits one payload that arrived whole (an OffloadBatch item) exactly as an
+ * Offload stream of its header and one chunk of data would be committed: the same
+ * validation, limits, idempotency and commit point, without a stream to wait on.
+ */
+export function offloadWhole(
+  deps: OffloadDeps,
+  tenant: string,
+  header: OffloadHeader,
+  data: Uint8Array,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits = {},
+): Promise<OffloadResponse> {
+  const messages: OffloadRequest[] = [
+    create(OffloadRequestSchema, { msg: { case: "header", value: header } }),
+    create(OffloadRequestSchema, { msg: { case: "chunk", value: data } }),
+  ];
+  let at = 0;
+  const reader: IdleStreamReader<OffloadRequest> = {
+    next: () => {
+      const value = messages[at++];
+      return Promise.resolve(
+        value === undefined ? { done: true, value: undefined } : { done: false, value },
+      );
+    },
+    close: () => undefined,
+  };
+  return offloadFrom(deps, tenant, reader, signal, tenantLimits, undefined);
+}
+
+/** offloadFrom is offload on a stream whose reader enforces the idle limit. */
+async function offloadFrom(
+  deps: OffloadDeps,
+  tenant: string,
+  reader: IdleStreamReader<OffloadRequest>,
+  signal: AbortSignal,
+  tenantLimits: TenantLimits,
+  releaseChunk: ((bytes: Uint8Array) => void) | undefined,
+): Promise<OffloadResponse> {
+  const first = await reader.next();
+  if (first.done === true || first.value.msg.case !== "header") {
+    throw new ConnectError(
+      first.done === true
+        ? "the Offload stream ended before its header"
+        : "the first Offload message must be a header",
+      Code.InvalidArgument,
+    );
+  }
+  const header = first.value.msg.value;
+  validateRequest(OffloadHeaderSchema, header, "header.");
+  const key = header.key;
+  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
+  if (key.tenant !== tenant) {
+    throw new ConnectError(
+      "header.key.tenant: the key names a tenant other than the caller's",
+      Code.PermissionDenied,
+    );
+  }
+  if (header.slot !== undefined) checkSlotPath(header.slot);
+  const handle = handleFor(key.callId, header.slot);
+
+  const limits = limitsForTenant(deps.limits, tenantLimits);
+  // A payload announced as too large is refused before any of it is sent or anything is read.
+  if (header.expectedSize !== undefined && header.expectedSize > BigInt(limits.maxBlobBytes)) {
+    throw new ConnectError(
+      `payload of header.expected_size ${header.expectedSize} bytes exceeds max_blob_bytes ${limits.maxBlobBytes}`,
+      Code.ResourceExhausted,
+    );
+  }
+  const { maxRunBytes } = limits;
+  const runBytes = (exceptHandle?: string) =>
+    storedRunBytes(deps.registry, tenant, key.runId, {
+      nowMs: deps.now(),
+      signal,
+      ...(exceptHandle === undefined ? {} : { exceptHandle }),
+    });
+  // An expired record counts as none here; the commit replaces it (see commit).
+  const lookUp = async () => {
+    const found = await deps.registry.get(tenant, key.runId, handle, signal);
+    return found === undefined || isExpired(found, deps.now()) ? undefined : found;
+  };
+  // The record is looked up before anything is written: a replay (an SDK's retry) then only
+  // hashes its bytes and compares, instead of writing a record or a blob that the create-only
+  // commit refuses and that must be read back and deleted. A run limit must know it too.
+  // Independent lookups: one round trip to the store, not several.
+  const [deleted, runExpires, recorded, heldAtStart] = await Promise.all([
+    deps.runs.isDeleted(tenant, key.runId, signal),
+    deps.runs.expiresMs(tenant, key.runId, signal),
+    lookUp(),
+    maxRunBytes === undefined ? 0 : runBytes(handle),
+  ]);
+  if (deleted) {
+    throw new ConnectError(
+      `run "${key.runId}" was deleted and its id is still held by forks; use a new run id`,
+      Code.FailedPrecondition,
+    );
+  }
+  if (runExpires !== undefined && runExpires <= deps.now()) {
+    // Every read of an expired run is refused until the sweep removes it, so a record
+    // committed now would be acknowledged and then lost.
+    throw new ConnectError(
+      `run "${truncateForMessage(key.runId)}" has expired and awaits the sweep; nothing was stored: use another run id`,
+      Code.FailedPrecondition,
+    );
+  }
+
+  const pass = createPass(deps.limits, header, handle);
+  const keepsBytes = recorded === undefined && !header.previewOnly;
+  const runRoom =
+    maxRunBytes === undefined || !keepsBytes
+      ? undefined
+      : { runId: key.runId, held: heldAtStart, limit: maxRunBytes };
+  if (
+    runRoom !== undefined &&
+    header.expectedSize !== undefined &&
+    runRoom.held + Number(header.expectedSize) > runRoom.limit
+  ) {
+    throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
+  }
+  const chunks = chunkStream(reader, limits, header, pass, runRoom, releaseChunk);
+  // Right before the commit the run is measured again: offloads that committed to it while
+  // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
+  const checkRunRoom = async (size: number) => {
+    if (runRoom === undefined) return;
+    const held = await runBytes(handle);
+    if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
+  };
+  const stream = chunks[Symbol.asyncIterator]();
+  const replayOrPreview = async (existing: StoredRecord | undefined) => {
+    for (;;) {
+      // Consumed for the digest only: the bytes are either already committed or not kept.
+      if ((await stream.next()).done === true) break;
+    }
+    const facts = pass.finish();
+    if (existing !== undefined) {
+      checkDeclared(header, facts);
+      return replay(existing, header, facts.sha256, facts.size);
+    }
+    return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
+  };
+
+  if (!keepsBytes) return replayOrPreview(recorded);
+
+  const head: Uint8Array[] = [];
+  let headBytes = 0;
+  let ended = false;
+  while (headBytes <= deps.limits.inlineBytes) {
+    const next = await stream.next();
+    if (next.done === true) {
+      ended = true;
+      break;
+    }
+    headBytes += next.value.byteLength;
+    // A chunk kept while the stream is read on is copied (at most inlineBytes in all): the
+    // stream takes a chunk back once the next one is asked for.
+    head.push(headBytes <= deps.limits.inlineBytes ? Uint8Array.from(next.value) : next.value);
+  }
+  if (ended) {
+    const facts = pass.finish();
+    await checkRunRoom(facts.size);
+    const inline = toBase64(Buffer.concat(head));
+    return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
+  }
+  const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
+  const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId);
+  let indexKey: string | undefined;
+  try {
+    await deps.backend.put(key_, concatStreams(head, stream), { signal });
+    const facts = pass.finish();
+    if (facts.index.offsets.length > 1) {
+      indexKey = lineIndexKey(key_);
+      await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
+    }
+    await checkRunRoom(facts.size);
+    const blob = {
+      key: key_,
+      stride: facts.index.stride,
+      ownerRunId: key.runId,
+      ...(indexKey === undefined ? {} : { indexKey }),
+    };
+    const response = await commit(
+      deps,
+      tenant,
+      header,
+      handle,
+      facts,
+      { stored: "blob", blob },
+      signal,
+    );
+    if (!response.created) await removeQuietly(deps.backend, key_, indexKey);
+    return response;
+  } catch (err) {
+    await removeQuietly(deps.backend, key_, indexKey ?? lineIndexKey(key_));
+    throw err;
+  }
+}
+
+interface PassFacts {
+  readonly sha256: string;
+  readonly size: number;
+  readonly binary: boolean;
+  readonly lineCount: number;
+  readonly index: ReturnType<ReturnType<typeof createLineIndexer>["finish"]>;
+  readonly preview: ReturnType<ReturnType<typeof createPreviewBuilder>["finish"]>;
+}
+
+interface Pass {
+  push(chunk: Uint8Array): void;
+  readonly size: () => number;
+  finish(): PassFacts;
+}
+
+/** The single pass over the payload: digest, size, line index, sniffing and preview. */
+function createPass(limits: ServerLimits, header: OffloadHeader, handle: string): Pass {
+  const hash = createHash("sha256");
+  const indexer = createLineIndexer(limits.indexStride);
+  const sniffer = createTextSniffer();
+  const preview = createPreviewBuilder({
+    contentType: header.contentType,
+    ...(header.preview?.headChars === undefined ? {} : { headChars: header.preview.headChars }),
+    ...(header.preview?.tailChars === undefined ? {} : { tailChars: header.preview.tailChars }),
+  });
+  let size = 0;
+  return {
+    push(chunk) {
+      hash.update(chunk);
+      indexer.push(chunk);
+      sniffer.push(chunk);
+      preview.push(chunk);
+      size += chunk.byteLength;
+    },
+    size: () => size,
+    finish() {
+      const index = indexer.finish();
+      const { binary } = sniffer.finish();
+      return {
+        sha256: hash.digest("hex"),
+        size,
+        binary,
+        lineCount: index.lineCount,
+        index,
+        preview: preview.finish({
+          binary,
+          lineCount: index.lineCount,
+          size,
+          handle,
+          name: header.name,
+        }),
+      };
+    },
+  };
+}
+
+/**
+ * Yields the chunks after the header, enforcing stream shape and size limits. A chunk is the
+ * consumer's only until it asks for the next one (every consumer copies what it keeps: the
+ * backends' puts, the head kept for an inline record); then it goes back through `release`.
+ */
+async function* chunkStream(
+  reader: IdleStreamReader<OffloadRequest>,
+  limits: ServerLimits,
+  header: OffloadHeader,
+  pass: Pass,
+  runRoom: { runId: string; held: number; limit: number } | undefined,
+  release: ((bytes: Uint8Array) => void) | undefined,
+): AsyncGenerator<Uint8Array> {
+  for (;;) {
+    const next = await reader.next();
+    if (next.done === true) return;
+    const msg = next.value.msg;
+    if (msg.case === "header") {
+      throw new ConnectError("an Offload stream carries exactly one header", Code.InvalidArgument);
+    }
+    if (msg.case !== "chunk") {
+      throw new ConnectError(
+        "an Offload message must be a header or a chunk",
+        Code.InvalidArgument,
+      );
+    }
+    const chunk = msg.value;
+    if (chunk.byteLength > limits.maxChunkBytes) {
+      throw new ConnectError(
+        `chunk of ${chunk.byteLength} bytes exceeds max_chunk_bytes ${limits.maxChunkBytes}`,
+        Code.ResourceExhausted,
+      );
+    }
+    if (pass.size() + chunk.byteLength > limits.maxBlobBytes) {
+      throw new ConnectError(
+        `payload exceeds max_blob_bytes ${limits.maxBlobBytes}`,
+        Code.ResourceExhausted,
+      );
+    }
+    if (runRoom !== undefined && runRoom.held + pass.size() + chunk.byteLength > runRoom.limit) {
+      throw runBytesExceeded(
+        runRoom.runId,
+        runRoom.held,
+        pass.size() + chunk.byteLength,
+        runRoom.limit,
+      );
+    }
+    if (
+      header.expectedSize !== undefined &&
+      pass.size() + chunk.byteLength > Number(header.expectedSize)
+    ) {
+      throw new ConnectError(
+        `payload is larger than header.expected_size ${header.expectedSize}`,
+        Code.InvalidArgument,
+      );
+    }
+    if (chunk.byteLength === 0) continue;
+    pass.push(chunk);
+    yield chunk;
+    release?.(chunk);
+  }
+}
+
+async function* concatStreams(
+  head: Uint8Array[],
+  rest: AsyncIterator<Uint8Array>,
+): AsyncGenerator<Uint8Array> {
+  yield* head;
+  for (;;) {
+    const next = await rest.next();
+    if (next.done === true) return;
+    yield next.value;
+  }
+}
+
+type Placement =
+  | { stored: "inline"; inline: Base64 }
+  | { stored: "preview_only" }
+  | { stored: "blob"; blob: NonNullable<StoredRecord["blob"]> };
+
+async function commit(
+  deps: OffloadDeps,
+  tenant: string,
+  header: OffloadHeader,
+  handle: string,
+  facts: PassFacts,
+  placement: Placement,
+  signal: AbortSignal,
+): Promise<OffloadResponse> {
+  checkDeclared(header, facts);
+  const key = header.key;
+  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
+  const nowMs = deps.now();
+  const ttlMs =
+    header.ttl === undefined
+      ? undefined
+      : Number(header.ttl.seconds) * 1000 + Math.floor(header.ttl.nanos / 1e6);
+  const record: NewRecord = {
+    v: 1,
+    handle,
+    tenant,
+    runId: key.runId,
+    callId: key.callId,
+    ...(header.slot === undefined ? {} : { slot: header.slot }),
+    name: header.name,
+    contentType: header.contentType,
+    sizeBytes: facts.size,
+    observedBytes: Math.max(
+      header.observedBytes === undefined ? facts.size : Number(header.observedBytes),
+      facts.size,
+    ),
+    truncated: header.truncated,
+    stored: placement.stored,
+    sha256: facts.sha256,
+    binary: facts.binary,
+    lineCount: facts.lineCount,
+    preview: {
+      head: facts.preview.head,
+      tail: facts.preview.tail,
+      shape: facts.preview.shape,
+      omittedBytes: Number(facts.preview.omittedBytes),
+      text: facts.preview.text,
+    },
+    createdMs: nowMs,
+    ...(ttlMs === undefined ? {} : { expiresMs: nowMs + ttlMs }),
+    ...(placement.stored === "blob" ? { blob: placement.blob } : {}),
+    ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
+  };
+  let committed = await deps.registry.commit(record, key.runId, signal);
+  if (!committed.created && isExpired(committed.record, deps.now())) {
+    // An expired record no longer holds its handle: it goes, and this commit takes its place.
+    await deps.registry.remove(tenant, key.runId, handle, signal);
+    committed = await deps.registry.commit(record, key.runId, signal);
+  }
+  if (committed.created) {
+    const runExpires = await deps.runs.expiresMs(tenant, key.runId, signal);
+    return create(OffloadResponseSchema, {
+      attachment: toAttachment(record, runExpires),
+      created: true,
+    });
+  }
+  return replay(committed.record, header, facts.sha256, facts.size);
+}
+
+/**
+ * replay answers an offload whose handle is already committed: with that record when it is
+ * this key's and holds the same bytes, ALREADY_EXISTS otherwise. A record of another key can
+ * hold the handle only if it was committed before handles escaped `_` and `%` in file slots
+ * (`out_a_file:x_stdout` was then both call `a` + `file:x_stdout` and call `a_file:x` +
+ * `stdout`); it is never handed to this key.
+ */
+function replay(
+  existing: StoredRecord,
+  header: OffloadHeader,
+  sha256: string,
+  size: number,
+): OffloadResponse {
+  if (existing.callId !== header.key?.callId || existing.slot !== header.slot) {
+    throw new ConnectError(
+      `handle "${existing.handle}" is held by an output committed under another key, before file slots escaped "_"; use another call_id`,
+      Code.AlreadyExists,
+    );
+  }
+  if (existing.sha256 !== sha256 || existing.sizeBytes !== size) {
+    throw new ConnectError(
+      `handle "${existing.handle}" is already committed with different bytes; outputs are never overwritten`,
+      Code.AlreadyExists,
+    );
+  }
+  return create(OffloadResponseSchema, { attachment: toAttachment(existing), created: false });
+}
+
+function checkDeclared(header: OffloadHeader, facts: PassFacts): void {
+  if (header.expectedSize !== undefined && BigInt(facts.size) !== header.expectedSize) {
+    throw new ConnectError(
+      `payload has ${facts.size} bytes but header.expected_size is ${header.expectedSize}`,
+      Code.InvalidArgument,
+    );
+  }
+  if (header.expectedSha256 !== undefined && header.expectedSha256 !== facts.sha256) {
+    throw new ConnectError(
+      `payload sha256 ${facts.sha256} does not match header.expected_sha256 ${header.expectedSha256}`,
+      Code.DataLoss,
+    );
+  }
+}
+
+async function removeQuietly(backend: Backend, key: string, indexKey: string | undefined) {
+  // Cleanup must not mask the original error; a leftover blob has no record and is swept.
+  await backend.delete(key).catch(() => {});
+  if (indexKey !== undefined) await backend.delete(indexKey).catch(() => {});
+}

@@ -1,0 +1,191 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import type { Backend } from "./backends/backend.js";
+import { readAllBytes } from "./backends/body.js";
+import { truncateForMessage } from "./keys.js";
+import { isExpired, type StoredRecord } from "./record.js";
+import type { Registry } from "./registry.js";
+import type { Runs } from "./runs.js";
+import { createLineAnchors } from "./window/line-anchors.js";
+import { decodeLineIndexEntries, lineIndexEntryRange } from "./window/line-index.js";
+import { createBufferWindowSource, type WindowSource } from "./window/source.js";
+
+/** ResolvedHandle is a visible record and the run expiry that also bounds it. */
+export interface ResolvedHandle {
+  readonly record: StoredRecord;
+  readonly runExpiresMs: number | undefined;
+}
+
+/** invalidHandle is the one answer for every handle a run may not read. */
+export function invalidHandle(handle: string, runId: string): ConnectError {
+  return new ConnectError(
+    `invalid_deferred_handle: "${truncateForMessage(handle)}" is not a handle recorded in run "${truncateForMessage(runId)}"`,
+    Code.PermissionDenied,
+    undefined,
+    [
+      {
+        desc: ErrorInfoSchema,
+        value: create(ErrorInfoSchema, { reason: "invalid_deferred_handle" }),
+      },
+    ],
+  );
+}
+
+/**
+ * resolveHandle turns an untrusted handle into a record through the reading run's own
+ * registry, and nothing else: a handle never becomes a storage key. Unknown, foreign, forged
+ * and expired handles all get the same PERMISSION_DENIED (`invalid_deferred_handle`), so the
+ * answer says nothing about other runs or tenants.
+ */
+export async function resolveHandle(
+  registry: Registry,
+  runs: Runs,
+  tenant: string,
+  runId: string,
+  handle: string,
+  nowMs: number,
+  signal?: AbortSignal,
+): Promise<ResolvedHandle> {
+  const [record, runExpiresMs] = await Promise.all([
+    registry.get(tenant, runId, handle, signal),
+    runs.expiresMs(tenant, runId, signal),
+  ]);
+  if (
+    record === undefined ||
+    isExpired(record, nowMs) ||
+    (runExpiresMs !== undefined && runExpiresMs <= nowMs)
+  ) {
+    throw invalidHandle(handle, runId);
+  }
+  return { record, runExpiresMs };
+}
+
+/**
+ * windowSourceFor exposes a readable record to the window engine: inline bytes from the
+ * record, blob bytes through ranged backend reads, line seeks through one 8-byte ranged read
+ * of the line index, anchors by streaming that index in order.
+ */
+export function windowSourceFor(backend: Backend, record: StoredRecord): WindowSource {
+  if (record.stored === "preview_only") {
+    throw new ConnectError(
+      `"${record.handle}" was stored as preview only; its bytes cannot be read`,
+      Code.FailedPrecondition,
+    );
+  }
+  if (record.stored === "inline" || record.blob === undefined) {
+    return {
+      ...createBufferWindowSource(
+        record.handle,
+        record.contentType,
+        Buffer.from(record.inline ?? "", "base64"),
+        record.binary,
+      ),
+      payloadId: record.sha256,
+    };
+  }
+  const blob = record.blob;
+  return {
+    handle: record.handle,
+    contentType: record.contentType,
+    size: record.sizeBytes,
+    lineCount: record.lineCount,
+    binary: record.binary,
+    payloadId: record.sha256,
+    read: async (offset, length, signal) => {
+      // Bounded by the recorded size, and checked against it: the stored object may have been
+      // cut short or grown behind the server's back, and a window must not say more follows.
+      const want = Math.max(
+        0,
+        Math.min(length ?? Number.MAX_SAFE_INTEGER, record.sizeBytes - offset),
+      );
+      const body = await backend.get(blob.key, {
+        offset,
+        length: want,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      return releaseOnAbort(exactly(body, want, record.handle), signal);
+    },
+    release: (chunk) => backend.release?.(chunk),
+    async seekLine(line, signal) {
+      const entry = Math.floor(line / blob.stride);
+      if (entry === 0 || blob.indexKey === undefined) return { line: 0, offset: 0 };
+      const range = lineIndexEntryRange(entry);
+      const bytes = await readAllBytes(
+        await backend.get(blob.indexKey, {
+          offset: range.offset,
+          length: range.length,
+          ...(signal === undefined ? {} : { signal }),
+        }),
+        range.length,
+      );
+      if (bytes.byteLength !== range.length) {
+        throw new ConnectError(`line index of "${record.handle}" is truncated`, Code.DataLoss);
+      }
+      return {
+        line: entry * blob.stride,
+        offset: Buffer.from(bytes.buffer, bytes.byteOffset, 8).readDoubleLE(0),
+      };
+    },
+    lineAnchors(signal) {
+      const { indexKey } = blob;
+      return createLineAnchors(
+        blob.stride,
+        (async function* () {
+          if (indexKey === undefined) return;
+          const body = await backend.get(indexKey, signal === undefined ? {} : { signal });
+          yield* decodeLineIndexEntries(releaseOnAbort(body, signal));
+        })(),
+      );
+    },
+  };
+}
+
+/**
+ * exactly passes body on and fails with DATA_LOSS when it ends before `want` bytes: the stored
+ * payload is shorter than its record says. A reader that stops early is not checked.
+ */
+async function* exactly(
+  body: AsyncIterable<Uint8Array>,
+  want: number,
+  handle: string,
+): AsyncGenerator<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of body) {
+    seen += chunk.byteLength;
+    yield chunk;
+  }
+  if (seen < want) {
+    throw new ConnectError(
+      `stored payload of "${truncateForMessage(handle)}" is shorter than its record says`,
+      Code.DataLoss,
+    );
+  }
+}
+
+/**
+ * releaseOnAbort closes a body's source (its file handle or HTTP response) as soon as the
+ * signal aborts. A reader that cancels leaves the window generator suspended mid-stream, where
+ * its own cleanup would only run if it were resumed; the abort must free the source instead.
+ */
+function releaseOnAbort(
+  body: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+): AsyncIterable<Uint8Array> {
+  if (signal === undefined) return body;
+  const iterator = body[Symbol.asyncIterator]();
+  const release = () => {
+    void iterator.return?.()?.catch(() => undefined);
+  };
+  if (signal.aborted) release();
+  else signal.addEventListener("abort", release, { once: true });
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: () => iterator.next(),
+      return: async (value?: unknown) => {
+        signal.removeEventListener("abort", release);
+        return (await iterator.return?.(value)) ?? { done: true, value: undefined };
+      },
+    }),
+  };
+}

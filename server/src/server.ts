@@ -1,0 +1,442 @@
+import { readFileSync } from "node:fs";
+import type * as http from "node:http";
+import * as http2 from "node:http2";
+import type { AddressInfo, Socket } from "node:net";
+import { isIP } from "node:net";
+import { TLSSocket } from "node:tls";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
+import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
+import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc/connect/protocol-connect";
+import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { type Logger, pino } from "pino";
+import { createAuthenticator, createAuthInterceptor } from "./auth.js";
+import type { Backend } from "./backends/backend.js";
+import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
+import { instrumentBackend } from "./backends/instrumented.js";
+import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
+import {
+  type ConnectionLiveness,
+  defaultConnectionLiveness,
+  watchConnection,
+  watchHttp1Connection,
+} from "./connection-liveness.js";
+import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
+import { createGrpcNodeHandler } from "./grpc-node-handler.js";
+import { createHealthState, type HealthState } from "./health.js";
+import { createRequestIdleLimit } from "./idle-request.js";
+import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
+import { defaultLimits, type ServerLimits } from "./limits.js";
+import { createLogInterceptor } from "./log-interceptor.js";
+import type { Metrics } from "./metrics.js";
+import { createRequestArrivalBound } from "./request-arrival.js";
+import { createRequestDeadlines } from "./request-deadline.js";
+import { watchResponseStall } from "./response-stall.js";
+import {
+  type CallLimits,
+  createSpillwayCore,
+  createSpillwayService,
+  type SpillwayCore,
+} from "./service.js";
+import { createStoreReadiness, probeStore } from "./store-readiness.js";
+import { createTenantCallLimit } from "./tenant-call-limit.js";
+import { dataFrameBytes } from "./window/bytes.js";
+import { createWindowCaps, type WindowCaps } from "./window/caps.js";
+import { wireDataFrame } from "./window/data-frame-wire.js";
+
+/** SpillwayServerOptions configure one Spillway server process. */
+export interface SpillwayServerOptions {
+  readonly backend: Backend;
+  /** Address to bind; default 127.0.0.1. Without a token file only loopback is allowed. */
+  readonly host?: string;
+  /** Port to bind; 0 picks a free port. Default 50051. */
+  readonly port?: number;
+  /** Operator token file (`<sha256 hex> <tenant>` lines). Unset: dev mode, one tenant. */
+  readonly tokenFile?: string | undefined;
+  /** PEM certificate and key; set both to serve TLS instead of h2c. */
+  readonly tls?:
+    | {
+        readonly certFile: string;
+        readonly keyFile: string;
+        /**
+         * PEM CA bundle; when set, clients must present a certificate it signed (mTLS). The
+         * tenant still comes from the bearer token.
+         */
+        readonly clientCaFile?: string | undefined;
+      }
+    | undefined;
+  readonly limits?: Partial<ServerLimits>;
+  readonly caps?: Partial<WindowCaps>;
+  /** Clock, for tests of expiry. */
+  readonly now?: () => number;
+  /**
+   * Close each connection gracefully (GOAWAY; in-flight streams finish) after about this long,
+   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas. Default 30 min;
+   * 0 keeps connections open indefinitely.
+   */
+  readonly maxConnectionAgeMs?: number;
+  /**
+   * Close a connection gracefully (GOAWAY) once it has had no open stream this long. Default
+   * 5 min; 0 keeps idle connections open.
+   */
+  readonly connectionIdleMs?: number;
+  /**
+   * Send each connection an HTTP/2 PING this often, and destroy it when the peer does not
+   * answer within keepaliveTimeoutMs, so dead peers release their calls. Default 60 s; 0: off.
+   */
+  readonly keepaliveMs?: number;
+  /** How long a peer has to answer a keepalive PING; default 20 s. */
+  readonly keepaliveTimeoutMs?: number;
+  /** Calls one tenant may have in flight at once on this server; default 256. */
+  readonly maxCallsPerTenant?: number;
+  /**
+   * Longest a call may run, from its arrival to the end of its response, before it ends with
+   * DEADLINE_EXCEEDED; unset or 0: only the client's deadline and the Offload idle timeout apply.
+   */
+  readonly requestDeadlineMs?: number;
+  /**
+   * Bytes this server may hold for Offload and ReadToolOutput calls in flight (each reserves
+   * one chunk plus the inline limit, or one 1 MiB read frame); a call past it is refused with
+   * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
+   */
+  readonly maxInflightBytes?: number;
+  /**
+   * How often the store is probed (a one-key list, or the backend's own probe) for readiness:
+   * while a probe fails, health answers NOT_SERVING for every service, and SERVING again once
+   * one succeeds. A backend call failing as if the store were down probes at once (at most one
+   * probe a second). Default 5000; 0 turns readiness off (health then only reports a drain).
+   */
+  readonly storeProbeIntervalMs?: number;
+  /**
+   * Bytes the calls in flight of one tenant may hold together, so that one tenant cannot hold
+   * what the others need (docs/design/admission-fairness.md). Default: with a token file a
+   * quarter of maxInflightBytes (at least one call's weight), in dev mode (one tenant) all of
+   * it; 0 turns the limit off. A tenant's `max_inflight_bytes` in the token file lowers it.
+   */
+  readonly maxInflightBytesPerTenant?: number;
+  /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
+  readonly logger?: Logger;
+  /** Prometheus metrics: every call and every backend failure is recorded when set. */
+  readonly metrics?: Metrics;
+  /**
+   * Where gRPC request messages are assembled and, once Offload is done with a chunk, reused;
+   * default: a pool of 1 MiB chunks (the SDK's chunk size and its framing), 8 kept free,
+   * lending none for messages under 64 KiB.
+   */
+  readonly requestChunks?: ChunkPool;
+}
+
+/** SpillwayServer is a running server. */
+export interface SpillwayServer {
+  /** Base URL clients use, e.g. `http://127.0.0.1:50051`. */
+  readonly url: string;
+  readonly port: number;
+  readonly core: SpillwayCore;
+  readonly health: HealthState;
+  /** Re-reads the token file (SIGHUP); a broken file keeps the tokens in force. */
+  reloadTokens(): void;
+  /**
+   * Drains and stops. Health turns NOT_SERVING at once, but for drainDelayMs (default 0) every
+   * call is still served and new connections accepted, so load balancers polling health see
+   * NOT_SERVING and move traffic away before anything is refused. Then the listener closes,
+   * every connection gets GOAWAY, calls arriving after that get UNAVAILABLE, and in-flight
+   * calls get graceMs (default 10000) to finish before connections are destroyed; finally the
+   * backend is released. Later calls return the same promise; one with drainDelayMs 0 ends
+   * the delay under way at once.
+   */
+  close(graceMs?: number, drainDelayMs?: number): Promise<void>;
+}
+
+/** A 1 MiB offload chunk as its request message: the bytes and their field's tag and length. */
+const requestChunkBytes = 1024 * 1024 + 16;
+/** Request messages below this are assembled in buffers of their own, not pooled chunks. */
+const smallestPooledRequestBytes = 64 * 1024;
+/** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
+const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
+/** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
+const MAX_FRAME_SIZE = 1024 * 1024;
+
+/**
+ * The default per-tenant share of the in-flight bytes: all of them for dev mode's one tenant;
+ * with a token file a quarter, so at least four tenants must each hold all they may before the
+ * server is full, but never less than the heaviest call, so every tenant can make every call.
+ */
+function defaultTenantShare(
+  maxInflightBytes: number,
+  tenants: boolean,
+  weights: { offload: number; read: number },
+): number {
+  if (!tenants || maxInflightBytes === 0) return maxInflightBytes;
+  return Math.min(
+    maxInflightBytes,
+    Math.max(Math.floor(maxInflightBytes / 4), weights.offload, weights.read),
+  );
+}
+
+/** isLoopback tells whether a bind address only accepts local connections. */
+export function isLoopback(host: string): boolean {
+  if (host === "localhost") return true;
+  if (isIP(host) === 4) return host.startsWith("127.");
+  return host === "::1" || host === "0:0:0:0:0:0:0:1";
+}
+
+/**
+ * startSpillwayServer serves SpillwayService and grpc.health.v1 over HTTP/2 (h2c, or TLS
+ * when configured) for gRPC, gRPC-Web and Connect clients.
+ *
+ * Responses are not compressed: payloads are streamed at wire speed and compressing them
+ * costs more CPU than it saves on the links Spillway runs on. HTTP/2 flow-control windows
+ * are raised so a single large read or offload is not throttled by the 64 KiB default.
+ */
+export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<SpillwayServer> {
+  const host = opts.host ?? "127.0.0.1";
+  if (opts.tokenFile === undefined && !isLoopback(host)) {
+    throw new Error(
+      `refusing to listen on ${host} without a token file: dev mode serves loopback only`,
+    );
+  }
+  const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
+  const caps: WindowCaps = createWindowCaps(opts.caps);
+  const logger = opts.logger ?? pino({ level: "silent" });
+  const health = createHealthState([SpillwayService.typeName]);
+  const storeProbeIntervalMs = opts.storeProbeIntervalMs ?? 5_000;
+  const readiness =
+    storeProbeIntervalMs > 0
+      ? createStoreReadiness({
+          probe: (callOpts) => probeStore(opts.backend, callOpts),
+          intervalMs: storeProbeIntervalMs,
+          onChange: (usable, err) => {
+            health.setUnready("store", !usable);
+            if (usable) logger.info("store usable again: health SERVING");
+            else logger.warn({ err }, "store unusable: health NOT_SERVING");
+          },
+        })
+      : undefined;
+  const instrumented =
+    opts.metrics === undefined ? opts.backend : instrumentBackend(opts.backend, opts.metrics);
+  const core = createSpillwayCore({
+    backend:
+      readiness === undefined
+        ? instrumented
+        : pokeOnStoreFault(instrumented, () => readiness.poke()),
+    limits,
+    caps,
+    ...(opts.now === undefined ? {} : { now: opts.now }),
+  });
+
+  let draining = false;
+  const drainGate: Interceptor = (next) => async (req) => {
+    if (draining && req.service.typeName !== Health.typeName) {
+      throw new ConnectError("server is draining; retry on another replica", Code.Unavailable);
+    }
+    return next(req);
+  };
+
+  const maxInflightBytes = opts.maxInflightBytes ?? 1024 ** 3;
+  const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+  const auth = createAuthenticator({
+    tokenFile: opts.tokenFile,
+    minInflightBytes: Math.max(weights.offload, weights.read),
+  });
+  const liveness: ConnectionLiveness = {
+    idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
+    keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
+    keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? defaultConnectionLiveness.keepaliveTimeoutMs,
+  };
+  const callLimits: CallLimits = {
+    maxInflightBytes,
+    maxInflightBytesPerTenant:
+      opts.maxInflightBytesPerTenant ??
+      defaultTenantShare(maxInflightBytes, opts.tokenFile !== undefined, weights),
+    maxCallsPerTenant: opts.maxCallsPerTenant ?? 256,
+    requestDeadlineMs: opts.requestDeadlineMs,
+    connection: liveness,
+  };
+  const deadlines = createRequestDeadlines(callLimits.requestDeadlineMs);
+  const handlerOptions = {
+    interceptors: [
+      ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
+      createLogInterceptor(logger),
+      drainGate,
+      deadlines.interceptor,
+      createAuthInterceptor(auth),
+      createTenantCallLimit(callLimits.maxCallsPerTenant),
+      createInflightBytesLimit(
+        {
+          maxBytes: callLimits.maxInflightBytes,
+          maxBytesPerTenant: callLimits.maxInflightBytesPerTenant,
+        },
+        weights,
+      ),
+      // Last: only admitted calls start a timer; a refused one never reads its request.
+      createRequestIdleLimit(limits.idleStreamMs),
+    ],
+    acceptCompression: [],
+    // A chunk plus the header and framing; larger messages are refused before they are read.
+    readMaxBytes: limits.maxChunkBytes + 64 * 1024,
+  };
+  const spillway = createServiceImplSpec<typeof SpillwayService>(
+    SpillwayService,
+    createSpillwayService(core, callLimits),
+  );
+  const wire = {
+    framer: wireDataFrame,
+    recycle: (part: Uint8Array) => core.backend.release?.(part),
+    requestChunks:
+      opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
+  };
+  // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
+  // stream (grpc-node-handler.ts); connect answers the rest.
+  const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
+    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
+    wire,
+    contextValues: (req) => deadlines.contextValues(req),
+    idleStreamMs: limits.idleStreamMs,
+  });
+  const connectHandler = connectNodeAdapter({
+    ...handlerOptions,
+    routes: (router: ConnectRouter) => {
+      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
+      // gRPC-Web and Connect requests take connect's own handlers.
+      router.handlers.push(
+        ...createUniversalServiceHandlers(spillway, [
+          createGrpcHandlerFactory(handlerOptions, wire, limits.idleStreamMs),
+          createGrpcWebHandlerFactory(handlerOptions),
+          createConnectHandlerFactory(handlerOptions),
+        ]),
+      );
+      router.service(Health, health.service);
+    },
+    // The response stream tells when a data frame is written, so its chunk can go back to
+    // the backend.
+    contextValues: (req) =>
+      deadlines
+        .contextValues(req)
+        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
+  });
+  const boundArrival = createRequestArrivalBound([SpillwayService, Health], limits.idleStreamMs);
+  const handler = deadlines.wrap(
+    (
+      req: http.IncomingMessage | http2.Http2ServerRequest,
+      res: http.ServerResponse | http2.Http2ServerResponse,
+    ) => {
+      if (
+        !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
+        !grpcNodeHandler(req, res)
+      ) {
+        boundArrival(req, res);
+        watchResponseStall(req, res, limits.idleStreamMs);
+        connectHandler(req, res);
+      }
+    },
+  );
+
+  const settings: http2.Settings = {
+    initialWindowSize: FLOW_CONTROL_WINDOW,
+    maxConcurrentStreams: 1000,
+    maxFrameSize: MAX_FRAME_SIZE,
+  };
+  const server =
+    opts.tls === undefined
+      ? http2.createServer({ settings }, handler)
+      : http2.createSecureServer(
+          {
+            settings,
+            cert: readFileSync(opts.tls.certFile),
+            key: readFileSync(opts.tls.keyFile),
+            allowHTTP1: true,
+            ...(opts.tls.clientCaFile === undefined
+              ? {}
+              : {
+                  ca: readFileSync(opts.tls.clientCaFile),
+                  requestCert: true,
+                  rejectUnauthorized: true,
+                }),
+          },
+          handler,
+        );
+  const sessions = new Set<http2.ServerHttp2Session>();
+  // Sockets are tracked too: a session whose peer went quiet may never report its close.
+  const sockets = new Set<Socket>();
+  server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
+      watchHttp1Connection(socket, liveness);
+    }
+  });
+  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  server.on("session", (session) => {
+    sessions.add(session);
+    watchConnection(session, liveness);
+    const aged =
+      maxAgeMs > 0
+        ? setTimeout(() => session.close(), maxAgeMs * (0.9 + Math.random() * 0.2)).unref()
+        : undefined;
+    session.once("close", () => {
+      sessions.delete(session);
+      clearTimeout(aged);
+    });
+    session.once("connect", () => session.setLocalWindowSize(FLOW_CONTROL_WINDOW));
+    // A session that is already connected gets the larger window at once.
+    if (!session.connecting) session.setLocalWindowSize(FLOW_CONTROL_WINDOW);
+  });
+
+  // Health is right from the first poll: a store that is down at start is NOT_SERVING.
+  await readiness?.check();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port ?? 50051, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const scheme = opts.tls === undefined ? "http" : "https";
+  const urlHost = isIP(host) === 6 ? `[${host}]` : host;
+  readiness?.start();
+
+  let closing: Promise<void> | undefined;
+  let endDelay: (() => void) | undefined;
+  return {
+    url: `${scheme}://${urlHost}:${port}`,
+    port,
+    core,
+    health,
+    reloadTokens: () => auth.reload(),
+    close(graceMs = 10_000, drainDelayMs = 0) {
+      // A later close without a delay ends the one under way (SIGINT after SIGTERM).
+      if (closing !== undefined && drainDelayMs === 0) endDelay?.();
+      closing ??= (async () => {
+        readiness?.stop();
+        health.setUnready("draining", true);
+        // Load balancers poll health every few seconds and keep sending calls until they see
+        // NOT_SERVING; refusing those calls, or connections, before then would fail them.
+        if (drainDelayMs > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, drainDelayMs);
+            endDelay = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        health.endWatches();
+        draining = true;
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        for (const session of sessions) session.close();
+        const timer = setTimeout(() => {
+          for (const session of sessions) session.destroy();
+          for (const socket of sockets) socket.destroy();
+        }, graceMs);
+        await closed;
+        clearTimeout(timer);
+        await opts.backend.close();
+      })();
+      return closing;
+    },
+  };
+}

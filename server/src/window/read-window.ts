@@ -1,0 +1,106 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type ReadToolOutputRequest,
+  type ReadToolOutputResponse,
+  ReadToolOutputResponseSchema,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { bytesWindow } from "./bytes.js";
+import { defaultWindowCaps, type WindowCaps } from "./caps.js";
+import { linesWindow } from "./lines.js";
+import { renderBinary } from "./render.js";
+import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
+import { type WindowSource, windowHeaderFrame } from "./source.js";
+
+/**
+ * Converts a non-negative int64 request field; a negative one is INVALID_ARGUMENT. Values past
+ * Number.MAX_SAFE_INTEGER are clamped to it: they lie beyond any payload either way, and an
+ * unclamped one rounds up past int64 and could not be echoed back in a response.
+ */
+function count(value: bigint, field: string): number {
+  if (value < 0n) {
+    throw new ConnectError(`${field} must not be negative, got ${value}`, Code.InvalidArgument);
+  }
+  return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
+}
+
+/** The frames of a lines or search window over a binary payload: no content, a pointer to bytes mode. */
+function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadToolOutputResponse> {
+  yield windowHeaderFrame(source, 0);
+  yield create(ReadToolOutputResponseSchema, {
+    frame: {
+      case: "trailer",
+      value: {
+        eof: true,
+        rendered: withText ? renderBinary(source.handle, source.size, source.contentType) : "",
+      },
+    },
+  });
+}
+
+/**
+ * readWindow turns a stored payload into one bounded window.
+ *
+ * Guarantees: it yields exactly one header frame, zero or more content frames and exactly one
+ * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
+ * `omitRendered`); it streams the payload and never holds more of it than the caps allow; an
+ * unset window is a lines window from line 0; lines and search windows over a binary payload
+ * carry no content and say to use bytes mode. A bad request (negative offsets, an invalid
+ * pattern) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
+ */
+export async function* readWindow(
+  source: WindowSource,
+  request: ReadToolOutputRequest,
+  caps: WindowCaps = defaultWindowCaps,
+  signal?: AbortSignal,
+): AsyncGenerator<ReadToolOutputResponse> {
+  const withText = !request.omitRendered;
+  const window = request.window;
+  switch (window.case) {
+    case undefined:
+    case "lines": {
+      const lines = {
+        offset: window.case === "lines" ? count(window.value.offset, "lines.offset") : 0,
+        limit: window.value?.limit,
+        fromEnd: window.value?.fromEnd ?? false,
+      };
+      if (source.binary) yield* binaryWindow(source, withText);
+      else yield* linesWindow(source, lines, caps, withText, signal);
+      return;
+    }
+    case "bytes": {
+      const bytes = {
+        offset: count(window.value.offset, "bytes.offset"),
+        limit: window.value.limit === undefined ? undefined : Number(window.value.limit),
+      };
+      yield* bytesWindow(source, bytes, caps, withText, signal);
+      return;
+    }
+    case "search": {
+      const search: SearchRequest = {
+        pattern: window.value.pattern,
+        regex: window.value.regex,
+        ignoreCase: window.value.ignoreCase,
+        maxMatches: window.value.maxMatches,
+        skip: count(window.value.skip, "search.skip"),
+        contextLines: window.value.contextLines,
+        after:
+          window.value.after === undefined
+            ? undefined
+            : {
+                offset: count(window.value.after.byteOffset, "search.after.byte_offset"),
+                line: count(window.value.after.line, "search.after.line"),
+                matchesBefore: count(
+                  window.value.after.matchesBefore,
+                  "search.after.matches_before",
+                ),
+                check: window.value.after.check,
+              },
+      };
+      const matcher = createLineMatcher(search);
+      if (source.binary) yield* binaryWindow(source, withText);
+      else yield* searchWindow(source, search, matcher, caps, withText, signal);
+      return;
+    }
+  }
+}

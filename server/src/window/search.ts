@@ -1,0 +1,544 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type ReadToolOutputResponse,
+  ReadToolOutputResponseSchema,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import RE2 from "re2";
+import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
+import {
+  createLineSplitter,
+  lineKeepBytes,
+  type ScannedLine,
+  type ShownLine,
+  showLine,
+  toLineMessage,
+} from "./lines.js";
+import { createLiteralFinder } from "./literal-finder.js";
+import {
+  groupSeparator,
+  renderLineRow,
+  renderNoMatches,
+  renderSearchFooter,
+  renderSearchHeader,
+  type SearchFooter,
+  type SearchHeader,
+} from "./render.js";
+import {
+  checkCursorTie,
+  resolveSearchStart,
+  type SearchCursor,
+  searchCursorCheck,
+} from "./search-cursor.js";
+import { type WindowSource, windowHeaderFrame } from "./source.js";
+
+/** SearchRequest is a search window with its int64 fields already converted. */
+export interface SearchRequest {
+  /** A literal string, or an RE2 expression when regex is set. */
+  readonly pattern: string;
+  /** Treat pattern as an RE2 regular expression. */
+  readonly regex: boolean;
+  /** Match case-insensitively. */
+  readonly ignoreCase: boolean;
+  /** Matches asked for; undefined means the default (100). Capped by caps.maxMatches. */
+  readonly maxMatches: number | undefined;
+  /** Matching lines to skip before the first one returned. */
+  readonly skip: number;
+  /** Lines of context before and after each match (0–20). */
+  readonly contextLines: number;
+  /** Where to resume (the previous window's cursor); the window is the one skip selects. */
+  readonly after?: SearchCursor | undefined;
+}
+
+/** LineMatcher decides whether one line on the `\n` grid matches a pattern. */
+export interface LineMatcher {
+  /** Announces the chunk whose lines are tested next and its payload offset. */
+  beginChunk(chunk: Buffer, offset: number): void;
+  /** True when the line (terminator excluded) contains a match. */
+  test(line: ScannedLine): boolean;
+  /**
+   * Finds candidates in the announced chunk: the offset of the first byte at or after `from`
+   * (a line start) where a match may begin, -1 when none can in the rest of the chunk. Never
+   * misses a line that test() would accept; unset when the pattern cannot promise that.
+   */
+  readonly find?: (chunk: Buffer, from: number) => number;
+}
+
+/** maxContextLines is the most context lines a search shows on each side of a match. */
+export const maxContextLines = 20;
+
+/** Escapes every RE2 metacharacter so the pattern matches itself literally. */
+function escapeLiteral(pattern: string): string {
+  return pattern.replace(/[\\^$.|?*+()[\]{}]/g, "\\$&");
+}
+
+/** Compiles a pattern with RE2, turning its complaint into INVALID_ARGUMENT. */
+function compile(source: string, flags: string): RE2 {
+  try {
+    return new RE2(source, flags);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new ConnectError(`invalid search pattern: ${reason}`, Code.InvalidArgument);
+  }
+}
+
+/**
+ * Case-sensitive literal matcher: candidates come from a LiteralFinder run over the whole
+ * chunk, so lines before the next candidate are rejected without being looked at; lines that
+ * straddle chunks are searched on their own.
+ */
+function createLiteralMatcher(pattern: string): LineMatcher {
+  const needle = Buffer.from(pattern, "utf8");
+  if (needle.includes(10)) return { beginChunk() {}, test: () => false, find: () => -1 };
+  const finder = createLiteralFinder(needle);
+  let chunk: Buffer = Buffer.alloc(0);
+  let chunkStart = 0;
+  let candidate = -1;
+  /** Moves candidate to the first occurrence at or after chunk offset `from`. */
+  const advance = (from: number): void => {
+    if (candidate === Number.POSITIVE_INFINITY || candidate >= chunkStart + from) return;
+    const at = finder.indexOf(chunk, from);
+    candidate = at < 0 ? Number.POSITIVE_INFINITY : chunkStart + at;
+  };
+  return {
+    beginChunk(next, offset) {
+      chunk = next;
+      chunkStart = offset;
+      candidate = -1;
+    },
+    test(line) {
+      const contentEnd = line.start + line.head.length;
+      if (!line.complete || line.start < chunkStart) return line.head.includes(needle);
+      advance(line.start - chunkStart);
+      return candidate + needle.length <= contentEnd;
+    },
+    find(_chunk, from) {
+      advance(from);
+      return candidate === Number.POSITIVE_INFINITY ? -1 : candidate - chunkStart;
+    },
+  };
+}
+
+/**
+ * Patterns whose meaning inside one line differs from inside a chunk of lines: `\A` and `\z`
+ * (text start and end), flag groups that turn multi-line mode off, and `$` (a line's `\r\n`
+ * keeps its `\r` in the chunk, where `$` only matches before `\n`). Over a chunk they could
+ * miss a line that matches alone, so they are tested line by line.
+ */
+const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
+
+/**
+ * RE2 matcher: each line is tested alone; candidates come from one RE2 scan of the whole chunk
+ * in multi-line mode, where every line that matches alone also has a match starting inside it
+ * (a match across lines only adds a candidate that its line's own test then rejects).
+ */
+function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
+  const line = compile(source, ignoreCase ? "iu" : "u");
+  const chunked = lineBoundPattern.test(source)
+    ? undefined
+    : compile(source, ignoreCase ? "gimu" : "gmu");
+  return {
+    beginChunk() {},
+    test: (scanned) => line.test(scanned.head),
+    ...(chunked === undefined
+      ? {}
+      : {
+          find(chunk: Buffer, from: number) {
+            chunked.lastIndex = from;
+            return chunked.exec(chunk)?.index ?? -1;
+          },
+        }),
+  };
+}
+
+/**
+ * createLineMatcher compiles a search pattern. A literal is matched byte for byte (or, with
+ * ignore case, by RE2 on the escaped literal); a regex runs on RE2, whose matching time is
+ * linear in the line. An empty or invalid pattern, backreferences and lookaround are
+ * INVALID_ARGUMENT with RE2's message.
+ */
+export function createLineMatcher(request: SearchRequest): LineMatcher {
+  if (request.pattern === "") {
+    throw new ConnectError("search pattern must not be empty", Code.InvalidArgument);
+  }
+  if (!request.regex && !request.ignoreCase) return createLiteralMatcher(request.pattern);
+  return createRegexMatcher(
+    request.regex ? request.pattern : escapeLiteral(request.pattern),
+    request.ignoreCase,
+  );
+}
+
+/** A line kept for context: a copy of just enough of its head to show it. */
+interface KeptLine {
+  readonly scanned: ScannedLine;
+  shown: ShownLine | undefined;
+}
+
+/** A returned match being assembled. */
+interface OpenMatch {
+  readonly line: ShownLine;
+  readonly before: ShownLine[];
+  readonly after: ShownLine[];
+}
+
+/** The first range a search resumed at a cursor reads; each next one is twice as long. */
+const firstResumeBytes = 16 * 1024;
+/** Past this range length a resumed search reads the rest of the payload in one go. */
+const lastResumeBytes = 8 * 1024 * 1024;
+
+/**
+ * Streams the payload from `offset` in ranges that double from firstResumeBytes, so a search
+ * resumed at a cursor that stops soon after it reads little more than it scanned (a single
+ * open-ended read would fetch a whole backend chunk ahead), and a long scan costs a few
+ * more reads, not more bytes.
+ */
+async function* readGrowing(
+  source: WindowSource,
+  offset: number,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Uint8Array> {
+  let at = offset;
+  let span = firstResumeBytes;
+  while (at < source.size) {
+    const length = span > lastResumeBytes ? undefined : Math.min(span, source.size - at);
+    const from = at;
+    for await (const chunk of await source.read(at, length, signal)) {
+      at += chunk.length;
+      yield chunk;
+    }
+    if (length === undefined || at === from) return;
+    span *= 2;
+  }
+}
+
+/** Matches per content frame. */
+const matchesPerFrame = 64;
+
+/** Copies the part of a scanned line needed to show it later (the view dies with its chunk). */
+function keepLine(line: ScannedLine, displayBytes: number): KeptLine {
+  const fits = line.head.length <= displayBytes;
+  return {
+    scanned: {
+      index: line.index,
+      start: line.start,
+      head: Buffer.from(line.head.subarray(0, displayBytes)),
+      complete: line.complete && fits,
+      end: line.end,
+    },
+    shown: undefined,
+  };
+}
+
+/** Shows a kept line once. */
+function shownOf(kept: KeptLine, maxLineChars: number): ShownLine {
+  kept.shown ??= showLine(kept.scanned, maxLineChars);
+  return kept.shown;
+}
+
+/** Frame carrying finished matches. */
+function matchesFrame(matches: readonly OpenMatch[]): ReadToolOutputResponse {
+  return create(ReadToolOutputResponseSchema, {
+    frame: {
+      case: "content",
+      value: {
+        body: {
+          case: "matches",
+          value: {
+            matches: matches.map((m) => ({
+              line: toLineMessage(m.line),
+              before: m.before.map(toLineMessage),
+              after: m.after.map(toLineMessage),
+            })),
+          },
+        },
+      },
+    },
+  });
+}
+
+/**
+ * searchWindow streams one search window: a header frame, content frames of finished matches
+ * (each with up to contextLines lines before and after; context may overlap between matches)
+ * and a trailer whose text shows the matches as `grep -n` does.
+ *
+ * Guarantees: lines are streamed with a ring of the previous contextLines lines, so memory is
+ * bounded by the caps, not the payload; it skips `skip` matching lines, returns at most
+ * min(maxMatches ?? 100, caps.maxMatches) and stops reading once that many are complete or
+ * the rendered text would exceed maxWindowChars; `total_matches` is set, and `next_offset`
+ * unset once nothing is left, only when the scan reached the end of the payload.
+ *
+ * With `after` (a cursor this function put in an earlier trailer's `search_cursor`, which
+ * points at that window's last match) the frames are exactly those of the same request
+ * without it; the scan starts at the cursor's line, re-reading only the context lines before
+ * it, so paging through every match reads the payload about once. `clipped` is set when a cap
+ * cut the window: the character cap, a request above caps.maxMatches, a shown line clipped at
+ * maxLineChars, or a line past the skipped matches matched on its head only.
+ */
+export async function* searchWindow(
+  source: WindowSource,
+  request: SearchRequest,
+  matcher: LineMatcher,
+  caps: WindowCaps,
+  withText: boolean,
+  signal?: AbortSignal,
+): AsyncGenerator<ReadToolOutputResponse> {
+  if (request.maxMatches !== undefined && request.maxMatches < 1) {
+    throw new ConnectError(
+      `max_matches must be at least 1, got ${request.maxMatches}`,
+      Code.InvalidArgument,
+    );
+  }
+  const maxMatches = Math.min(request.maxMatches ?? defaultMaxMatches, caps.maxMatches);
+  const overCap = request.maxMatches !== undefined && request.maxMatches > caps.maxMatches;
+  const context = Math.min(Math.max(0, request.contextLines), maxContextLines);
+  const { skip } = request;
+  const { maxLineChars, maxWindowChars } = caps;
+  const displayBytes = lineKeepBytes(maxLineChars);
+  const start = await resolveSearchStart(source, request.after, skip, context, signal);
+  const check = searchCursorCheck(source.payloadId, request);
+  checkCursorTie(request.after, check);
+  const describe = (count: number, total: number | undefined): SearchHeader => ({
+    handle: source.handle,
+    pattern: request.pattern,
+    regex: request.regex,
+    ignoreCase: request.ignoreCase,
+    skip,
+    count,
+    total,
+  });
+
+  let seen = start.matchesBefore;
+  let returned = 0;
+  let returnedBytes = 0;
+  let lastScanned = start.firstLine - 1;
+  // The last match returned: the next window's cursor.
+  let lastTaken: ShownLine | undefined;
+  // 0-based number of the last line rendered, to print each line once and mark gaps.
+  let lastShown = -1;
+  let rows = "";
+  let rowsChars = 0;
+  let charClipped = false;
+  // A shown line clipped at maxLineChars, or a scanned line matched on its head only.
+  let lineClipped = false;
+  const ring: KeptLine[] = [];
+  const open: { match: OpenMatch; need: number }[] = [];
+  let finished: OpenMatch[] = [];
+  const frames: ReadToolOutputResponse[] = [];
+
+  /** True when `extra` more characters of rows still leave room for header and footer. */
+  const fits = (extra: number, count: number): boolean => {
+    const header = renderSearchHeader(describe(count, Math.max(source.lineCount, skip + count)));
+    const next = skip + count;
+    const clipped = countChars(renderSearchFooter({ kind: "clipped", next, maxWindowChars }));
+    const capped = overCap
+      ? countChars(renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches }))
+      : 0;
+    return countChars(header) + rowsChars + extra + Math.max(clipped, capped) <= maxWindowChars;
+  };
+  /** Renders rows for `lines` after line `prev` (0-based), with `--` before each gap. */
+  const renderRows = (lines: readonly { line: ShownLine; tag: ":" | "-" }[]): string => {
+    let prev = lastShown;
+    let text = "";
+    for (const { line, tag } of lines) {
+      const gap = context > 0 && prev >= 0 && line.number - 1 > prev + 1;
+      text += (gap ? groupSeparator : "") + renderLineRow(line, maxLineChars, tag);
+      prev = line.number - 1;
+    }
+    return text;
+  };
+  /** Appends rendered rows that end with `last`. */
+  const show = (text: string, last: ShownLine): void => {
+    rows += text;
+    rowsChars += countChars(text);
+    lastShown = last.number - 1;
+  };
+  /** Gives `line` to every open match still short of after-context. */
+  const feedAfter = (line: ShownLine): void => {
+    for (const entry of open) {
+      if (entry.need > 0) {
+        entry.match.after.push(line);
+        entry.need--;
+      }
+    }
+  };
+  /** Hands matches whose after-context is complete on, in frames of matchesPerFrame. */
+  const settle = (): void => {
+    while (open[0] !== undefined && open[0].need === 0) {
+      const done = open.shift();
+      if (done !== undefined) finished.push(done.match);
+    }
+    if (finished.length >= matchesPerFrame) {
+      frames.push(matchesFrame(finished));
+      finished = [];
+    }
+  };
+
+  /** Takes a line that is a returned match; false when the window has no room for it. */
+  const takeMatch = (line: ScannedLine): boolean => {
+    const shown = showLine(line, maxLineChars);
+    let before = ring.map((kept) => shownOf(kept, maxLineChars));
+    const group = (context: readonly ShownLine[]): string =>
+      renderRows([
+        ...context
+          .filter((l) => l.number - 1 > lastShown)
+          .map((l) => ({ line: l, tag: "-" as const })),
+        { line: shown, tag: ":" },
+      ]);
+    let text = group(before);
+    if (!fits(countChars(text), returned + 1)) {
+      if (returned > 0) return false;
+      // The first match is always shown: its farthest context gives way first.
+      while (before.length > 0 && !fits(countChars(text), 1)) {
+        before = before.slice(1);
+        text = group(before);
+      }
+      charClipped = true;
+    }
+    show(text, shown);
+    if (shown.clipped || before.some((l) => l.clipped)) lineClipped = true;
+    feedAfter(shown);
+    open.push({ match: { line: shown, before, after: [] }, need: context });
+    lastTaken = shown;
+    returned++;
+    returnedBytes += shown.coveredBytes;
+    return true;
+  };
+
+  /** Takes a line that is only context for open matches; false when it does not fit. */
+  const takeContext = (line: ScannedLine): boolean => {
+    const shown = showLine(line, maxLineChars);
+    const text = renderRows([{ line: shown, tag: "-" }]);
+    if (!fits(countChars(text), returned)) return false;
+    show(text, shown);
+    if (shown.clipped) lineClipped = true;
+    feedAfter(shown);
+    return true;
+  };
+
+  /** Keeps a line in the ring of the last `context` lines. */
+  const keepForContext = (line: ScannedLine): void => {
+    if (context === 0) return;
+    ring.push(keepLine(line, displayBytes));
+    if (ring.length > context) ring.shift();
+  };
+
+  const onLine = (line: ScannedLine): boolean => {
+    // Skipped lines leave a gap: lines kept from before it are no longer context.
+    if (line.index !== lastScanned + 1) ring.length = 0;
+    lastScanned = line.index;
+    if (line.index < start.testFrom) {
+      // Lines before a cursor are counted in it; they are read again only as context.
+      keepForContext(line);
+      return true;
+    }
+    const matched = matcher.test(line);
+    if (matched) seen++;
+    // A line cut at keepBytes was matched on its head only: a match past it went unseen.
+    else if (!line.complete && seen >= skip) lineClipped = true;
+    const wanted = matched && seen > skip && returned < maxMatches;
+    const needed = open.some((entry) => entry.need > 0);
+    if (wanted ? !takeMatch(line) : needed && !takeContext(line)) {
+      charClipped = true;
+      return false;
+    }
+    keepForContext(line);
+    settle();
+    return returned < maxMatches || open.length > 0;
+  };
+
+  yield windowHeaderFrame(source, 0);
+  const { find } = matcher;
+  const anchors = find === undefined ? undefined : source.lineAnchors(signal);
+  const splitter = createLineSplitter({
+    firstLine: start.firstLine,
+    firstOffset: start.offset,
+    skipUntil: start.firstLine,
+    keepBytes: Math.max(caps.maxSearchLineBytes, displayBytes),
+    onLine,
+    ...(find === undefined || anchors === undefined
+      ? {}
+      : {
+          // Lines owed as after-context are never skipped.
+          nextOfInterest: (chunk: Buffer, from: number) =>
+            open.some((entry) => entry.need > 0) ? from : find(chunk, from),
+          linesBefore: context,
+          anchors,
+        }),
+  });
+  let exhausted = true;
+  let offset = start.offset;
+  // The chunk the matcher and splitter work on; handed back to the source once they have
+  // moved on (the splitter keeps no view of it, the matcher none past the next chunk).
+  let current: Uint8Array | undefined;
+  try {
+    const chunks =
+      start.offset === 0
+        ? await source.read(0, undefined, signal)
+        : readGrowing(source, start.offset, signal);
+    for await (const chunk of chunks) {
+      if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+      matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
+      if (current !== undefined) source.release(current);
+      current = chunk;
+      offset += chunk.length;
+      await anchors?.reach(offset);
+      const more = splitter.push(chunk);
+      yield* frames.splice(0);
+      if (!more) {
+        exhausted = false;
+        break;
+      }
+    }
+    if (exhausted) splitter.finish();
+  } finally {
+    if (current !== undefined) source.release(current);
+    await anchors?.close();
+  }
+  for (const entry of open) finished.push(entry.match);
+  open.length = 0;
+  yield* frames.splice(0);
+  if (finished.length > 0) yield matchesFrame(finished);
+
+  const scannedAll = exhausted || lastScanned >= source.lineCount - 1;
+  const total = scannedAll ? seen : undefined;
+  const next = scannedAll && skip + returned >= seen ? undefined : skip + returned;
+  const countCapped = next !== undefined && !charClipped && overCap && returned === maxMatches;
+  let rendered: string;
+  if (returned === 0) {
+    rendered = renderNoMatches(describe(0, seen));
+  } else {
+    const footer: SearchFooter =
+      next === undefined
+        ? { kind: "end" }
+        : charClipped
+          ? { kind: "clipped", next, maxWindowChars }
+          : countCapped
+            ? { kind: "capped", next, maxMatches: caps.maxMatches }
+            : { kind: "more", next };
+    rendered = renderSearchHeader(describe(returned, total)) + rows + renderSearchFooter(footer);
+  }
+  yield create(ReadToolOutputResponseSchema, {
+    frame: {
+      case: "trailer",
+      value: {
+        returnedLines: BigInt(returned),
+        returnedBytes: BigInt(returnedBytes),
+        returnedMatches: BigInt(returned),
+        nextOffset: next === undefined ? undefined : BigInt(next),
+        clipped: charClipped || countCapped || lineClipped,
+        eof: scannedAll,
+        totalMatches: total === undefined ? undefined : BigInt(total),
+        searchCursor:
+          next === undefined || lastTaken === undefined
+            ? undefined
+            : {
+                byteOffset: BigInt(lastTaken.byteOffset),
+                line: BigInt(lastTaken.number - 1),
+                matchesBefore: BigInt(skip + returned - 1),
+                check,
+              },
+        rendered: withText ? clipString(rendered, maxWindowChars) : "",
+      },
+    },
+  });
+}

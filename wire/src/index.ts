@@ -1,0 +1,13 @@
+/**
+ * The gRPC wire pieces Spillway's server and client share, as named re-exports: the gRPC
+ * envelope reader, the bytes-field wire, the data-frame path and HTTP/2 error mapping.
+ */
+export { bytesFieldPrefix, envelopeHeaderBytes, wireBytesField } from "./bytes-field-wire.js";
+export { dataFrame, dataFramePath } from "./data-frame.js";
+export {
+  type BytesFieldPiece,
+  createEnvelopeReader,
+  type EnvelopeReader,
+  type EnvelopeReaderOptions,
+} from "./envelope-reader.js";
+export { fromHttp2Error, fromResetCode } from "./http2-error.js";

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Rewrites the flag reference in docs/operations.md from the text `spillway --help` prints.
-# server/flag-reference.test.ts fails while the committed section differs from it.
+# server/src/flag-reference.test.ts fails while the committed section differs from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm run build >/dev/null
 node --input-type=module -e '
 const { writeFlagReference } = await import(process.argv[1]);
 await writeFlagReference("docs/operations.md");
-' "$PWD/dist/server/flag-reference.js"
+' "$PWD/server/dist/flag-reference.js"

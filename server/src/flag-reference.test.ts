@@ -4,7 +4,7 @@ import { BACKEND_FLAGS } from "./backend-config.js";
 import { renderFlagReference, withFlagReference } from "./flag-reference.js";
 import { spillwayUsage, USAGE_BODY } from "./usage.js";
 
-const operationsPage = new URL("../docs/operations.md", import.meta.url);
+const operationsPage = new URL("../../docs/operations.md", import.meta.url);
 
 describe("the flag reference in docs/operations.md", () => {
   it("is the text `spillway --help` prints (run scripts/generate-flag-reference.sh when not)", async () => {

@@ -4,7 +4,7 @@
 // own module would come too late. This CommonJS file runs before any of that, so the default
 // it sets holds. The pool runs the filesystem backend's file creations and fsyncs; Node's
 // default of 4 threads left 32 concurrent small offloads queued behind 4 fsyncs at a time
-// (docs/benchmarks.md). An operator's own UV_THREADPOOL_SIZE wins.
+// (test/thread-pool.test.ts checks the default holds). An operator's own UV_THREADPOOL_SIZE wins.
 process.env.UV_THREADPOOL_SIZE ||= "16";
 
 // V8 sets the heap size at which its next full collection starts from the live size and a
@@ -13,7 +13,8 @@ process.env.UV_THREADPOOL_SIZE ||= "16";
 // young generation, grown to the offloads' allocation rate, holds; V8 then started a new
 // marking cycle right after each full collection: 7-13 of them in a 256 MiB offload that
 // followed an idle gap instead of 0-1, with 0.3-0.6 s of CPU on V8's helper threads
-// (docs/benchmarks.md). A fixed factor of 3 keeps that room. An operator's own flag wins.
+// (test/heap-growing.test.ts checks the flag holds). A fixed factor of 3 keeps that room; an
+// operator's own flag wins.
 if (!process.execArgv.some((arg) => arg.startsWith("--heap-growing-percent"))) {
   const v8 = require("node:v8") as typeof import("node:v8");
   v8.setFlagsFromString("--heap-growing-percent=200");

@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type InstalledTree,
   installPacked,
+  measureInstall,
+  npmEnv,
   type PackedPackage,
   packWorkspaces,
 } from "./support/packed-install.js";
@@ -68,6 +70,49 @@ function re2Mirror(dir: string): NodeJS.ProcessEnv {
     RE2_DOWNLOAD_SKIP_VER: "1",
   };
 }
+
+/** ConsumerOutput is the line test/consumer/offload-and-read.ts prints. */
+interface ConsumerOutput {
+  readonly handle: string;
+  readonly lineCount: string;
+  readonly nextOffset: string;
+  readonly rendered: string;
+}
+
+/**
+ * typeCheckConsumer puts test/consumer/offload-and-read.ts in the project at `dir` and compiles
+ * it with the repository's tsc under consumerTsconfig; any diagnostic fails the test.
+ */
+function typeCheckConsumer(dir: string): void {
+  mkdirSync(join(dir, "src"));
+  copyFileSync(
+    join(root, "test/consumer/offload-and-read.ts"),
+    join(dir, "src/offload-and-read.ts"),
+  );
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(consumerTsconfig, null, 2));
+  // tsc prints nothing and exits 0 when there is no error.
+  const typeCheck = spawnSync(tsc, ["-p", join(dir, "tsconfig.json")], { encoding: "utf8" });
+  expect(typeCheck.stdout + typeCheck.stderr).toBe("");
+  expect(typeCheck.status).toBe(0);
+  expect(existsSync(join(dir, "dist/offload-and-read.js"))).toBe(true);
+}
+
+/** runConsumer runs the compiled consumer in `dir` against the server at `url`. */
+async function runConsumer(dir: string, url: string): Promise<ConsumerOutput> {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [join(dir, "dist/offload-and-read.js"), url],
+    { cwd: dir },
+  );
+  return JSON.parse(stdout) as ConsumerOutput;
+}
+
+/** The exact window the consumer reads: lines 500-501 of its 1000-line log. */
+const expectedRendered =
+  "[res_build-log] lines 500-501 of 1000 (25892 bytes)\n" +
+  "   500\tline 500 of the build log\n" +
+  "   501\tline 501 of the build log\n" +
+  "[more: offset=501]\n";
 
 function describeInstall(what: string, tree: InstalledTree): string {
   const mib = (tree.kibibytes / 1024).toFixed(1);
@@ -148,36 +193,13 @@ describe("the packed packages in a fresh project", () => {
   it("type-checks a consumer under strict settings and runs it against the packed server", async ({
     annotate,
   }) => {
-    mkdirSync(join(clientDir, "src"));
-    copyFileSync(
-      join(root, "test/consumer/offload-and-read.ts"),
-      join(clientDir, "src/offload-and-read.ts"),
-    );
-    writeFileSync(join(clientDir, "tsconfig.json"), JSON.stringify(consumerTsconfig, null, 2));
-    // tsc prints nothing and exits 0 when there is no error.
-    const typeCheck = spawnSync(tsc, ["-p", join(clientDir, "tsconfig.json")], {
-      encoding: "utf8",
-    });
-    expect(typeCheck.stdout + typeCheck.stderr).toBe("");
-    expect(typeCheck.status).toBe(0);
-    expect(existsSync(join(clientDir, "dist/offload-and-read.js"))).toBe(true);
-
+    typeCheckConsumer(clientDir);
     running = await spawnSpillway(
       ["--backend", "memory"],
       {},
       join(serverDir, "node_modules/.bin/spillway"),
     );
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [join(clientDir, "dist/offload-and-read.js"), running.url],
-      { cwd: clientDir },
-    );
-    const out = JSON.parse(stdout) as {
-      handle: string;
-      lineCount: string;
-      nextOffset: string;
-      rendered: string;
-    };
+    const out = await runConsumer(clientDir, running.url);
     const report = [
       "type-check: tsc -p tsconfig.json (strict, exactOptionalPropertyTypes, NodeNext, skipLibCheck false): 0 errors",
       `run against the packed server's spillway bin (${running.url}): handle ${out.handle}, ${out.lineCount} lines`,
@@ -187,11 +209,56 @@ describe("the packed packages in a fresh project", () => {
     await annotate(report);
     expect(out.lineCount).toBe("1000");
     expect(out.nextOffset).toBe("501");
-    expect(out.rendered).toBe(
-      "[res_build-log] lines 500-501 of 1000 (25892 bytes)\n" +
-        "   500\tline 500 of the build log\n" +
-        "   501\tline 501 of the build log\n" +
-        "[more: offset=501]\n",
-    );
+    expect(out.rendered).toBe(expectedRendered);
   });
+});
+
+/**
+ * npm installs a git dependency from the repository's root only, never a workspace folder, so
+ * the root is the client's git package: its `prepare` builds every package, and it bundles
+ * @spillway/client, @spillway/proto and @spillway/wire and re-exports the client. This installs
+ * the committed HEAD from a git+file URL of this repository, offline, the way
+ * `npm install @spillway/client@git+https://...` would from a remote.
+ */
+describe("the client installed from a git URL", () => {
+  const dir = scratchDir("spillway-git-consumer-");
+  let running: SpillwayProcess | undefined;
+
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  it("builds, installs as @spillway/client, type-checks and runs the consumer", async ({
+    annotate,
+  }) => {
+    writeFileSync(
+      join(dir, "package.json"),
+      JSON.stringify({
+        name: "spillway-git-consumer",
+        version: "1.0.0",
+        private: true,
+        type: "module",
+        allowScripts: { "@spillway/client": true, re2: true },
+      }),
+    );
+    // npm prepares the git dependency in a clone of its own: a full workspace install (the
+    // server's re2 addon included) and the root's `prepare` build, all from the npm cache.
+    execFileSync(
+      "npm",
+      ["install", "--offline", "--no-audit", "--no-fund", `@spillway/client@git+file://${root}`],
+      { cwd: dir, env: npmEnv(re2Mirror(join(dir, "re2"))), stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const tree = measureInstall(dir);
+    const report = describeInstall("git install (@spillway/client@git+file://<repository>)", tree);
+    console.log(report);
+    await annotate(report);
+    expect(tree.packages).toContain("@spillway/client");
+    expect(tree.packages.filter((name) => serverOnly.some((re) => re.test(name)))).toEqual([]);
+    expect(tree.kibibytes).toBeLessThanOrEqual(budget.kibibytes);
+
+    typeCheckConsumer(dir);
+    running = await spawnSpillway(["--backend", "memory"]);
+    const out = await runConsumer(dir, running.url);
+    expect(out.rendered).toBe(expectedRendered);
+  }, 300_000);
 });

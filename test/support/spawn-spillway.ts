@@ -41,13 +41,14 @@ export interface SpillwayProcess {
  * the calls in flight; its stdout is read for as long as it runs,
  * so logging can never block it, and its stderr goes to this process's; if it exits (or cannot
  * start) before logging its URL, the promise rejects with what it wrote. The caller ends it
- * with `kill` or `stop`.
+ * with `kill` or `stop`. `cli` runs another build of the executable, e.g. a packed install's.
  */
 export function spawnSpillway(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
+  cli: string = spillwayCli,
 ): Promise<SpillwayProcess> {
-  const child = spawn(process.execPath, [spillwayCli, "serve", "--port", "0", ...args], {
+  const child = spawn(process.execPath, [cli, "serve", "--port", "0", ...args], {
     env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -3,7 +3,8 @@ import { createRequire } from "node:module";
 
 /**
  * spillwayCli is the compiled `spillway` executable, `server/dist/entry.cjs` (the server
- * package's bin): test/global-setup.ts and `npm run bench` build it before anything runs it.
+ * package's bin): test/global-setup/build.ts and `npm run bench` build it before anything runs
+ * it.
  */
 export const spillwayCli = createRequire(import.meta.url)
   .resolve("spillway/package.json")

@@ -92,8 +92,8 @@ describe("createSha256Hasher", () => {
   });
 
   it("lets the process exit once no hash is open", async () => {
-    // The compiled module (test/global-setup.ts builds clients/ts/dist/), in a process of its own:
-    // its worker must not keep it alive after the digest, nor after a dropped hash.
+    // The compiled module (test/global-setup/build.ts builds clients/ts/dist/), in a process of
+    // its own: its worker must not keep it alive after the digest, nor after a dropped hash.
     const compiled = fileURLToPath(new URL("../dist/sha256-hasher.js", import.meta.url));
     const script = `
       const { createSha256Hasher } = await import(${JSON.stringify(compiled)});

@@ -49,8 +49,11 @@ const systemTests = [
   "test/tls.test.ts",
 ];
 
-/** Package tests that need a package's compiled dist/. */
-const builtPackageTests = ["clients/ts/src/sha256-hasher.test.ts"];
+/** Tests beside sources that need compiled code: a package's dist/, or the harness programs. */
+const builtPackageTests = [
+  "clients/ts/src/sha256-hasher.test.ts",
+  "conformance/connectrpc/connectrpc.test.ts",
+];
 
 const buildSetup = "./test/global-setup/build.ts";
 const objectServerSetup = "./test/global-setup/object-servers.ts";

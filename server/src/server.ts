@@ -5,9 +5,18 @@ import type { AddressInfo, Socket } from "node:net";
 import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
-import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
+import {
+  Code,
+  ConnectError,
+  createServiceImplSpec,
+  type ServiceImplSpec,
+} from "@connectrpc/connect";
+import {
+  createUniversalServiceHandlers,
+  type UniversalHandlerOptions,
+} from "@connectrpc/connect/protocol";
 import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc/connect/protocol-connect";
+import { createHandlerFactory as createConnectGrpcHandlerFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
@@ -24,7 +33,11 @@ import {
   watchConnection,
   watchHttp1Connection,
 } from "./connection-liveness.js";
-import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
+import {
+  createGrpcHandlerFactory,
+  type GrpcWireOptions,
+  responseWritableKey,
+} from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createRequestIdleLimit } from "./idle-request.js";
@@ -33,7 +46,7 @@ import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
-import { createRequestDeadlines } from "./request-deadline.js";
+import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
 import { watchResponseStall } from "./response-stall.js";
 import {
   type CallLimits,
@@ -183,6 +196,108 @@ export function isLoopback(host: string): boolean {
   return host === "::1" || host === "0:0:0:0:0:0:0:1";
 }
 
+/** The HTTP/2 settings Spillway's server sends its clients. */
+export const serverHttp2Settings: http2.Settings = {
+  initialWindowSize: FLOW_CONTROL_WINDOW,
+  maxConcurrentStreams: 1000,
+  maxFrameSize: MAX_FRAME_SIZE,
+};
+
+/** SpillwayHandlerParts are what createSpillwayHandler serves and how. */
+export interface SpillwayHandlerParts {
+  /** The options every protocol handler takes: interceptors, message limits, compression. */
+  readonly handlerOptions: Partial<UniversalHandlerOptions>;
+  /**
+   * Services whose gRPC calls take Spillway's own handlers (grpc-node-handler.ts, else
+   * grpc-handler-factory.ts); their gRPC-Web and Connect calls take connect's.
+   */
+  readonly services: readonly ServiceImplSpec[];
+  /** Services connect serves with its own handlers, except for the gRPC direct path. */
+  readonly connectServices?: readonly ServiceImplSpec[];
+  /** How message bytes move to and from the wire. */
+  readonly wire: GrpcWireOptions;
+  /** Longest a request may take to arrive, or a response wait for its reader. */
+  readonly idleStreamMs: number;
+  /** The server's request deadlines (createRequestDeadlines). */
+  readonly deadlines: RequestDeadlines;
+}
+
+/**
+ * createSpillwayHandler returns the request handler Spillway's HTTP/2 server runs: gRPC calls
+ * over HTTP/2 (binary, uncompressed) are served straight from Node's stream by
+ * grpc-node-handler.ts; every other request goes to connect-node's adapter, where gRPC calls of
+ * `services` take grpc-handler-factory.ts and gRPC-Web and Connect calls connect's own handlers,
+ * with unary requests bounded in how long they take to arrive and responses in how long they
+ * wait for their reader. The same stack serves every server and conformance test.
+ */
+export function createSpillwayHandler(
+  parts: SpillwayHandlerParts,
+): (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void {
+  const { handlerOptions, services, wire, idleStreamMs, deadlines } = parts;
+  const connectServices = parts.connectServices ?? [];
+  // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
+  // stream (grpc-node-handler.ts); connect answers the rest.
+  const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
+    services: [...services, ...connectServices],
+    wire,
+    contextValues: (req) => deadlines.contextValues(req),
+    idleStreamMs,
+  });
+  const connectHandler = connectNodeAdapter({
+    ...handlerOptions,
+    routes: (router: ConnectRouter) => {
+      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
+      // gRPC-Web and Connect requests take connect's own handlers.
+      for (const spec of services) {
+        router.handlers.push(
+          ...createUniversalServiceHandlers(spec, [
+            createGrpcHandlerFactory(handlerOptions, wire, idleStreamMs),
+            createGrpcWebHandlerFactory(handlerOptions),
+            createConnectHandlerFactory(handlerOptions),
+          ]),
+        );
+      }
+      for (const spec of connectServices) {
+        router.handlers.push(
+          ...createUniversalServiceHandlers(spec, [
+            createConnectGrpcHandlerFactory(handlerOptions),
+            createGrpcWebHandlerFactory(handlerOptions),
+            createConnectHandlerFactory(handlerOptions),
+          ]),
+        );
+      }
+    },
+    // The response stream tells when a data frame is written, so its chunk can go back to
+    // the backend.
+    contextValues: (req) =>
+      deadlines
+        .contextValues(req)
+        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
+  });
+  const boundArrival = createRequestArrivalBound(
+    [...services, ...connectServices].map((spec) => spec.service),
+    idleStreamMs,
+  );
+  return deadlines.wrap(
+    (
+      req: http.IncomingMessage | http2.Http2ServerRequest,
+      res: http.ServerResponse | http2.Http2ServerResponse,
+    ) => {
+      if (
+        !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
+        !grpcNodeHandler(req, res)
+      ) {
+        boundArrival(req, res);
+        watchResponseStall(req, res, idleStreamMs);
+        connectHandler(req, res);
+      }
+    },
+  );
+}
+
 /**
  * startSpillwayServer serves SpillwayService and grpc.health.v1 over HTTP/2 (h2c, or TLS
  * when configured) for gRPC, gRPC-Web and Connect clients.
@@ -288,57 +403,16 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     requestChunks:
       opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
   };
-  // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
-  // stream (grpc-node-handler.ts); connect answers the rest.
-  const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
-    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
+  const handler = createSpillwayHandler({
+    handlerOptions,
+    services: [spillway],
+    connectServices: [createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
-    contextValues: (req) => deadlines.contextValues(req),
     idleStreamMs: limits.idleStreamMs,
+    deadlines,
   });
-  const connectHandler = connectNodeAdapter({
-    ...handlerOptions,
-    routes: (router: ConnectRouter) => {
-      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
-      // gRPC-Web and Connect requests take connect's own handlers.
-      router.handlers.push(
-        ...createUniversalServiceHandlers(spillway, [
-          createGrpcHandlerFactory(handlerOptions, wire, limits.idleStreamMs),
-          createGrpcWebHandlerFactory(handlerOptions),
-          createConnectHandlerFactory(handlerOptions),
-        ]),
-      );
-      router.service(Health, health.service);
-    },
-    // The response stream tells when a data frame is written, so its chunk can go back to
-    // the backend.
-    contextValues: (req) =>
-      deadlines
-        .contextValues(req)
-        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
-  });
-  const boundArrival = createRequestArrivalBound([SpillwayService, Health], limits.idleStreamMs);
-  const handler = deadlines.wrap(
-    (
-      req: http.IncomingMessage | http2.Http2ServerRequest,
-      res: http.ServerResponse | http2.Http2ServerResponse,
-    ) => {
-      if (
-        !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
-        !grpcNodeHandler(req, res)
-      ) {
-        boundArrival(req, res);
-        watchResponseStall(req, res, limits.idleStreamMs);
-        connectHandler(req, res);
-      }
-    },
-  );
 
-  const settings: http2.Settings = {
-    initialWindowSize: FLOW_CONTROL_WINDOW,
-    maxConcurrentStreams: 1000,
-    maxFrameSize: MAX_FRAME_SIZE,
-  };
+  const settings = serverHttp2Settings;
   const server =
     opts.tls === undefined
       ? http2.createServer({ settings }, handler)

@@ -113,6 +113,25 @@ describe("createGrpcTransport", () => {
     expect(err.rawMessage).toBe("no such");
   });
 
+  it("takes a unary call's status from the trailer when the header carries one too", async () => {
+    // As connect's own gRPC transport: a status in real trailers wins over one in the header.
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () => {
+        stream.respond(
+          { ...okHeaders, "grpc-status": String(Code.ResourceExhausted) },
+          { waitForTrailers: true },
+        );
+        stream.once("wantTrailers", () =>
+          stream.sendTrailers({ "grpc-status": String(Code.FailedPrecondition), foo: "bar" }),
+        );
+        stream.end();
+      }),
+    );
+    const err = await failureOf(client.getServerInfo({}));
+    expect(err.code).toBe(Code.FailedPrecondition);
+    expect(err.metadata.get("foo")).toBe("bar");
+  });
+
   it("hands out streamed messages before the error status that follows them", async () => {
     const frame = dataFrame(new Uint8Array([1, 2]));
     const client = await clientFor((stream) =>

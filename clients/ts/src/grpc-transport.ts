@@ -246,7 +246,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       fail(new ConnectError("protocol error: incomplete envelope", Code.Internal));
       return;
     }
-    if (!foundStatus) {
+    // A status in real trailers wins over one in the header, as in connect's gRPC transport.
+    if (!foundStatus || trailer.has(headerGrpcStatus)) {
       try {
         validateTrailer(trailer, responseHeader);
       } catch (err) {

@@ -13,7 +13,7 @@ import {
   OffloadResponseSchema,
   SpillwayService,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { codeOf } from "../../../test/support/code-of.js";
 import { runStreamingCall, runUnaryCall } from "./run-call.js";
 
@@ -87,6 +87,34 @@ describe("runUnaryCall", () => {
         ),
     });
     expect(await codeOf(call)).toBe(Code.DeadlineExceeded);
+  });
+
+  it("reports a stream cancelled at or past the deadline as DEADLINE_EXCEEDED", async () => {
+    // A gRPC server resets the stream (CANCEL) at the deadline; when the reset is handled
+    // before the client's own timer fires, the call still ran out of time, as grpc-go's
+    // client and connectrpc's conformance suite take it.
+    vi.useFakeTimers();
+    try {
+      const late = runUnaryCall({
+        timeoutMs: 20,
+        req: { stream: false, ...common(info), message: {} },
+        next: () => {
+          vi.setSystemTime(Date.now() + 20);
+          return Promise.reject(new ConnectError("stream reset", Code.Canceled));
+        },
+      });
+      const early = runUnaryCall({
+        timeoutMs: 20,
+        req: { stream: false, ...common(info), message: {} },
+        next: () => Promise.reject(new ConnectError("stream reset", Code.Canceled)),
+      });
+      expect(await Promise.all([codeOf(late), codeOf(early)])).toEqual([
+        Code.DeadlineExceeded,
+        Code.Canceled,
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("reports any error as a ConnectError", async () => {

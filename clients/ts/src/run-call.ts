@@ -34,7 +34,8 @@ interface CallSignal {
 /**
  * Creates a call's signal: aborted when the caller's signal aborts, at the deadline
  * (DEADLINE_EXCEEDED), when the call fails, and once it completes. One AbortController, one
- * timer and at most one listener on the caller's signal, all released when the call ends.
+ * timer and at most one listener on the caller's signal, all released when the call ends. A
+ * call that fails CANCELED at or past its deadline fails DEADLINE_EXCEEDED.
  */
 function callSignal(callerSignal: AbortSignal | undefined, timeoutMs: number | undefined) {
   const controller = new AbortController();
@@ -43,8 +44,10 @@ function callSignal(callerSignal: AbortSignal | undefined, timeoutMs: number | u
   };
   const onCallerAbort = () => abort(getAbortSignalReason(callerSignal as AbortSignal));
   let timer: NodeJS.Timeout | undefined;
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const timedOut = () => new ConnectError("the operation timed out", Code.DeadlineExceeded);
   if (timeoutMs !== undefined) {
-    const expire = () => abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+    const expire = () => abort(timedOut());
     if (timeoutMs <= 0) expire();
     else timer = setTimeout(expire, timeoutMs);
   }
@@ -57,9 +60,14 @@ function callSignal(callerSignal: AbortSignal | undefined, timeoutMs: number | u
   const call: CallSignal = {
     signal: controller.signal,
     fail(reason) {
-      const err = controller.signal.aborted
+      let err = controller.signal.aborted
         ? ConnectError.from(getAbortSignalReason(controller.signal), Code.Canceled)
         : ConnectError.from(reason);
+      // A gRPC server resets the stream (CANCEL) at the deadline it was sent; handled before
+      // this side's timer fired, that reset still means the call ran out of time.
+      if (err.code === Code.Canceled && deadline !== undefined && Date.now() >= deadline) {
+        err = timedOut();
+      }
       abort(err);
       release();
       return err;

@@ -1,0 +1,91 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { invokeCompatRequest } from "./call-under-test.js";
+import {
+  type ClientCompatRequest,
+  ClientCompatRequestSchema,
+  type ClientCompatResponse,
+  ClientCompatResponseSchema,
+  ClientErrorResultSchema,
+} from "./gen/connectrpc/conformance/v1/client_compat_pb.js";
+import {
+  Codec,
+  Compression,
+  HTTPVersion,
+  Protocol,
+} from "./gen/connectrpc/conformance/v1/config_pb.js";
+import { readSizeDelimited, sizeDelimited } from "./size-delimited.js";
+import { createGrpcTransport, createWideWindowSessionManager } from "./spillway.js";
+
+/** connect's default message limit, for test cases that set none. */
+const unlimitedBytes = 0xffffffff;
+/** Test cases run at once: enough to overlap their delays, few enough for a 2-core machine. */
+const concurrency = 8;
+
+/** Makes one test case's call over its own connection with the SDK's gRPC transport. */
+async function run(req: ClientCompatRequest): Promise<ClientCompatResponse> {
+  const res = create(ClientCompatResponseSchema, { testName: req.testName });
+  try {
+    if (req.httpVersion !== HTTPVersion.HTTP_VERSION_2) throw new Error("only HTTP/2 is spoken");
+    if (req.protocol !== Protocol.GRPC) throw new Error("only the gRPC protocol is spoken");
+    if (req.codec !== Codec.PROTO) throw new Error("only the proto codec is spoken");
+    if (req.compression !== Compression.IDENTITY && req.compression !== Compression.UNSPECIFIED) {
+      throw new Error("no compression is spoken");
+    }
+    const tls = req.serverTlsCert.length > 0;
+    const baseUrl = `${tls ? "https" : "http"}://${req.host}:${req.port}`;
+    const creds = req.clientTlsCreds;
+    const sessionManager = createWideWindowSessionManager(
+      baseUrl,
+      tls
+        ? {
+            ca: Buffer.from(req.serverTlsCert),
+            ...(creds === undefined
+              ? {}
+              : { cert: Buffer.from(creds.cert), key: Buffer.from(creds.key) }),
+          }
+        : {},
+    );
+    try {
+      const transport = createGrpcTransport({
+        baseUrl,
+        sessionManager,
+        readMaxBytes: req.messageReceiveLimit > 0 ? req.messageReceiveLimit : unlimitedBytes,
+      });
+      res.result = { case: "response", value: await invokeCompatRequest(transport, req) };
+    } finally {
+      sessionManager.abort();
+    }
+  } catch (err) {
+    res.result = {
+      case: "error",
+      value: create(ClientErrorResultSchema, { message: String(err) }),
+    };
+  }
+  return res;
+}
+
+/**
+ * The client under test for `connectconformance --mode client`: reads ClientCompatRequests from
+ * stdin, makes each call with the Spillway SDK's gRPC transport (createGrpcTransport over
+ * createWideWindowSessionManager, with its TLS options when the case uses TLS), a few at a time, and writes each ClientCompatResponse to
+ * stdout as its call ends. Exits once stdin ends and every call has answered, or on SIGTERM.
+ */
+async function main(): Promise<void> {
+  process.on("SIGTERM", () => process.exit(0));
+  const running = new Set<Promise<void>>();
+  for await (const raw of readSizeDelimited(process.stdin)) {
+    const req = fromBinary(ClientCompatRequestSchema, raw);
+    const call: Promise<void> = run(req).then((res) => {
+      process.stdout.write(sizeDelimited(toBinary(ClientCompatResponseSchema, res)));
+      running.delete(call);
+    });
+    running.add(call);
+    if (running.size >= concurrency) await Promise.race(running);
+  }
+  await Promise.all(running);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`client-under-test: ${String(err)}\n`);
+  process.exit(1);
+});

@@ -27,23 +27,19 @@ import {
 } from "@connectrpc/connect/protocol-grpc";
 import { fromResetCode } from "@spillway/wire";
 import {
-  callEnded,
   createResponseFramer,
   type GrpcWireOptions,
-  methodPost,
   parseEnvelopes,
-  protocolName,
   type ResponseFramer,
   requestChunkReleaseKey,
-  responseWritableKey,
-} from "./grpc-handler-factory.js";
+} from "./grpc-wire.js";
 import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
 export interface GrpcNodeCalls {
   /** The services served, with their implementations. */
   readonly services: readonly ServiceImplSpec[];
-  /** How message bytes move to and from the wire (see createGrpcHandlerFactory). */
+  /** How message bytes move to and from the wire (see grpc-wire.ts). */
   readonly wire: GrpcWireOptions;
   /** The context values a call starts with. */
   readonly contextValues?: (req: Http2ServerRequest) => ContextValues;
@@ -127,6 +123,16 @@ export function createGrpcNodeHandler(
   };
 }
 
+/** The protocol name calls report in their HandlerContext, as connect's gRPC handler does. */
+const protocolName = "grpc";
+/** The only HTTP method a gRPC call arrives with. */
+const methodPost = "POST";
+/**
+ * The reason a call's signal carries once its response has ended normally. Connect aborts it
+ * without one, and Node then builds a DOMException, stack trace included, for every call.
+ */
+const callEnded = new ConnectError("the call has ended", Code.Canceled);
+
 interface Method {
   readonly spec: MethodImplSpec;
   readonly input: Serialization<MessageShape<DescMessage>>;
@@ -144,7 +150,6 @@ async function serve(
   const { spec } = method;
   const { requestChunks, framer, recycle } = calls.wire;
   const values = calls.contextValues?.(req) ?? createContextValues();
-  values.set(responseWritableKey, req.stream);
   if (requestChunks !== undefined) values.set(requestChunkReleaseKey, requestChunks.give);
   const context = createCallContext(spec, req, timeoutMs, values);
   let ended = false;

@@ -6,9 +6,6 @@ import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createServiceImplSpec } from "@connectrpc/connect";
-import { createUniversalServiceHandlers } from "@connectrpc/connect/protocol";
-import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc/connect/protocol-connect";
-import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
@@ -24,7 +21,6 @@ import {
   watchConnection,
   watchHttp1Connection,
 } from "./connection-liveness.js";
-import { createGrpcHandlerFactory, responseWritableKey } from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createRequestIdleLimit } from "./idle-request.js";
@@ -278,10 +274,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
   };
-  const spillway = createServiceImplSpec<typeof SpillwayService>(
-    SpillwayService,
-    createSpillwayService(core, callLimits),
-  );
+  const spillwayImpl = createSpillwayService(core, callLimits);
+  const spillway = createServiceImplSpec<typeof SpillwayService>(SpillwayService, spillwayImpl);
   const wire = {
     framer: wireDataFrame,
     recycle: (part: Uint8Array) => core.backend.release?.(part),
@@ -289,33 +283,23 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
       opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
   };
   // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
-  // stream (grpc-node-handler.ts); connect answers the rest.
+  // stream, bytes-mode data frames written uncopied (grpc-node-handler.ts,
+  // docs/design/grpc-fast-path.md).
   const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
     services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     contextValues: (req) => deadlines.contextValues(req),
     idleStreamMs: limits.idleStreamMs,
   });
+  // Everything else (gRPC over HTTP/1.1, gRPC-Web, Connect, JSON or compressed gRPC) takes
+  // connect's own handlers.
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
     routes: (router: ConnectRouter) => {
-      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
-      // gRPC-Web and Connect requests take connect's own handlers.
-      router.handlers.push(
-        ...createUniversalServiceHandlers(spillway, [
-          createGrpcHandlerFactory(handlerOptions, wire, limits.idleStreamMs),
-          createGrpcWebHandlerFactory(handlerOptions),
-          createConnectHandlerFactory(handlerOptions),
-        ]),
-      );
+      router.service(SpillwayService, spillwayImpl);
       router.service(Health, health.service);
     },
-    // The response stream tells when a data frame is written, so its chunk can go back to
-    // the backend.
-    contextValues: (req) =>
-      deadlines
-        .contextValues(req)
-        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
+    contextValues: (req) => deadlines.contextValues(req),
   });
   const boundArrival = createRequestArrivalBound([SpillwayService, Health], limits.idleStreamMs);
   const handler = deadlines.wrap(

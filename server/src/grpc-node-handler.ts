@@ -68,6 +68,9 @@ export type GrpcNodeHandler = (req: Http2ServerRequest, res: Http2ServerResponse
  * connect-node's translation into fetch-style requests, headers, signals and body pipelines and
  * back: measured on GetServerInfo, that translation was most of a small call's CPU.
  *
+ * `options.requestGate`, when set, runs before any of the request is read, as connect runs it;
+ * what it throws ends the call with that error.
+ *
  * It declines everything else (HTTP/1.1, gRPC-Web, Connect, JSON, compressed messages, unknown
  * paths, malformed or too long timeouts) so that connect answers those as before. `options`
  * are the handler options connect's protocol handlers take (interceptors, message limits,
@@ -170,6 +173,8 @@ async function serve(
   const reading: Reading = { idleMs: idleStreamMs, name };
   let failure: unknown;
   try {
+    // As in connect's handlers: the gate decides before any request byte is read.
+    if (opts.requestGate !== undefined) await opts.requestGate(context);
     if (spec.kind === "unary") {
       // One timer that fails the request's body, not a per-read race: a small call's read is
       // over in microseconds, and the timer is all it costs.

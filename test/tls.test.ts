@@ -1,11 +1,18 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ConnectError, createClient } from "@connectrpc/connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createSpillwayClient } from "@spillway/client";
-import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import {
+  ReadToolOutputRequestSchema,
+  ReadToolOutputResponseSchema,
+  SpillwayService,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryBackend } from "../server/src/backends/memory.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
@@ -77,6 +84,65 @@ describe("TLS", () => {
     const err = await client.getServerInfo({}).catch((e: unknown) => ConnectError.from(e));
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).rawMessage).toMatch(/certificate/i);
+  });
+
+  it("answers gRPC sent over HTTP/1.1 with connect's own handler, bytes-mode reads included", async () => {
+    // No gRPC library sends gRPC over HTTP/1.1 (only a hand-made request can, and only where
+    // TLS negotiates it), so these calls are not on the direct path (grpc-node-handler.ts):
+    // connect encodes each data frame through protobuf-es, and the bytes must not differ.
+    const payload = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < payload.length; i++) payload[i] = (i * 131) % 251;
+    const sdk = createSpillwayClient({ baseUrl: server.url, tls: { ca } });
+    const attachment = await sdk.offload({ tenant: "dev", runId: "h1", callId: "a" }, payload);
+    const request = toBinary(
+      ReadToolOutputRequestSchema,
+      create(ReadToolOutputRequestSchema, {
+        runId: "h1",
+        handle: attachment.handle,
+        window: { case: "bytes", value: { offset: 0n } },
+        omitRendered: true,
+      }),
+    );
+    const answer = await new Promise<{ version: string; body: Buffer; status: unknown }>(
+      (resolve, reject) => {
+        const req = https.request(
+          `${server.url}/${SpillwayService.typeName}/ReadToolOutput`,
+          { method: "POST", ca, headers: { "content-type": "application/grpc", te: "trailers" } },
+          (res) => {
+            const parts: Buffer[] = [];
+            res.on("data", (part: Buffer) => parts.push(part));
+            res.on("end", () =>
+              resolve({
+                version: res.httpVersion,
+                body: Buffer.concat(parts),
+                status: res.trailers["grpc-status"],
+              }),
+            );
+            res.on("error", reject);
+          },
+        );
+        req.on("error", reject);
+        req.end(Buffer.from(encodeEnvelope(0, request)));
+      },
+    );
+    expect(answer.version).toBe("1.1");
+    expect(answer.status).toBe("0");
+    const data: Uint8Array[] = [];
+    let eof = false;
+    for (let at = 0; at < answer.body.length; ) {
+      const size = answer.body.readUInt32BE(at + 1);
+      const message = fromBinary(
+        ReadToolOutputResponseSchema,
+        answer.body.subarray(at + 5, at + 5 + size),
+      );
+      if (message.frame.case === "content" && message.frame.value.body.case === "data") {
+        data.push(message.frame.value.body.value);
+      }
+      if (message.frame.case === "trailer") eof = message.frame.value.eof;
+      at += 5 + size;
+    }
+    expect(eof).toBe(true);
+    expect(Buffer.concat(data).equals(payload)).toBe(true);
   });
 });
 

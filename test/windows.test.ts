@@ -168,7 +168,7 @@ describe.each(serviceBackends)("ReadToolOutput windows over the wire  (%s)", (ba
   });
 
   it("sends the same bytes-mode frames over gRPC, Connect and gRPC-Web", async () => {
-    // gRPC writes data frames without re-encoding them (server/grpc-handler-factory.ts); the
+    // gRPC writes data frames without re-encoding them (server/src/grpc-node-handler.ts); the
     // other protocols encode them through protobuf-es. Clients must not tell the difference.
     const bytesWindow = {
       runId: "w",

@@ -22,8 +22,8 @@ import {
 /**
  * The server under test for `connectconformance --mode server`: reads one ServerCompatRequest
  * from stdin, serves ConformanceService on a free loopback port through Spillway's own HTTP/2
- * handler stack (createSpillwayHandler: the gRPC direct path, Spillway's gRPC handler factory,
- * connect's gRPC-Web and Connect handlers) with Spillway's HTTP/2 settings, message limit and
+ * handler stack (createSpillwayHandler: the gRPC direct path in front of connect's own gRPC,
+ * gRPC-Web and Connect handlers) with Spillway's HTTP/2 settings, message limit and
  * compression (none), and writes the ServerCompatResponse with the port to stdout. It serves
  * until SIGTERM. Without TLS it serves h2c only, with TLS HTTP/2 and HTTP/1.1 (and client
  * certificates when asked), as Spillway's own listeners do.

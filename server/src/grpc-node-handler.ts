@@ -27,23 +27,19 @@ import {
 } from "@connectrpc/connect/protocol-grpc";
 import { fromResetCode } from "@spillway/wire";
 import {
-  callEnded,
   createResponseFramer,
   type GrpcWireOptions,
-  methodPost,
   parseEnvelopes,
-  protocolName,
   type ResponseFramer,
   requestChunkReleaseKey,
-  responseWritableKey,
-} from "./grpc-handler-factory.js";
+} from "./grpc-wire.js";
 import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
 export interface GrpcNodeCalls {
   /** The services served, with their implementations. */
   readonly services: readonly ServiceImplSpec[];
-  /** How message bytes move to and from the wire (see createGrpcHandlerFactory). */
+  /** How message bytes move to and from the wire (see grpc-wire.ts). */
   readonly wire: GrpcWireOptions;
   /** The context values a call starts with. */
   readonly contextValues?: (req: Http2ServerRequest) => ContextValues;
@@ -71,6 +67,9 @@ export type GrpcNodeHandler = (req: Http2ServerRequest, res: Http2ServerResponse
  * reads the request from and writes the response to Node's own request and response, without
  * connect-node's translation into fetch-style requests, headers, signals and body pipelines and
  * back: measured on GetServerInfo, that translation was most of a small call's CPU.
+ *
+ * `options.requestGate`, when set, runs before any of the request is read, as connect runs it;
+ * what it throws ends the call with that error.
  *
  * It declines everything else (HTTP/1.1, gRPC-Web, Connect, JSON, compressed messages, unknown
  * paths, malformed or too long timeouts) so that connect answers those as before. `options`
@@ -127,6 +126,16 @@ export function createGrpcNodeHandler(
   };
 }
 
+/** The protocol name calls report in their HandlerContext, as connect's gRPC handler does. */
+const protocolName = "grpc";
+/** The only HTTP method a gRPC call arrives with. */
+const methodPost = "POST";
+/**
+ * The reason a call's signal carries once its response has ended normally. Connect aborts it
+ * without one, and Node then builds a DOMException, stack trace included, for every call.
+ */
+const callEnded = new ConnectError("the call has ended", Code.Canceled);
+
 interface Method {
   readonly spec: MethodImplSpec;
   readonly input: Serialization<MessageShape<DescMessage>>;
@@ -144,7 +153,6 @@ async function serve(
   const { spec } = method;
   const { requestChunks, framer, recycle } = calls.wire;
   const values = calls.contextValues?.(req) ?? createContextValues();
-  values.set(responseWritableKey, req.stream);
   if (requestChunks !== undefined) values.set(requestChunkReleaseKey, requestChunks.give);
   const context = createCallContext(spec, req, timeoutMs, values);
   let ended = false;
@@ -165,6 +173,8 @@ async function serve(
   const reading: Reading = { idleMs: idleStreamMs, name };
   let failure: unknown;
   try {
+    // As in connect's handlers: the gate decides before any request byte is read.
+    if (opts.requestGate !== undefined) await opts.requestGate(context);
     if (spec.kind === "unary") {
       // One timer that fails the request's body, not a per-read race: a small call's read is
       // over in microseconds, and the timer is all it costs.

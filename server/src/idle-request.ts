@@ -48,8 +48,8 @@ export function idleRequest<T>(
  * its side within idleMs of the call's arrival, or the call ends with DEADLINE_EXCEEDED and
  * frees whatever admission gave it (a tenant's call slot, reserved bytes). Unary requests are
  * read before interceptors run, by the transport, which bounds them the same way
- * (grpc-node-handler.ts, grpc-handler-factory.ts, and request-arrival.ts for gRPC-Web and
- * Connect); client-streaming calls bound the time between messages themselves (Offload,
+ * (grpc-node-handler.ts on the direct gRPC path, request-arrival.ts for every call connect
+ * answers); client-streaming calls bound the time between messages themselves (Offload,
  * idle-stream.ts). It runs last among the interceptors, so only admitted calls start a timer.
  */
 export function createRequestIdleLimit(idleMs: number): Interceptor {

@@ -9,15 +9,10 @@ import {
   Code,
   ConnectError,
   createServiceImplSpec,
+  type MethodImpl,
   type ServiceImplSpec,
 } from "@connectrpc/connect";
-import {
-  createUniversalServiceHandlers,
-  type UniversalHandlerOptions,
-} from "@connectrpc/connect/protocol";
-import { createHandlerFactory as createConnectHandlerFactory } from "@connectrpc/connect/protocol-connect";
-import { createHandlerFactory as createConnectGrpcHandlerFactory } from "@connectrpc/connect/protocol-grpc";
-import { createHandlerFactory as createGrpcWebHandlerFactory } from "@connectrpc/connect/protocol-grpc-web";
+import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
@@ -33,12 +28,8 @@ import {
   watchConnection,
   watchHttp1Connection,
 } from "./connection-liveness.js";
-import {
-  createGrpcHandlerFactory,
-  type GrpcWireOptions,
-  responseWritableKey,
-} from "./grpc-handler-factory.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
+import type { GrpcWireOptions } from "./grpc-wire.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
@@ -207,14 +198,9 @@ export const serverHttp2Settings: http2.Settings = {
 export interface SpillwayHandlerParts {
   /** The options every protocol handler takes: interceptors, message limits, compression. */
   readonly handlerOptions: Partial<UniversalHandlerOptions>;
-  /**
-   * Services whose gRPC calls take Spillway's own handlers (grpc-node-handler.ts, else
-   * grpc-handler-factory.ts); their gRPC-Web and Connect calls take connect's.
-   */
+  /** The services served, over every protocol. */
   readonly services: readonly ServiceImplSpec[];
-  /** Services connect serves with its own handlers, except for the gRPC direct path. */
-  readonly connectServices?: readonly ServiceImplSpec[];
-  /** How message bytes move to and from the wire. */
+  /** How the direct gRPC path moves message bytes to and from the wire. */
   readonly wire: GrpcWireOptions;
   /** Longest a request may take to arrive, or a response wait for its reader. */
   readonly idleStreamMs: number;
@@ -223,12 +209,13 @@ export interface SpillwayHandlerParts {
 }
 
 /**
- * createSpillwayHandler returns the request handler Spillway's HTTP/2 server runs: gRPC calls
- * over HTTP/2 (binary, uncompressed) are served straight from Node's stream by
- * grpc-node-handler.ts; every other request goes to connect-node's adapter, where gRPC calls of
- * `services` take grpc-handler-factory.ts and gRPC-Web and Connect calls connect's own handlers,
- * with unary requests bounded in how long they take to arrive and responses in how long they
- * wait for their reader. The same stack serves every server and conformance test.
+ * createSpillwayHandler returns the request handler Spillway's HTTP/2 server runs. The calls
+ * gRPC clients make (binary, uncompressed, over HTTP/2) are served straight from Node's stream,
+ * bytes-mode data frames written uncopied (grpc-node-handler.ts, docs/design/grpc-fast-path.md);
+ * everything else (gRPC over HTTP/1.1, gRPC-Web, Connect, JSON or compressed gRPC) takes
+ * connect-node's adapter and connect's own handlers, with unary requests bounded in how long
+ * they take to arrive and responses in how long they wait for their reader. The same stack
+ * serves Spillway and connectrpc's conformance service.
  */
 export function createSpillwayHandler(
   parts: SpillwayHandlerParts,
@@ -237,11 +224,8 @@ export function createSpillwayHandler(
   res: http.ServerResponse | http2.Http2ServerResponse,
 ) => void {
   const { handlerOptions, services, wire, idleStreamMs, deadlines } = parts;
-  const connectServices = parts.connectServices ?? [];
-  // The calls gRPC clients make (binary, uncompressed, HTTP/2) are served straight from Node's
-  // stream (grpc-node-handler.ts); connect answers the rest.
   const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
-    services: [...services, ...connectServices],
+    services,
     wire,
     contextValues: (req) => deadlines.contextValues(req),
     idleStreamMs,
@@ -249,36 +233,16 @@ export function createSpillwayHandler(
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
     routes: (router: ConnectRouter) => {
-      // Over gRPC, bytes frames are written without being re-encoded (grpc-handler-factory.ts);
-      // gRPC-Web and Connect requests take connect's own handlers.
       for (const spec of services) {
-        router.handlers.push(
-          ...createUniversalServiceHandlers(spec, [
-            createGrpcHandlerFactory(handlerOptions, wire, idleStreamMs),
-            createGrpcWebHandlerFactory(handlerOptions),
-            createConnectHandlerFactory(handlerOptions),
-          ]),
-        );
-      }
-      for (const spec of connectServices) {
-        router.handlers.push(
-          ...createUniversalServiceHandlers(spec, [
-            createConnectGrpcHandlerFactory(handlerOptions),
-            createGrpcWebHandlerFactory(handlerOptions),
-            createConnectHandlerFactory(handlerOptions),
-          ]),
-        );
+        for (const { method, impl } of Object.values(spec.methods)) {
+          router.rpc(method, impl as MethodImpl<typeof method>);
+        }
       }
     },
-    // The response stream tells when a data frame is written, so its chunk can go back to
-    // the backend.
-    contextValues: (req) =>
-      deadlines
-        .contextValues(req)
-        .set(responseWritableKey, "stream" in req ? req.stream : undefined),
+    contextValues: (req) => deadlines.contextValues(req),
   });
   const boundArrival = createRequestArrivalBound(
-    [...services, ...connectServices].map((spec) => spec.service),
+    services.map((spec) => spec.service),
     idleStreamMs,
   );
   return deadlines.wrap(
@@ -393,10 +357,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
   };
-  const spillway = createServiceImplSpec<typeof SpillwayService>(
-    SpillwayService,
-    createSpillwayService(core, callLimits),
-  );
+  const spillwayImpl = createSpillwayService(core, callLimits);
+  const spillway = createServiceImplSpec<typeof SpillwayService>(SpillwayService, spillwayImpl);
   const wire = {
     framer: wireDataFrame,
     recycle: (part: Uint8Array) => core.backend.release?.(part),
@@ -405,8 +367,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
   const handler = createSpillwayHandler({
     handlerOptions,
-    services: [spillway],
-    connectServices: [createServiceImplSpec<typeof Health>(Health, health.service)],
+    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     idleStreamMs: limits.idleStreamMs,
     deadlines,

@@ -15,7 +15,7 @@ import {
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import type { ConnectionLiveness } from "./connection-liveness.js";
-import { requestChunkReleaseKey } from "./grpc-handler-factory.js";
+import { requestChunkReleaseKey } from "./grpc-wire.js";
 import { limitsForTenant, lowerLimit, type ServerLimits } from "./limits.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";

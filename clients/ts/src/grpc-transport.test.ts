@@ -237,6 +237,33 @@ describe("createGrpcTransport", () => {
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
   });
 
+  it("cancels the stream of a server-streaming call its caller stops reading (break)", async () => {
+    let reset: Promise<number> | undefined;
+    const frame = Buffer.from(
+      encodeEnvelope(
+        0,
+        toBinary(ReadToolOutputResponseSchema, dataFrame(new Uint8Array([1, 2, 3]))),
+      ),
+    );
+    const client = await clientFor((stream) => {
+      reset = new Promise((resolve) => stream.on("close", () => resolve(stream.rstCode)));
+      afterRequest(stream, () => {
+        stream.respond(okHeaders);
+        // A response that would never end on its own.
+        const tick = setInterval(() => {
+          if (stream.closed) clearInterval(tick);
+          else stream.write(frame);
+        }, 5);
+      });
+    });
+    let seen = 0;
+    for await (const _ of client.readToolOutput({ runId: "r", handle: "h" })) {
+      if (++seen === 2) break;
+    }
+    expect(seen).toBe(2);
+    expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
+  });
+
   it("ends, not resets, a request the server answered early, and settles without waiting for it", async () => {
     const closed: Promise<number>[] = [];
     let streamsClosed = 0;

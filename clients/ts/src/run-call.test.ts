@@ -192,4 +192,60 @@ describe("runStreamingCall", () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(closed).toBe(true);
   });
+
+  it("ends the call when its caller stops reading, and lets the interceptors see the end", async () => {
+    let signal: AbortSignal | undefined;
+    let interceptorSawEnd = false;
+    // An interceptor that only ever calls next() on the response, never return().
+    const watch: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (!res.stream) return res;
+      const inner = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          const it = inner[Symbol.asyncIterator]();
+          try {
+            for (;;) {
+              const r = await it.next();
+              if (r.done === true) break;
+              yield r.value;
+            }
+          } finally {
+            interceptorSawEnd = true;
+          }
+        })(),
+      };
+    };
+    const res = await runStreamingCall({
+      interceptors: [watch],
+      req: { stream: true, ...common(offload), message: (async function* () {})() },
+      next: async (req) => {
+        signal = req.signal;
+        return {
+          stream: true,
+          service: SpillwayService,
+          method: offload,
+          header: new Headers(),
+          trailer: new Headers(),
+          // Ends only once the call's signal is aborted, as a transport's response does.
+          message: (async function* () {
+            yield create(OffloadResponseSchema, { created: true });
+            if (!req.signal.aborted) {
+              await new Promise((resolve) =>
+                req.signal.addEventListener("abort", resolve, { once: true }),
+              );
+            }
+            throw ConnectError.from(req.signal.reason, Code.Canceled);
+          })(),
+        };
+      },
+    });
+    for await (const m of res.message) {
+      expect(m.created).toBe(true);
+      break;
+    }
+    expect(signal?.aborted).toBe(true);
+    expect(interceptorSawEnd).toBe(true);
+  });
 });

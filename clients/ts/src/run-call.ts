@@ -137,7 +137,10 @@ export function runUnaryCall<I extends DescMessage, O extends DescMessage>(
  * are created from their init shapes as they are sent; the call's signal is aborted by the
  * caller's signal, the deadline, a failure and the end of the response; once the signal is
  * aborted the request messages are closed (and thrown the reason first, if the call did not
- * complete). The signal is cheaper, as in runUnaryCall.
+ * complete). A caller that stops reading the response early (`return`, as `break` calls it)
+ * completes the call, which cancels its stream; `throw` fails the call with its reason. Either
+ * way the rest of the response is read out through the interceptors. The signal is cheaper,
+ * as in runUnaryCall.
  */
 export function runStreamingCall<I extends DescMessage, O extends DescMessage>(
   opt: RunOptions<
@@ -175,6 +178,16 @@ export function runStreamingCall<I extends DescMessage, O extends DescMessage>(
       message: {
         [Symbol.asyncIterator]() {
           const it = messages[Symbol.asyncIterator]();
+          // Once the call has ended, what is left of the response is read out, so that every
+          // interceptor sees the outcome and cleans up: interceptors need not implement
+          // return or throw.
+          const drain = async () => {
+            try {
+              while ((await it.next()).done !== true) {}
+            } catch {
+              // The outcome is the caller's; the interceptors have seen it.
+            }
+          };
           return {
             next: () =>
               it.next().then((r) => {
@@ -184,6 +197,22 @@ export function runStreamingCall<I extends DescMessage, O extends DescMessage>(
                 }
                 return r;
               }, fail),
+            // A caller that stops reading (a `break` out of for await) ends the call: its
+            // stream is cancelled rather than left open for the server to keep writing.
+            async return(value?: unknown) {
+              if (!call.signal.aborted) {
+                completed = true;
+                call.done();
+              }
+              await drain();
+              return { done: true, value };
+            },
+            async throw(reason?: unknown) {
+              if (completed) throw ConnectError.from(reason);
+              const err = call.fail(reason);
+              await drain();
+              throw err;
+            },
           };
         },
       },

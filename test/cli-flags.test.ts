@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, statSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { scratchDir } from "./support/scratch-dir.js";
@@ -127,5 +127,40 @@ describe("spillway sweep and serve data directory", () => {
       expect(run.code, args[0]).toBe(1);
     }
     expect(statSync(cwd).mode & 0o777).not.toBe(0o700);
+  });
+});
+
+describe("spillway --version, --help and usage errors", () => {
+  const { version } = JSON.parse(
+    readFileSync(new URL("../server/package.json", import.meta.url), "utf8"),
+  ) as { version: string };
+
+  it("prints the package's version and exits 0", async () => {
+    const run = await runCli(["--version"]);
+    expect(run).toEqual({ code: 0, stdout: `spillway ${version}\n`, stderr: "" });
+  });
+
+  it.each([
+    { args: ["--help"] },
+    { args: ["-h"] },
+    { args: ["help"] },
+    { args: ["serve", "--help"] },
+    { args: ["sweep", "-h"] },
+  ])("prints the help for $args on stdout and exits 0", async ({ args }) => {
+    const run = await runCli(args);
+    expect(run.stdout).toMatch(new RegExp(`^spillway ${version}\n\nUsage: spillway serve`));
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+  });
+
+  it.each([
+    { args: [], problem: "no command" },
+    { args: ["bogus"], problem: 'unknown command "bogus"' },
+  ])("says $problem on stderr with the usage, and exits 2", async ({ args, problem }) => {
+    const run = await runCli(args);
+    expect(run.stderr).toMatch(new RegExp(`^spillway: ${problem}\n`));
+    expect(run.stderr).toContain("Usage: spillway serve");
+    expect(run.stdout).toBe("");
+    expect(run.code).toBe(2);
   });
 });

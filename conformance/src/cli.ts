@@ -11,6 +11,7 @@ import { loadWindowVectors, vectorCases } from "./window-vectors.js";
 
 /** usage is the CLI's help text. */
 export const usage = `usage: spillway-conformance --target <url> [options]
+       spillway-conformance --help
 
   --target <url>           the Spillway server, e.g. http://127.0.0.1:50051
   --token NAME=TOKEN:TENANT
@@ -70,24 +71,24 @@ function positiveInt(flag: string, value: string | undefined, fallback: number):
   return n;
 }
 
+/** The command line's options, as node:util's parseArgs reads them. */
+const cliOptions = {
+  target: { type: "string" },
+  token: { type: "string", multiple: true },
+  features: { type: "string" },
+  run: { type: "string" },
+  skip: { type: "string" },
+  "known-failing": { type: "string" },
+  cases: { type: "string" },
+  vectors: { type: "string" },
+  concurrency: { type: "string" },
+  "timeout-ms": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
 /** parseCliArgs parses the command line; it throws INVALID_ARGUMENT on a bad or missing flag. */
 export function parseCliArgs(argv: readonly string[]): CliOptions {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      target: { type: "string" },
-      token: { type: "string", multiple: true },
-      features: { type: "string" },
-      run: { type: "string" },
-      skip: { type: "string" },
-      "known-failing": { type: "string" },
-      cases: { type: "string" },
-      vectors: { type: "string" },
-      concurrency: { type: "string" },
-      "timeout-ms": { type: "string" },
-    },
-    strict: true,
-  });
+  const { values } = parseArgs({ args: [...argv], options: cliOptions, strict: true });
   if (values.target === undefined) throw invalid("--target is required");
   const actors = (values.token ?? []).map(parseActor);
   if (actors.length > 0 && !actors.some((a) => a.name === "A")) {
@@ -126,12 +127,18 @@ export async function loadKnownFailing(file: string): Promise<string[]> {
 /**
  * runCli runs the suite as the command line asks, writing one line per case and the closing
  * `N passed, N failed, N skipped` line to out; it resolves to the exit code: 0 when no case
- * failed, 1 when one did, 2 on a usage error.
+ * failed, 1 when one did, 2 on a usage error. With `--help` (or `-h`) it writes the usage and
+ * resolves to 0, whatever else the line holds.
  */
 export async function runCli(
   argv: readonly string[],
   out: (line: string) => void,
 ): Promise<number> {
+  // Read leniently, so that a request for help is answered even beside a wrong flag.
+  if (parseArgs({ args: [...argv], options: cliOptions, strict: false }).values.help === true) {
+    out(usage);
+    return 0;
+  }
   let opts: CliOptions;
   try {
     opts = parseCliArgs(argv);

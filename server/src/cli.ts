@@ -81,12 +81,23 @@ async function main(argv: string[]): Promise<void> {
     options: {
       ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
       help: { type: "boolean", short: "h" },
+      version: { type: "boolean" },
     },
   });
   const command = positionals[0];
-  if (values.help === true || (command !== "serve" && command !== "sweep")) {
+  if (values.version === true) {
+    process.stdout.write(`spillway ${SPILLWAY_VERSION}\n`);
+    return;
+  }
+  if (values.help === true || command === "help") {
     process.stdout.write(usage);
-    process.exitCode = values.help === true ? 0 : 2;
+    return;
+  }
+  if (command !== "serve" && command !== "sweep") {
+    // A usage error: stdout stays empty for whoever pipes it, and the exit says so.
+    const problem = command === undefined ? "no command" : `unknown command "${command}"`;
+    process.stderr.write(`spillway: ${problem}\n${usage}`);
+    process.exitCode = 2;
     return;
   }
   const given = values as Record<string, string | undefined>;

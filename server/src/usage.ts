@@ -8,6 +8,7 @@ import { BACKEND_USAGE } from "./backend-config.js";
 export const USAGE_BODY = `
 Usage: spillway serve [flags]
        spillway sweep [backend flags] [--orphan-age-ms <n>]
+       spillway --help | --version
 
 serve answers gRPC calls and sweeps every --sweep-interval-ms. sweep runs one sweep and exits:
 it removes expired runs and outputs, blobs no output refers to and leftovers of interrupted

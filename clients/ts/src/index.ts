@@ -1,6 +1,7 @@
 /**
  * The Spillway TypeScript SDK: the client, its gRPC transport, the elision policy, the
- * `read_tool_output` model tool and the retry helper, as named re-exports. Generated messages stay under `./gen/`.
+ * `read_tool_output` model tool and the retry helper, as named re-exports. The generated
+ * messages come from `@spillway/proto`.
  */
 export {
   type ByteRange,

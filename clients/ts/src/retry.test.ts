@@ -1,4 +1,6 @@
+import { constants as http2 } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { fromResetCode } from "@spillway/wire";
 import { describe, expect, it, vi } from "vitest";
 import { isTransientError, retryUnavailable } from "./retry.js";
 
@@ -155,6 +157,11 @@ describe("isTransientError", () => {
     [Code.DataLoss, "sha256 mismatch", false],
   ] as const)("%s %j -> %s", (code, message, transient) => {
     expect(isTransientError(new ConnectError(message, code))).toBe(transient);
+  });
+
+  it("retries the error the wire layer makes of an INTERNAL_ERROR reset", () => {
+    const err = fromResetCode(http2.NGHTTP2_INTERNAL_ERROR);
+    expect(err !== undefined && isTransientError(err)).toBe(true);
   });
 
   it("lets retryUnavailable repeat a reset read", async () => {

@@ -2,7 +2,7 @@
  * The one interface between the Spillway service and a store of bytes.
  *
  * Keys are `/`-separated paths whose segments were already validated and encoded by the
- * service (see `server/keys.ts`); a backend still refuses any key that could escape its
+ * service (see `keys.ts`); a backend still refuses any key that could escape its
  * root or prefix. Every call takes an `AbortSignal`; every failure is a `ConnectError`
  * produced by the backend's single error-mapping function.
  */

@@ -1,7 +1,9 @@
-import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -80,21 +82,18 @@ interface ConsumerOutput {
 }
 
 /**
- * typeCheckConsumer puts test/consumer/offload-and-read.ts in the project at `dir` and compiles
- * it with the repository's tsc under consumerTsconfig; any diagnostic fails the test.
+ * typeCheckConsumer puts test/consumer/<program>.ts in the project at `dir` and compiles it with
+ * the repository's tsc under consumerTsconfig; any diagnostic fails the test.
  */
-function typeCheckConsumer(dir: string): void {
-  mkdirSync(join(dir, "src"));
-  copyFileSync(
-    join(root, "test/consumer/offload-and-read.ts"),
-    join(dir, "src/offload-and-read.ts"),
-  );
+function typeCheckConsumer(dir: string, program = "offload-and-read"): void {
+  mkdirSync(join(dir, "src"), { recursive: true });
+  copyFileSync(join(root, `test/consumer/${program}.ts`), join(dir, `src/${program}.ts`));
   writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(consumerTsconfig, null, 2));
   // tsc prints nothing and exits 0 when there is no error.
   const typeCheck = spawnSync(tsc, ["-p", join(dir, "tsconfig.json")], { encoding: "utf8" });
   expect(typeCheck.stdout + typeCheck.stderr).toBe("");
   expect(typeCheck.status).toBe(0);
-  expect(existsSync(join(dir, "dist/offload-and-read.js"))).toBe(true);
+  expect(existsSync(join(dir, `dist/${program}.js`))).toBe(true);
 }
 
 /** runConsumer runs the compiled consumer in `dir` against the server at `url`. */
@@ -210,6 +209,32 @@ describe("the packed packages in a fresh project", () => {
     expect(out.lineCount).toBe("1000");
     expect(out.nextOffset).toBe("501");
     expect(out.rendered).toBe(expectedRendered);
+  });
+
+  it("embeds the packed server as a library: the client and a metrics scrape reach it", async () => {
+    typeCheckConsumer(serverDir, "embed-server");
+    // The client consumer, compiled by the test before this one unless that one was left out.
+    if (!existsSync(join(clientDir, "dist/offload-and-read.js"))) typeCheckConsumer(clientDir);
+    const embedded = spawn(process.execPath, [join(serverDir, "dist/embed-server.js")], {
+      cwd: serverDir,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      const [line] = (await once(createInterface({ input: embedded.stdout }), "line")) as [string];
+      const urls = JSON.parse(line) as { url: string; metrics: string };
+      const out = await runConsumer(clientDir, urls.url);
+      expect(out.rendered).toBe(expectedRendered);
+      const scrape = await (await fetch(urls.metrics)).text();
+      // The client sends a small payload as an OffloadBatch; the read is a ReadToolOutput.
+      for (const method of ["OffloadBatch", "ReadToolOutput"]) {
+        expect(scrape).toContain(
+          `spillway_requests_total{procedure="spillway.v1.SpillwayService/${method}",code="OK"} 1\n`,
+        );
+      }
+    } finally {
+      embedded.kill("SIGTERM");
+      await once(embedded, "exit");
+    }
   });
 });
 

@@ -14,7 +14,7 @@ export interface ServerLimits {
    * reads nothing (see idle-request.ts and grpc-node-handler.ts).
    */
   readonly idleStreamMs: number;
-  /** Most payload bytes one run may hold (see server/run-bytes.ts); unset: no limit. */
+  /** Most payload bytes one run may hold (see run-bytes.ts); unset: no limit. */
   readonly maxRunBytes?: number;
 }
 

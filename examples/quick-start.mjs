@@ -7,7 +7,7 @@ const log = Array.from({ length: 1_000_000 }, (_, i) => `line ${i + 1} of the bu
   "\n",
 );
 const att = await spillway.offload({ tenant: "dev", runId: "run-1", callId: "call-1" }, log);
-console.log(att.preview.text);
+console.log(att.preview?.text);
 const win = await spillway.readToolOutput({
   runId: "run-1",
   handle: att.handle,

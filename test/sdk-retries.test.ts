@@ -15,7 +15,7 @@ const patient = { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 500 };
 const tenant = "dev";
 
 /**
- * The retry policy of docs/retries.md against real failures, as
+ * The retry policy of docs/operations.md#retries against real failures, as
  * clients/python/tests/test_retries.py checks it for the Python SDK: one filesystem replica
  * behind a real nginx is killed with SIGKILL in the middle of a call and restarted on the same
  * port and data dir.

@@ -176,7 +176,11 @@ function isMain(): boolean {
   }
 }
 
-if (isMain()) {
+/**
+ * runMain runs the CLI on the process's arguments and sets the exit code: 0 when every case
+ * passed, 1 when one failed or the run could not start, 2 for bad arguments.
+ */
+export function runMain(): void {
   runCli(process.argv.slice(2), (line) => process.stdout.write(`${line}\n`)).then(
     (code) => {
       process.exitCode = code;
@@ -187,3 +191,5 @@ if (isMain()) {
     },
   );
 }
+
+if (isMain()) runMain();

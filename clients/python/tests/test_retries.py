@@ -1,4 +1,4 @@
-"""The retry policy of docs/retries.md, against real failures: a replica behind a real nginx is
+"""The retry policy of docs/operations.md#retries, against real failures: a replica behind a real nginx is
 killed with SIGKILL while calls are in flight, and restarted on the same port and data dir."""
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ class SpillwayClient:
     retries included. Errors are `grpc.RpcError` with the server's status code; `error_reason`
     reads the reason. Offloads, reads and `stat` are idempotent and repeat a transient failure
     (`is_transient_error`) under `retry` (default `RetryPolicy()`: 3 attempts, 0.1 s base
-    backoff with full jitter, 2 s cap), the policy docs/retries.md describes for every SDK; the
+    backoff with full jitter, 2 s cap), the policy docs/operations.md#retries describes for every SDK; the
     other calls are never repeated. `interceptors` are grpc client interceptors every call
     (each attempt of a retried one) passes through.
     """

@@ -1,4 +1,4 @@
-"""The SDK's retry policy (docs/retries.md): which failures are repeated, how often, how patiently.
+"""The SDK's retry policy (docs/operations.md#retries): which failures are repeated, how often, how patiently.
 
 The TypeScript SDK implements the same policy in clients/ts/src/retry.ts.
 """

@@ -1,0 +1,5 @@
+#!/usr/bin/env node
+// The `spillway` executable as npm links it. npm links a bin only when its file exists at
+// install, and in a fresh clone `npm ci` makes the links before the root's `prepare` builds
+// dist/, so the bin is this committed file, which loads the built entry (test/workspace-bins).
+require("../dist/entry.cjs");

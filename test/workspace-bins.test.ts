@@ -1,0 +1,49 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const workspaces = ["proto", "wire", "clients/ts", "server", "conformance"];
+
+/** The bins a workspace package declares, as paths relative to the repository root. */
+function bins(workspace: string): Map<string, string> {
+  const manifest = JSON.parse(readFileSync(join(root, workspace, "package.json"), "utf8")) as {
+    bin?: Record<string, string>;
+  };
+  return new Map(
+    Object.entries(manifest.bin ?? {}).map(([name, path]) => [name, join(workspace, path)]),
+  );
+}
+
+const declared = new Map(workspaces.flatMap((w) => [...bins(w)]));
+
+describe("the workspace's executables", () => {
+  it("are committed files, so `npm ci` links them before `prepare` builds dist/", () => {
+    // npm links a bin only when its file exists at install; in a fresh clone dist/ does not
+    // exist until the root's prepare runs, after the links are made, so a bin under dist/
+    // left `npx spillway` "not found" in the repository.
+    expect([...declared.keys()].sort()).toEqual(["spillway", "spillway-conformance"]);
+    const tracked = execFileSync("git", ["ls-files", "--", ...declared.values()], {
+      cwd: root,
+      encoding: "utf8",
+    })
+      .split("\n")
+      .filter((line) => line !== "");
+    expect(tracked.sort()).toEqual([...declared.values()].sort());
+  });
+
+  it("run the built commands: `spillway --help` and `spillway-conformance` without a target", () => {
+    const spillway = declared.get("spillway") ?? "";
+    const help = execFileSync(process.execPath, [join(root, spillway), "--help"], {
+      encoding: "utf8",
+    });
+    expect(help).toMatch(/^Usage: spillway serve \[flags\]$/m);
+
+    const conformance = declared.get("spillway-conformance") ?? "";
+    const usage = spawnSync(process.execPath, [join(root, conformance)], { encoding: "utf8" });
+    expect(usage.status).toBe(2);
+    expect(usage.stdout).toMatch(/^usage: spillway-conformance --target <url>/m);
+  });
+});

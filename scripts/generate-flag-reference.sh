@@ -3,8 +3,8 @@
 # server/src/flag-reference.test.ts fails while the committed section differs from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-npm run build >/dev/null
+npx tsc -b tsconfig.build.json tsconfig.harness.json
 node --input-type=module -e '
 const { writeFlagReference } = await import(process.argv[1]);
 await writeFlagReference("docs/operations.md");
-' "$PWD/server/dist/flag-reference.js"
+' "$PWD/dist/server/src/flag-reference.js"

@@ -108,8 +108,8 @@ func (c *Client) Raw() spillwayv1.SpillwayServiceClient {
 	return c.raw
 }
 
-// Stat returns the record behind handle, as run runID resolves it. An unknown handle is
-// codes.NotFound.
+// Stat returns the record behind handle, as run runID resolves it. A handle the run does not
+// hold is codes.PermissionDenied with the reason `invalid_deferred_handle` (see ErrorReason).
 func (c *Client) Stat(ctx context.Context, runID, handle string) (*spillwayv1.ResultAttachment, error) {
 	res, err := c.raw.StatToolOutput(ctx, &spillwayv1.StatToolOutputRequest{RunId: runID, Handle: handle})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -241,5 +243,38 @@ func TestErrorsCarryTheStatusCode(t *testing.T) {
 	}
 	if _, err := spillway.Dial("127.0.0.1:1"); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Dial without a scheme: %v, want InvalidArgument", err)
+	}
+}
+
+// TestTokenAuthenticatesAsItsTenant: against a server with a token file, WithToken sends the
+// bearer token that maps the caller to its tenant; without it the call is Unauthenticated.
+func TestTokenAuthenticatesAsItsTenant(t *testing.T) {
+	sum := sha256.Sum256([]byte("go-secret"))
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(hex.EncodeToString(sum[:])+" tenant-go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, stop, err := startServer("--token-file", tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ctx := testContext(t)
+	authed, err := spillway.Dial(url, spillway.WithToken("go-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer authed.Close()
+	res, err := authed.Offload(ctx, spillway.Key{Tenant: "tenant-go", RunID: "r", CallID: "c"}, strings.NewReader("x"), nil)
+	if err != nil || res.Attachment.GetKey().GetTenant() != "tenant-go" {
+		t.Fatalf("offload with the token: %v, %v", res, err)
+	}
+	anonymous, err := spillway.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anonymous.Close()
+	if _, err := anonymous.Stat(ctx, "r", "res_c"); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a call without the token: %v, want Unauthenticated", err)
 	}
 }

@@ -38,8 +38,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startServer runs the compiled `spillway serve` on a free port and returns the URL it logs.
-func startServer() (string, func(), error) {
+// startServer runs the compiled `spillway serve --backend memory` with extra flags on a free
+// port and returns the URL it logs and how to stop it.
+func startServer(flags ...string) (string, func(), error) {
 	cli, err := filepath.Abs(filepath.Join("..", "..", "server", "dist", "entry.cjs"))
 	if err != nil {
 		return "", nil, err
@@ -47,7 +48,7 @@ func startServer() (string, func(), error) {
 	if _, err := os.Stat(cli); err != nil {
 		return "", nil, fmt.Errorf("%s is missing; build it with `npx tsc -b tsconfig.build.json`", cli)
 	}
-	cmd := exec.Command("node", cli, "serve", "--backend", "memory", "--port", "0")
+	cmd := exec.Command("node", append([]string{cli, "serve", "--backend", "memory", "--port", "0"}, flags...)...)
 	cmd.Env = append(os.Environ(), "SPILLWAY_DRAIN_DELAY_MS=0")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

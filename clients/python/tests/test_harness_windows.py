@@ -191,7 +191,7 @@ async def test_read_tool_output_takes_the_previews_handle_and_the_servers(
         # The bare handle the server's windows name.
         {"handle": "res_call-small.0", "offset": 498},
         {"handle": "{handle}", "pattern": "module_7.o", "offset": 0, "from_end": False, "skip": 0},
-        {"handle": "{handle}", "bytes": True, "offset": 0, "limit": 10},
+        {"handle": "{handle}", "bytes": True, "offset": 0, "limit": 10, "from_end": False},
         {"handle": "other-run/res_call-small.0"},
         {"handle": "{handle}", "offset": -1},
     ]

@@ -18,15 +18,10 @@ from typing import Any
 import grpc
 from pydantic_ai import FunctionToolset, RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset
-from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
-from pydantic_ai_harness.tool_output_limits._capability import READ_TOOL_RESULT_KIND
+from pydantic_ai_harness.tool_output_limits import READ_TOOL_RESULT_KIND, ToolOutputLimits
 
 from spillway_client.client import AsyncSpillwayClient
-from spillway_client.read_tool_output import (
-    READ_TOOL_OUTPUT_NAME,
-    READ_TOOL_OUTPUT_TOOL,
-    execute_read_tool_output_async,
-)
+from spillway_client.pydantic_ai import read_tool_output_tool
 
 READ_WINDOW_BYTES = 8 * 1024 * 1024
 """Bytes asked for per ReadToolOutput call when `read` reassembles a payload."""
@@ -149,34 +144,27 @@ class _WindowedToolOutputLimits(ToolOutputLimits[Any]):
 
 
 def _read_tool_output_tool(store: SpillwayOverflowStore) -> Tool[Any]:
-    """The model's read tool: Spillway's definition, one ReadToolOutput window per call."""
+    """The model's read tool: Spillway's read_tool_output, in the harness's read-tool kind."""
 
-    async def read_tool_output(ctx: RunContext[Any], **args: Any) -> str:
-        # The harness's preview spells its defaults out (`pattern=None, from_end=False, offset=0`);
-        # they mean "not given", and a search takes no line position.
-        given = {k: v for k, v in args.items() if v is not None}
-        if "pattern" in given:
-            if given.get("from_end") is False:
-                del given["from_end"]
-            if given.get("offset") == 0:
-                del given["offset"]
-        handle = given.get("handle")
-        run = store.run_id
-        if run is None and isinstance(handle, str):
-            # The harness shows "<run>/res_<call>"; the server's windows name "res_<call>", which
-            # is this agent run's (the run the harness keys its spills by).
-            prefix, sep, bare = handle.rpartition("/")
-            run = prefix if sep else ctx.run_id or "run"
-            given["handle"] = bare
-        return await execute_read_tool_output_async(store.client, run or "run", given, timeout=store.timeout)
+    def run_of(ctx: RunContext[Any], handle: str) -> tuple[str, str]:
+        if store.run_id is not None:
+            return store.run_id, handle
+        # The harness shows "<run>/res_<call>"; the server's windows name "res_<call>", which is
+        # this agent run's (the run the harness keys its spills by).
+        run, sep, bare = handle.rpartition("/")
+        return (run, bare) if sep else (ctx.run_id or "run", handle)
 
-    tool = Tool.from_schema(
-        read_tool_output,
-        name=READ_TOOL_OUTPUT_NAME,
-        description=READ_TOOL_OUTPUT_TOOL["description"],
-        json_schema=READ_TOOL_OUTPUT_TOOL["parameters"],
-        takes_ctx=True,
-    )
+    def harness_args(args: dict[str, Any]) -> dict[str, Any]:
+        # The harness's preview spells its defaults out (`offset=0, from_end=False, pattern=None`):
+        # a search takes no line position and a bytes read no from_end, so those go beside them.
+        search = "pattern" in args
+        if search or args.get("bytes") is True or args.get("mode") == "bytes":
+            args = {k: v for k, v in args.items() if not (k == "from_end" and v is False)}
+        if search and args.get("offset") == 0:
+            args = {k: v for k, v in args.items() if k != "offset"}
+        return args
+
+    tool = read_tool_output_tool(store.client, run_of, timeout=store.timeout, adapt_args=harness_args)
     # The harness's kind: its preview names this tool, and its returns are never reduced again.
     tool.tool_kind = READ_TOOL_RESULT_KIND.id
     return tool

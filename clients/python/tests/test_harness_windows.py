@@ -7,6 +7,7 @@ server's metrics endpoint, so each read's cost is what the server sent, not what
 
 from __future__ import annotations
 
+import itertools
 import re
 import socket
 import urllib.request
@@ -100,7 +101,7 @@ async def run_reads(capability: ToolOutputLimits[Any], tool: str, reads: list[di
     result = await agent.run("build it")
     assert result.output == "done"
     shown = [str(p.content) for p in returns(result.all_messages(), tool)]
-    return shown, [b - a for a, b in zip(moved, moved[1:])]
+    return shown, [b - a for a, b in itertools.pairwise(moved)]
 
 
 READS: list[dict[str, Any]] = [
@@ -134,7 +135,7 @@ async def test_each_windowed_read_moves_its_window_not_the_payload(metered: tupl
     ]
     assert [line.strip() for line in shown[2].splitlines()[1:3]] == [f"977:\t{step(977)}", f"1954:\t{step(1954)}"]
     assert len(moved) == len(READS)
-    for text, sent in zip(shown, moved):
+    for text, sent in zip(shown, moved, strict=True):
         assert 0 < sent <= len(text.encode()) + PER_READ_OVERHEAD, (sent, text)
     print(f"\nbytes out per read: whole download {whole_moved[0]}, windows {moved} (payload {size})")
 

@@ -81,7 +81,9 @@ async def run(capability: SpillwayToolOutputs, reads: list[dict[str, Any]]) -> t
     )
 
 
-async def test_large_returns_are_offloaded_and_read_in_server_windows(aclient: AsyncSpillwayClient, run_id: str) -> None:
+async def test_large_returns_are_offloaded_and_read_in_server_windows(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
     reads: list[dict[str, Any]] = [
         {"handle": "{handle}", "offset": 4998, "limit": 3},
         {"handle": "{handle}", "pattern": "FAIL", "limit": 2, "skip": 1},

@@ -192,4 +192,3 @@ def spillway_tool_output_limits(
     """
     store = SpillwayOverflowStore(client, tenant=tenant, run_id=run_id, timeout=timeout)
     return _WindowedToolOutputLimits(store=store, **limits)
-

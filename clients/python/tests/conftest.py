@@ -59,8 +59,10 @@ def spillway_process(
         for line in proc.stdout:
             if not ready.is_set():
                 try:
-                    url = json.loads(line).get("url")
-                except ValueError:
+                    entry = json.loads(line)
+                    # The metrics endpoint (--metrics-port) logs its own URL, which is not the service's.
+                    url = None if entry.get("msg") == "metrics served" else entry.get("url")
+                except (ValueError, AttributeError):
                     url = None
                 if isinstance(url, str):
                     found["url"] = url

@@ -3,8 +3,9 @@
 Offload large tool outputs over gRPC and read them back in bounded windows whose model text the
 server renders, identically for every runtime. `SpillwayClient` blocks; `AsyncSpillwayClient`
 runs on grpc.aio. The generated stubs are in `spillway_client._gen` (e.g.
-`spillway_client._gen.spillway.v1.spillway_pb2`); the pydantic-ai-harness adapter is
-`spillway_client.harness.SpillwayOverflowStore` (install the `harness` extra).
+`spillway_client._gen.spillway.v1.spillway_pb2`); pydantic-ai agents get
+`spillway_client.pydantic_ai.SpillwayToolOutputs` (the `pydantic-ai` extra), and
+pydantic-ai-harness's ToolOutputLimits `spillway_client.harness` (the `harness` extra).
 """
 
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient

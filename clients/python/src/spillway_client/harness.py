@@ -1,20 +1,27 @@
-"""SpillwayOverflowStore: Spillway as the OverflowStore of pydantic-ai-harness's ToolOutputLimits.
+"""Spillway behind pydantic-ai-harness's ToolOutputLimits (the `harness` extra's version range).
 
-Tested against pydantic-ai-harness 0.62.0 with pydantic-ai-slim 2.62.0 (the `harness` extra).
 `ToolOutputLimits` calls `write(key, data)` when a tool return is spilled, with
 `key = "<run_id>/<tool_call_id>.<retry><suffix>"`, shows the model the returned handle with a
-preview, and its `read_tool_result` tool calls `read(handle)` and slices the bytes it gets.
-Here `write` offloads the payload to Spillway and `read` streams it back through bytes windows,
-so the payload lives in Spillway and every byte the model reads comes through gRPC.
+preview, and its `read_tool_result` tool calls `read(handle)` and slices the bytes it gets, so
+every read downloads the whole payload. `SpillwayOverflowStore` is that store: `write` offloads
+to Spillway and `read` streams the payload back through bytes windows.
+`spillway_tool_output_limits` is the windowed form: the same capability spilling to the same
+store, whose read tool is Spillway's `read_tool_output`, answered by one ReadToolOutput window
+with the server-rendered text, so a read moves the window, not the payload.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
+from pydantic_ai import FunctionToolset, RunContext, Tool
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai_harness.tool_output_limits import READ_TOOL_RESULT_KIND, ToolOutputLimits
 
 from spillway_client.client import AsyncSpillwayClient
+from spillway_client.pydantic_ai import read_tool_output_tool
 
 READ_WINDOW_BYTES = 8 * 1024 * 1024
 """Bytes asked for per ReadToolOutput call when `read` reassembles a payload."""
@@ -119,3 +126,69 @@ class SpillwayOverflowStore:
         if not sep or not run or not spillway_handle:
             raise FileNotFoundError(f"malformed handle {handle!r}")
         return run, spillway_handle
+
+
+@dataclass
+class _WindowedToolOutputLimits(ToolOutputLimits[Any]):
+    """ToolOutputLimits whose read tool is Spillway's `read_tool_output` over its SpillwayOverflowStore."""
+
+    _windowed: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """The `read_tool_output` tool, built once (durable execution sees the toolset it registered)."""
+        if self._windowed is None:
+            store = self._store
+            assert isinstance(store, SpillwayOverflowStore)
+            self._windowed = FunctionToolset([_read_tool_output_tool(store)], id=self.id or "tool_output_limits")
+        return self._windowed
+
+
+def _read_tool_output_tool(store: SpillwayOverflowStore) -> Tool[Any]:
+    """The model's read tool: Spillway's read_tool_output, in the harness's read-tool kind."""
+
+    def run_of(ctx: RunContext[Any], handle: str) -> tuple[str, str]:
+        if store.run_id is not None:
+            return store.run_id, handle
+        # The harness shows "<run>/res_<call>"; the server's windows name "res_<call>", which is
+        # this agent run's (the run the harness keys its spills by).
+        run, sep, bare = handle.rpartition("/")
+        return (run, bare) if sep else (ctx.run_id or "run", handle)
+
+    def harness_args(args: dict[str, Any]) -> dict[str, Any]:
+        # The harness's preview spells its defaults out (`offset=0, from_end=False, pattern=None`):
+        # a search takes no line position and a bytes read no from_end, so those go beside them.
+        search = "pattern" in args
+        if search or args.get("bytes") is True or args.get("mode") == "bytes":
+            args = {k: v for k, v in args.items() if not (k == "from_end" and v is False)}
+        if search and args.get("offset") == 0:
+            args = {k: v for k, v in args.items() if k != "offset"}
+        return args
+
+    tool = read_tool_output_tool(store.client, run_of, timeout=store.timeout, adapt_args=harness_args)
+    # The harness's kind: its preview names this tool, and its returns are never reduced again.
+    tool.tool_kind = READ_TOOL_RESULT_KIND.id
+    return tool
+
+
+def spillway_tool_output_limits(
+    client: AsyncSpillwayClient,
+    *,
+    tenant: str = "dev",
+    run_id: str | None = None,
+    timeout: float | None = None,
+    **limits: Any,
+) -> ToolOutputLimits[Any]:
+    """spillway_tool_output_limits is ToolOutputLimits spilling to Spillway, read back in windows.
+
+    Spills go to `SpillwayOverflowStore(client, tenant, run_id, timeout)`; `limits` are the other
+    ToolOutputLimits fields (`bands`, `per_tool`, `tool_filter`, ...). The model's read tool is
+    `read_tool_output` with the SDK tool's definition and argument rules (lines with `offset`,
+    `limit`, `from_end`; search with `pattern`, `skip`, `context`, ...; bytes with `bytes`), in
+    place of the harness's `read_tool_result`, and the harness's preview names it. Each call is
+    one ReadToolOutput window and returns exactly the server-rendered text (a refusal: one
+    `error: ...` line), so a read moves the window, never the whole payload. It accepts the
+    handle the preview shows (`<run>/res_<call>`, or `res_<call>` with `run_id`) and the bare
+    `res_<call>` the server's windows name, which is this agent run's.
+    """
+    store = SpillwayOverflowStore(client, tenant=tenant, run_id=run_id, timeout=timeout)
+    return _WindowedToolOutputLimits(store=store, **limits)

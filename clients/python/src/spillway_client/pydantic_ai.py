@@ -1,0 +1,134 @@
+"""Spillway for pydantic-ai agents (the `pydantic-ai` extra: pydantic-ai-slim alone).
+
+`SpillwayToolOutputs` is a pydantic-ai capability: it offloads every tool return over a size band
+to Spillway, shows the model the server-rendered preview with its handle in its place, and gives
+the model Spillway's `read_tool_output` tool, answered by one ReadToolOutput window per call with
+the server-rendered text. `read_tool_output_tool` is that tool alone, for a capability or toolset
+of one's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from pydantic_ai import FunctionToolset, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+
+from spillway_client.client import AsyncSpillwayClient
+from spillway_client.read_tool_output import (
+    READ_TOOL_OUTPUT_NAME,
+    READ_TOOL_OUTPUT_TOOL,
+    describe_error,
+    execute_read_tool_output_async,
+)
+
+
+def read_tool_output_tool(
+    client: AsyncSpillwayClient,
+    run_of: Callable[[RunContext[Any], str], tuple[str, str]],
+    *,
+    timeout: float | None = None,
+    adapt_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Tool[Any]:
+    """read_tool_output_tool is Spillway's `read_tool_output` as a pydantic-ai tool.
+
+    The definition (name, description, JSON Schema) is the SDK's, identical to the TS SDK's. Each
+    call reads one window and returns exactly the server-rendered text, or one `error: ...` line
+    for bad arguments and refusals; it never raises for them. `run_of(ctx, handle)` returns the
+    Spillway run and handle to read for the handle the model gave; the run always comes from the
+    runtime. Arguments the model gives as null count as not given; `adapt_args`, when given,
+    rewrites the rest before they are checked.
+    """
+
+    async def read_tool_output(ctx: RunContext[Any], **args: Any) -> str:
+        given = {k: v for k, v in args.items() if v is not None}
+        if adapt_args is not None:
+            given = adapt_args(given)
+        handle = given.get("handle")
+        if not isinstance(handle, str) or handle == "":
+            return await execute_read_tool_output_async(client, "run", given, timeout=timeout)
+        run, given["handle"] = run_of(ctx, handle)
+        return await execute_read_tool_output_async(client, run, given, timeout=timeout)
+
+    return Tool.from_schema(
+        read_tool_output,
+        name=READ_TOOL_OUTPUT_NAME,
+        description=READ_TOOL_OUTPUT_TOOL["description"],
+        json_schema=READ_TOOL_OUTPUT_TOOL["parameters"],
+        takes_ctx=True,
+    )
+
+
+@dataclass
+class SpillwayToolOutputs(AbstractCapability[Any]):
+    """SpillwayToolOutputs offloads large tool returns to Spillway and reads them back in windows.
+
+    A tool return that is a `str` (or `bytes`) of more than `over_chars` characters (bytes) is
+    offloaded to `(tenant, run, "<tool_call_id>.<retry>")`, run being `run_id` or else the agent
+    run's id, and the model is shown the server-rendered preview naming its handle
+    (`res_<tool_call_id>.<retry>`) instead. Smaller returns, other values and `read_tool_output`'s
+    own returns pass through untouched. The model reads with `read_tool_output` (see
+    `read_tool_output_tool`), always in that same run, so a handle can only name this run's
+    outputs. When Spillway cannot take the output (unreachable, refused), the model is shown the
+    first `over_chars` characters and a line saying the rest was not kept; the run goes on.
+    """
+
+    client: AsyncSpillwayClient
+    """The client outputs are offloaded and read through."""
+    tenant: str = "dev"
+    """The caller's tenant (the one its token maps to; `dev` for a dev-mode server)."""
+    run_id: str | None = None
+    """Keep every output in this Spillway run instead of one run per agent run."""
+    over_chars: int = 10_000
+    """Returns longer than this (characters, or bytes for `bytes`) are offloaded."""
+    timeout: float | None = None
+    """Deadline, in seconds, of each call the capability makes."""
+    _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def run_for(self, ctx: RunContext[Any]) -> str:
+        """The Spillway run this agent run's outputs are kept in."""
+        return self.run_id or ctx.run_id or "run"
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """The `read_tool_output` tool, built once (durable execution sees the toolset it registered)."""
+        if self._toolset is None:
+            tool = read_tool_output_tool(self.client, lambda ctx, h: (self.run_for(ctx), h), timeout=self.timeout)
+            self._toolset = FunctionToolset([tool], id=self.id or "spillway_tool_outputs")
+        return self._toolset
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        result: Any,
+    ) -> Any:
+        """Offloads a return over the band and returns the server's preview in its place."""
+        if call.tool_name == READ_TOOL_OUTPUT_NAME or not isinstance(result, str | bytes):
+            return result
+        if len(result) <= self.over_chars:
+            return result
+        data = result.encode() if isinstance(result, str) else result
+        call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
+        try:
+            attachment = await self.client.offload(
+                {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id},
+                data,
+                name=call.tool_name,
+                timeout=self.timeout,
+            )
+        except grpc.RpcError as err:
+            shown = result[: self.over_chars] if isinstance(result, str) else repr(result[: self.over_chars])
+            return (
+                f"{shown}\n[output cut at {self.over_chars} of {len(result)}: it could not be stored "
+                f"for reading back ({describe_error(err)})]"
+            )
+        return attachment.preview.text

@@ -1,0 +1,134 @@
+"""SpillwayToolOutputs end to end with pydantic-ai-slim alone (no harness): a FunctionModel calls
+a tool returning a large log, is shown the server's preview, and reads windows back with
+read_tool_output, each answer the server's text for that window."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from conftest import spillway_server
+from spillway_client import AsyncSpillwayClient
+from spillway_client.pydantic_ai import SpillwayToolOutputs
+
+LOG = "".join(f"test {n}: {'FAIL' if n % 5000 == 0 else 'ok'}\n" for n in range(1, 200_001))
+HANDLE = re.compile(r"\b(res_[A-Za-z0-9._%-]+)")
+
+
+def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
+    return [
+        part
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == tool
+    ]
+
+
+def scripted(reads: list[dict[str, Any]]):
+    """Calls run_tests and a small tool; then every read in one turn (`{handle}` from the preview); then ends."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        ran = returns(messages, "run_tests")
+        if not ran:
+            return ModelResponse(
+                parts=[ToolCallPart("run_tests", {}, tool_call_id="call-tests"), ToolCallPart("status", {})]
+            )
+        if returns(messages, "read_tool_output"):
+            return ModelResponse(parts=[TextPart("done")])
+        match = HANDLE.search(str(ran[0].content))
+        handle = match.group(1) if match else "res_not-shown"
+        return ModelResponse(
+            parts=[
+                ToolCallPart(
+                    "read_tool_output",
+                    {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in r.items()},
+                    tool_call_id=f"r{i}",
+                )
+                for i, r in enumerate(reads)
+            ]
+        )
+
+    return model
+
+
+async def run(capability: SpillwayToolOutputs, reads: list[dict[str, Any]]) -> tuple[str, str, list[str]]:
+    """Runs the agent; returns the run_tests text, the status text and each read's answer."""
+    agent = Agent(FunctionModel(scripted(reads)), capabilities=[capability])
+
+    @agent.tool_plain
+    def run_tests() -> str:
+        """Run the test suite."""
+        return LOG
+
+    @agent.tool_plain
+    def status() -> str:
+        """A short status line."""
+        return "all services up"
+
+    result = await agent.run("test it")
+    assert result.output == "done"
+    messages = result.all_messages()
+    by_id = {p.tool_call_id: str(p.content) for p in returns(messages, "read_tool_output")}
+    return (
+        str(returns(messages, "run_tests")[0].content),
+        str(returns(messages, "status")[0].content),
+        [by_id[f"r{i}"] for i in range(len(reads))],
+    )
+
+
+async def test_large_returns_are_offloaded_and_read_in_server_windows(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    reads: list[dict[str, Any]] = [
+        {"handle": "{handle}", "offset": 4998, "limit": 3},
+        {"handle": "{handle}", "pattern": "FAIL", "limit": 2, "skip": 1},
+        {"handle": "{handle}", "from_end": True, "limit": 1, "pattern": None},
+        {"handle": "res_never-made"},
+        {"handle": "{handle}", "pattern": ""},
+    ]
+    shown, status, got = await run(SpillwayToolOutputs(aclient, run_id=run_id), reads)
+    handle = HANDLE.search(shown).group(1)  # type: ignore[union-attr]
+    assert handle == "res_call-tests.0"
+    record = await aclient.stat(run_id, handle)
+    assert record.size_bytes == len(LOG.encode())
+    # The model is shown the server's own preview of the stored output, and small returns pass.
+    assert shown == record.preview.text and len(shown) < 5_000
+    assert status == "all services up"
+    assert got[0] == (await aclient.read_tool_output(run_id, handle, lines={"offset": 4998, "limit": 3})).rendered
+    assert [line.strip() for line in got[0].splitlines()[1:4]] == [
+        "4999\ttest 4999: ok",
+        "5000\ttest 5000: FAIL",
+        "5001\ttest 5001: ok",
+    ]
+    search = {"pattern": "FAIL", "max_matches": 2, "skip": 1}
+    assert got[1] == (await aclient.read_tool_output(run_id, handle, search=search)).rendered
+    assert "test 10000: FAIL" in got[1] and "test 15000: FAIL" in got[1] and "test 5000: FAIL" not in got[1]
+    assert got[2].splitlines()[1].strip() == "200000\ttest 200000: FAIL"
+    assert got[3].startswith("error: ") and "\n" not in got[3]
+    assert got[4] == "error: pattern must be a non-empty string"
+
+
+async def test_agent_run_ids_keep_outputs_apart(aclient: AsyncSpillwayClient) -> None:
+    capability = SpillwayToolOutputs(aclient, over_chars=1_000)
+    first, _, _ = await run(capability, [{"handle": "{handle}", "limit": 1}])
+    second, _, got = await run(capability, [{"handle": "{handle}", "limit": 1}])
+    # Each agent run keeps its outputs in a Spillway run of its own, under the same handle.
+    assert HANDLE.search(first).group(1) == HANDLE.search(second).group(1) == "res_call-tests.0"  # type: ignore[union-attr]
+    assert got[0].splitlines()[1].strip() == "1\ttest 1: ok"
+
+
+async def test_unreachable_service_shows_a_cut_output_and_the_run_goes_on(run_id: str) -> None:
+    with spillway_server() as url:
+        pass
+    async with AsyncSpillwayClient(url) as client:
+        shown, status, got = await run(
+            SpillwayToolOutputs(client, run_id=run_id, over_chars=2_000, timeout=5), [{"handle": "res_call-tests.0"}]
+        )
+    assert shown.startswith(LOG[:2_000] + f"\n[output cut at 2000 of {len(LOG)}: it could not be stored")
+    assert status == "all services up"
+    assert got[0].startswith("error: unavailable: ")

@@ -38,6 +38,8 @@ const probes: { file: string; lines: string[] }[] = [
   { file: "clients/ts/src/probe.ts", lines: serverImports("../../../") },
   { file: "clients/ts/src/probe.test.ts", lines: serverImports("../../../") },
   { file: "wire/src/server-probe.ts", lines: serverImports("../../") },
+  { file: "mcp/src/probe.ts", lines: serverImports("../../") },
+  { file: "mcp/src/probe.test.ts", lines: serverImports("../../") },
 ];
 
 /**

@@ -163,4 +163,11 @@ describe("spillway --version, --help and usage errors", () => {
     expect(run.stdout).toBe("");
     expect(run.code).toBe(2);
   });
+
+  it("points `spillway mcp` at the spillway-mcp command of @spillway/mcp, and exits 2", async () => {
+    const run = await runCli(["mcp", "--url", "http://127.0.0.1:50051"]);
+    expect(run.stderr).toMatch(/spillway-mcp command of the @spillway\/mcp package/);
+    expect(run.stdout).toBe("");
+    expect(run.code).toBe(2);
+  });
 });

@@ -74,7 +74,21 @@ function intOption(
   return n;
 }
 
+/**
+ * What `spillway mcp` says: the MCP server is a client of Spillway, so it ships as the separate
+ * package's executable and the server never loads it (biome.json keeps the server from
+ * importing any client package).
+ */
+const mcpPointer =
+  "spillway: the MCP server is the spillway-mcp command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-mcp instead\n";
+
 async function main(argv: string[]): Promise<void> {
+  // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
+  if (argv[0] === "mcp") {
+    process.stderr.write(mcpPointer);
+    process.exitCode = 2;
+    return;
+  }
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -129,25 +129,25 @@ function jsonResult(value: unknown): CallToolResult {
   return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }] };
 }
 
+/** SpillwayToolHandler answers a tools/call of one of spillwayMcpTools. */
+export type SpillwayToolHandler = (name: string, args: unknown) => Promise<CallToolResult>;
+
 /**
- * createSpillwayMcpServer returns a factory of MCP servers (the SDK's low-level `Server`),
- * each answering tools/list, tools/call, resources/list, resources/templates/list and
- * resources/read from the Spillway service behind `client`. Stdio uses one; stateless
- * Streamable HTTP one per request. They share the per-run executors.
+ * createSpillwayToolHandler answers calls of the three tools from the Spillway service behind
+ * `client`.
  *
  * Guarantees:
  * - `read_tool_output` takes the SDK tool's arguments (plus `run_id`) and returns exactly the
  *   text createReadToolOutputExecutor returns, which is the server-rendered window.
  * - Every refusal (bad arguments, an unknown handle, a service that is down) is a tool result
  *   with `isError: true` whose last line is `grpc-status: <n> (<NAME>)`; a bad argument found
- *   here reads as INVALID_ARGUMENT, like the service's. Nothing a caller sends stops the
- *   server; only programming faults reach the SDK as internal errors.
- * - A resource read returns one window bounded by the service's window caps.
+ *   here reads as INVALID_ARGUMENT, like the service's. Nothing a caller sends throws; only
+ *   programming faults do.
  */
-export function createSpillwayMcpServer(
+export function createSpillwayToolHandler(
   client: SpillwayClient,
   opts: SpillwayMcpOptions = {},
-): () => Server {
+): SpillwayToolHandler {
   const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
   // The executor returns a refusal as text; this records the gRPC code of the call that made it.
   const lastCode = new AsyncLocalStorage<{ code?: Code }>();
@@ -189,7 +189,7 @@ export function createSpillwayMcpServer(
     return given;
   };
 
-  const callTool = async (name: string, input: unknown): Promise<CallToolResult> => {
+  return async (name: string, input: unknown): Promise<CallToolResult> => {
     const args = (input ?? {}) as Record<string, unknown>;
     if (typeof args !== "object" || Array.isArray(args)) {
       return toolError("error: arguments must be an object", Code.InvalidArgument);
@@ -259,6 +259,23 @@ export function createSpillwayMcpServer(
       };
     }
   };
+}
+
+/**
+ * createSpillwayMcpServer returns a factory of MCP servers (the SDK's low-level `Server`),
+ * each answering tools/list, tools/call, resources/list, resources/templates/list and
+ * resources/read from the Spillway service behind `client`. Stdio uses one; stateless
+ * Streamable HTTP one per request. They share the per-run executors.
+ *
+ * Guarantees: the tools behave as createSpillwayToolHandler says, so nothing a caller sends
+ * stops the server; a resource read returns one window bounded by the service's window caps.
+ */
+export function createSpillwayMcpServer(
+  client: SpillwayClient,
+  opts: SpillwayMcpOptions = {},
+): () => Server {
+  const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
+  const callTool = createSpillwayToolHandler(client, opts);
 
   const readResource = async (uri: string) => {
     const parsed = parseResourceUri(uri);

@@ -28,6 +28,7 @@ describe("the workspace's executables", () => {
       "spillway",
       "spillway-conformance",
       "spillway-mcp",
+      "spillway-mcp-proxy",
     ]);
     const tracked = execFileSync("git", ["ls-files", "--", ...declared.values()], {
       cwd: root,
@@ -38,7 +39,7 @@ describe("the workspace's executables", () => {
     expect(tracked.sort()).toEqual([...declared.values()].sort());
   });
 
-  it("run the built commands: `spillway --help`, `spillway-conformance` without a target, `spillway-mcp --help`", () => {
+  it("run the built commands: `spillway --help`, `spillway-conformance` without a target, `spillway-mcp --help`, `spillway-mcp-proxy` without a command", () => {
     const spillway = declared.get("spillway") ?? "";
     const help = execFileSync(process.execPath, [join(root, spillway), "--help"], {
       encoding: "utf8",
@@ -55,5 +56,10 @@ describe("the workspace's executables", () => {
       encoding: "utf8",
     });
     expect(mcpHelp).toMatch(/^Usage: spillway-mcp \[flags\]$/m);
+
+    const proxy = declared.get("spillway-mcp-proxy") ?? "";
+    const proxyUsage = spawnSync(process.execPath, [join(root, proxy)], { encoding: "utf8" });
+    expect(proxyUsage.status).toBe(2);
+    expect(proxyUsage.stderr).toMatch(/^Usage: spillway-mcp-proxy \[flags\] -- <command>/m);
   });
 });

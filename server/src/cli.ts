@@ -75,17 +75,18 @@ function intOption(
 }
 
 /**
- * What `spillway mcp` says: the MCP server is a client of Spillway, so it ships as the separate
- * package's executable and the server never loads it (biome.json keeps the server from
- * importing any client package).
+ * What `spillway mcp` and `spillway mcp-proxy` say: the MCP server and proxy are clients of
+ * Spillway, so they ship as the executables of a separate package and the server never loads
+ * them (biome.json keeps the server from importing any client package).
  */
-const mcpPointer =
-  "spillway: the MCP server is the spillway-mcp command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-mcp instead\n";
+function mcpPointer(command: string): string {
+  return `spillway: ${command} is the spillway-${command} command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-${command} instead\n`;
+}
 
 async function main(argv: string[]): Promise<void> {
   // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
-  if (argv[0] === "mcp") {
-    process.stderr.write(mcpPointer);
+  if (argv[0] === "mcp" || argv[0] === "mcp-proxy") {
+    process.stderr.write(mcpPointer(argv[0]));
     process.exitCode = 2;
     return;
   }

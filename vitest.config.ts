@@ -12,6 +12,7 @@ const packageTests = [
   "clients/ts/src/**/*.test.ts",
   "server/src/**/*.test.ts",
   "conformance/src/**/*.test.ts",
+  "mcp/src/**/*.test.ts",
   "bench/**/*.test.ts",
 ];
 

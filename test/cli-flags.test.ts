@@ -163,4 +163,16 @@ describe("spillway --version, --help and usage errors", () => {
     expect(run.stdout).toBe("");
     expect(run.code).toBe(2);
   });
+
+  it.each([
+    ["mcp", "--url", "http://127.0.0.1:50051"],
+    ["mcp-proxy", "--", "npx", "some-server"],
+  ])("points `spillway %s` at the command of @spillway/mcp, and exits 2", async (...args) => {
+    const run = await runCli(args);
+    expect(run.stderr).toBe(
+      `spillway: ${args[0]} is the spillway-${args[0]} command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-${args[0]} instead\n`,
+    );
+    expect(run.stdout).toBe("");
+    expect(run.code).toBe(2);
+  });
 });

@@ -7,7 +7,10 @@ import { scratchDir } from "./support/scratch-dir.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
-/** Each way a module can name the TypeScript client, from a file two folders down. */
+/**
+ * Each way a module can name the TypeScript client, or the MCP server that is built on it,
+ * from a file two folders down.
+ */
 const clientImports = [
   'import { createSpillwayClient } from "@spillway/client";',
   'import { retryUnavailable } from "../../clients/ts/src/retry.js";',
@@ -16,6 +19,9 @@ const clientImports = [
   'export * from "@spillway/client";',
   'const dynamic = await import("@spillway/client");',
   'const relative = await import("../../clients/ts/src/client.js");',
+  'import { createSpillwayMcpServer } from "@spillway/mcp";',
+  'const mcp = await import("@spillway/mcp");',
+  'const mcpRelative = await import("../../mcp/src/index.js");',
 ];
 
 /** Each way a module can name the server, from a file `up` folders below the root. */
@@ -38,12 +44,15 @@ const probes: { file: string; lines: string[] }[] = [
   { file: "clients/ts/src/probe.ts", lines: serverImports("../../../") },
   { file: "clients/ts/src/probe.test.ts", lines: serverImports("../../../") },
   { file: "wire/src/server-probe.ts", lines: serverImports("../../") },
+  { file: "mcp/src/probe.ts", lines: serverImports("../../") },
+  { file: "mcp/src/probe.test.ts", lines: serverImports("../../") },
 ];
 
 /**
  * The package boundaries biome.json enforces (noRestrictedImports): the server, the wire layer
- * and the conformance runner never import the TypeScript client, and the client and the wire
- * layer never import the server, by package name or by a relative path, statically or with
+ * and the conformance runner never import the TypeScript client or @spillway/mcp, and the
+ * client, the MCP server and the wire layer never import the server, by package name or by a
+ * relative path, statically or with
  * import(), tests included. Checked with the repository's biome.json on probe files in a
  * scratch folder laid out like the repository.
  */

@@ -16,6 +16,7 @@ const entries: Record<string, string> = {
   "clients/ts": "dist/index.js",
   server: "dist/entry.cjs",
   conformance: "dist/cli.js",
+  mcp: "dist/cli.js",
 };
 
 /** Runs the workspace build (`npm run build`'s command) in `dir`; returns its exit and output. */

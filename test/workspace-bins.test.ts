@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const workspaces = ["proto", "wire", "clients/ts", "server", "conformance"];
+const workspaces = ["proto", "wire", "clients/ts", "server", "conformance", "mcp"];
 
 /** The bins a workspace package declares, as paths relative to the repository root. */
 function bins(workspace: string): Map<string, string> {
@@ -24,7 +24,12 @@ describe("the workspace's executables", () => {
     // npm links a bin only when its file exists at install; in a fresh clone dist/ does not
     // exist until the root's prepare runs, after the links are made, so a bin under dist/
     // left `npx spillway` "not found" in the repository.
-    expect([...declared.keys()].sort()).toEqual(["spillway", "spillway-conformance"]);
+    expect([...declared.keys()].sort()).toEqual([
+      "spillway",
+      "spillway-conformance",
+      "spillway-mcp",
+      "spillway-mcp-proxy",
+    ]);
     const tracked = execFileSync("git", ["ls-files", "--", ...declared.values()], {
       cwd: root,
       encoding: "utf8",
@@ -34,7 +39,7 @@ describe("the workspace's executables", () => {
     expect(tracked.sort()).toEqual([...declared.values()].sort());
   });
 
-  it("run the built commands: `spillway --help` and `spillway-conformance` without a target", () => {
+  it("run the built commands: `spillway --help`, `spillway-conformance` without a target, `spillway-mcp --help`, `spillway-mcp-proxy` without a command", () => {
     const spillway = declared.get("spillway") ?? "";
     const help = execFileSync(process.execPath, [join(root, spillway), "--help"], {
       encoding: "utf8",
@@ -45,5 +50,16 @@ describe("the workspace's executables", () => {
     const usage = spawnSync(process.execPath, [join(root, conformance)], { encoding: "utf8" });
     expect(usage.status).toBe(2);
     expect(usage.stdout).toMatch(/^usage: spillway-conformance --target <url>/m);
+
+    const mcp = declared.get("spillway-mcp") ?? "";
+    const mcpHelp = execFileSync(process.execPath, [join(root, mcp), "--help"], {
+      encoding: "utf8",
+    });
+    expect(mcpHelp).toMatch(/^Usage: spillway-mcp \[flags\]$/m);
+
+    const proxy = declared.get("spillway-mcp-proxy") ?? "";
+    const proxyUsage = spawnSync(process.execPath, [join(root, proxy)], { encoding: "utf8" });
+    expect(proxyUsage.status).toBe(2);
+    expect(proxyUsage.stderr).toMatch(/^Usage: spillway-mcp-proxy \[flags\] -- <command>/m);
   });
 });

@@ -74,7 +74,22 @@ function intOption(
   return n;
 }
 
+/**
+ * What `spillway mcp` and `spillway mcp-proxy` say: the MCP server and proxy are clients of
+ * Spillway, so they ship as the executables of a separate package and the server never loads
+ * them (biome.json keeps the server from importing any client package).
+ */
+function mcpPointer(command: string): string {
+  return `spillway: ${command} is the spillway-${command} command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-${command} instead\n`;
+}
+
 async function main(argv: string[]): Promise<void> {
+  // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
+  if (argv[0] === "mcp" || argv[0] === "mcp-proxy") {
+    process.stderr.write(mcpPointer(argv[0]));
+    process.exitCode = 2;
+    return;
+  }
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,

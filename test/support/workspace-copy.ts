@@ -8,6 +8,7 @@ export const workspacePackages = [
   { folder: "clients/ts", name: "@spillway/client" },
   { folder: "server", name: "spillway" },
   { folder: "conformance", name: "spillway-conformance" },
+  { folder: "mcp", name: "@spillway/mcp" },
 ] as const;
 
 /** What a build or an install leaves behind, never copied. */

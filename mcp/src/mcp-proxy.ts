@@ -1,0 +1,211 @@
+import { randomBytes } from "node:crypto";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  type CallToolResult,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type JSONRPCMessage,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import { createElisionPolicy, readToolOutputToolName, type SpillwayClient } from "@spillway/client";
+import { resourceUri } from "./attachment-json.js";
+import { createSpillwayToolHandler, spillwayMcpTools } from "./spillway-mcp-server.js";
+
+/** McpProxyOptions configure startMcpProxy. */
+export interface McpProxyOptions {
+  /** The Spillway client results are offloaded through and read back with. */
+  readonly client: SpillwayClient;
+  /** The tenant of the offload keys (the token's tenant; `dev` for a dev-mode server). */
+  readonly tenant: string;
+  /** The run every offloaded result is stored in. */
+  readonly runId: string;
+  /** Results whose text is longer than this many characters are offloaded. */
+  readonly bandChars: number;
+  /** The transport facing the MCP host (stdio for the CLI). */
+  readonly host: Transport;
+  /** The transport to the wrapped MCP server (a spawned child for the CLI). */
+  readonly child: Transport;
+  /** Deadline of each Spillway call in milliseconds (default 30000). */
+  readonly timeoutMs?: number;
+  /** Where a problem that is not the host's to see is reported (default: nowhere). */
+  readonly warn?: (message: string) => void;
+}
+
+/** McpProxy is a running proxy. */
+export interface McpProxy {
+  /** Settles when either side has closed (the other is then closed too). */
+  readonly closed: Promise<void>;
+  /** Closes both transports. */
+  close(): Promise<void>;
+}
+
+type Id = string | number;
+
+/**
+ * startMcpProxy relays JSON-RPC messages between an MCP host and a wrapped MCP server, as they
+ * are, in both directions (requests, notifications, responses, the server's own requests such
+ * as sampling), except for three things:
+ * - the server's `initialize` result declares the `tools` capability, and the last page of its
+ *   `tools/list` gains `read_tool_output`;
+ * - a `tools/call` of `read_tool_output` is answered by the proxy from Spillway (the wrapped
+ *   server never sees it), with the text the SDK tool returns;
+ * - a `tools/call` result whose text blocks hold more than `bandChars` characters together is
+ *   offloaded to Spillway whole (the text blocks joined by newlines, as `text/plain`); the host
+ *   gets the server-rendered preview naming the handle and a `resource_link` to
+ *   `spillway://<run>/<handle>` in their place. `structuredContent` longer than the band as
+ *   JSON is offloaded the same way (`application/json`, its own handle) and left out, so the
+ *   listed tools lose their `outputSchema`. Every other block (images, audio, embedded
+ *   resources, links), `isError` and `_meta` pass untouched, and so does a result at or under
+ *   the band, byte for byte as the server sent it.
+ *
+ * If the offload fails, the result passes through whole (and `warn` says why), so nothing is
+ * lost; a Spillway that is down falls back to the elision policy's local head and tail.
+ */
+export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
+  const { host, child } = opts;
+  const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
+  const policy = createElisionPolicy({
+    bands: [{ upTo: opts.bandChars, action: "passthrough" }, { action: "spill" }],
+  });
+  const readTool = createSpillwayToolHandler(opts.client, { runId: opts.runId, ...call });
+  const session = randomBytes(4).toString("hex");
+  let calls = 0;
+  /** The host's requests in flight to the server: what each asked, for its response. */
+  const asked = new Map<Id, { method: string; tool?: string }>();
+
+  const toHost = (message: JSONRPCMessage) =>
+    host.send(message).catch((err: unknown) => opts.warn?.(`sending to the host: ${err}`));
+  const toChild = (message: JSONRPCMessage) =>
+    child.send(message).catch((err: unknown) => opts.warn?.(`sending to the server: ${err}`));
+
+  /** Offloads one part of a result if it is over the band; the stand-in blocks, or undefined. */
+  const elide = async (
+    tool: string,
+    callId: string,
+    content: string | { json: unknown },
+  ): Promise<CallToolResult["content"] | undefined> => {
+    const json = typeof content !== "string";
+    let elided: Awaited<ReturnType<typeof policy.apply>>;
+    try {
+      elided = await policy.apply({
+        client: opts.client,
+        key: { tenant: opts.tenant, runId: opts.runId, callId },
+        content,
+        toolName: tool,
+        offload: { contentType: json ? "application/json" : "text/plain", name: tool },
+        call,
+      });
+    } catch (err) {
+      opts.warn?.(`offloading the result of ${tool} failed, passed through whole: ${err}`);
+      return undefined;
+    }
+    if (elided.kind === "passthrough") return undefined;
+    const stand: CallToolResult["content"] = [{ type: "text", text: elided.text }];
+    const handle = elided.attachment?.handle;
+    if (handle !== undefined) {
+      stand.push({
+        type: "resource_link",
+        uri: resourceUri(opts.runId, handle),
+        name: handle,
+        title: `${tool} ${json ? "structured result" : "result"}`,
+        mimeType: json ? "application/json" : "text/plain",
+        description: `The full ${json ? "structured content" : "text"} of a ${tool} result, stored in Spillway; read it with read_tool_output (handle ${handle}). A resource read returns one bounded window.`,
+      });
+    }
+    return stand;
+  };
+
+  const spill = async (tool: string, result: CallToolResult): Promise<CallToolResult> => {
+    const content = Array.isArray(result.content) ? result.content : [];
+    const texts = content.filter((b) => b.type === "text");
+    calls += 1;
+    const callId = `mcp-${session}-${calls}`;
+    let out: CallToolResult = result;
+    if (texts.length > 0) {
+      const stand = await elide(tool, callId, texts.map((b) => b.text).join("\n"));
+      if (stand !== undefined) {
+        // Text blocks collapse into the preview where the first one was; the rest keep order.
+        const first = content.indexOf(texts[0] as (typeof content)[number]);
+        const others = content.filter((b) => b.type !== "text");
+        out = { ...out, content: [...others.slice(0, first), ...stand, ...others.slice(first)] };
+      }
+    }
+    if (result.structuredContent !== undefined) {
+      const stand = await elide(tool, `${callId}-structured`, { json: result.structuredContent });
+      if (stand !== undefined) {
+        const { structuredContent: _, ...rest } = out;
+        out = { ...rest, content: [...rest.content, ...stand] };
+      }
+    }
+    return out;
+  };
+
+  host.onmessage = (message: JSONRPCMessage) => {
+    if (isJSONRPCRequest(message)) {
+      const params = (message.params ?? {}) as { name?: unknown; arguments?: unknown };
+      if (message.method === "tools/call" && params.name === readToolOutputToolName) {
+        void readTool(readToolOutputToolName, params.arguments ?? {}).then((result) =>
+          toHost({ jsonrpc: "2.0", id: message.id, result }),
+        );
+        return;
+      }
+      asked.set(message.id, {
+        method: message.method,
+        ...(typeof params.name === "string" ? { tool: params.name } : {}),
+      });
+    }
+    void toChild(message);
+  };
+
+  child.onmessage = (message: JSONRPCMessage) => {
+    if (!isJSONRPCResultResponse(message) && !("error" in message && "id" in message)) {
+      void toHost(message);
+      return;
+    }
+    const id = (message as { id: Id }).id;
+    const request = asked.get(id);
+    asked.delete(id);
+    if (request === undefined || !isJSONRPCResultResponse(message)) {
+      void toHost(message);
+      return;
+    }
+    const result = message.result as Record<string, unknown>;
+    if (request.method === "initialize") {
+      const capabilities = (result.capabilities ?? {}) as Record<string, unknown>;
+      result.capabilities = { ...capabilities, tools: capabilities.tools ?? {} };
+    } else if (request.method === "tools/list" && result.nextCursor === undefined) {
+      // A spilled result's structured content is in Spillway, not inline, so a host must not
+      // hold the result to an output schema.
+      const tools = (Array.isArray(result.tools) ? (result.tools as Tool[]) : [])
+        .filter((t) => t.name !== readToolOutputToolName)
+        .map(({ outputSchema: _, ...t }) => t);
+      result.tools = [...tools, spillwayMcpTools[0]];
+    } else if (request.method === "tools/call" && request.tool !== undefined) {
+      const tool = request.tool;
+      void spill(tool, result as CallToolResult).then((r) =>
+        toHost({ ...message, result: r as Record<string, unknown> }),
+      );
+      return;
+    }
+    void toHost(message);
+  };
+
+  let closing = false;
+  let done: () => void = () => {};
+  const closed = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  const close = async () => {
+    if (closing) return;
+    closing = true;
+    await Promise.allSettled([host.close(), child.close()]);
+    done();
+  };
+  host.onclose = () => void close();
+  child.onclose = () => void close();
+  host.onerror = (err) => opts.warn?.(`host transport: ${err.message}`);
+  child.onerror = (err) => opts.warn?.(`server transport: ${err.message}`);
+  await child.start();
+  await host.start();
+  return { closed, close };
+}

@@ -1,0 +1,156 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { createSpillwayClient } from "@spillway/client";
+import { startMcpProxy } from "./mcp-proxy.js";
+
+/** mcpProxyUsage is the `spillway-mcp-proxy --help` text. */
+export const mcpProxyUsage = `Usage: spillway-mcp-proxy [flags] -- <command> [args...]
+
+Runs an MCP server (stdio) as a child and relays everything between it and the MCP host on this
+process's stdin and stdout. A tool result longer than the band is stored in Spillway whole; the
+host gets the server-rendered preview naming its handle and a resource_link, and the tool
+read_tool_output to read it in windows.
+
+  --url <url>            SPILLWAY_URL             Spillway service (default http://127.0.0.1:50051)
+  --token-file <path>    SPILLWAY_TOKEN           bearer token (the variable holds the token itself)
+  --tenant <name>        SPILLWAY_TENANT          tenant of the offloads (default dev)
+  --run <id>             SPILLWAY_RUN_ID          run the results go to (default mcp-proxy-<random>)
+  --band <chars>         SPILLWAY_MCP_BAND        offload results longer than this (default 20000)
+  --timeout-ms <n>       SPILLWAY_MCP_TIMEOUT_MS  deadline of each Spillway call (default 30000)
+  -h, --help
+`;
+
+/** McpProxyConfig is the parsed `spillway-mcp-proxy` command line. */
+export interface McpProxyConfig {
+  readonly spillwayUrl: string;
+  readonly token: string | undefined;
+  readonly tenant: string;
+  readonly runId: string;
+  readonly bandChars: number;
+  readonly timeoutMs: number;
+  readonly command: string;
+  readonly args: readonly string[];
+}
+
+/**
+ * parseMcpProxyArgs reads the flags before `--` (over the environment) and the command after
+ * it. It returns a usage error naming the flag instead of throwing.
+ */
+export function parseMcpProxyArgs(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): McpProxyConfig | { usageError: string } | "help" {
+  const dash = argv.indexOf("--");
+  const own = dash === -1 ? argv : argv.slice(0, dash);
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({
+      args: [...own],
+      options: {
+        url: { type: "string" },
+        "token-file": { type: "string" },
+        tenant: { type: "string" },
+        run: { type: "string" },
+        band: { type: "string" },
+        "timeout-ms": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (err) {
+    return { usageError: (err as Error).message };
+  }
+  if (values.help === true) return "help";
+  const [command, ...args] = dash === -1 ? [] : argv.slice(dash + 1);
+  if (command === undefined) return { usageError: "no server command after --" };
+  const str = (flag: string, variable: string) => {
+    const v = values[flag];
+    return typeof v === "string" ? v : env[variable] || undefined;
+  };
+  const whole = (flag: string, variable: string, fallback: number) => {
+    const raw = str(flag, variable);
+    if (raw === undefined) return fallback;
+    const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+    return Number.isSafeInteger(n) && n > 0
+      ? n
+      : `--${flag}: expected a whole number above 0, got ${raw}`;
+  };
+  const bandChars = whole("band", "SPILLWAY_MCP_BAND", 20_000);
+  if (typeof bandChars === "string") return { usageError: bandChars };
+  const timeoutMs = whole("timeout-ms", "SPILLWAY_MCP_TIMEOUT_MS", 30_000);
+  if (typeof timeoutMs === "string") return { usageError: timeoutMs };
+  let token = env.SPILLWAY_TOKEN || undefined;
+  const tokenFile = values["token-file"];
+  if (typeof tokenFile === "string") {
+    try {
+      token = readFileSync(tokenFile, "utf8").split("\n")[0]?.trim() || undefined;
+    } catch (err) {
+      return { usageError: `--token-file: ${(err as Error).message}` };
+    }
+  }
+  return {
+    spillwayUrl: str("url", "SPILLWAY_URL") ?? "http://127.0.0.1:50051",
+    token,
+    tenant: str("tenant", "SPILLWAY_TENANT") ?? "dev",
+    runId: str("run", "SPILLWAY_RUN_ID") ?? `mcp-proxy-${randomBytes(6).toString("hex")}`,
+    bandChars,
+    timeoutMs,
+    command,
+    args,
+  };
+}
+
+/**
+ * runMcpProxy runs `spillway-mcp-proxy` with `argv`: it spawns the command (its stderr goes to
+ * this process's; its environment is this one's without SPILLWAY_TOKEN, which the wrapped
+ * server has no use for) and relays until the host or the server goes away, then exits. A bad
+ * command line prints the usage to stderr and sets exit code 2.
+ */
+export async function runMcpProxy(argv: readonly string[]): Promise<void> {
+  const config = parseMcpProxyArgs(argv, process.env);
+  if (config === "help") {
+    process.stdout.write(mcpProxyUsage);
+    return;
+  }
+  if ("usageError" in config) {
+    process.stderr.write(`spillway-mcp-proxy: ${config.usageError}\n${mcpProxyUsage}`);
+    process.exitCode = 2;
+    return;
+  }
+  const { SPILLWAY_TOKEN: _, ...childEnv } = process.env;
+  const proxy = await startMcpProxy({
+    client: createSpillwayClient({
+      baseUrl: config.spillwayUrl,
+      ...(config.token === undefined ? {} : { token: config.token }),
+    }),
+    tenant: config.tenant,
+    runId: config.runId,
+    bandChars: config.bandChars,
+    timeoutMs: config.timeoutMs,
+    host: new StdioServerTransport(),
+    child: new StdioClientTransport({
+      command: config.command,
+      args: [...config.args],
+      env: Object.fromEntries(
+        Object.entries(childEnv).filter((e): e is [string, string] => e[1] !== undefined),
+      ),
+      stderr: "inherit",
+    }),
+    warn: (message) => process.stderr.write(`spillway-mcp-proxy: ${message}\n`),
+  });
+  process.stdin.once("end", () => void proxy.close());
+  await proxy.closed;
+  process.exit(0);
+}
+
+/** runProxyMain is the `spillway-mcp-proxy` bin: runMcpProxy on process.argv, faults exit 1. */
+export function runProxyMain(): void {
+  runMcpProxy(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(
+      `spillway-mcp-proxy: ${err instanceof Error ? err.message : String(err)}\n`,
+    );
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,345 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createRequire } from "node:module";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import {
+  createReadToolOutputExecutor,
+  readToolOutputTool,
+  type SpillwayClient,
+} from "@spillway/client";
+import { parseResourceUri, resourceUri, summarizeAttachment } from "./attachment-json.js";
+import { describeConnectError, grpcCodeName, grpcStatusLine } from "./grpc-error-text.js";
+
+const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
+
+/** SpillwayMcpOptions configure createSpillwayMcpServer. */
+export interface SpillwayMcpOptions {
+  /** The run a tool call reads when it names none, and whose outputs resources/list shows. */
+  readonly runId?: string | undefined;
+  /** Deadline of each Spillway call in milliseconds (default 30000). */
+  readonly timeoutMs?: number;
+}
+
+/** Executors kept per run (each remembers its run's search cursors); the oldest is dropped. */
+const keptExecutors = 64;
+
+const runIdProperty = {
+  type: "string",
+  minLength: 1,
+  description:
+    "The Spillway run that stored the output. Optional when the server was started with --run.",
+} as const;
+
+/** The three tools, their schemas as the MCP host sees them. */
+export const spillwayMcpTools: readonly Tool[] = [
+  {
+    name: readToolOutputTool.name,
+    description: `${readToolOutputTool.description} run_id names the run (default: the server's --run).`,
+    inputSchema: {
+      ...(readToolOutputTool.parameters as Tool["inputSchema"]),
+      properties: {
+        ...(readToolOutputTool.parameters.properties as Record<string, object>),
+        run_id: runIdProperty,
+      },
+    },
+  },
+  {
+    name: "list_tool_outputs",
+    description:
+      "List the outputs stored for a run, one page at a time: handle, name, content type, size, line count and resource URI of each. Pass next_page_token back as page_token for the next page.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        run_id: runIdProperty,
+        page_size: { type: "integer", minimum: 1, maximum: 1000, description: "Outputs per page." },
+        page_token: { type: "string", description: "next_page_token of the previous page." },
+      },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "stat_tool_output",
+    description:
+      "Describe one stored output without reading it: content type, size in bytes, line count, whether it is binary or truncated, SHA-256, creation and expiry times, and its resource URI.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        run_id: runIdProperty,
+        handle: { type: "string", minLength: 1, description: "The output's handle." },
+      },
+      required: ["handle"],
+      additionalProperties: false,
+    },
+  },
+];
+
+/** resourceTemplate is the one URI template: every stored output of every run. */
+const resourceTemplate = {
+  uriTemplate: "spillway://{run}/{handle}",
+  name: "spillway-output",
+  title: "Stored tool output",
+  description:
+    "A tool output stored in Spillway, by run id and handle. A read returns one bounded window: the first lines as the server renders them for read_tool_output (numbered like cat -n, capped by the service's max_window_lines and max_window_chars), never the whole payload; use the read_tool_output tool for further windows, searches and bytes.",
+  mimeType: "text/plain",
+};
+
+/**
+ * The MCP specification's code for a resource that does not exist; the SDK's ErrorCode has no
+ * name for it.
+ */
+const resourceNotFound = -32002;
+
+/**
+ * resourceError is a refusal of a resources/* request as a JSON-RPC error: an output the run
+ * does not have (NOT_FOUND, or PERMISSION_DENIED for a handle not recorded in the run) is
+ * "resource not found", a bad argument is "invalid params", anything else internal. The
+ * message ends with the gRPC code, which `data.grpc_status` also carries.
+ */
+function resourceError(err: ConnectError): McpError {
+  const code =
+    err.code === Code.NotFound || err.code === Code.PermissionDenied
+      ? resourceNotFound
+      : err.code === Code.InvalidArgument
+        ? ErrorCode.InvalidParams
+        : ErrorCode.InternalError;
+  return new McpError(
+    code,
+    `${err.rawMessage} (grpc-status: ${err.code} ${grpcCodeName(err.code)})`,
+    { grpc_status: err.code, grpc_code: grpcCodeName(err.code) },
+  );
+}
+
+/** A tool error: the text for the model and the status line naming the gRPC code. */
+function toolError(text: string, code: Code): CallToolResult {
+  return { content: [{ type: "text", text: `${text}\n${grpcStatusLine(code)}` }], isError: true };
+}
+
+function jsonResult(value: unknown): CallToolResult {
+  return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }] };
+}
+
+/** SpillwayToolHandler answers a tools/call of one of spillwayMcpTools. */
+export type SpillwayToolHandler = (name: string, args: unknown) => Promise<CallToolResult>;
+
+/**
+ * createSpillwayToolHandler answers calls of the three tools from the Spillway service behind
+ * `client`.
+ *
+ * Guarantees:
+ * - `read_tool_output` takes the SDK tool's arguments (plus `run_id`) and returns exactly the
+ *   text createReadToolOutputExecutor returns, which is the server-rendered window.
+ * - Every refusal (bad arguments, an unknown handle, a service that is down) is a tool result
+ *   with `isError: true` whose last line is `grpc-status: <n> (<NAME>)`; a bad argument found
+ *   here reads as INVALID_ARGUMENT, like the service's. Nothing a caller sends throws; only
+ *   programming faults do.
+ */
+export function createSpillwayToolHandler(
+  client: SpillwayClient,
+  opts: SpillwayMcpOptions = {},
+): SpillwayToolHandler {
+  const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
+  // The executor returns a refusal as text; this records the gRPC code of the call that made it.
+  const lastCode = new AsyncLocalStorage<{ code?: Code }>();
+  const recording: SpillwayClient = {
+    ...client,
+    readToolOutput: async (req, c) => {
+      try {
+        return await client.readToolOutput(req, c);
+      } catch (err) {
+        const slot = lastCode.getStore();
+        if (slot !== undefined && err instanceof ConnectError) slot.code = err.code;
+        throw err;
+      }
+    },
+  };
+  const executors = new Map<string, (args: unknown) => Promise<string>>();
+  const executorFor = (runId: string) => {
+    let exec = executors.get(runId);
+    if (exec === undefined) {
+      exec = createReadToolOutputExecutor(recording, { runId, call });
+      if (executors.size >= keptExecutors) executors.delete(executors.keys().next().value ?? "");
+    } else {
+      executors.delete(runId);
+    }
+    executors.set(runId, exec);
+    return exec;
+  };
+
+  /** The run a call names, or the default; a usage problem as a string. */
+  const runOf = (args: Record<string, unknown>): string => {
+    const given = args.run_id;
+    if (given === undefined && opts.runId !== undefined) return opts.runId;
+    if (typeof given !== "string" || given === "") {
+      throw new ConnectError(
+        "run_id must be a non-empty string (the server has no default run: start it with --run)",
+        Code.InvalidArgument,
+      );
+    }
+    return given;
+  };
+
+  return async (name: string, input: unknown): Promise<CallToolResult> => {
+    const args = (input ?? {}) as Record<string, unknown>;
+    if (typeof args !== "object" || Array.isArray(args)) {
+      return toolError("error: arguments must be an object", Code.InvalidArgument);
+    }
+    try {
+      if (name === readToolOutputTool.name) {
+        const { run_id: _, ...rest } = args;
+        const runId = runOf(args);
+        const slot: { code?: Code } = {};
+        const text = await lastCode.run(slot, () => executorFor(runId)(rest));
+        // The executor's own refusals of arguments start "error: " and made no call.
+        if (text.startsWith("error: ")) return toolError(text, slot.code ?? Code.InvalidArgument);
+        return { content: [{ type: "text", text }] };
+      }
+      if (name === "list_tool_outputs") {
+        const unknown = Object.keys(args).find(
+          (k) => !["run_id", "page_size", "page_token"].includes(k),
+        );
+        if (unknown !== undefined) {
+          throw new ConnectError(
+            `unknown argument ${JSON.stringify(unknown)}`,
+            Code.InvalidArgument,
+          );
+        }
+        const runId = runOf(args);
+        const { page_size: pageSize, page_token: pageToken } = args;
+        if (
+          pageSize !== undefined &&
+          (typeof pageSize !== "number" || !Number.isSafeInteger(pageSize) || pageSize < 1)
+        ) {
+          throw new ConnectError("page_size must be an integer >= 1", Code.InvalidArgument);
+        }
+        if (pageToken !== undefined && typeof pageToken !== "string") {
+          throw new ConnectError("page_token must be a string", Code.InvalidArgument);
+        }
+        const page = await client.list(runId, {
+          ...call,
+          ...(pageSize === undefined ? {} : { pageSize }),
+          ...(pageToken === undefined ? {} : { pageToken }),
+        });
+        return jsonResult({
+          run_id: runId,
+          outputs: page.attachments.map((a) => summarizeAttachment(runId, a)),
+          next_page_token: page.nextPageToken,
+        });
+      }
+      if (name === "stat_tool_output") {
+        const unknown = Object.keys(args).find((k) => !["run_id", "handle"].includes(k));
+        if (unknown !== undefined) {
+          throw new ConnectError(
+            `unknown argument ${JSON.stringify(unknown)}`,
+            Code.InvalidArgument,
+          );
+        }
+        const runId = runOf(args);
+        if (typeof args.handle !== "string" || args.handle === "") {
+          throw new ConnectError("handle must be a non-empty string", Code.InvalidArgument);
+        }
+        return jsonResult(summarizeAttachment(runId, await client.stat(runId, args.handle, call)));
+      }
+      return toolError(`error: unknown tool ${JSON.stringify(name)}`, Code.NotFound);
+    } catch (err) {
+      if (!(err instanceof ConnectError)) throw err;
+      return {
+        content: [{ type: "text", text: describeConnectError(err) }],
+        isError: true,
+      };
+    }
+  };
+}
+
+/**
+ * createSpillwayMcpServer returns a factory of MCP servers (the SDK's low-level `Server`),
+ * each answering tools/list, tools/call, resources/list, resources/templates/list and
+ * resources/read from the Spillway service behind `client`. Stdio uses one; stateless
+ * Streamable HTTP one per request. They share the per-run executors.
+ *
+ * Guarantees: the tools behave as createSpillwayToolHandler says, so nothing a caller sends
+ * stops the server; a resource read returns one window bounded by the service's window caps.
+ */
+export function createSpillwayMcpServer(
+  client: SpillwayClient,
+  opts: SpillwayMcpOptions = {},
+): () => Server {
+  const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
+  const callTool = createSpillwayToolHandler(client, opts);
+
+  const readResource = async (uri: string) => {
+    const parsed = parseResourceUri(uri);
+    if (parsed === undefined) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `not a Spillway resource URI (spillway://<run>/<handle>): ${uri}`,
+      );
+    }
+    try {
+      const window = await client.readToolOutput(
+        {
+          runId: parsed.runId,
+          handle: parsed.handle,
+          window: { case: "lines", value: { offset: 0n } },
+        },
+        call,
+      );
+      return { contents: [{ uri, mimeType: "text/plain", text: window.rendered }] };
+    } catch (err) {
+      if (!(err instanceof ConnectError)) throw err;
+      throw resourceError(err);
+    }
+  };
+
+  return () => {
+    const server = new Server(
+      { name: "spillway-mcp", version },
+      {
+        capabilities: { tools: {}, resources: {} },
+        instructions:
+          "Large tool outputs stored in Spillway. Read them window by window with read_tool_output; list_tool_outputs and stat_tool_output describe them without reading.",
+      },
+    );
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...spillwayMcpTools] }));
+    server.setRequestHandler(CallToolRequestSchema, (req) =>
+      callTool(req.params.name, req.params.arguments),
+    );
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
+      resourceTemplates: [resourceTemplate],
+    }));
+    server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
+      const runId = opts.runId;
+      if (runId === undefined) return { resources: [] };
+      let page: Awaited<ReturnType<SpillwayClient["list"]>>;
+      try {
+        page = await client.list(runId, { ...call, pageToken: req.params?.cursor ?? "" });
+      } catch (err) {
+        if (!(err instanceof ConnectError)) throw err;
+        throw resourceError(err);
+      }
+      return {
+        resources: page.attachments.map((a) => ({
+          uri: resourceUri(runId, a.handle),
+          name: a.handle,
+          title: a.name === "" ? a.handle : `${a.name} (${a.handle})`,
+          description: `${a.lineCount} lines, ${a.sizeBytes} bytes${a.binary ? ", binary" : ""}. A read returns the first window only, bounded by the service's window caps; read_tool_output reads the rest.`,
+          mimeType: a.contentType === "" ? "application/octet-stream" : a.contentType,
+          size: Number(a.sizeBytes),
+        })),
+        ...(page.nextPageToken === "" ? {} : { nextCursor: page.nextPageToken }),
+      };
+    });
+    server.setRequestHandler(ReadResourceRequestSchema, (req) => readResource(req.params.uri));
+    return server;
+  };
+}

@@ -1,0 +1,68 @@
+import { createServer, type Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+
+/** StreamableHttpEndpoint is a listening MCP endpoint. */
+export interface StreamableHttpEndpoint {
+  /** `http://<host>:<port>/mcp`, the URL an MCP host connects to. */
+  readonly url: string;
+  /** The HTTP server, for closing. */
+  readonly http: HttpServer;
+}
+
+const loopbackHosts = new Set(["127.0.0.1", "localhost", "::1"]);
+
+/**
+ * serveStreamableHttp listens on `host:port` and answers MCP's Streamable HTTP transport at
+ * `/mcp`, statelessly: each POST gets a fresh server from `newServer` (no sessions to leak or
+ * expire), answered as JSON. GET and DELETE (server-initiated streams and session ends) are
+ * 405, as the specification allows a stateless server; any other path is 404.
+ *
+ * On a loopback host the Host header must name that loopback address and port (DNS-rebinding
+ * protection), so a web page cannot reach the Spillway token through the browser.
+ */
+export async function serveStreamableHttp(
+  newServer: () => Server,
+  host: string,
+  port: number,
+): Promise<StreamableHttpEndpoint> {
+  let allowedHosts: string[] | undefined;
+  const http = createServer((req, res) => {
+    if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp") {
+      res.writeHead(404).end();
+      return;
+    }
+    if (req.method !== "POST") {
+      res.writeHead(405, { allow: "POST" }).end();
+      return;
+    }
+    const server = newServer();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      ...(allowedHosts === undefined ? {} : { allowedHosts, enableDnsRebindingProtection: true }),
+    });
+    res.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    server
+      .connect(transport)
+      .then(() => transport.handleRequest(req, res))
+      .catch((err: unknown) => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end(String(err));
+      });
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(port, host, () => resolve());
+  });
+  const bound = (http.address() as AddressInfo).port;
+  if (loopbackHosts.has(host)) {
+    allowedHosts = [`127.0.0.1:${bound}`, `localhost:${bound}`, `[::1]:${bound}`];
+  }
+  const shown = host.includes(":") ? `[${host}]` : host;
+  return { url: `http://${shown}:${bound}/mcp`, http };
+}

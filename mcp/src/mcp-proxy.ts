@@ -45,8 +45,9 @@ type Id = string | number;
  * startMcpProxy relays JSON-RPC messages between an MCP host and a wrapped MCP server, as they
  * are, in both directions (requests, notifications, responses, the server's own requests such
  * as sampling), except for three things:
- * - the server's `initialize` result declares the `tools` capability, and the last page of its
- *   `tools/list` gains `read_tool_output`;
+ * - the server's `initialize` result declares the `tools` capability; every page of its
+ *   `tools/list` loses the server's own `read_tool_output` and the output schemas, and the last
+ *   page gains the proxy's `read_tool_output`;
  * - a `tools/call` of `read_tool_output` is answered by the proxy from Spillway (the wrapped
  *   server never sees it), with the text the SDK tool returns;
  * - a `tools/call` result whose text blocks hold more than `bandChars` characters together is
@@ -58,18 +59,24 @@ type Id = string | number;
  *   resources, links), `isError` and `_meta` pass untouched, and so does a result at or under
  *   the band, byte for byte as the server sent it.
  *
- * If the offload fails, the result passes through whole (and `warn` says why), so nothing is
- * lost; a Spillway that is down falls back to the elision policy's local head and tail.
+ * If the offload fails, whether Spillway refuses it or cannot be reached, the result passes
+ * through whole (and `warn` says why), so nothing is lost. A result the server sent just
+ * before exiting still reaches the host before the proxy closes.
  */
 export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
   const { host, child } = opts;
   const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
   const policy = createElisionPolicy({
     bands: [{ upTo: opts.bandChars, action: "passthrough" }, { action: "spill" }],
+    // A spill that cannot be stored fails instead of falling back to a local head and tail, so
+    // the result passes through whole: nothing the server sent is lost.
+    preservation: "required",
   });
   const readTool = createSpillwayToolHandler(opts.client, { runId: opts.runId, ...call });
   const session = randomBytes(4).toString("hex");
   let calls = 0;
+  /** Results being spilled: the host gets them even if the server exits meanwhile. */
+  const delivering = new Set<Promise<unknown>>();
   /** The host's requests in flight to the server: what each asked, for its response. */
   const asked = new Map<Id, { method: string; tool?: string }>();
 
@@ -99,7 +106,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       opts.warn?.(`offloading the result of ${tool} failed, passed through whole: ${err}`);
       return undefined;
     }
-    if (elided.kind === "passthrough") return undefined;
+    if (elided.kind !== "spilled") return undefined;
     const stand: CallToolResult["content"] = [{ type: "text", text: elided.text }];
     const handle = elided.attachment?.handle;
     if (handle !== undefined) {
@@ -134,7 +141,8 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       const stand = await elide(tool, `${callId}-structured`, { json: result.structuredContent });
       if (stand !== undefined) {
         const { structuredContent: _, ...rest } = out;
-        out = { ...rest, content: [...rest.content, ...stand] };
+        const kept = Array.isArray(rest.content) ? rest.content : [];
+        out = { ...rest, content: [...kept, ...stand] };
       }
     }
     return out;
@@ -173,18 +181,24 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     if (request.method === "initialize") {
       const capabilities = (result.capabilities ?? {}) as Record<string, unknown>;
       result.capabilities = { ...capabilities, tools: capabilities.tools ?? {} };
-    } else if (request.method === "tools/list" && result.nextCursor === undefined) {
+    } else if (request.method === "tools/list") {
       // A spilled result's structured content is in Spillway, not inline, so a host must not
-      // hold the result to an output schema.
+      // hold the result to an output schema. Every page loses the server's own
+      // read_tool_output (the proxy answers that name); the last one gains the proxy's.
       const tools = (Array.isArray(result.tools) ? (result.tools as Tool[]) : [])
         .filter((t) => t.name !== readToolOutputToolName)
         .map(({ outputSchema: _, ...t }) => t);
-      result.tools = [...tools, spillwayMcpTools[0]];
+      result.tools = result.nextCursor === undefined ? [...tools, spillwayMcpTools[0]] : tools;
     } else if (request.method === "tools/call" && request.tool !== undefined) {
       const tool = request.tool;
-      void spill(tool, result as CallToolResult).then((r) =>
-        toHost({ ...message, result: r as Record<string, unknown> }),
-      );
+      const delivery = spill(tool, result as CallToolResult)
+        .catch((err: unknown) => {
+          opts.warn?.(`spilling the result of ${tool} failed, passed through whole: ${err}`);
+          return result as CallToolResult;
+        })
+        .then((r) => toHost({ ...message, result: r as Record<string, unknown> }))
+        .finally(() => delivering.delete(delivery));
+      delivering.add(delivery);
       return;
     }
     void toHost(message);
@@ -202,7 +216,8 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     done();
   };
   host.onclose = () => void close();
-  child.onclose = () => void close();
+  // A server may answer and exit at once; what it answered still reaches the host.
+  child.onclose = () => void Promise.allSettled([...delivering]).then(close);
   host.onerror = (err) => opts.warn?.(`host transport: ${err.message}`);
   child.onerror = (err) => opts.warn?.(`server transport: ${err.message}`);
   await child.start();

@@ -1,0 +1,158 @@
+import { createHash } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
+import { startMcpProxy } from "@spillway/mcp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
+
+const band = 1_000;
+const runId = "run-edges";
+const big = Array.from({ length: 2_000 }, (_, i) => `line ${i + 1} ${"x".repeat(40)}`).join("\n");
+
+type Answer = (request: {
+  id: string | number;
+  method: string;
+  params?: unknown;
+}) => Record<string, unknown> | undefined;
+
+/**
+ * A wrapped MCP server speaking raw JSON-RPC on an in-memory wire: `answer` gives each
+ * request's result (or nothing, for no reply), so a test can send what the SDK's own server
+ * never would but a server in the wild may. `after` runs once each reply is sent.
+ */
+function rawServer(answer: Answer, after?: (wire: InMemoryTransport, method: string) => void) {
+  const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
+  serverSide.onmessage = (message: JSONRPCMessage) => {
+    if (!("method" in message) || !("id" in message)) return;
+    const m = message as { id: string | number; method: string; params?: unknown };
+    const result =
+      m.method === "initialize"
+        ? {
+            protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: "raw", version: "1.0.0" },
+          }
+        : answer(m);
+    if (result === undefined) return;
+    void serverSide
+      .send({ jsonrpc: "2.0", id: m.id, result })
+      .then(() => after?.(serverSide, m.method));
+  };
+  return { proxySide, serverSide };
+}
+
+/** Starts the proxy in process between an SDK Client and `server`, against `client`. */
+async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
+  const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
+  await server.serverSide.start();
+  const proxy = await startMcpProxy({
+    client,
+    tenant: "dev",
+    runId,
+    bandChars: band,
+    host: proxyHostSide,
+    child: server.proxySide,
+    timeoutMs: 5_000,
+  });
+  const host = new Client({ name: "edge-host", version: "1.0.0" });
+  await host.connect(hostSide);
+  return { host, proxy };
+}
+
+function text(result: unknown, index = 0): string {
+  return ((result as CallToolResult).content[index] as { text: string }).text;
+}
+
+/**
+ * spillway-mcp-proxy against wrapped servers that do what the reference servers do not: a
+ * result without `content`, a paginated tool list, an exit right after a large result, and a
+ * Spillway that cannot be reached. The host is the MCP SDK's Client; Spillway is a real
+ * dev-mode `spillway serve`.
+ */
+describe("spillway-mcp-proxy at the edges of the protocol", () => {
+  let spillway: SpillwayProcess;
+  let sdk: SpillwayClient;
+
+  beforeAll(async () => {
+    spillway = await spawnSpillway(["--backend", "memory"]);
+    sdk = createSpillwayClient({ baseUrl: spillway.url });
+  });
+  afterAll(async () => {
+    await spillway?.stop();
+  });
+
+  it("stores structured content over the band from a result that has no content array", async () => {
+    const structured = { s: big };
+    const server = rawServer((m) =>
+      m.method === "tools/call" ? { structuredContent: structured } : { tools: [] },
+    );
+    const { host, proxy } = await proxied(sdk, server);
+    const result = (await host.callTool({ name: "only-structured" })) as CallToolResult;
+    expect(result.structuredContent).toBeUndefined();
+    const link = result.content[1] as { type: string; name: string; mimeType: string };
+    expect(link).toMatchObject({ type: "resource_link", mimeType: "application/json" });
+    const stat = await sdk.stat(runId, link.name);
+    expect(stat.sha256).toBe(createHash("sha256").update(JSON.stringify(structured)).digest("hex"));
+    await proxy.close();
+  });
+
+  it("passes a result over the band through whole when Spillway cannot be reached", async () => {
+    const down = createSpillwayClient({ baseUrl: "http://127.0.0.1:1" });
+    const server = rawServer((m) =>
+      m.method === "tools/call" ? { content: [{ type: "text", text: big }] } : { tools: [] },
+    );
+    const { host, proxy } = await proxied(down, server);
+    const result = await host.callTool({ name: "big" });
+    // Nothing lost: the host gets what it would have got without the proxy.
+    expect(result).toEqual({ content: [{ type: "text", text: big }] });
+    await proxy.close();
+  });
+
+  it("fixes every page of a paginated tools/list, not only the last", async () => {
+    const server = rawServer((m) => {
+      if (m.method !== "tools/list") return undefined;
+      const cursor = (m.params as { cursor?: string } | undefined)?.cursor;
+      if (cursor === undefined) {
+        return {
+          tools: [
+            {
+              name: "typed",
+              inputSchema: { type: "object" },
+              outputSchema: { type: "object", properties: { s: { type: "string" } } },
+            },
+            { name: "read_tool_output", inputSchema: { type: "object" } },
+          ],
+          nextCursor: "page-2",
+        };
+      }
+      return { tools: [{ name: "plain", inputSchema: { type: "object" } }] };
+    });
+    const { host, proxy } = await proxied(sdk, server);
+    const first = await host.listTools();
+    const second = await host.listTools({ cursor: first.nextCursor as string });
+    const all = [...first.tools, ...second.tools];
+    expect(all.map((t) => t.name)).toEqual(["typed", "plain", "read_tool_output"]);
+    expect(all.filter((t) => t.outputSchema !== undefined)).toEqual([]);
+    await proxy.close();
+  });
+
+  it("delivers a large result the server sent just before it exited", async () => {
+    const server = rawServer(
+      (m) =>
+        m.method === "tools/call" ? { content: [{ type: "text", text: big }] } : { tools: [] },
+      (wire, method) => {
+        if (method === "tools/call") void wire.close();
+      },
+    );
+    const { host, proxy } = await proxied(sdk, server);
+    const result = await host.callTool({ name: "last-words" });
+    const link = (result as CallToolResult).content[1] as { name: string };
+    expect(text(result)).toContain(link.name);
+    expect((await sdk.stat(runId, link.name)).sha256).toBe(
+      createHash("sha256").update(big).digest("hex"),
+    );
+    await proxy.closed;
+  });
+});

@@ -35,6 +35,8 @@ const maxWindowLines = 500;
 const lineCount = 12_000;
 const big = `${Array.from({ length: lineCount }, (_, i) => `row ${i + 1}: ${"abcdefghij".repeat(5)}`).join("\n")}\n`;
 const small = "a small file\nwith two lines\n";
+/** Over the MCP SDK's default 10 MiB stdio message limit (the server's reply is about 24 MB). */
+const huge = `${Array.from({ length: 200_000 }, (_, i) => `huge ${i + 1}: ${"0123456789".repeat(5)}`).join("\n")}\n`;
 /** A 1x1 PNG: image content must cross the proxy as the server sent it. */
 const png = Buffer.from(
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
@@ -64,6 +66,7 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     mkdirSync(files);
     writeFileSync(join(files, "big.txt"), big);
     writeFileSync(join(files, "small.txt"), small);
+    writeFileSync(join(files, "huge.txt"), huge);
     writeFileSync(join(files, "pixel.png"), png);
     const tokenFile = join(dir, "tokens");
     writeFileSync(tokenFile, `${createHash("sha256").update(token).digest("hex")} ${tenant}\n`);
@@ -207,6 +210,19 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     const theirs = await direct.callTool({ name: "list_allowed_directories", arguments: {} });
     expect(await proxied.callTool({ name: "list_allowed_directories", arguments: {} })).toEqual(
       theirs,
+    );
+  });
+
+  it("stores a result larger than the SDK's 10 MiB stdio message limit", async () => {
+    const result = await proxied.callTool(
+      { name: "read_text_file", arguments: { path: join(files, "huge.txt") } },
+      undefined,
+      { timeout: 120_000 },
+    );
+    const link = blocks(result)[1] as { name: string };
+    expect(huge.length).toBeGreaterThan(10 * 1024 * 1024);
+    expect((await sdk.stat(runId, link.name)).sha256).toBe(
+      createHash("sha256").update(huge).digest("hex"),
     );
   });
 });

@@ -23,6 +23,13 @@ read_tool_output to read it in windows.
   -h, --help
 `;
 
+/**
+ * The largest message the wrapped server may send. Large results are what the proxy is for; the
+ * SDK's default (10 MiB) dropped a bigger result and the host waited for it forever. V8's
+ * longest string (about 512 Mi UTF-16 units) bounds what one message can be parsed from.
+ */
+const maxServerMessageBytes = 256 * 1024 * 1024;
+
 /** McpProxyConfig is the parsed `spillway-mcp-proxy` command line. */
 export interface McpProxyConfig {
   readonly spillwayUrl: string;
@@ -137,6 +144,7 @@ export async function runMcpProxy(argv: readonly string[]): Promise<void> {
         Object.entries(childEnv).filter((e): e is [string, string] => e[1] !== undefined),
       ),
       stderr: "inherit",
+      maxBufferSize: maxServerMessageBytes,
     }),
     warn: (message) => process.stderr.write(`spillway-mcp-proxy: ${message}\n`),
   });

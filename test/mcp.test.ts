@@ -356,5 +356,25 @@ describe("spillway-mcp in front of spillway serve", () => {
       });
       expect(status).toBe(403);
     });
+
+    it("refuses a request from a web page that is not on a loopback origin", async () => {
+      const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} });
+      const post = (origin: string) =>
+        fetch(url, {
+          method: "POST",
+          headers: {
+            origin,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: list,
+        }).then(async (res) => {
+          await res.arrayBuffer();
+          return res.status;
+        });
+      expect(await post("http://evil.example")).toBe(403);
+      expect(await post("null")).toBe(403);
+      expect(await post("http://localhost:6274")).toBe(200);
+    });
   });
 });

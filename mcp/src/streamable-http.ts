@@ -14,13 +14,29 @@ export interface StreamableHttpEndpoint {
 const loopbackHosts = new Set(["127.0.0.1", "localhost", "::1"]);
 
 /**
+ * loopbackOrigin says whether a request's Origin is absent (not a browser) or a page served
+ * from this machine's loopback: the MCP specification wants a server to validate Origin, and a
+ * page elsewhere (or an opaque `null` origin) has no business with a local Spillway token.
+ */
+function loopbackOrigin(origin: string | undefined): boolean {
+  if (origin === undefined) return true;
+  try {
+    const { hostname } = new URL(origin);
+    return loopbackHosts.has(hostname) || hostname === "[::1]";
+  } catch {
+    return false;
+  }
+}
+
+/**
  * serveStreamableHttp listens on `host:port` and answers MCP's Streamable HTTP transport at
  * `/mcp`, statelessly: each POST gets a fresh server from `newServer` (no sessions to leak or
  * expire), answered as JSON. GET and DELETE (server-initiated streams and session ends) are
  * 405, as the specification allows a stateless server; any other path is 404.
  *
  * On a loopback host the Host header must name that loopback address and port (DNS-rebinding
- * protection), so a web page cannot reach the Spillway token through the browser.
+ * protection) and an Origin header, if any, must be a loopback one (403 otherwise), so a web
+ * page cannot reach the Spillway token through the browser.
  */
 export async function serveStreamableHttp(
   newServer: () => Server,
@@ -35,6 +51,10 @@ export async function serveStreamableHttp(
     }
     if (req.method !== "POST") {
       res.writeHead(405, { allow: "POST" }).end();
+      return;
+    }
+    if (allowedHosts !== undefined && !loopbackOrigin(req.headers.origin)) {
+      res.writeHead(403).end();
       return;
     }
     const server = newServer();

@@ -1,4 +1,5 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createSpillwayClient } from "@spillway/client";
 import { mcpUsage, parseMcpOptions } from "./options.js";
 import { createSpillwayMcpServer } from "./spillway-mcp-server.js";
@@ -6,7 +7,7 @@ import { serveStreamableHttp } from "./streamable-http.js";
 
 /**
  * runMcp runs `spillway-mcp` with `argv` (the arguments after the command). Over stdio it
- * serves until stdin ends; over HTTP until SIGINT or SIGTERM, after writing one JSON line
+ * serves until stdin ends and every request read before then is answered; over HTTP until SIGINT or SIGTERM, after writing one JSON line
  * `{"msg":"listening","url":...}` to stderr (stdout stays free). A bad command line prints the
  * usage to stderr and sets exit code 2. Diagnostics only ever go to stderr: over stdio, stdout
  * is the protocol.
@@ -32,10 +33,47 @@ export async function runMcp(argv: readonly string[]): Promise<void> {
   });
   if (opts.transport === "stdio") {
     const server = newServer();
-    await server.connect(new StdioServerTransport());
+    const transport = new StdioServerTransport();
+    await server.connect(transport);
     // The SDK's stdio transport does not notice the host closing stdin; the process then
-    // must end, or a host that restarts the server would leave this one behind.
-    process.stdin.once("end", () => void server.close().finally(() => process.exit(0)));
+    // must end, or a host that restarts the server would leave this one behind. It ends once
+    // the requests already read are answered, so a host that writes and closes (a pipe)
+    // still gets every answer.
+    const unanswered = new Set<string | number>();
+    let ended = false;
+    const exitIfDone = () => {
+      if (ended && unanswered.size === 0) void server.close().finally(() => process.exit(0));
+    };
+    const received = transport.onmessage;
+    transport.onmessage = (message: JSONRPCMessage) => {
+      if ("method" in message && "id" in message) unanswered.add(message.id);
+      // A cancelled request gets no answer from the SDK's server, so none is waited for.
+      if ("method" in message && message.method === "notifications/cancelled") {
+        const cancelled = (message.params as { requestId?: string | number } | undefined)
+          ?.requestId;
+        if (cancelled !== undefined) unanswered.delete(cancelled);
+        received?.(message);
+        exitIfDone();
+        return;
+      }
+      received?.(message);
+    };
+    const send = transport.send.bind(transport);
+    transport.send = async (message: JSONRPCMessage) => {
+      try {
+        await send(message);
+      } finally {
+        // An answer that could not be written (the host is gone) is not waited for either.
+        if (!("method" in message) && "id" in message && message.id !== undefined) {
+          unanswered.delete(message.id);
+          exitIfDone();
+        }
+      }
+    };
+    process.stdin.once("end", () => {
+      ended = true;
+      exitIfDone();
+    });
     return;
   }
   const endpoint = await serveStreamableHttp(newServer, opts.host, opts.port);

@@ -98,6 +98,33 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     await proxy.close();
   });
 
+  it("stores an embedded text resource over the band, keeping the small text beside it", async () => {
+    const server = rawServer((m) =>
+      m.method === "tools/call"
+        ? {
+            content: [
+              { type: "text", text: "small" },
+              {
+                type: "resource",
+                resource: { uri: "file:///srv/big.log", mimeType: "text/x-log", text: big },
+              },
+            ],
+          }
+        : { tools: [] },
+    );
+    const { host, proxy } = await proxied(sdk, server);
+    const result = (await host.callTool({ name: "embeds" })) as CallToolResult;
+    expect(result.content.map((b) => b.type)).toEqual(["text", "text", "resource_link"]);
+    expect(text(result)).toBe("small");
+    const link = result.content[2] as { name: string; mimeType: string };
+    expect(text(result, 1)).toContain(link.name);
+    expect(link.mimeType).toBe("text/x-log");
+    expect((await sdk.stat(runId, link.name)).sha256).toBe(
+      createHash("sha256").update(big).digest("hex"),
+    );
+    await proxy.close();
+  });
+
   it("passes a result over the band through whole when Spillway cannot be reached", async () => {
     const down = createSpillwayClient({ baseUrl: "http://127.0.0.1:1" });
     const server = rawServer((m) =>

@@ -55,9 +55,11 @@ type Id = string | number;
  *   gets the server-rendered preview naming the handle and a `resource_link` to
  *   `spillway://<run>/<handle>` in their place. `structuredContent` longer than the band as
  *   JSON is offloaded the same way (`application/json`, its own handle) and left out, so the
- *   listed tools lose their `outputSchema`. Every other block (images, audio, embedded
- *   resources, links), `isError` and `_meta` pass untouched, and so does a result at or under
- *   the band, byte for byte as the server sent it.
+ *   listed tools lose their `outputSchema`. An embedded text resource whose text is over the
+ *   band is offloaded alone too (its MIME type, its own handle) and its stand-in takes its
+ *   place. Every other block (images, audio, binary resources, links, small embedded text),
+ *   `isError` and `_meta` pass untouched, and so does a result at or under the band, byte for
+ *   byte as the server sent it.
  *
  * If the offload fails, whether Spillway refuses it or cannot be reached, the result passes
  * through whole (and `warn` says why), so nothing is lost. A result the server sent just
@@ -90,8 +92,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     tool: string,
     callId: string,
     content: string | { json: unknown },
+    what = typeof content === "string" ? "result" : "structured result",
+    mimeType = typeof content === "string" ? "text/plain" : "application/json",
   ): Promise<CallToolResult["content"] | undefined> => {
-    const json = typeof content !== "string";
     let elided: Awaited<ReturnType<typeof policy.apply>>;
     try {
       elided = await policy.apply({
@@ -99,7 +102,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         key: { tenant: opts.tenant, runId: opts.runId, callId },
         content,
         toolName: tool,
-        offload: { contentType: json ? "application/json" : "text/plain", name: tool },
+        offload: { contentType: mimeType, name: tool },
         call,
       });
     } catch (err) {
@@ -114,9 +117,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         type: "resource_link",
         uri: resourceUri(opts.runId, handle),
         name: handle,
-        title: `${tool} ${json ? "structured result" : "result"}`,
-        mimeType: json ? "application/json" : "text/plain",
-        description: `The full ${json ? "structured content" : "text"} of a ${tool} result, stored in Spillway; read it with read_tool_output (handle ${handle}). A resource read returns one bounded window.`,
+        title: `${tool} ${what}`,
+        mimeType,
+        description: `The full ${what} of a ${tool} call, stored in Spillway; read it with read_tool_output (handle ${handle}). A resource read returns one bounded window.`,
       });
     }
     return stand;
@@ -136,6 +139,25 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         const others = content.filter((b) => b.type !== "text");
         out = { ...out, content: [...others.slice(0, first), ...stand, ...others.slice(first)] };
       }
+    }
+    // An embedded text resource over the band is stored on its own, in its place.
+    if (Array.isArray(out.content)) {
+      const blocks: CallToolResult["content"] = [];
+      for (const [i, block] of out.content.entries()) {
+        const embedded = block.type === "resource" ? block.resource : undefined;
+        const stand =
+          embedded !== undefined && "text" in embedded && typeof embedded.text === "string"
+            ? await elide(
+                tool,
+                `${callId}-resource-${i}`,
+                embedded.text,
+                `embedded resource ${embedded.uri}`,
+                embedded.mimeType ?? "text/plain",
+              )
+            : undefined;
+        blocks.push(...(stand ?? [block]));
+      }
+      out = { ...out, content: blocks };
     }
     if (result.structuredContent !== undefined) {
       const stand = await elide(tool, `${callId}-structured`, { json: result.structuredContent });

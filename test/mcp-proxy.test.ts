@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -223,6 +224,67 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     expect(huge.length).toBeGreaterThan(10 * 1024 * 1024);
     expect((await sdk.stat(runId, link.name)).sha256).toBe(
       createHash("sha256").update(huge).digest("hex"),
+    );
+  });
+
+  it("answers a large result to a host that wrote its requests and closed stdin", async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        proxyBin,
+        "--url",
+        spillway.url,
+        "--tenant",
+        tenant,
+        "--run",
+        runId,
+        "--band",
+        String(band),
+        "--",
+        process.execPath,
+        filesystemServer,
+        files,
+      ],
+      {
+        env: { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
+        stdio: ["pipe", "pipe", "ignore"],
+      },
+    );
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const lines = [
+      {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-06-18",
+          capabilities: {},
+          clientInfo: { name: "pipe", version: "1.0.0" },
+        },
+      },
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "read_text_file", arguments: { path: join(files, "big.txt") } },
+      },
+    ];
+    child.stdin.end(lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
+    await exited;
+    const answers = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: number; result: CallToolResult });
+    expect(answers.map((a) => a.id)).toEqual([1, 2]);
+    const link = answers[1]?.result.content[1] as { type: string; name: string };
+    expect(link.type).toBe("resource_link");
+    expect((await sdk.stat(runId, link.name)).sha256).toBe(
+      createHash("sha256").update(big).digest("hex"),
     );
   });
 });

@@ -33,7 +33,10 @@ export interface McpProxyOptions {
 
 /** McpProxy is a running proxy. */
 export interface McpProxy {
-  /** Settles when either side has closed (the other is then closed too). */
+  /**
+   * Settles when either side has closed (the other is then closed too) and every result the
+   * server sent has been handed to the host.
+   */
   readonly closed: Promise<void>;
   /** Closes both transports. */
   close(): Promise<void>;
@@ -234,11 +237,14 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
   const close = async () => {
     if (closing) return;
     closing = true;
+    // Closing the child lets it answer what it already read; those answers, and any result
+    // still being spilled, reach the host (whose stdout outlives its stdin) before the end.
     await Promise.allSettled([host.close(), child.close()]);
+    while (delivering.size > 0) await Promise.allSettled([...delivering]);
     done();
   };
   host.onclose = () => void close();
-  // A server may answer and exit at once; what it answered still reaches the host.
+  // A server may answer and exit at once; what it answered reaches the host before it closes.
   child.onclose = () => void Promise.allSettled([...delivering]).then(close);
   host.onerror = (err) => opts.warn?.(`host transport: ${err.message}`);
   child.onerror = (err) => opts.warn?.(`server transport: ${err.message}`);

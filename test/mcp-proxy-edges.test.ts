@@ -182,4 +182,61 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     );
     await proxy.closed;
   });
+
+  it("answers the calls in flight with an error when the server exits without answering", async () => {
+    const server = rawServer(
+      (m) => (m.method === "tools/call" ? undefined : { tools: [] }),
+      () => {},
+    );
+    server.serverSide.onmessage = ((previous) => (message: JSONRPCMessage) => {
+      if ("method" in message && message.method === "tools/call") void server.serverSide.close();
+      else previous?.(message);
+    })(server.serverSide.onmessage);
+    const { host, proxy } = await proxied(sdk, server);
+    await expect(host.callTool({ name: "crashes" })).rejects.toThrow(
+      /the wrapped MCP server exited before answering/,
+    );
+    await proxy.closed;
+  });
+
+  it("drops the server's late answer to a call the host cancelled", async () => {
+    let answer: (() => void) | undefined;
+    const server = rawServer((m) => {
+      if (m.method !== "tools/call") return { tools: [] };
+      // Answer only after the cancellation, as a server that ignores it would.
+      answer = () =>
+        void server.serverSide.send({
+          jsonrpc: "2.0",
+          id: m.id,
+          result: { content: [{ type: "text", text: big }] },
+        });
+      return undefined;
+    });
+    const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
+    await server.serverSide.start();
+    const proxy = await startMcpProxy({
+      client: sdk,
+      tenant: "dev",
+      runId,
+      bandChars: band,
+      host: proxyHostSide,
+      child: server.proxySide,
+    });
+    const seen: JSONRPCMessage[] = [];
+    hostSide.onmessage = (m) => seen.push(m);
+    await hostSide.start();
+    await hostSide.send({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "slow" } });
+    await hostSide.send({
+      jsonrpc: "2.0",
+      method: "notifications/cancelled",
+      params: { requestId: 7, reason: "the user gave up" },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    answer?.();
+    await hostSide.send({ jsonrpc: "2.0", id: 8, method: "tools/list" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The host hears about request 8 only; 7 was cancelled and nothing is spilled for it.
+    expect(seen.map((m) => ("id" in m ? m.id : undefined))).toEqual([8]);
+    await proxy.close();
+  });
 });

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   type CallToolResult,
+  ErrorCode,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
@@ -66,7 +67,9 @@ type Id = string | number;
  *
  * If the offload fails, whether Spillway refuses it or cannot be reached, the result passes
  * through whole (and `warn` says why), so nothing is lost. A result the server sent just
- * before exiting still reaches the host before the proxy closes.
+ * before exiting still reaches the host before the proxy closes, and a call it never answered
+ * gets a JSON-RPC error (-32000) saying the server exited. A call the host cancelled is
+ * forgotten: the server's late answer to it is dropped, not spilled.
  */
 export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
   const { host, child } = opts;
@@ -186,6 +189,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         method: message.method,
         ...(typeof params.name === "string" ? { tool: params.name } : {}),
       });
+    } else if ("method" in message && message.method === "notifications/cancelled") {
+      const cancelled = (message.params as { requestId?: unknown } | undefined)?.requestId;
+      if (typeof cancelled === "string" || typeof cancelled === "number") asked.delete(cancelled);
     }
     void toChild(message);
   };
@@ -198,7 +204,13 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     const id = (message as { id: Id }).id;
     const request = asked.get(id);
     asked.delete(id);
-    if (request === undefined || !isJSONRPCResultResponse(message)) {
+    if (request === undefined) {
+      // Every request the server sees is the host's and recorded, until the host cancels it:
+      // this is a late answer to a cancelled call, which the host no longer waits for.
+      opts.warn?.(`dropped the server's answer to ${JSON.stringify(id)}, cancelled or unknown`);
+      return;
+    }
+    if (!isJSONRPCResultResponse(message)) {
       void toHost(message);
       return;
     }
@@ -244,8 +256,25 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     done();
   };
   host.onclose = () => void close();
-  // A server may answer and exit at once; what it answered reaches the host before it closes.
-  child.onclose = () => void Promise.allSettled([...delivering]).then(close);
+  // A server may answer and exit at once; what it answered reaches the host before it closes,
+  // and a call it never answered gets an error rather than silence.
+  child.onclose = () =>
+    void Promise.allSettled([...delivering])
+      .then(() =>
+        Promise.allSettled(
+          [...asked.keys()].map((id) =>
+            toHost({
+              jsonrpc: "2.0",
+              id,
+              error: {
+                code: ErrorCode.ConnectionClosed,
+                message: "the wrapped MCP server exited before answering",
+              },
+            }),
+          ),
+        ),
+      )
+      .then(close);
   host.onerror = (err) => opts.warn?.(`host transport: ${err.message}`);
   child.onerror = (err) => opts.warn?.(`server transport: ${err.message}`);
   await child.start();

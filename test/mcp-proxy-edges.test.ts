@@ -239,4 +239,42 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     expect(seen.map((m) => ("id" in m ? m.id : undefined))).toEqual([8]);
     await proxy.close();
   });
+
+  it("keeps the server's order for a small result and the notification after it", async () => {
+    const server = rawServer((m) => (m.method === "tools/call" ? undefined : { tools: [] }));
+    server.serverSide.onmessage = ((previous) => (message: JSONRPCMessage) => {
+      if ("method" in message && message.method === "tools/call" && "id" in message) {
+        void server.serverSide.send({
+          jsonrpc: "2.0",
+          id: message.id,
+          result: { content: [{ type: "text", text: "small" }] },
+        });
+        void server.serverSide.send({
+          jsonrpc: "2.0",
+          method: "notifications/message",
+          params: { level: "info", data: "after the result" },
+        });
+      } else previous?.(message);
+    })(server.serverSide.onmessage);
+    const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
+    await server.serverSide.start();
+    const proxy = await startMcpProxy({
+      client: sdk,
+      tenant: "dev",
+      runId,
+      bandChars: band,
+      host: proxyHostSide,
+      child: server.proxySide,
+    });
+    const seen: JSONRPCMessage[] = [];
+    hostSide.onmessage = (m) => seen.push(m);
+    await hostSide.start();
+    await hostSide.send({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "s" } });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(seen.map((m) => ("id" in m ? m.id : "method" in m ? m.method : "?"))).toEqual([
+      1,
+      "notifications/message",
+    ]);
+    await proxy.close();
+  });
 });

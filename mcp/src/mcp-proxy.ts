@@ -8,7 +8,12 @@ import {
   type JSONRPCMessage,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import { createElisionPolicy, readToolOutputToolName, type SpillwayClient } from "@spillway/client";
+import {
+  countChars,
+  createElisionPolicy,
+  readToolOutputToolName,
+  type SpillwayClient,
+} from "@spillway/client";
 import { resourceUri } from "./attachment-json.js";
 import { createSpillwayToolHandler, spillwayMcpTools } from "./spillway-mcp-server.js";
 
@@ -131,6 +136,28 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     return stand;
   };
 
+  /** Whether any part of a result is over the band, measured as the elision policy does. */
+  const overBand = (result: CallToolResult): boolean => {
+    const content = Array.isArray(result.content) ? result.content : [];
+    const texts = content.flatMap((b) => (b.type === "text" ? [b.text] : []));
+    if (countChars(texts.join("\n")) > opts.bandChars) return true;
+    if (
+      content.some(
+        (b) =>
+          b.type === "resource" &&
+          "text" in b.resource &&
+          typeof b.resource.text === "string" &&
+          countChars(b.resource.text) > opts.bandChars,
+      )
+    ) {
+      return true;
+    }
+    return (
+      result.structuredContent !== undefined &&
+      countChars(JSON.stringify(result.structuredContent)) > opts.bandChars
+    );
+  };
+
   const spill = async (tool: string, result: CallToolResult): Promise<CallToolResult> => {
     const content = Array.isArray(result.content) ? result.content : [];
     const texts = content.filter((b) => b.type === "text");
@@ -228,6 +255,11 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       result.tools = result.nextCursor === undefined ? [...tools, spillwayMcpTools[0]] : tools;
     } else if (request.method === "tools/call" && request.tool !== undefined) {
       const tool = request.tool;
+      if (!overBand(result as CallToolResult)) {
+        // Nothing to store: relayed at once, so it keeps its place among the server's messages.
+        void toHost(message);
+        return;
+      }
       const delivery = spill(tool, result as CallToolResult)
         .catch((err: unknown) => {
           opts.warn?.(`spilling the result of ${tool} failed, passed through whole: ${err}`);

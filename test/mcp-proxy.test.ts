@@ -93,12 +93,11 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     await proxied.connect(
       new StdioClientTransport({
         command: process.execPath,
+        // No --tenant: the proxy asks the service which tenant the token names.
         args: [
           proxyBin,
           "--url",
           spillway.url,
-          "--tenant",
-          tenant,
           "--run",
           runId,
           "--band",

@@ -9,7 +9,8 @@ describe("GetServerInfo", () => {
   it("reports the defaults of a server started without limits", async () => {
     const t = await startTestServer({ backend: "memory" });
     try {
-      const { limits } = await t.raw().getServerInfo({});
+      const { limits, tenant } = await t.raw().getServerInfo({});
+      expect(tenant).toBe("dev");
       expect(limits?.maxBlobBytes).toBe(8n * 1024n ** 3n);
       expect(limits?.maxChunkBytes).toBe(4n * 1024n ** 2n);
       expect(limits?.inlineBytes).toBe(16n * 1024n);
@@ -45,6 +46,8 @@ describe("GetServerInfo", () => {
       keepaliveMs: 0,
     });
     try {
+      expect((await t.raw("small").getServerInfo({})).tenant).toBe("small");
+      expect((await t.raw("big").getServerInfo({})).tenant).toBe("big");
       const small = (await t.raw("small").getServerInfo({})).limits;
       const big = (await t.raw("big").getServerInfo({})).limits;
       expect(small?.maxRunBytes).toBe(1048576n);

@@ -17,10 +17,10 @@ describe("spillway-mcp-proxy arguments", () => {
     });
   });
 
-  it("defaults to the dev tenant, a 20,000-character band and a fresh run per process", () => {
+  it("leaves the tenant to the service, a 20,000-character band and a fresh run per process", () => {
     const a = parseMcpProxyArgs(["--", "cmd"], {});
     const b = parseMcpProxyArgs(["--", "cmd"], {});
-    expect(a).toMatchObject({ tenant: "dev", bandChars: 20_000, timeoutMs: 30_000 });
+    expect(a).toMatchObject({ tenant: undefined, bandChars: 20_000, timeoutMs: 30_000 });
     expect((a as { runId: string }).runId).toMatch(/^mcp-proxy-[0-9a-f]{12}$/);
     expect((a as { runId: string }).runId).not.toBe((b as { runId: string }).runId);
   });

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { createSpillwayClient } from "@spillway/client";
+import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { startMcpProxy } from "./mcp-proxy.js";
 
 /** mcpProxyUsage is the `spillway-mcp-proxy --help` text. */
@@ -16,7 +16,8 @@ read_tool_output to read it in windows.
 
   --url <url>            SPILLWAY_URL             Spillway service (default http://127.0.0.1:50051)
   --token-file <path>    SPILLWAY_TOKEN           bearer token (the variable holds the token itself)
-  --tenant <name>        SPILLWAY_TENANT          tenant of the offloads (default dev)
+  --tenant <name>        SPILLWAY_TENANT          tenant of the offloads (default: the token's,
+                                                  as the service reports it)
   --run <id>             SPILLWAY_RUN_ID          run the results go to (default mcp-proxy-<random>)
   --band <chars>         SPILLWAY_MCP_BAND        offload results longer than this (default 20000)
   --timeout-ms <n>       SPILLWAY_MCP_TIMEOUT_MS  deadline of each Spillway call (default 30000)
@@ -34,7 +35,8 @@ const maxServerMessageBytes = 256 * 1024 * 1024;
 export interface McpProxyConfig {
   readonly spillwayUrl: string;
   readonly token: string | undefined;
-  readonly tenant: string;
+  /** The offloads' tenant; undefined: the one the service reports for the token. */
+  readonly tenant: string | undefined;
   readonly runId: string;
   readonly bandChars: number;
   readonly timeoutMs: number;
@@ -100,13 +102,31 @@ export function parseMcpProxyArgs(
   return {
     spillwayUrl: str("url", "SPILLWAY_URL") ?? "http://127.0.0.1:50051",
     token,
-    tenant: str("tenant", "SPILLWAY_TENANT") ?? "dev",
+    tenant: str("tenant", "SPILLWAY_TENANT"),
     runId: str("run", "SPILLWAY_RUN_ID") ?? `mcp-proxy-${randomBytes(6).toString("hex")}`,
     bandChars,
     timeoutMs,
     command,
     args,
   };
+}
+
+/**
+ * tokenTenant asks the service which tenant the client's token names (GetServerInfo), so the
+ * offload keys name it without the operator saying it twice. An unreachable service leaves
+ * `dev`, with a warning: results then pass through whole until it answers as that tenant.
+ */
+async function tokenTenant(
+  client: SpillwayClient,
+  timeoutMs: number,
+  warn: (message: string) => void,
+): Promise<string> {
+  try {
+    return (await client.serverInfo({ timeoutMs })).tenant;
+  } catch (err) {
+    warn(`cannot ask the service for the token's tenant (${String(err)}); offloading as "dev"`);
+    return "dev";
+  }
 }
 
 /**
@@ -127,12 +147,14 @@ export async function runMcpProxy(argv: readonly string[]): Promise<void> {
     return;
   }
   const { SPILLWAY_TOKEN: _, ...childEnv } = process.env;
+  const client = createSpillwayClient({
+    baseUrl: config.spillwayUrl,
+    ...(config.token === undefined ? {} : { token: config.token }),
+  });
+  const warn = (message: string) => process.stderr.write(`spillway-mcp-proxy: ${message}\n`);
   const proxy = await startMcpProxy({
-    client: createSpillwayClient({
-      baseUrl: config.spillwayUrl,
-      ...(config.token === undefined ? {} : { token: config.token }),
-    }),
-    tenant: config.tenant,
+    client,
+    tenant: config.tenant ?? (await tokenTenant(client, config.timeoutMs, warn)),
     runId: config.runId,
     bandChars: config.bandChars,
     timeoutMs: config.timeoutMs,
@@ -146,7 +168,7 @@ export async function runMcpProxy(argv: readonly string[]): Promise<void> {
       stderr: "inherit",
       maxBufferSize: maxServerMessageBytes,
     }),
-    warn: (message) => process.stderr.write(`spillway-mcp-proxy: ${message}\n`),
+    warn,
   });
   process.stdin.once("end", () => void proxy.close());
   await proxy.closed;

@@ -192,6 +192,7 @@ export function createSpillwayService(
       return create(GetServerInfoResponseSchema, {
         version: SPILLWAY_VERSION,
         backend: core.backend.kind,
+        tenant: tenantOf(ctx),
         limits: {
           maxBlobBytes: BigInt(limits.maxBlobBytes),
           maxChunkBytes: BigInt(core.limits.maxChunkBytes),

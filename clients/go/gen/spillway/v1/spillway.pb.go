@@ -2304,7 +2304,10 @@ type GetServerInfoResponse struct {
 	// Model-facing window caps.
 	Caps *WindowCaps `protobuf:"bytes,4,opt,name=caps,proto3" json:"caps,omitempty"`
 	// Optional features this server supports, for conformance (for example `regex`, `fork`).
-	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	Features []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	// The calling tenant, as its bearer token (or dev mode: `dev`) gives it: the tenant every key
+	// the caller sends must name.
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2372,6 +2375,13 @@ func (x *GetServerInfoResponse) GetFeatures() []string {
 		return x.Features
 	}
 	return nil
+}
+
+func (x *GetServerInfoResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // Limits are the server's bounds on input, as they apply to the calling tenant: where the
@@ -2780,13 +2790,14 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x11SetRunTtlResponse\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xc1\x01\n" +
+	"\x14GetServerInfoRequest\"\xd9\x01\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12+\n" +
 	"\x06limits\x18\x03 \x01(\v2\x13.spillway.v1.LimitsR\x06limits\x12+\n" +
 	"\x04caps\x18\x04 \x01(\v2\x17.spillway.v1.WindowCapsR\x04caps\x12\x1a\n" +
-	"\bfeatures\x18\x05 \x03(\tR\bfeatures\"\xa3\x06\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"\xa3\x06\n" +
 	"\x06Limits\x12$\n" +
 	"\x0emax_blob_bytes\x18\x01 \x01(\x03R\fmaxBlobBytes\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x02 \x01(\x03R\rmaxChunkBytes\x12!\n" +

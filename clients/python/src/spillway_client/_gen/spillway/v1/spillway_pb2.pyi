@@ -333,18 +333,20 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "backend", "limits", "caps", "features")
+    __slots__ = ("version", "backend", "limits", "caps", "features", "tenant")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     CAPS_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     version: str
     backend: str
     limits: Limits
     caps: WindowCaps
     features: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., caps: _Optional[_Union[WindowCaps, _Mapping]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+    tenant: str
+    def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., caps: _Optional[_Union[WindowCaps, _Mapping]] = ..., features: _Optional[_Iterable[str]] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_blob_bytes", "max_chunk_bytes", "inline_bytes", "max_pattern_bytes", "max_bytes_window", "max_run_bytes", "max_inflight_bytes", "max_calls_per_tenant", "request_deadline", "offload_idle_timeout", "max_inflight_bytes_per_tenant", "connection_idle_timeout", "keepalive_interval", "keepalive_timeout")

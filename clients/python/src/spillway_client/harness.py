@@ -21,7 +21,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai_harness.tool_output_limits import READ_TOOL_RESULT_KIND, ToolOutputLimits
 
 from spillway_client.client import AsyncSpillwayClient
-from spillway_client.pydantic_ai import read_tool_output_tool
+from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, read_tool_output_tool
 
 READ_WINDOW_BYTES = 8 * 1024 * 1024
 """Bytes asked for per ReadToolOutput call when `read` reassembles a payload."""
@@ -74,8 +74,8 @@ class SpillwayOverflowStore:
     """The caller's tenant (the one its token maps to; `dev` for a dev-mode server)."""
     run_id: str | None = None
     """Keep every spill in this Spillway run instead of one run per agent run."""
-    timeout: float | None = None
-    """Deadline, in seconds, of each call the store makes."""
+    timeout: float | None = DEFAULT_TIMEOUT
+    """Deadline, in seconds, of each call the store makes; None waits forever."""
 
     async def write(self, key: str, data: bytes) -> str:
         """write offloads `data` under the spill `key` and returns the handle `read` accepts."""
@@ -178,7 +178,7 @@ def spillway_tool_output_limits(
     *,
     tenant: str = "dev",
     run_id: str | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
     **limits: Any,
 ) -> ToolOutputLimits[Any]:
     """spillway_tool_output_limits is ToolOutputLimits spilling to Spillway, read back in windows.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 
 	spillwayv1 "github.com/spillway-dev/spillway/clients/go/gen/spillway/v1"
@@ -61,8 +62,8 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // Dial connects to the server at baseURL, `http://host:port` (plaintext HTTP/2) or
-// `https://host:port` (TLS). It does not wait for the connection: the first call does. A
-// malformed URL is a codes.InvalidArgument status error.
+// `https://host:port` (TLS); without a port, 80 and 443. It does not wait for the connection:
+// the first call does. A malformed URL is a codes.InvalidArgument status error.
 func Dial(baseURL string, opts ...Option) (*Client, error) {
 	cfg := dialConfig{}
 	for _, opt := range opts {
@@ -71,6 +72,11 @@ func Dial(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, status.Errorf(codes.InvalidArgument, "spillway: base URL %q is not http://host:port or https://host:port", baseURL)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		// gRPC's resolver would default both schemes to 443.
+		target = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
 	}
 	var creds credentials.TransportCredentials
 	if u.Scheme == "https" {
@@ -90,7 +96,7 @@ func Dial(baseURL string, opts ...Option) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer{token: cfg.token}))
 	}
 	dialOpts = append(dialOpts, cfg.dialOptions...)
-	conn, err := grpc.NewClient(u.Host, dialOpts...)
+	conn, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "spillway: dial %s: %v", baseURL, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	spillwayv1 "github.com/spillway-dev/spillway/clients/go/gen/spillway/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -69,7 +70,9 @@ type OffloadResult struct {
 // whole stream commits. The same key with the same bytes returns the same record (Created
 // false); different bytes for a committed key is codes.AlreadyExists. A failure of r cancels
 // the stream (nothing is committed) and is returned wrapped, so errors.Is finds it and
-// status.Code reports codes.Unknown.
+// status.Code reports codes.Unknown. ctx is checked between two reads of r, so a reader that
+// trickles bytes cannot hold the call past its deadline (codes.DeadlineExceeded or
+// codes.Canceled, nothing committed); a Read that blocks is only left when it returns.
 func (c *Client) Offload(ctx context.Context, key Key, r io.Reader, opts *OffloadOptions) (*OffloadResult, error) {
 	if opts == nil {
 		opts = &OffloadOptions{}
@@ -104,7 +107,12 @@ func (c *Client) Offload(ctx context.Context, key Key, r io.Reader, opts *Offloa
 	// Send serializes the message before it returns, so one buffer serves every chunk.
 	buf := make([]byte, ChunkBytes)
 	for {
-		n, readErr := io.ReadFull(r, buf)
+		n, readErr := fill(ctx, r, buf)
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(readErr, ctxErr) {
+			// The caller's deadline or cancellation. Never half-close here: the stream ends
+			// with the reset the done context sends, so the bytes sent so far are not committed.
+			return nil, status.FromContextError(ctxErr).Err()
+		}
 		if n > 0 {
 			if err := send(&spillwayv1.OffloadRequest{Msg: &spillwayv1.OffloadRequest_Chunk{Chunk: buf[:n]}}); err != nil {
 				return nil, err
@@ -126,6 +134,30 @@ func (c *Client) Offload(ctx context.Context, key Key, r io.Reader, opts *Offloa
 		return nil, errorf(codes.Internal, "the server returned no attachment")
 	}
 	return &OffloadResult{Attachment: res.GetAttachment(), Created: res.GetCreated()}, nil
+}
+
+// fill reads r into buf until buf is full, r ends (io.EOF or io.ErrUnexpectedEOF, as
+// io.ReadFull reports it) or ctx is done between two reads (ctx.Err()), so a reader that
+// trickles a few bytes at a time cannot hold an offload past its deadline.
+func fill(ctx context.Context, r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := r.Read(buf[n:])
+		n += m
+		if errors.Is(err, io.EOF) {
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func offloadHeader(key Key, opts *OffloadOptions) *spillwayv1.OffloadHeader {

@@ -96,8 +96,10 @@ func (c *Client) ReadLines(ctx context.Context, runID, handle string, window *sp
 	})
 }
 
-// ReadBytes reads a window of raw bytes (Window.Data); the server's max_bytes_window may end it
-// early, and its trailer's NextOffset then says where the next starts.
+// ReadBytes reads a window of raw bytes (Window.Data), collected in memory; the server's
+// max_bytes_window (4 GiB by default) may end it early, and its trailer's NextOffset then says
+// where the next starts. Without a Limit it collects up to that cap: use CopyBytes to stream a
+// large payload's bytes to an io.Writer instead.
 func (c *Client) ReadBytes(ctx context.Context, runID, handle string, window *spillwayv1.BytesWindow) (*Window, error) {
 	if window == nil {
 		window = &spillwayv1.BytesWindow{}

@@ -41,3 +41,14 @@ def test_harness_example_spills_to_spillway(server_url: str) -> None:
     out = run_example(example("from spillway_client.harness import"), server_url)
     assert out.startswith("[Tool output too large"), out
     assert "Read it with read_tool_output(handle='" in out and "/res_" in out
+
+
+def test_install_commands_name_the_checkout() -> None:
+    """spillway-client is not on PyPI: every `pip install` the README shows installs the package
+    from the checkout's folder (extras included), so a stranger's copy of it works."""
+    root = README.parents[2]
+    commands = re.findall(r"pip install (?:-e )?\"([^\"]+)\"", README.read_text())
+    assert commands
+    for spec in commands:
+        folder = spec.split("[", 1)[0]
+        assert (root / folder / "pyproject.toml").is_file(), f"pip install {spec!r} names no folder of the checkout"

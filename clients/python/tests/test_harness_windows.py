@@ -223,3 +223,13 @@ async def test_read_tool_output_takes_the_previews_handle_and_the_servers(
     assert "stored to handle 'res_call-small.0'" in preview
     assert got[0] == (await aclient.read_tool_output(run_id, "res_call-small.0", lines={"limit": 1})).rendered
     assert got[1].startswith("error: ")
+
+
+async def test_read_tool_output_never_reads_another_agent_runs_spill(aclient: AsyncSpillwayClient) -> None:
+    """The run comes from the runtime, never from the model: a second agent run of the same agent
+    that names the first run's handle (`<run>/res_<call>`) gets the server's refusal, not its bytes."""
+    capability = spillway_tool_output_limits(aclient)
+    preview, _ = await windowed_answers(capability, [{"handle": "{handle}", "limit": 1}])
+    first = HANDLE.search(preview).group(1)  # type: ignore[union-attr]
+    _, got = await windowed_answers(capability, [{"handle": first, "limit": 1}])
+    assert got[0].startswith("error: invalid_deferred_handle: "), got[0]

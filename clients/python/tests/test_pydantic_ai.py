@@ -4,16 +4,19 @@ read_tool_output, each answer the server's text for that window."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import signal
+import time
 from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from conftest import spillway_server
+from conftest import spillway_process, spillway_server
 from spillway_client import AsyncSpillwayClient
-from spillway_client.pydantic_ai import SpillwayToolOutputs
+from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, SpillwayToolOutputs
 
 LOG = "".join(f"test {n}: {'FAIL' if n % 5000 == 0 else 'ok'}\n" for n in range(1, 200_001))
 HANDLE = re.compile(r"\b(res_[A-Za-z0-9._%-]+)")
@@ -132,3 +135,35 @@ async def test_unreachable_service_shows_a_cut_output_and_the_run_goes_on(run_id
     assert shown.startswith(LOG[:2_000] + f"\n[output cut at 2000 of {len(LOG)}: it could not be stored")
     assert status == "all services up"
     assert got[0].startswith("error: unavailable: ")
+
+
+async def test_a_hung_service_ends_each_call_at_the_default_deadline(run_id: str) -> None:
+    """A Spillway that stops answering mid-run (the process frozen, its connection still open)
+    costs the agent run each call's default deadline, not forever: the read is one error line."""
+    with spillway_process() as (url, proc):
+        async with AsyncSpillwayClient(url) as client:
+
+            def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+                if not returns(messages, "run_tests"):
+                    return ModelResponse(parts=[ToolCallPart("run_tests", {}, tool_call_id="call-tests")])
+                if returns(messages, "read_tool_output"):
+                    return ModelResponse(parts=[TextPart("done")])
+                proc.send_signal(signal.SIGSTOP)
+                return ModelResponse(parts=[ToolCallPart("read_tool_output", {"handle": "res_call-tests.0"})])
+
+            agent = Agent(FunctionModel(model), capabilities=[SpillwayToolOutputs(client, run_id=run_id)])
+
+            @agent.tool_plain
+            def run_tests() -> str:
+                """Run the test suite."""
+                return LOG
+
+            started = time.monotonic()
+            try:
+                result = await asyncio.wait_for(agent.run("test it"), DEFAULT_TIMEOUT + 30)
+            finally:
+                proc.send_signal(signal.SIGCONT)
+            elapsed = time.monotonic() - started
+    got = str(returns(result.all_messages(), "read_tool_output")[0].content)
+    assert got.startswith("error: deadline_exceeded"), got
+    assert DEFAULT_TIMEOUT <= elapsed < DEFAULT_TIMEOUT + 20, elapsed

@@ -21,7 +21,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai_harness.tool_output_limits import READ_TOOL_RESULT_KIND, ToolOutputLimits
 
 from spillway_client.client import AsyncSpillwayClient
-from spillway_client.pydantic_ai import read_tool_output_tool
+from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, read_tool_output_tool
 
 READ_WINDOW_BYTES = 8 * 1024 * 1024
 """Bytes asked for per ReadToolOutput call when `read` reassembles a payload."""
@@ -59,12 +59,13 @@ class SpillwayOverflowStore:
     Pass it as `ToolOutputLimits(store=SpillwayOverflowStore(client))`. Each spill is offloaded
     to `(tenant, run, "<tool_call_id>.<retry><suffix>")`, where run is the agent run's id or
     `run_id` when set. The handle is `"<run>/res_<call>"`, or just `"res_<call>"` with `run_id`
-    set. `read` never lets a failure end the agent run: a handle the model invents or takes from
-    another run (refused by the server, or malformed: `../c.0`, empty, over-long, control
-    characters), a record that is gone, and an unreachable service all surface as an `OSError`,
-    which the harness answers with its "No stored tool result ..." guidance for the model, as
-    its own LocalFileStore does; with `run_id` set, handles naming any other run are refused
-    before a call is made.
+    set. `read` never lets a failure end the agent run: a handle the model invents (refused by
+    the server, or malformed: `../c.0`, empty, over-long, control characters), a record that is
+    gone, and an unreachable service all surface as an `OSError`, which the harness answers with
+    its "No stored tool result ..." guidance for the model, as its own LocalFileStore does. With
+    `run_id` set, handles naming any other run are refused before a call is made; without it the
+    harness does not tell `read` its agent run, so it reads the run the handle names (any run of
+    the tenant). The windowed tool of `spillway_tool_output_limits` reads only the agent run's own.
     """
 
     client: AsyncSpillwayClient
@@ -73,8 +74,8 @@ class SpillwayOverflowStore:
     """The caller's tenant (the one its token maps to; `dev` for a dev-mode server)."""
     run_id: str | None = None
     """Keep every spill in this Spillway run instead of one run per agent run."""
-    timeout: float | None = None
-    """Deadline, in seconds, of each call the store makes."""
+    timeout: float | None = DEFAULT_TIMEOUT
+    """Deadline, in seconds, of each call the store makes; None waits forever."""
 
     async def write(self, key: str, data: bytes) -> str:
         """write offloads `data` under the spill `key` and returns the handle `read` accepts."""
@@ -150,9 +151,11 @@ def _read_tool_output_tool(store: SpillwayOverflowStore) -> Tool[Any]:
         if store.run_id is not None:
             return store.run_id, handle
         # The harness shows "<run>/res_<call>"; the server's windows name "res_<call>", which is
-        # this agent run's (the run the harness keys its spills by).
+        # this agent run's (the run the harness keys its spills by). The run is always this one:
+        # a handle naming another run is sent whole, and the server refuses it like any forged one.
+        own = ctx.run_id or "run"
         run, sep, bare = handle.rpartition("/")
-        return (run, bare) if sep else (ctx.run_id or "run", handle)
+        return (own, bare) if sep and run == own else (own, handle)
 
     def harness_args(args: dict[str, Any]) -> dict[str, Any]:
         # The harness's preview spells its defaults out (`offset=0, from_end=False, pattern=None`):
@@ -175,7 +178,7 @@ def spillway_tool_output_limits(
     *,
     tenant: str = "dev",
     run_id: str | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
     **limits: Any,
 ) -> ToolOutputLimits[Any]:
     """spillway_tool_output_limits is ToolOutputLimits spilling to Spillway, read back in windows.

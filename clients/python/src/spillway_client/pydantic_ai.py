@@ -28,6 +28,10 @@ from spillway_client.read_tool_output import (
     execute_read_tool_output_async,
 )
 
+DEFAULT_TIMEOUT = 30.0
+"""Seconds each call of SpillwayToolOutputs and the harness store may take unless told otherwise:
+a Spillway that stops answering costs the agent run this much per call, not the rest of its life."""
+
 
 def read_tool_output_tool(
     client: AsyncSpillwayClient,
@@ -87,8 +91,8 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     """Keep every output in this Spillway run instead of one run per agent run."""
     over_chars: int = 10_000
     """Returns longer than this (characters, or bytes for `bytes`) are offloaded."""
-    timeout: float | None = None
-    """Deadline, in seconds, of each call the capability makes."""
+    timeout: float | None = DEFAULT_TIMEOUT
+    """Deadline, in seconds, of each call the capability makes (its retries included); None waits forever."""
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def run_for(self, ctx: RunContext[Any]) -> str:

@@ -1,0 +1,71 @@
+package spillway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	spillwayv1 "github.com/spillway-dev/spillway/clients/go/gen/spillway/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// CopyBytes writes the raw bytes of the output behind handle, from offset, to w as they come
+// off the wire, and returns how many it wrote. limit nil copies to the end; otherwise at most
+// *limit bytes. Unlike ReadBytes, which collects one window in memory (up to the server's
+// max_bytes_window, 4 GiB by default), it holds one frame at a time, and it reads window after
+// window when that cap ends one early. The windows are asked without rendered text. A write
+// error of w ends the copy and is returned wrapped (errors.Is finds it); a failed call is a
+// gRPC status error, after the bytes before it were written.
+func (c *Client) CopyBytes(ctx context.Context, runID, handle string, w io.Writer, offset int64, limit *int64) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var written int64
+	for {
+		window := &spillwayv1.BytesWindow{Offset: offset + written}
+		if limit != nil {
+			left := *limit - written
+			if left <= 0 {
+				return written, nil
+			}
+			window.Limit = &left
+		}
+		stream, err := c.raw.ReadToolOutput(ctx, &spillwayv1.ReadToolOutputRequest{
+			RunId: runID, Handle: handle, OmitRendered: true,
+			Window: &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: window},
+		})
+		if err != nil {
+			return written, err
+		}
+		var trailer *spillwayv1.WindowTrailer
+		for {
+			res, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return written, err
+			}
+			switch frame := res.GetFrame().(type) {
+			case *spillwayv1.ReadToolOutputResponse_Content:
+				n, err := w.Write(frame.Content.GetData())
+				written += int64(n)
+				if err != nil {
+					return written, fmt.Errorf("spillway: writing the bytes of %s: %w", handle, err)
+				}
+			case *spillwayv1.ReadToolOutputResponse_Trailer:
+				trailer = frame.Trailer
+			}
+		}
+		if trailer == nil {
+			return written, errorf(codes.Internal, "the server ended the window of %s without its trailer", handle)
+		}
+		if trailer.GetEof() || trailer.NextOffset == nil {
+			return written, nil
+		}
+		if trailer.GetNextOffset() != offset+written {
+			return written, errorf(codes.Internal, "the server's window of %s ended at %d after %d bytes from %d",
+				handle, trailer.GetNextOffset(), written, offset)
+		}
+	}
+}

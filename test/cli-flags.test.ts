@@ -164,15 +164,13 @@ describe("spillway --version, --help and usage errors", () => {
     expect(run.code).toBe(2);
   });
 
-  it.each([
-    ["mcp", "--url", "http://127.0.0.1:50051"],
-    ["mcp-proxy", "--", "npx", "some-server"],
-  ])("points `spillway %s` at the command of @spillway/mcp, and exits 2", async (...args) => {
-    const run = await runCli(args);
-    expect(run.stderr).toBe(
-      `spillway: ${args[0]} is the spillway-${args[0]} command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-${args[0]} instead\n`,
-    );
-    expect(run.stdout).toBe("");
-    expect(run.code).toBe(2);
+  it("runs `spillway mcp` and `spillway mcp-proxy` as the @spillway/mcp executables", async () => {
+    const mcp = await runCli(["mcp", "--help"]);
+    expect(mcp.stdout).toMatch(/^Usage: spillway-mcp \[flags\]\n/);
+    expect(mcp.code).toBe(0);
+    const proxy = await runCli(["mcp-proxy", "--port", "1"]);
+    expect(proxy.stderr).toMatch(/^spillway-mcp-proxy: /);
+    expect(proxy.stderr).toContain("Usage: spillway-mcp-proxy [flags] -- <command> [args...]");
+    expect(proxy.code).toBe(2);
   });
 });

@@ -211,6 +211,18 @@ describe("the packed packages in a fresh project", () => {
     expect(out.rendered).toBe(expectedRendered);
   });
 
+  it("answers `spillway mcp` without @spillway/mcp installed beside it: exit 2, naming it", () => {
+    const run = spawnSync(join(serverDir, "node_modules/.bin/spillway"), ["mcp", "--help"], {
+      cwd: serverDir,
+      encoding: "utf8",
+    });
+    expect(run.stderr).toBe(
+      "spillway: mcp runs spillway-mcp of the @spillway/mcp package, which is not installed beside the server; install it (docs/mcp.md)\n",
+    );
+    expect(run.stdout).toBe("");
+    expect(run.status).toBe(2);
+  });
+
   it("embeds the packed server as a library: the client and a metrics scrape reach it", async () => {
     typeCheckConsumer(serverDir, "embed-server");
     // The client consumer, compiled by the test before this one unless that one was left out.

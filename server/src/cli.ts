@@ -1,3 +1,6 @@
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
@@ -75,19 +78,39 @@ function intOption(
 }
 
 /**
- * What `spillway mcp` and `spillway mcp-proxy` say: the MCP server and proxy are clients of
- * Spillway, so they ship as the executables of a separate package and the server never loads
- * them (biome.json keeps the server from importing any client package).
+ * runMcpCommand runs `spillway mcp` and `spillway mcp-proxy` as the `spillway-mcp` and
+ * `spillway-mcp-proxy` executables of the @spillway/mcp package, in a process of their own with
+ * this one's stdio, arguments and environment, and takes on their exit code. The MCP server and
+ * proxy are clients of Spillway, so they ship in that separate package and never load into the
+ * server's process (biome.json keeps the server from importing any client package); without
+ * the package installed beside the server the command says so and exits 2.
  */
-function mcpPointer(command: string): string {
-  return `spillway: ${command} is the spillway-${command} command of the @spillway/mcp package, which is installed separately (docs/mcp.md); run spillway-${command} instead\n`;
+function runMcpCommand(command: "mcp" | "mcp-proxy", args: readonly string[]): void {
+  let bin: string;
+  try {
+    bin = createRequire(import.meta.url)
+      .resolve("@spillway/mcp/package.json")
+      .replace(/package\.json$/, `bin/spillway-${command}.js`);
+  } catch {
+    process.stderr.write(
+      `spillway: ${command} runs spillway-${command} of the @spillway/mcp package, which is not installed beside the server; install it (docs/mcp.md)\n`,
+    );
+    process.exitCode = 2;
+    return;
+  }
+  const child = spawn(process.execPath, [bin, ...args], { stdio: "inherit" });
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, () => child.kill(signal));
+  }
+  child.on("exit", (code, signal) => {
+    process.exitCode = code ?? (signal === null ? 1 : 128 + (osConstants.signals[signal] ?? 0));
+  });
 }
 
 async function main(argv: string[]): Promise<void> {
   // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
   if (argv[0] === "mcp" || argv[0] === "mcp-proxy") {
-    process.stderr.write(mcpPointer(argv[0]));
-    process.exitCode = 2;
+    runMcpCommand(argv[0], argv.slice(1));
     return;
   }
   const { positionals, values } = parseArgs({

@@ -8,13 +8,15 @@ import { BACKEND_USAGE } from "./backend-config.js";
 export const USAGE_BODY = `
 Usage: spillway serve [flags]
        spillway sweep [backend flags] [--orphan-age-ms <n>]
+       spillway mcp [flags] | spillway mcp-proxy [flags] -- <command> [args...]
        spillway --help | --version
 
 serve answers gRPC calls and sweeps every --sweep-interval-ms. sweep runs one sweep and exits:
 it removes expired runs and outputs, blobs no output refers to and leftovers of interrupted
 writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (default 3600000;
 0 removes every orphan, so run it only while no offload is in flight), then prints the report
-as one JSON line.
+as one JSON line. mcp and mcp-proxy run spillway-mcp and spillway-mcp-proxy of the
+@spillway/mcp package, installed beside the server (their flags: --help, docs/mcp.md).
 
 Flags (each also read from the environment variable shown; numbers are whole decimal numbers,
 and a bad or empty value stops the server before it listens):

@@ -1,5 +1,4 @@
-import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { parseCliFlags } from "./cli-flags.js";
 
 /** McpOptions is the `spillway-mcp` configuration, from flags over environment variables. */
 export interface McpOptions {
@@ -48,52 +47,20 @@ export function parseMcpOptions(
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
 ): McpOptions | McpUsageError | "help" {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    values = parseArgs({
-      args: [...argv],
-      options: {
-        url: { type: "string" },
-        "token-file": { type: "string" },
-        run: { type: "string" },
-        transport: { type: "string" },
-        host: { type: "string" },
-        port: { type: "string" },
-        "timeout-ms": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
-  } catch (err) {
-    return { usageError: (err as Error).message };
-  }
-  if (values.help === true) return "help";
-  const str = (flag: string, variable: string): string | undefined => {
-    const v = values[flag];
-    return typeof v === "string" ? v : env[variable] || undefined;
-  };
+  const flags = parseCliFlags(argv, env, ["url", "run", "transport", "host", "port", "timeout-ms"]);
+  if ("usageError" in flags) return flags;
+  if (flags.help) return "help";
+  const { str } = flags;
   const transport = str("transport", "SPILLWAY_MCP_TRANSPORT") ?? "stdio";
   if (transport !== "stdio" && transport !== "http") {
     return { usageError: `--transport: expected stdio or http, got ${JSON.stringify(transport)}` };
   }
-  const whole = (flag: string, variable: string, fallback: number, max: number) => {
-    const raw = str(flag, variable);
-    if (raw === undefined) return fallback;
-    const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-    return Number.isSafeInteger(n) && n <= max ? n : `--${flag}: expected 0 to ${max}, got ${raw}`;
-  };
-  const port = whole("port", "SPILLWAY_MCP_PORT", 3334, 65_535);
+  const port = flags.whole("port", "SPILLWAY_MCP_PORT", 3334, 0, 65_535);
   if (typeof port === "string") return { usageError: port };
-  const timeoutMs = whole("timeout-ms", "SPILLWAY_MCP_TIMEOUT_MS", 30_000, 2 ** 31 - 1);
+  const timeoutMs = flags.whole("timeout-ms", "SPILLWAY_MCP_TIMEOUT_MS", 30_000, 0, 2 ** 31 - 1);
   if (typeof timeoutMs === "string") return { usageError: timeoutMs };
-  let token = env.SPILLWAY_TOKEN || undefined;
-  const tokenFile = values["token-file"];
-  if (typeof tokenFile === "string") {
-    try {
-      token = readFileSync(tokenFile, "utf8").split("\n")[0]?.trim() || undefined;
-    } catch (err) {
-      return { usageError: `--token-file: ${(err as Error).message}` };
-    }
-  }
+  const token = flags.token();
+  if (typeof token === "object") return token;
   return {
     spillwayUrl: str("url", "SPILLWAY_URL") ?? "http://127.0.0.1:50051",
     token,

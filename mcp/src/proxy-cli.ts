@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
+import { parseCliFlags } from "./cli-flags.js";
 import { startMcpProxy } from "./mcp-proxy.js";
 
 /** mcpProxyUsage is the `spillway-mcp-proxy --help` text. */
@@ -54,51 +53,19 @@ export function parseMcpProxyArgs(
 ): McpProxyConfig | { usageError: string } | "help" {
   const dash = argv.indexOf("--");
   const own = dash === -1 ? argv : argv.slice(0, dash);
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    values = parseArgs({
-      args: [...own],
-      options: {
-        url: { type: "string" },
-        "token-file": { type: "string" },
-        tenant: { type: "string" },
-        run: { type: "string" },
-        band: { type: "string" },
-        "timeout-ms": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
-  } catch (err) {
-    return { usageError: (err as Error).message };
-  }
-  if (values.help === true) return "help";
+  const flags = parseCliFlags(own, env, ["url", "tenant", "run", "band", "timeout-ms"]);
+  if ("usageError" in flags) return flags;
+  if (flags.help) return "help";
   const [command, ...args] = dash === -1 ? [] : argv.slice(dash + 1);
   if (command === undefined) return { usageError: "no server command after --" };
-  const str = (flag: string, variable: string) => {
-    const v = values[flag];
-    return typeof v === "string" ? v : env[variable] || undefined;
-  };
-  const whole = (flag: string, variable: string, fallback: number) => {
-    const raw = str(flag, variable);
-    if (raw === undefined) return fallback;
-    const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-    return Number.isSafeInteger(n) && n > 0
-      ? n
-      : `--${flag}: expected a whole number above 0, got ${raw}`;
-  };
-  const bandChars = whole("band", "SPILLWAY_MCP_BAND", 20_000);
+  const { str } = flags;
+  const unbounded = Number.MAX_SAFE_INTEGER;
+  const bandChars = flags.whole("band", "SPILLWAY_MCP_BAND", 20_000, 1, unbounded);
   if (typeof bandChars === "string") return { usageError: bandChars };
-  const timeoutMs = whole("timeout-ms", "SPILLWAY_MCP_TIMEOUT_MS", 30_000);
+  const timeoutMs = flags.whole("timeout-ms", "SPILLWAY_MCP_TIMEOUT_MS", 30_000, 1, unbounded);
   if (typeof timeoutMs === "string") return { usageError: timeoutMs };
-  let token = env.SPILLWAY_TOKEN || undefined;
-  const tokenFile = values["token-file"];
-  if (typeof tokenFile === "string") {
-    try {
-      token = readFileSync(tokenFile, "utf8").split("\n")[0]?.trim() || undefined;
-    } catch (err) {
-      return { usageError: `--token-file: ${(err as Error).message}` };
-    }
-  }
+  const token = flags.token();
+  if (typeof token === "object") return token;
   return {
     spillwayUrl: str("url", "SPILLWAY_URL") ?? "http://127.0.0.1:50051",
     token,

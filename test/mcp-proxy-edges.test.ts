@@ -43,8 +43,8 @@ function rawServer(answer: Answer, after?: (wire: InMemoryTransport, method: str
   return { proxySide, serverSide };
 }
 
-/** Starts the proxy in process between an SDK Client and `server`, against `client`. */
-async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
+/** Starts the proxy in process between a host wire and `server`, against `client`. */
+async function startBetween(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
   const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
   await server.serverSide.start();
   const proxy = await startMcpProxy({
@@ -56,9 +56,27 @@ async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServ
     child: server.proxySide,
     timeoutMs: 5_000,
   });
+  return { hostSide, proxy };
+}
+
+/** Starts the proxy in process between an SDK Client and `server`, against `client`. */
+async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
+  const { hostSide, proxy } = await startBetween(client, server);
   const host = new Client({ name: "edge-host", version: "1.0.0" });
   await host.connect(hostSide);
   return { host, proxy };
+}
+
+/**
+ * Starts the proxy between a raw JSON-RPC host wire and `server`: `seen` collects every
+ * message the host receives, in order, for tests about what the SDK's Client would hide.
+ */
+async function rawHost(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
+  const { hostSide, proxy } = await startBetween(client, server);
+  const seen: JSONRPCMessage[] = [];
+  hostSide.onmessage = (m) => seen.push(m);
+  await hostSide.start();
+  return { hostSide, proxy, seen };
 }
 
 function text(result: unknown, index = 0): string {
@@ -212,19 +230,7 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
         });
       return undefined;
     });
-    const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
-    await server.serverSide.start();
-    const proxy = await startMcpProxy({
-      client: sdk,
-      tenant: "dev",
-      runId,
-      bandChars: band,
-      host: proxyHostSide,
-      child: server.proxySide,
-    });
-    const seen: JSONRPCMessage[] = [];
-    hostSide.onmessage = (m) => seen.push(m);
-    await hostSide.start();
+    const { hostSide, proxy, seen } = await rawHost(sdk, server);
     await hostSide.send({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "slow" } });
     await hostSide.send({
       jsonrpc: "2.0",
@@ -256,19 +262,7 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
         });
       } else previous?.(message);
     })(server.serverSide.onmessage);
-    const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
-    await server.serverSide.start();
-    const proxy = await startMcpProxy({
-      client: sdk,
-      tenant: "dev",
-      runId,
-      bandChars: band,
-      host: proxyHostSide,
-      child: server.proxySide,
-    });
-    const seen: JSONRPCMessage[] = [];
-    hostSide.onmessage = (m) => seen.push(m);
-    await hostSide.start();
+    const { hostSide, proxy, seen } = await rawHost(sdk, server);
     await hostSide.send({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "s" } });
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(seen.map((m) => ("id" in m ? m.id : "method" in m ? m.method : "?"))).toEqual([

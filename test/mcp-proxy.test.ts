@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -15,6 +14,7 @@ import {
   type SpillwayClient,
 } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runPipeHost } from "./support/mcp-pipe-host.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
@@ -62,6 +62,21 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
   let sdkTool: (args: unknown) => Promise<string>;
   let direct: Client;
   let proxied: Client;
+  /** The proxy's command line in front of the filesystem server, `extra` flags before `--`. */
+  const proxyArgs = (extra: readonly string[]) => [
+    proxyBin,
+    "--url",
+    spillway.url,
+    ...extra,
+    "--run",
+    runId,
+    "--band",
+    String(band),
+    "--",
+    process.execPath,
+    filesystemServer,
+    files,
+  ];
 
   beforeAll(async () => {
     mkdirSync(files);
@@ -94,19 +109,7 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
       new StdioClientTransport({
         command: process.execPath,
         // No --tenant: the proxy asks the service which tenant the token names.
-        args: [
-          proxyBin,
-          "--url",
-          spillway.url,
-          "--run",
-          runId,
-          "--band",
-          String(band),
-          "--",
-          process.execPath,
-          filesystemServer,
-          files,
-        ],
+        args: proxyArgs([]),
         env: { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
         stderr: "ignore",
       }),
@@ -227,58 +230,11 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
   });
 
   it("answers a large result to a host that wrote its requests and closed stdin", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        proxyBin,
-        "--url",
-        spillway.url,
-        "--tenant",
-        tenant,
-        "--run",
-        runId,
-        "--band",
-        String(band),
-        "--",
-        process.execPath,
-        filesystemServer,
-        files,
-      ],
-      {
-        env: { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
-        stdio: ["pipe", "pipe", "ignore"],
-      },
+    const { answers } = await runPipeHost(
+      proxyArgs(["--tenant", tenant]),
+      { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
+      { name: "read_text_file", arguments: { path: join(files, "big.txt") } },
     );
-    let out = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString("utf8");
-    });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    const lines = [
-      {
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "pipe", version: "1.0.0" },
-        },
-      },
-      { jsonrpc: "2.0", method: "notifications/initialized" },
-      {
-        jsonrpc: "2.0",
-        id: 2,
-        method: "tools/call",
-        params: { name: "read_text_file", arguments: { path: join(files, "big.txt") } },
-      },
-    ];
-    child.stdin.end(lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
-    await exited;
-    const answers = out
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { id: number; result: CallToolResult });
     expect(answers.map((a) => a.id)).toEqual([1, 2]);
     const link = answers[1]?.result.content[1] as { type: string; name: string };
     expect(link.type).toBe("resource_link");

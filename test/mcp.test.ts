@@ -17,6 +17,7 @@ import {
   type SpillwayClient,
 } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runPipeHost } from "./support/mcp-pipe-host.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
@@ -285,40 +286,13 @@ describe("spillway-mcp in front of spillway serve", () => {
 
   it("answers every request it read before its stdin ended, then exits", async () => {
     // A host that writes its requests and closes stdin (a pipe, a script) still gets answers.
-    const child = spawn(process.execPath, [spillwayMcp, "--url", spillway.url, "--run", runId], {
-      env: { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString("utf8");
-    });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    const lines = [
-      {
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "pipe", version: "1.0.0" },
-        },
-      },
-      { jsonrpc: "2.0", method: "notifications/initialized" },
-      {
-        jsonrpc: "2.0",
-        id: 2,
-        method: "tools/call",
-        params: { name: "read_tool_output", arguments: { handle: "res_big", limit: 3 } },
-      },
-    ];
-    child.stdin.end(lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
-    expect(await exited).toBe(0);
-    const answers = out
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { id: number; result: CallToolResult });
+    const { exitCode, answers } = await runPipeHost(
+      [spillwayMcp, "--url", spillway.url, "--run", runId],
+      { ...getDefaultEnvironment(), SPILLWAY_TOKEN: token },
+      { name: "read_tool_output", arguments: { handle: "res_big", limit: 3 } },
+      "inherit",
+    );
+    expect(exitCode).toBe(0);
     expect(answers.map((a) => a.id)).toEqual([1, 2]);
     expect(textOf(answers[1]?.result)).toBe(await sdkTool({ handle: "res_big", limit: 3 }));
   });

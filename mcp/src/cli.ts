@@ -1,6 +1,7 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createSpillwayClient } from "@spillway/client";
+import { runBin, runnableOrExit } from "./cli-entry.js";
 import { mcpUsage, parseMcpOptions } from "./options.js";
 import { createSpillwayMcpServer } from "./spillway-mcp-server.js";
 import { serveStreamableHttp } from "./streamable-http.js";
@@ -13,16 +14,8 @@ import { serveStreamableHttp } from "./streamable-http.js";
  * is the protocol.
  */
 export async function runMcp(argv: readonly string[]): Promise<void> {
-  const opts = parseMcpOptions(argv, process.env);
-  if (opts === "help") {
-    process.stdout.write(mcpUsage);
-    return;
-  }
-  if ("usageError" in opts) {
-    process.stderr.write(`spillway-mcp: ${opts.usageError}\n${mcpUsage}`);
-    process.exitCode = 2;
-    return;
-  }
+  const opts = runnableOrExit("spillway-mcp", mcpUsage, parseMcpOptions(argv, process.env));
+  if (opts === undefined) return;
   const client = createSpillwayClient({
     baseUrl: opts.spillwayUrl,
     ...(opts.token === undefined ? {} : { token: opts.token }),
@@ -85,8 +78,5 @@ export async function runMcp(argv: readonly string[]): Promise<void> {
 
 /** runMain is the `spillway-mcp` bin: runMcp on process.argv, any fault printed with exit 1. */
 export function runMain(): void {
-  runMcp(process.argv.slice(2)).catch((err: unknown) => {
-    process.stderr.write(`spillway-mcp: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  });
+  runBin("spillway-mcp", runMcp);
 }

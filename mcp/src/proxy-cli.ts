@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
+import { runBin, runnableOrExit } from "./cli-entry.js";
 import { parseCliFlags } from "./cli-flags.js";
 import { startMcpProxy } from "./mcp-proxy.js";
 
@@ -103,16 +104,12 @@ async function tokenTenant(
  * command line prints the usage to stderr and sets exit code 2.
  */
 export async function runMcpProxy(argv: readonly string[]): Promise<void> {
-  const config = parseMcpProxyArgs(argv, process.env);
-  if (config === "help") {
-    process.stdout.write(mcpProxyUsage);
-    return;
-  }
-  if ("usageError" in config) {
-    process.stderr.write(`spillway-mcp-proxy: ${config.usageError}\n${mcpProxyUsage}`);
-    process.exitCode = 2;
-    return;
-  }
+  const config = runnableOrExit(
+    "spillway-mcp-proxy",
+    mcpProxyUsage,
+    parseMcpProxyArgs(argv, process.env),
+  );
+  if (config === undefined) return;
   const { SPILLWAY_TOKEN: _, ...childEnv } = process.env;
   const client = createSpillwayClient({
     baseUrl: config.spillwayUrl,
@@ -144,10 +141,5 @@ export async function runMcpProxy(argv: readonly string[]): Promise<void> {
 
 /** runProxyMain is the `spillway-mcp-proxy` bin: runMcpProxy on process.argv, faults exit 1. */
 export function runProxyMain(): void {
-  runMcpProxy(process.argv.slice(2)).catch((err: unknown) => {
-    process.stderr.write(
-      `spillway-mcp-proxy: ${err instanceof Error ? err.message : String(err)}\n`,
-    );
-    process.exitCode = 1;
-  });
+  runBin("spillway-mcp-proxy", runMcpProxy);
 }

@@ -20,6 +20,7 @@ import {
   type ResultAttachment,
   ResultAttachmentSchema,
 } from "@spillway/proto/spillway/v1/types_pb.js";
+import { statusName } from "@spillway/wire";
 import type { Expect, OffloadSpec, ReadSpec, RunRef, Step } from "./case.js";
 import { mismatch } from "./match.js";
 import { payloadBytes } from "./payload.js";
@@ -353,11 +354,6 @@ async function read(
   };
 }
 
-/** codeName turns a Code into its gRPC name (`PERMISSION_DENIED`). */
-export function codeName(code: Code): string {
-  return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
-}
-
 function check(
   expect: Expect,
   outcome: Outcome,
@@ -367,7 +363,7 @@ function check(
   const wanted = expect.code ?? "OK";
   const { error, values } = outcome;
   if (error !== undefined) {
-    const got = codeName(error.code);
+    const got = statusName(error.code);
     if (got !== wanted) return `expected ${wanted}, got ${got}: ${error.rawMessage}`;
     const reason = error.findDetails(ErrorInfoSchema)[0]?.reason;
     if (expect.reason !== undefined && reason !== expect.reason) {

@@ -1,12 +1,5 @@
-import { Code, ConnectError } from "@connectrpc/connect";
-
-/**
- * grpcCodeName spells a Connect code as gRPC's canonical status name (`NOT_FOUND`,
- * `INVALID_ARGUMENT`), the name gRPC tooling and the server's logs use.
- */
-export function grpcCodeName(code: Code): string {
-  return (Code[code] ?? "Unknown").replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
-}
+import { type Code, ConnectError } from "@connectrpc/connect";
+import { statusName } from "@spillway/wire";
 
 /**
  * grpcStatusLine is the line every MCP tool error of this server ends with: `grpc-status: <n>
@@ -14,7 +7,7 @@ export function grpcCodeName(code: Code): string {
  * or a service that is down (14) without parsing the message.
  */
 export function grpcStatusLine(code: Code): string {
-  return `grpc-status: ${code} (${grpcCodeName(code)})`;
+  return `grpc-status: ${code} (${statusName(code)})`;
 }
 
 /**

@@ -9,7 +9,7 @@ export {
   summarizeAttachment,
 } from "./attachment-json.js";
 export { runMain, runMcp } from "./cli.js";
-export { describeConnectError, grpcCodeName, grpcStatusLine } from "./grpc-error-text.js";
+export { describeConnectError, grpcStatusLine } from "./grpc-error-text.js";
 export { type McpProxy, type McpProxyOptions, startMcpProxy } from "./mcp-proxy.js";
 export { type McpOptions, type McpUsageError, mcpUsage, parseMcpOptions } from "./options.js";
 export {

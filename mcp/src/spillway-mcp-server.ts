@@ -18,8 +18,9 @@ import {
   readToolOutputTool,
   type SpillwayClient,
 } from "@spillway/client";
+import { statusName } from "@spillway/wire";
 import { parseResourceUri, resourceUri, summarizeAttachment } from "./attachment-json.js";
-import { describeConnectError, grpcCodeName, grpcStatusLine } from "./grpc-error-text.js";
+import { describeConnectError, grpcStatusLine } from "./grpc-error-text.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
@@ -115,8 +116,8 @@ function resourceError(err: ConnectError): McpError {
         : ErrorCode.InternalError;
   return new McpError(
     code,
-    `${err.rawMessage} (grpc-status: ${err.code} ${grpcCodeName(err.code)})`,
-    { grpc_status: err.code, grpc_code: grpcCodeName(err.code) },
+    `${err.rawMessage} (grpc-status: ${err.code} ${statusName(err.code)})`,
+    { grpc_status: err.code, grpc_code: statusName(err.code) },
   );
 }
 

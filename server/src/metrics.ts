@@ -7,8 +7,8 @@ import {
   OffloadRequestSchema,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { statusName } from "@spillway/wire";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { codeLabel } from "./code-label.js";
 import { type IterableEnding, observeIterable } from "./observe-iterable.js";
 
 /** REQUEST_DURATION_BUCKETS span 1 ms (a cached stat) to 60 s (a large streamed offload). */
@@ -116,7 +116,7 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     if (isMessage(message, OffloadBatchResponseSchema)) {
       for (const { result } of message.results) {
         batchItems.inc({
-          code: codeLabel(result.case === "error" ? result.value.code : undefined),
+          code: statusName(result.case === "error" ? result.value.code : undefined),
         });
       }
       return;
@@ -140,7 +140,7 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
       finished = true;
       inflight.dec({ procedure });
       stopTimer();
-      requests.inc({ procedure, code: codeLabel(code) });
+      requests.inc({ procedure, code: statusName(code) });
     };
     // A response stream the server stops reading early was cut short by the caller going away.
     const finishStream = (ending: IterableEnding) =>

@@ -1,8 +1,8 @@
 import { setImmediate as yieldToEvents } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import { codeLabel } from "./code-label.js";
 import type { Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
@@ -85,9 +85,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       if (signal.aborted) throw err;
       refused++;
       const reason = ConnectError.from(err);
-      opts.metrics?.sweepRefused.inc({ code: codeLabel(reason.code) });
+      opts.metrics?.sweepRefused.inc({ code: statusName(reason.code) });
       opts.log?.warn(
-        { key, code: codeLabel(reason.code), err: reason.message },
+        { key, code: statusName(reason.code), err: reason.message },
         "sweep skipped an entry it could not read or remove",
       );
     };

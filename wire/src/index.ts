@@ -11,3 +11,4 @@ export {
   type EnvelopeReaderOptions,
 } from "./envelope-reader.js";
 export { fromHttp2Error, fromResetCode } from "./http2-error.js";
+export { statusName } from "./status-name.js";

@@ -1,10 +1,11 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import type {
   ReadToolOutputRequestSchema,
   SearchCursor,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import { statusName } from "@spillway/wire";
 import type { SpillwayCallOptions, SpillwayClient, Window } from "./client.js";
 
 /** readToolOutputToolName is the model tool's name; its results must never be offloaded again. */
@@ -282,6 +283,5 @@ function describeError(err: ConnectError): string {
       ? err.rawMessage
       : `${reason}: ${err.rawMessage}`;
   }
-  const code = (Code[err.code] ?? "unknown").replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
-  return `${code}: ${err.rawMessage}`;
+  return `${statusName(err.code).toLowerCase()}: ${err.rawMessage}`;
 }

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeLabel } from "../code-label.js";
+import { statusName } from "@spillway/wire";
 import type { Metrics } from "../metrics.js";
 import { observeIterable } from "../observe-iterable.js";
 import type { Backend, BackendCallOptions } from "./backend.js";
@@ -20,7 +20,7 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
   const count = (err: unknown, opts: BackendCallOptions | undefined) => {
     const code = ConnectError.from(err).code;
     if (contractOutcomes.has(code) || opts?.signal?.aborted === true) return;
-    metrics.backendErrors.inc({ backend: base.kind, code: codeLabel(code) });
+    metrics.backendErrors.inc({ backend: base.kind, code: statusName(code) });
   };
   // A thunk, so a backend that throws synchronously is counted too.
   const counted = async <T>(call: () => Promise<T>, opts?: BackendCallOptions): Promise<T> => {

@@ -1,7 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { scratchDir } from "../../test/support/scratch-dir.js";
 import { runConnectconformance } from "./run-connectconformance.js";
 
 /** The case the staleness check lists as known failing: one that passes. */
@@ -11,6 +11,8 @@ const passingCase =
 // connectrpc's own conformance suite, run by its own runner against Spillway's server stack
 // and against the SDK's gRPC transport (dist/ is built by the global setup).
 describe("connectrpc conformance", () => {
+  const dir = scratchDir("spillway-known-failing-");
+
   // The features in server.yaml and client.yaml select far more cases than these minimums;
   // fewer means the runner skipped what it should run.
   for (const { side, under, minimum } of [
@@ -29,12 +31,9 @@ describe("connectrpc conformance", () => {
   }
 
   it("a known failure that passes fails the run, so the lists cannot go stale", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "spillway-known-failing-"));
     const list = join(dir, "known-failing.txt");
     writeFileSync(list, `# passes, so listing it must fail the run\n${passingCase}\n`);
-    const run = await runConnectconformance("client", ["--run", passingCase], list).finally(() =>
-      rmSync(dir, { recursive: true, force: true }),
-    );
+    const run = await runConnectconformance("client", ["--run", passingCase], list);
     expect(run.exitCode, run.output).not.toBe(0);
     expect(run.output).toContain(`${passingCase} was expected to fail but did not`);
   }, 60_000);

@@ -9,21 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 protoc_gen_go_version="v1.36.12"
 protoc_gen_go_grpc_version="v1.6.2"
-cache="${SPILLWAY_CACHE:-$HOME/.cache/spillway}"
-bin="$cache/bin"
-mkdir -p "$bin"
-
-install_plugin() {
-  local name="$1" module="$2" version="$3"
-  if [[ -x "$bin/$name" && -f "$bin/$name.version" && "$(cat "$bin/$name.version")" == "$version" ]]; then
-    return
-  fi
-  command -v go >/dev/null || { echo "generate-go: Go is required to build $name" >&2; exit 1; }
-  GOBIN="$bin" GOFLAGS=-mod=mod go install "${module}@${version}"
-  echo "$version" >"$bin/$name.version"
-}
-install_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$protoc_gen_go_version"
-install_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$protoc_gen_go_grpc_version"
+bin="${SPILLWAY_CACHE:-$HOME/.cache/spillway}/bin"
+# shellcheck source=go-install-pinned.sh
+source scripts/go-install-pinned.sh
+GOFLAGS=-mod=mod go_install_pinned "$bin" protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go \
+  "$protoc_gen_go_version"
+GOFLAGS=-mod=mod go_install_pinned "$bin" protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+  "$protoc_gen_go_grpc_version"
 
 bash scripts/fetch-protovalidate.sh
 PATH="$bin:$PWD/node_modules/.bin:$PATH" buf generate --template clients/go/buf.gen.yaml

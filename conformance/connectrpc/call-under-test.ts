@@ -67,14 +67,18 @@ function singleRequest<T extends DescMessage>(
   return message;
 }
 
-/** A call's result being recorded, and the options that record its headers and trailers. */
-function recorder(req: ClientCompatRequest, signal: AbortSignal) {
+/**
+ * A call about to be made: its result being recorded, the options that record its headers and
+ * trailers and carry its signal, the controller that cancels it and when the case cancels it.
+ */
+function startCall(req: ClientCompatRequest) {
+  const controller = new AbortController();
   const result = create(ClientResponseResultSchema);
   const headers = new Headers();
   appendProtoHeaders(headers, req.requestHeaders);
   const options: CallOptions = {
     headers,
-    signal,
+    signal: controller.signal,
     ...(req.timeoutMs === undefined ? {} : { timeoutMs: req.timeoutMs }),
     onHeader: (h) => {
       result.responseHeaders = toProtoHeaders(h);
@@ -83,7 +87,20 @@ function recorder(req: ClientCompatRequest, signal: AbortSignal) {
       result.responseTrailers = toProtoHeaders(t);
     },
   };
-  return { result, options };
+  return { controller, result, options, timing: cancelTiming(req) };
+}
+
+/** Runs a call's body and returns its result, with the error it ended with recorded. */
+async function settle(
+  result: ClientResponseResult,
+  call: () => Promise<void>,
+): Promise<ClientResponseResult> {
+  try {
+    await call();
+  } catch (err) {
+    recordError(result, err);
+  }
+  return result;
 }
 
 /** Records a failed call; its metadata stands for headers (if none came) and trailers. */
@@ -103,28 +120,21 @@ function payloadOf(message: { payload?: ConformancePayload | undefined }): Confo
 
 async function unary(client: ConformanceClient, req: ClientCompatRequest, idempotent: boolean) {
   await delay(req.requestDelayMs);
-  const controller = new AbortController();
-  const { result, options } = recorder(req, controller.signal);
-  const timing = cancelTiming(req);
+  const { controller, result, options, timing } = startCall(req);
   if (timing.afterCloseSendMs >= 0)
     void delay(timing.afterCloseSendMs).then(() => controller.abort());
-  try {
+  return settle(result, async () => {
     const res = idempotent
       ? await client.idempotentUnary(singleRequest(req, IdempotentUnaryRequestSchema), options)
       : await client.unary(singleRequest(req, UnaryRequestSchema), options);
     result.payloads.push(payloadOf(res));
-  } catch (err) {
-    recordError(result, err);
-  }
-  return result;
+  });
 }
 
 async function serverStream(client: ConformanceClient, req: ClientCompatRequest) {
   await delay(req.requestDelayMs);
-  const controller = new AbortController();
-  const { result, options } = recorder(req, controller.signal);
-  const timing = cancelTiming(req);
-  try {
+  const { controller, result, options, timing } = startCall(req);
+  return settle(result, async () => {
     const responses = client.serverStream(singleRequest(req, ServerStreamRequestSchema), options);
     if (timing.afterCloseSendMs >= 0) {
       await delay(timing.afterCloseSendMs);
@@ -134,16 +144,11 @@ async function serverStream(client: ConformanceClient, req: ClientCompatRequest)
       result.payloads.push(payloadOf(res));
       if (result.payloads.length === timing.afterNumResponses) controller.abort();
     }
-  } catch (err) {
-    recordError(result, err);
-  }
-  return result;
+  });
 }
 
 async function clientStream(client: ConformanceClient, req: ClientCompatRequest) {
-  const controller = new AbortController();
-  const { result, options } = recorder(req, controller.signal);
-  const timing = cancelTiming(req);
+  const { controller, result, options, timing } = startCall(req);
   const messages = requestMessages(req, ClientStreamRequestSchema);
   async function* requests() {
     for (const message of messages) {
@@ -155,24 +160,19 @@ async function clientStream(client: ConformanceClient, req: ClientCompatRequest)
       setTimeout(() => controller.abort(), timing.afterCloseSendMs);
     }
   }
-  try {
+  return settle(result, async () => {
     result.payloads.push(payloadOf(await client.clientStream(requests(), options)));
-  } catch (err) {
-    recordError(result, err);
-  }
-  return result;
+  });
 }
 
 async function bidiStream(client: ConformanceClient, req: ClientCompatRequest) {
-  const controller = new AbortController();
-  const { result, options } = recorder(req, controller.signal);
-  const timing = cancelTiming(req);
+  const { controller, result, options, timing } = startCall(req);
   const fullDuplex = req.streamType === StreamType.FULL_DUPLEX_BIDI_STREAM;
   const record = (payload: ConformancePayload) => {
     result.payloads.push(payload);
     if (result.payloads.length === timing.afterNumResponses) controller.abort();
   };
-  try {
+  return settle(result, async () => {
     const requests = createWritableIterable<MessageShape<typeof BidiStreamRequestSchema>>();
     const responses = client.bidiStream(requests, options)[Symbol.asyncIterator]();
     const messages = requestMessages(req, BidiStreamRequestSchema);
@@ -197,20 +197,14 @@ async function bidiStream(client: ConformanceClient, req: ClientCompatRequest) {
       if (next.done === true) break;
       record(payloadOf(next.value));
     }
-  } catch (err) {
-    recordError(result, err);
-  }
-  return result;
+  });
 }
 
 async function unimplemented(client: ConformanceClient, req: ClientCompatRequest) {
-  const { result, options } = recorder(req, new AbortController().signal);
-  try {
+  const { result, options } = startCall(req);
+  return settle(result, async () => {
     await client.unimplemented(singleRequest(req, UnimplementedRequestSchema), options);
-  } catch (err) {
-    recordError(result, err);
-  }
-  return result;
+  });
 }
 
 /**

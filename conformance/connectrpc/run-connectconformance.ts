@@ -10,7 +10,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 const root = join(here, here.includes("/dist/") ? "../../.." : "../..");
 
 /** The connectconformance binary install-connectconformance.sh puts in the cache. */
-export function connectconformanceBin(): string {
+function connectconformanceBin(): string {
   const cache = process.env.SPILLWAY_CACHE ?? join(homedir(), ".cache", "spillway");
   const bin = join(cache, "bin", "connectconformance");
   if (!existsSync(bin)) {

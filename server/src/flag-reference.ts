@@ -2,10 +2,10 @@ import { readFile, writeFile } from "node:fs/promises";
 import { USAGE_BODY } from "./usage.js";
 
 /** The line that opens the generated flag reference in a markdown page. */
-export const FLAG_REFERENCE_BEGIN =
+const FLAG_REFERENCE_BEGIN =
   "<!-- flag-reference:begin (generated from `spillway --help` by scripts/generate-flag-reference.sh; do not edit) -->";
 /** The line that closes the generated flag reference. */
-export const FLAG_REFERENCE_END = "<!-- flag-reference:end -->";
+const FLAG_REFERENCE_END = "<!-- flag-reference:end -->";
 
 /**
  * renderFlagReference returns the flag reference as markdown: the help text `spillway --help`

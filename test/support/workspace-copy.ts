@@ -1,15 +1,20 @@
-import { cpSync, mkdirSync, readdirSync, realpathSync, symlinkSync } from "node:fs";
+import { cpSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync } from "node:fs";
 import { basename, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-/** The workspace folders and the package each holds, as the root package.json lists them. */
-export const workspacePackages = [
-  { folder: "proto", name: "@spillway/proto" },
-  { folder: "wire", name: "@spillway/wire" },
-  { folder: "clients/ts", name: "@spillway/client" },
-  { folder: "server", name: "spillway" },
-  { folder: "conformance", name: "spillway-conformance" },
-  { folder: "mcp", name: "@spillway/mcp" },
-] as const;
+const repository = fileURLToPath(new URL("../..", import.meta.url));
+
+function manifestOf(folder: string): { workspaces?: string[]; name: string } {
+  return JSON.parse(readFileSync(join(repository, folder, "package.json"), "utf8"));
+}
+
+/**
+ * The workspace folders and the package each holds, in the order the root package.json lists
+ * them and named by each folder's own package.json, so a workspace added there is covered here.
+ */
+export const workspacePackages: readonly { folder: string; name: string }[] = (
+  manifestOf(".").workspaces ?? []
+).map((folder) => ({ folder, name: manifestOf(folder).name }));
 
 /** What a build or an install leaves behind, never copied. */
 const buildState = new Set(["dist", "node_modules"]);

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
 
+from agent_script import read_calls, returns
 from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore, spillway_tool_output_limits
@@ -59,16 +60,6 @@ def bytes_out(metrics_url: str) -> int:
     match = re.search(r"^spillway_bytes_out_total (\S+)$", text, re.MULTILINE)
     assert match is not None, text[:2000]
     return int(float(match.group(1)))
-
-
-def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
-    return [
-        part
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, ToolReturnPart) and part.tool_name == tool
-    ]
 
 
 def metered_reader(tool: str, reads: list[dict[str, Any]], metrics_url: str, moved: list[int]):
@@ -153,16 +144,7 @@ def windowed_reader(calls: list[dict[str, Any]]):
         if returns(messages, "read_tool_output"):
             return ModelResponse(parts=[TextPart("done")])
         handle = HANDLE.search(str(dumped[0].content)).group(1)  # type: ignore[union-attr]
-        return ModelResponse(
-            parts=[
-                ToolCallPart(
-                    "read_tool_output",
-                    {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in args.items()},
-                    tool_call_id=f"w{i}",
-                )
-                for i, args in enumerate(calls)
-            ]
-        )
+        return read_calls(handle, calls, "w")
 
     return model
 

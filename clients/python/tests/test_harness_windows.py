@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import socket
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
 
 from agent_script import read_calls, returns
 from conftest import spillway_server
+from nginx_proxy import free_port
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore, spillway_tool_output_limits
 
@@ -37,12 +37,6 @@ BIG_LOG = "".join(f"{step(n)}\n" for n in range(1, LINES + 1))
 HANDLE = re.compile(r"stored to handle '([^']+)'")
 PER_READ_OVERHEAD = 256
 """Bytes a read may move beyond the text the model is shown (the counter counts that text exactly)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@ package spillway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -18,8 +17,6 @@ import (
 // error of w ends the copy and is returned wrapped (errors.Is finds it); a failed call is a
 // gRPC status error, after the bytes before it were written.
 func (c *Client) CopyBytes(ctx context.Context, runID, handle string, w io.Writer, offset int64, limit *int64) (int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var written int64
 	for {
 		window := &spillwayv1.BytesWindow{Offset: offset + written}
@@ -30,35 +27,19 @@ func (c *Client) CopyBytes(ctx context.Context, runID, handle string, w io.Write
 			}
 			window.Limit = &left
 		}
-		stream, err := c.raw.ReadToolOutput(ctx, &spillwayv1.ReadToolOutputRequest{
+		_, trailer, err := c.streamWindow(ctx, &spillwayv1.ReadToolOutputRequest{
 			RunId: runID, Handle: handle, OmitRendered: true,
 			Window: &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: window},
+		}, func(content *spillwayv1.WindowContent) error {
+			n, err := w.Write(content.GetData())
+			written += int64(n)
+			if err != nil {
+				return fmt.Errorf("spillway: writing the bytes of %s: %w", handle, err)
+			}
+			return nil
 		})
 		if err != nil {
 			return written, err
-		}
-		var trailer *spillwayv1.WindowTrailer
-		for {
-			res, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return written, err
-			}
-			switch frame := res.GetFrame().(type) {
-			case *spillwayv1.ReadToolOutputResponse_Content:
-				n, err := w.Write(frame.Content.GetData())
-				written += int64(n)
-				if err != nil {
-					return written, fmt.Errorf("spillway: writing the bytes of %s: %w", handle, err)
-				}
-			case *spillwayv1.ReadToolOutputResponse_Trailer:
-				trailer = frame.Trailer
-			}
-		}
-		if trailer == nil {
-			return written, errorf(codes.Internal, "the server ended the window of %s without its trailer", handle)
 		}
 		if trailer.GetEof() || trailer.NextOffset == nil {
 			return written, nil

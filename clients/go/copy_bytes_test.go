@@ -3,6 +3,7 @@ package spillway_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"runtime"
 	"testing"
@@ -114,5 +115,32 @@ func TestCopyBytesReadsOnPastTheServersWindowCap(t *testing.T) {
 	got = nil
 	if n, err := c.CopyBytes(ctx, "r", "res_c", &got, 10, &limit); err != nil || n != limit || string(got) != string(want[10:10+limit]) {
 		t.Fatalf("CopyBytes of 250000 bytes across capped windows = %d, %v", n, err)
+	}
+}
+
+// failingWriter takes up to room bytes, then fails every write.
+type failingWriter struct{ room int }
+
+var errWriterFull = errors.New("writer full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	n := min(len(p), w.room)
+	w.room -= n
+	if n < len(p) {
+		return n, errWriterFull
+	}
+	return n, nil
+}
+
+// TestCopyBytesEndsAtAWriteError: a failing writer ends the copy; the error wraps the writer's
+// (errors.Is finds it) and the count is the bytes the writer took.
+func TestCopyBytesEndsAtAWriteError(t *testing.T) {
+	c, ctx, runID := dial(t), testContext(t), newRunID()
+	if _, err := c.Offload(ctx, spillway.Key{Tenant: "dev", RunID: runID, CallID: "full"}, &patternReader{size: 1 << 20}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.CopyBytes(ctx, runID, "res_full", &failingWriter{room: 1000}, 0, nil)
+	if !errors.Is(err, errWriterFull) || n != 1000 {
+		t.Fatalf("CopyBytes = %d, %v; want 1000 bytes and the writer's error", n, err)
 	}
 }

@@ -122,7 +122,7 @@ func (c *Client) Offload(ctx context.Context, key Key, r io.Reader, opts *Offloa
 			break
 		}
 		if readErr != nil {
-			cancel()
+			// The deferred cancel resets the stream, so nothing read so far is committed.
 			return nil, fmt.Errorf("spillway: reading the payload of %s/%s: %w", key.RunID, key.CallID, readErr)
 		}
 	}

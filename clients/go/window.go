@@ -54,35 +54,57 @@ func (w *Window) Matches() []*spillwayv1.Match {
 // resolves it, and collects its frames. A window the server ended without a trailer is
 // codes.Internal.
 func (c *Client) ReadToolOutput(ctx context.Context, req *spillwayv1.ReadToolOutputRequest) (*Window, error) {
+	w := &Window{}
+	header, trailer, err := c.streamWindow(ctx, req, func(content *spillwayv1.WindowContent) error {
+		w.Contents = append(w.Contents, content)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.Header, w.Trailer, w.Rendered = header, trailer, trailer.GetRendered()
+	return w, nil
+}
+
+// streamWindow reads one window, handing each content frame to onContent as it comes off the
+// wire, and returns the window's header and trailer. An onContent error ends the read and is
+// returned as is; a window the server ended without a trailer is codes.Internal.
+func (c *Client) streamWindow(
+	ctx context.Context,
+	req *spillwayv1.ReadToolOutputRequest,
+	onContent func(*spillwayv1.WindowContent) error,
+) (*spillwayv1.WindowHeader, *spillwayv1.WindowTrailer, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.raw.ReadToolOutput(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	w := &Window{}
+	var header *spillwayv1.WindowHeader
+	var trailer *spillwayv1.WindowTrailer
 	for {
 		res, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		switch frame := res.GetFrame().(type) {
 		case *spillwayv1.ReadToolOutputResponse_Header:
-			w.Header = frame.Header
+			header = frame.Header
 		case *spillwayv1.ReadToolOutputResponse_Content:
-			w.Contents = append(w.Contents, frame.Content)
+			if err := onContent(frame.Content); err != nil {
+				return nil, nil, err
+			}
 		case *spillwayv1.ReadToolOutputResponse_Trailer:
-			w.Trailer = frame.Trailer
+			trailer = frame.Trailer
 		}
 	}
-	if w.Trailer == nil {
-		return nil, errorf(codes.Internal, "the server ended the window of %s without its trailer", req.GetHandle())
+	if trailer == nil {
+		return nil, nil, errorf(codes.Internal, "the server ended the window of %s without its trailer", req.GetHandle())
 	}
-	w.Rendered = w.Trailer.GetRendered()
-	return w, nil
+	return header, trailer, nil
 }
 
 // ReadLines reads a window of whole lines; a nil window reads from the first line up to the

@@ -12,26 +12,17 @@ import re
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import LocalFileStore, OverflowStore, ToolOutputLimits
 
+from agent_script import returns
 from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore
 
 LOG = "".join(f"build step {i + 1}: compiled module_{i % 977}.o\n" for i in range(120_000))
 HANDLE = re.compile(r"stored to handle '([^']+)'")
-
-
-def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
-    return [
-        part
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, ToolReturnPart) and part.tool_name == tool
-    ]
 
 
 def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

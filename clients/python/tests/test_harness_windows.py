@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import itertools
 import re
-import socket
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
 
+from agent_script import read_calls, returns
 from conftest import spillway_server
+from nginx_proxy import free_port
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore, spillway_tool_output_limits
 
@@ -38,12 +39,6 @@ PER_READ_OVERHEAD = 256
 """Bytes a read may move beyond the text the model is shown (the counter counts that text exactly)."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def metered() -> Iterator[tuple[str, str]]:
     """A server with its Prometheus endpoint on; yields (gRPC URL, metrics URL)."""
@@ -59,16 +54,6 @@ def bytes_out(metrics_url: str) -> int:
     match = re.search(r"^spillway_bytes_out_total (\S+)$", text, re.MULTILINE)
     assert match is not None, text[:2000]
     return int(float(match.group(1)))
-
-
-def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
-    return [
-        part
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, ToolReturnPart) and part.tool_name == tool
-    ]
 
 
 def metered_reader(tool: str, reads: list[dict[str, Any]], metrics_url: str, moved: list[int]):
@@ -153,16 +138,7 @@ def windowed_reader(calls: list[dict[str, Any]]):
         if returns(messages, "read_tool_output"):
             return ModelResponse(parts=[TextPart("done")])
         handle = HANDLE.search(str(dumped[0].content)).group(1)  # type: ignore[union-attr]
-        return ModelResponse(
-            parts=[
-                ToolCallPart(
-                    "read_tool_output",
-                    {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in args.items()},
-                    tool_call_id=f"w{i}",
-                )
-                for i, args in enumerate(calls)
-            ]
-        )
+        return read_calls(handle, calls, "w")
 
     return model
 

@@ -11,25 +11,16 @@ import time
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent_script import read_calls, returns
 from conftest import spillway_process, spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, SpillwayToolOutputs
 
 LOG = "".join(f"test {n}: {'FAIL' if n % 5000 == 0 else 'ok'}\n" for n in range(1, 200_001))
 HANDLE = re.compile(r"\b(res_[A-Za-z0-9._%-]+)")
-
-
-def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
-    return [
-        part
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, ToolReturnPart) and part.tool_name == tool
-    ]
 
 
 def scripted(reads: list[dict[str, Any]]):
@@ -45,16 +36,7 @@ def scripted(reads: list[dict[str, Any]]):
             return ModelResponse(parts=[TextPart("done")])
         match = HANDLE.search(str(ran[0].content))
         handle = match.group(1) if match else "res_not-shown"
-        return ModelResponse(
-            parts=[
-                ToolCallPart(
-                    "read_tool_output",
-                    {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in r.items()},
-                    tool_call_id=f"r{i}",
-                )
-                for i, r in enumerate(reads)
-            ]
-        )
+        return read_calls(handle, reads, "r")
 
     return model
 

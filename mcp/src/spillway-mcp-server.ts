@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import { createRequire } from "node:module";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -14,7 +13,8 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import {
-  createReadToolOutputExecutor,
+  createReadToolOutputRunner,
+  type ReadToolOutputOutcome,
   readToolOutputTool,
   type SpillwayClient,
 } from "@spillway/client";
@@ -150,25 +150,11 @@ export function createSpillwayToolHandler(
   opts: SpillwayMcpOptions = {},
 ): SpillwayToolHandler {
   const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
-  // The executor returns a refusal as text; this records the gRPC code of the call that made it.
-  const lastCode = new AsyncLocalStorage<{ code?: Code }>();
-  const recording: SpillwayClient = {
-    ...client,
-    readToolOutput: async (req, c) => {
-      try {
-        return await client.readToolOutput(req, c);
-      } catch (err) {
-        const slot = lastCode.getStore();
-        if (slot !== undefined && err instanceof ConnectError) slot.code = err.code;
-        throw err;
-      }
-    },
-  };
-  const executors = new Map<string, (args: unknown) => Promise<string>>();
+  const executors = new Map<string, (args: unknown) => Promise<ReadToolOutputOutcome>>();
   const executorFor = (runId: string) => {
     let exec = executors.get(runId);
     if (exec === undefined) {
-      exec = createReadToolOutputExecutor(recording, { runId, call });
+      exec = createReadToolOutputRunner(client, { runId, call });
       if (executors.size >= keptExecutors) executors.delete(executors.keys().next().value ?? "");
     } else {
       executors.delete(runId);
@@ -199,10 +185,8 @@ export function createSpillwayToolHandler(
       if (name === readToolOutputTool.name) {
         const { run_id: _, ...rest } = args;
         const runId = runOf(args);
-        const slot: { code?: Code } = {};
-        const text = await lastCode.run(slot, () => executorFor(runId)(rest));
-        // The executor's own refusals of arguments start "error: " and made no call.
-        if (text.startsWith("error: ")) return toolError(text, slot.code ?? Code.InvalidArgument);
+        const { text, code } = await executorFor(runId)(rest);
+        if (code !== undefined) return toolError(text, code);
         return { content: [{ type: "text", text }] };
       }
       if (name === "list_tool_outputs") {

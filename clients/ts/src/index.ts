@@ -32,7 +32,9 @@ export {
 export { createGrpcTransport, type GrpcTransportOptions } from "./grpc-transport.js";
 export {
   createReadToolOutputExecutor,
+  createReadToolOutputRunner,
   type ReadToolOutputExecutorOptions,
+  type ReadToolOutputOutcome,
   readToolOutputTool,
   readToolOutputToolName,
   type ToolDefinition,

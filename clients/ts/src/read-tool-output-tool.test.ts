@@ -1,9 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import type { ReadToolOutputRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
 import { createSpillwayClient, type SpillwayClient } from "./client.js";
-import { createReadToolOutputExecutor, readToolOutputTool } from "./read-tool-output-tool.js";
+import {
+  createReadToolOutputExecutor,
+  createReadToolOutputRunner,
+  readToolOutputTool,
+} from "./read-tool-output-tool.js";
 
 describe("read_tool_output tool against a live server", () => {
   let t: TestServer;
@@ -157,5 +162,18 @@ describe("read_tool_output tool against a live server", () => {
   it("names the code of other server refusals", async () => {
     const text = await read({ handle: "res_log", pattern: "(", regex: true });
     expect(text).toMatch(/^error: invalid_argument: /);
+  });
+
+  it("gives the runner's text as the executor's, with a refusal's gRPC code", async () => {
+    const run = createReadToolOutputRunner(client, { runId });
+    const cases: [unknown, Code | undefined][] = [
+      [{ handle: "res_log", offset: 10, limit: 2 }, undefined],
+      [{ handle: "res_someone-else" }, Code.PermissionDenied],
+      [{ handle: "res_log", pattern: "(", regex: true }, Code.InvalidArgument],
+      [{ handle: "res_log", offset: -1 }, Code.InvalidArgument],
+    ];
+    for (const [args, code] of cases) {
+      expect(await run(args)).toEqual({ text: await read(args), code });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type {
   ReadToolOutputRequestSchema,
   SearchCursor,
@@ -104,6 +104,30 @@ export function createReadToolOutputExecutor(
   client: SpillwayClient,
   opts: ReadToolOutputExecutorOptions,
 ): (args: unknown) => Promise<string> {
+  const run = createReadToolOutputRunner(client, opts);
+  return async (args) => (await run(args)).text;
+}
+
+/**
+ * ReadToolOutputOutcome is one `read_tool_output` call's text for the model and, for a refusal,
+ * its gRPC code: the service's, or INVALID_ARGUMENT for arguments refused before any call.
+ */
+export interface ReadToolOutputOutcome {
+  /** Exactly what createReadToolOutputExecutor returns for the same call. */
+  readonly text: string;
+  /** Undefined for a window; the refusal's code when `text` is an `error: ` line. */
+  readonly code: Code | undefined;
+}
+
+/**
+ * createReadToolOutputRunner is createReadToolOutputExecutor for hosts that relay the tool
+ * (an MCP server, say) and must tell a refusal from a window without reading the text: each
+ * call also gives the refusal's gRPC code.
+ */
+export function createReadToolOutputRunner(
+  client: SpillwayClient,
+  opts: ReadToolOutputExecutorOptions,
+): (args: unknown) => Promise<ReadToolOutputOutcome> {
   const cursors = new Map<string, SearchCursor>();
   const read = async (request: Request): Promise<Window> => {
     const window = request.window;
@@ -158,12 +182,12 @@ export function createReadToolOutputExecutor(
   };
   return async (args) => {
     const parsed = parseArgs(args);
-    if (typeof parsed === "string") return `error: ${parsed}`;
+    if (typeof parsed === "string") return { text: `error: ${parsed}`, code: Code.InvalidArgument };
     try {
-      return (await read(parsed)).rendered;
+      return { text: (await read(parsed)).rendered, code: undefined };
     } catch (err) {
       if (!(err instanceof ConnectError)) throw err;
-      return `error: ${describeError(err)}`;
+      return { text: `error: ${describeError(err)}`, code: err.code };
     }
   };
 }

@@ -130,6 +130,10 @@ export function createSpillwayService(
       return { attachment: toAttachment(record, runExpiresMs) };
     },
 
+    listRuns() {
+      throw new ConnectError("ListRuns is not implemented yet", Code.Unimplemented);
+    },
+
     async listToolOutputs(req, ctx) {
       validateRequest(ListToolOutputsRequestSchema, req);
       const tenant = tenantOf(ctx);

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/spillway.proto.
  */
 export const file_spillway_v1_spillway: GenFile = /*@__PURE__*/
-  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMiegoOUHJldmlld09wdGlvbnMSJAoKaGVhZF9jaGFycxgBIAEoBUILukgIGgYYoJwBKABIAIgBARIkCgp0YWlsX2NoYXJzGAIgASgFQgu6SAgaBhignAEoAEgBiAEBQg0KC19oZWFkX2NoYXJzQg0KC190YWlsX2NoYXJzIlUKD09mZmxvYWRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIPCgdjcmVhdGVkGAIgASgIIlAKE09mZmxvYWRCYXRjaFJlcXVlc3QSOQoFaXRlbXMYASADKAsyHS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hJdGVtQgu6SAiSAQUIARDoByJUChBPZmZsb2FkQmF0Y2hJdGVtEjIKBmhlYWRlchgBIAEoCzIaLnNwaWxsd2F5LnYxLk9mZmxvYWRIZWFkZXJCBrpIA8gBARIMCgRkYXRhGAIgASgMIkgKFE9mZmxvYWRCYXRjaFJlc3BvbnNlEjAKB3Jlc3VsdHMYASADKAsyHy5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXN1bHQiggEKEk9mZmxvYWRCYXRjaFJlc3VsdBIxCglvZmZsb2FkZWQYASABKAsyHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2VIABIvCgVlcnJvchgCIAEoCzIeLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEVycm9ySABCCAoGcmVzdWx0IjIKEU9mZmxvYWRCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKxAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI0CgZoYW5kbGUYAiABKAlCJLpIIXIfEAEogBAyGF5bXlx4MDAtXHgxZlx4N2YtXHg5Zl0qJBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQi5QEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKAASKAoFYWZ0ZXIYByABKAsyGS5zcGlsbHdheS52MS5TZWFyY2hDdXJzb3JCDgoMX21heF9tYXRjaGVzInwKDFNlYXJjaEN1cnNvchIcCgtieXRlX29mZnNldBgBIAEoA0IHukgEIgIoABIVCgRsaW5lGAIgASgDQge6SAQiAigAEh8KDm1hdGNoZXNfYmVmb3JlGAMgASgDQge6SAQiAigAEhYKBWNoZWNrGAQgASgJQge6SARyAihAIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIpMCCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAkSMAoNc2VhcmNoX2N1cnNvchgJIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaEN1cnNvckIOCgxfbmV4dF9vZmZzZXRCEAoOX3RvdGFsX21hdGNoZXMijQEKFVN0YXRUb29sT3V0cHV0UmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNAoGaGFuZGxlGAIgASgJQiS6SCFyHxABKIAQMhheW15ceDAwLVx4MWZceDdmLVx4OWZdKiQiSwoWU3RhdFRvb2xPdXRwdXRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudCKVAQoWTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SHQoJcGFnZV9zaXplGAIgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDKIAQImYKF0xpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEjIKC2F0dGFjaG1lbnRzGAEgAygLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUgoQRGVsZXRlUnVuUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4iMAoRRGVsZXRlUnVuUmVzcG9uc2USGwoTZGVsZXRlZF9hdHRhY2htZW50cxgBIAEoAyLWAQoORm9ya1J1blJlcXVlc3QSRQoNcGFyZW50X3J1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhJECgxjaGlsZF9ydW5faWQYAiABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiLQoPRm9ya1J1blJlc3BvbnNlEhoKEmZvcmtlZF9hdHRhY2htZW50cxgBIAEoAyKLAQoQU2V0UnVuVHRsUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiRAoRU2V0UnVuVHRsUmVzcG9uc2USLwoLZXhwaXJlX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IqcBChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEiMKBmxpbWl0cxgDIAEoCzITLnNwaWxsd2F5LnYxLkxpbWl0cxIlCgRjYXBzGAQgASgLMhcuc3BpbGx3YXkudjEuV2luZG93Q2FwcxIQCghmZWF0dXJlcxgFIAMoCRIOCgZ0ZW5hbnQYBiABKAkiqgQKBkxpbWl0cxIWCg5tYXhfYmxvYl9ieXRlcxgBIAEoAxIXCg9tYXhfY2h1bmtfYnl0ZXMYAiABKAMSFAoMaW5saW5lX2J5dGVzGAMgASgDEhkKEW1heF9wYXR0ZXJuX2J5dGVzGAQgASgDEhgKEG1heF9ieXRlc193aW5kb3cYBSABKAMSGgoNbWF4X3J1bl9ieXRlcxgGIAEoA0gAiAEBEhoKEm1heF9pbmZsaWdodF9ieXRlcxgHIAEoAxIcChRtYXhfY2FsbHNfcGVyX3RlbmFudBgIIAEoBRIzChByZXF1ZXN0X2RlYWRsaW5lGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjcKFG9mZmxvYWRfaWRsZV90aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiUKHW1heF9pbmZsaWdodF9ieXRlc19wZXJfdGVuYW50GAsgASgDEjoKF2Nvbm5lY3Rpb25faWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmtlZXBhbGl2ZV9pbnRlcnZhbBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFrZWVwYWxpdmVfdGltZW91dBgOIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIQCg5fbWF4X3J1bl9ieXRlcyJtCgpXaW5kb3dDYXBzEhgKEG1heF93aW5kb3dfbGluZXMYASABKAUSGAoQbWF4X3dpbmRvd19jaGFycxgCIAEoBRIWCg5tYXhfbGluZV9jaGFycxgDIAEoBRITCgttYXhfbWF0Y2hlcxgEIAEoBTL6BQoPU3BpbGx3YXlTZXJ2aWNlEkYKB09mZmxvYWQSGy5zcGlsbHdheS52MS5PZmZsb2FkUmVxdWVzdBocLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXNwb25zZSgBElMKDE9mZmxvYWRCYXRjaBIgLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlcXVlc3QaIS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXNwb25zZRJbCg5SZWFkVG9vbE91dHB1dBIiLnNwaWxsd2F5LnYxLlJlYWRUb29sT3V0cHV0UmVxdWVzdBojLnNwaWxsd2F5LnYxLlJlYWRUb29sT3V0cHV0UmVzcG9uc2UwARJZCg5TdGF0VG9vbE91dHB1dBIiLnNwaWxsd2F5LnYxLlN0YXRUb29sT3V0cHV0UmVxdWVzdBojLnNwaWxsd2F5LnYxLlN0YXRUb29sT3V0cHV0UmVzcG9uc2USXAoPTGlzdFRvb2xPdXRwdXRzEiMuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBokLnNwaWxsd2F5LnYxLkxpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEkoKCURlbGV0ZVJ1bhIdLnNwaWxsd2F5LnYxLkRlbGV0ZVJ1blJlcXVlc3QaHi5zcGlsbHdheS52MS5EZWxldGVSdW5SZXNwb25zZRJECgdGb3JrUnVuEhsuc3BpbGx3YXkudjEuRm9ya1J1blJlcXVlc3QaHC5zcGlsbHdheS52MS5Gb3JrUnVuUmVzcG9uc2USSgoJU2V0UnVuVHRsEh0uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVxdWVzdBoeLnNwaWxsd2F5LnYxLlNldFJ1blR0bFJlc3BvbnNlElYKDUdldFNlcnZlckluZm8SIS5zcGlsbHdheS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBoiLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXNwb25zZUJIWkZnaXRodWIuY29tL3NwaWxsd2F5LWRldi9zcGlsbHdheS9jbGllbnRzL2dvL2dlbi9zcGlsbHdheS92MTtzcGlsbHdheXYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
+  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMiegoOUHJldmlld09wdGlvbnMSJAoKaGVhZF9jaGFycxgBIAEoBUILukgIGgYYoJwBKABIAIgBARIkCgp0YWlsX2NoYXJzGAIgASgFQgu6SAgaBhignAEoAEgBiAEBQg0KC19oZWFkX2NoYXJzQg0KC190YWlsX2NoYXJzIlUKD09mZmxvYWRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIPCgdjcmVhdGVkGAIgASgIIlAKE09mZmxvYWRCYXRjaFJlcXVlc3QSOQoFaXRlbXMYASADKAsyHS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hJdGVtQgu6SAiSAQUIARDoByJUChBPZmZsb2FkQmF0Y2hJdGVtEjIKBmhlYWRlchgBIAEoCzIaLnNwaWxsd2F5LnYxLk9mZmxvYWRIZWFkZXJCBrpIA8gBARIMCgRkYXRhGAIgASgMIkgKFE9mZmxvYWRCYXRjaFJlc3BvbnNlEjAKB3Jlc3VsdHMYASADKAsyHy5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXN1bHQiggEKEk9mZmxvYWRCYXRjaFJlc3VsdBIxCglvZmZsb2FkZWQYASABKAsyHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2VIABIvCgVlcnJvchgCIAEoCzIeLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEVycm9ySABCCAoGcmVzdWx0IjIKEU9mZmxvYWRCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKxAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI0CgZoYW5kbGUYAiABKAlCJLpIIXIfEAEogBAyGF5bXlx4MDAtXHgxZlx4N2YtXHg5Zl0qJBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQi5QEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKAASKAoFYWZ0ZXIYByABKAsyGS5zcGlsbHdheS52MS5TZWFyY2hDdXJzb3JCDgoMX21heF9tYXRjaGVzInwKDFNlYXJjaEN1cnNvchIcCgtieXRlX29mZnNldBgBIAEoA0IHukgEIgIoABIVCgRsaW5lGAIgASgDQge6SAQiAigAEh8KDm1hdGNoZXNfYmVmb3JlGAMgASgDQge6SAQiAigAEhYKBWNoZWNrGAQgASgJQge6SARyAihAIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIpMCCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAkSMAoNc2VhcmNoX2N1cnNvchgJIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaEN1cnNvckIOCgxfbmV4dF9vZmZzZXRCEAoOX3RvdGFsX21hdGNoZXMijQEKFVN0YXRUb29sT3V0cHV0UmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNAoGaGFuZGxlGAIgASgJQiS6SCFyHxABKIAQMhheW15ceDAwLVx4MWZceDdmLVx4OWZdKiQiSwoWU3RhdFRvb2xPdXRwdXRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudCKVAQoWTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SHQoJcGFnZV9zaXplGAIgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDKIAQImYKF0xpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEjIKC2F0dGFjaG1lbnRzGAEgAygLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTgoPTGlzdFJ1bnNSZXF1ZXN0Eh0KCXBhZ2Vfc2l6ZRgBIAEoBUIKukgHGgUY6AcoABIcCgpwYWdlX3Rva2VuGAIgASgJQgi6SAVyAyiAECJPChBMaXN0UnVuc1Jlc3BvbnNlEiIKBHJ1bnMYASADKAsyFC5zcGlsbHdheS52MS5SdW5JbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLtAQoHUnVuSW5mbxIOCgZydW5faWQYASABKAkSFAoMb3V0cHV0X2NvdW50GAIgASgDEhIKCnNpemVfYnl0ZXMYAyABKAMSLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcGFyZW50X3J1bl9pZBgHIAEoCSJSChBEZWxldGVSdW5SZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLiIwChFEZWxldGVSdW5SZXNwb25zZRIbChNkZWxldGVkX2F0dGFjaG1lbnRzGAEgASgDItYBCg5Gb3JrUnVuUmVxdWVzdBJFCg1wYXJlbnRfcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEkQKDGNoaWxkX3J1bl9pZBgCIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI3CgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACItCg9Gb3JrUnVuUmVzcG9uc2USGgoSZm9ya2VkX2F0dGFjaG1lbnRzGAEgASgDIosBChBTZXRSdW5UdGxSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI3CgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACJEChFTZXRSdW5UdGxSZXNwb25zZRIvCgtleHBpcmVfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QipwEKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEg8KB2JhY2tlbmQYAiABKAkSIwoGbGltaXRzGAMgASgLMhMuc3BpbGx3YXkudjEuTGltaXRzEiUKBGNhcHMYBCABKAsyFy5zcGlsbHdheS52MS5XaW5kb3dDYXBzEhAKCGZlYXR1cmVzGAUgAygJEg4KBnRlbmFudBgGIAEoCSKqBAoGTGltaXRzEhYKDm1heF9ibG9iX2J5dGVzGAEgASgDEhcKD21heF9jaHVua19ieXRlcxgCIAEoAxIUCgxpbmxpbmVfYnl0ZXMYAyABKAMSGQoRbWF4X3BhdHRlcm5fYnl0ZXMYBCABKAMSGAoQbWF4X2J5dGVzX3dpbmRvdxgFIAEoAxIaCg1tYXhfcnVuX2J5dGVzGAYgASgDSACIAQESGgoSbWF4X2luZmxpZ2h0X2J5dGVzGAcgASgDEhwKFG1heF9jYWxsc19wZXJfdGVuYW50GAggASgFEjMKEHJlcXVlc3RfZGVhZGxpbmUYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUb2ZmbG9hZF9pZGxlX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJQodbWF4X2luZmxpZ2h0X2J5dGVzX3Blcl90ZW5hbnQYCyABKAMSOgoXY29ubmVjdGlvbl9pZGxlX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNQoSa2VlcGFsaXZlX2ludGVydmFsGA0gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWtlZXBhbGl2ZV90aW1lb3V0GA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQhAKDl9tYXhfcnVuX2J5dGVzIm0KCldpbmRvd0NhcHMSGAoQbWF4X3dpbmRvd19saW5lcxgBIAEoBRIYChBtYXhfd2luZG93X2NoYXJzGAIgASgFEhYKDm1heF9saW5lX2NoYXJzGAMgASgFEhMKC21heF9tYXRjaGVzGAQgASgFMsMGCg9TcGlsbHdheVNlcnZpY2USRgoHT2ZmbG9hZBIbLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXF1ZXN0Ghwuc3BpbGx3YXkudjEuT2ZmbG9hZFJlc3BvbnNlKAESUwoMT2ZmbG9hZEJhdGNoEiAuc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVxdWVzdBohLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlc3BvbnNlElsKDlJlYWRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXNwb25zZTABElkKDlN0YXRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXNwb25zZRJcCg9MaXN0VG9vbE91dHB1dHMSIy5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXF1ZXN0GiQuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVzcG9uc2USRwoITGlzdFJ1bnMSHC5zcGlsbHdheS52MS5MaXN0UnVuc1JlcXVlc3QaHS5zcGlsbHdheS52MS5MaXN0UnVuc1Jlc3BvbnNlEkoKCURlbGV0ZVJ1bhIdLnNwaWxsd2F5LnYxLkRlbGV0ZVJ1blJlcXVlc3QaHi5zcGlsbHdheS52MS5EZWxldGVSdW5SZXNwb25zZRJECgdGb3JrUnVuEhsuc3BpbGx3YXkudjEuRm9ya1J1blJlcXVlc3QaHC5zcGlsbHdheS52MS5Gb3JrUnVuUmVzcG9uc2USSgoJU2V0UnVuVHRsEh0uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVxdWVzdBoeLnNwaWxsd2F5LnYxLlNldFJ1blR0bFJlc3BvbnNlElYKDUdldFNlcnZlckluZm8SIS5zcGlsbHdheS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBoiLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXNwb25zZUJIWkZnaXRodWIuY29tL3NwaWxsd2F5LWRldi9zcGlsbHdheS9jbGllbnRzL2dvL2dlbi9zcGlsbHdheS92MTtzcGlsbHdheXYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
 
 /**
  * OffloadRequest is one message of an Offload stream: exactly one header, then chunks.
@@ -1042,6 +1042,127 @@ export const ListToolOutputsResponseSchema: GenMessage<ListToolOutputsResponse> 
   messageDesc(file_spillway_v1_spillway, 25);
 
 /**
+ * ListRunsRequest pages through the calling tenant's runs.
+ *
+ * @generated from message spillway.v1.ListRunsRequest
+ */
+export type ListRunsRequest = Message<"spillway.v1.ListRunsRequest"> & {
+  /**
+   * Runs per page; default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message spillway.v1.ListRunsRequest.
+ * Use `create(ListRunsRequestSchema)` to create a new message.
+ */
+export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 26);
+
+/**
+ * ListRunsResponse is one page of runs, in a stable storage order that the next page resumes
+ * from (not alphabetical: run ids are compared in their stored encoding).
+ *
+ * @generated from message spillway.v1.ListRunsResponse
+ */
+export type ListRunsResponse = Message<"spillway.v1.ListRunsResponse"> & {
+  /**
+   * The runs of this page.
+   *
+   * @generated from field: repeated spillway.v1.RunInfo runs = 1;
+   */
+  runs: RunInfo[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message spillway.v1.ListRunsResponse.
+ * Use `create(ListRunsResponseSchema)` to create a new message.
+ */
+export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 27);
+
+/**
+ * RunInfo summarises one run.
+ *
+ * @generated from message spillway.v1.RunInfo
+ */
+export type RunInfo = Message<"spillway.v1.RunInfo"> & {
+  /**
+   * The run.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Live outputs (results and attachments) the run's handles resolve to.
+   *
+   * @generated from field: int64 output_count = 2;
+   */
+  outputCount: bigint;
+
+  /**
+   * Sum of those outputs' size_bytes (bytes as offloaded; a fork counts the bytes its handles
+   * refer to, which it shares with its parent).
+   *
+   * @generated from field: int64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * When the run's first output was committed, or the fork made.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 4;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When the newest output was committed (create_time for a fork without outputs of its own).
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 5;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * When the whole run expires; unset when it has no TTL.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 6;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * The run this one was forked from; empty when it is no fork.
+   *
+   * @generated from field: string parent_run_id = 7;
+   */
+  parentRunId: string;
+};
+
+/**
+ * Describes the message spillway.v1.RunInfo.
+ * Use `create(RunInfoSchema)` to create a new message.
+ */
+export const RunInfoSchema: GenMessage<RunInfo> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 28);
+
+/**
  * DeleteRunRequest names the run to delete.
  *
  * @generated from message spillway.v1.DeleteRunRequest
@@ -1060,7 +1181,7 @@ export type DeleteRunRequest = Message<"spillway.v1.DeleteRunRequest"> & {
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
 export const DeleteRunRequestSchema: GenMessage<DeleteRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 26);
+  messageDesc(file_spillway_v1_spillway, 29);
 
 /**
  * DeleteRunResponse reports what was removed.
@@ -1081,7 +1202,7 @@ export type DeleteRunResponse = Message<"spillway.v1.DeleteRunResponse"> & {
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
 export const DeleteRunResponseSchema: GenMessage<DeleteRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 27);
+  messageDesc(file_spillway_v1_spillway, 30);
 
 /**
  * ForkRunRequest creates a child run that sees the parent's handles.
@@ -1116,7 +1237,7 @@ export type ForkRunRequest = Message<"spillway.v1.ForkRunRequest"> & {
  * Use `create(ForkRunRequestSchema)` to create a new message.
  */
 export const ForkRunRequestSchema: GenMessage<ForkRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 28);
+  messageDesc(file_spillway_v1_spillway, 31);
 
 /**
  * ForkRunResponse reports the fork.
@@ -1137,7 +1258,7 @@ export type ForkRunResponse = Message<"spillway.v1.ForkRunResponse"> & {
  * Use `create(ForkRunResponseSchema)` to create a new message.
  */
 export const ForkRunResponseSchema: GenMessage<ForkRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 29);
+  messageDesc(file_spillway_v1_spillway, 32);
 
 /**
  * SetRunTtlRequest sets a run's expiry.
@@ -1165,7 +1286,7 @@ export type SetRunTtlRequest = Message<"spillway.v1.SetRunTtlRequest"> & {
  * Use `create(SetRunTtlRequestSchema)` to create a new message.
  */
 export const SetRunTtlRequestSchema: GenMessage<SetRunTtlRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 30);
+  messageDesc(file_spillway_v1_spillway, 33);
 
 /**
  * SetRunTtlResponse confirms the expiry.
@@ -1186,7 +1307,7 @@ export type SetRunTtlResponse = Message<"spillway.v1.SetRunTtlResponse"> & {
  * Use `create(SetRunTtlResponseSchema)` to create a new message.
  */
 export const SetRunTtlResponseSchema: GenMessage<SetRunTtlResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 31);
+  messageDesc(file_spillway_v1_spillway, 34);
 
 /**
  * GetServerInfoRequest has no fields.
@@ -1201,7 +1322,7 @@ export type GetServerInfoRequest = Message<"spillway.v1.GetServerInfoRequest"> &
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 32);
+  messageDesc(file_spillway_v1_spillway, 35);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -1258,7 +1379,7 @@ export type GetServerInfoResponse = Message<"spillway.v1.GetServerInfoResponse">
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 33);
+  messageDesc(file_spillway_v1_spillway, 36);
 
 /**
  * Limits are the server's bounds on input, as they apply to the calling tenant: where the
@@ -1374,7 +1495,7 @@ export type Limits = Message<"spillway.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 34);
+  messageDesc(file_spillway_v1_spillway, 37);
 
 /**
  * WindowCaps bound every model-facing window, whatever the client asks.
@@ -1416,7 +1537,7 @@ export type WindowCaps = Message<"spillway.v1.WindowCaps"> & {
  * Use `create(WindowCapsSchema)` to create a new message.
  */
 export const WindowCapsSchema: GenMessage<WindowCaps> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 35);
+  messageDesc(file_spillway_v1_spillway, 38);
 
 /**
  * SpillwayService stores large tool outputs and serves them back in bounded windows.
@@ -1480,6 +1601,17 @@ export const SpillwayService: GenService<{
     methodKind: "unary";
     input: typeof ListToolOutputsRequestSchema;
     output: typeof ListToolOutputsResponseSchema;
+  },
+  /**
+   * ListRuns returns the calling tenant's runs, one page at a time, each with its output
+   * count, bytes, expiry and fork parent. Expired and deleted runs are not listed.
+   *
+   * @generated from rpc spillway.v1.SpillwayService.ListRuns
+   */
+  listRuns: {
+    methodKind: "unary";
+    input: typeof ListRunsRequestSchema;
+    output: typeof ListRunsResponseSchema;
   },
   /**
    * DeleteRun removes a run's registry and the bytes no fork still refers to.

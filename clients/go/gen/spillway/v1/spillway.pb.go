@@ -1952,6 +1952,218 @@ func (x *ListToolOutputsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// ListRunsRequest pages through the calling tenant's runs.
+type ListRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Runs per page; default 100, at most 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRunsResponse is one page of runs, in a stable storage order that the next page resumes
+// from (not alphabetical: run ids are compared in their stored encoding).
+type ListRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs of this page.
+	Runs []*RunInfo `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListRunsResponse) GetRuns() []*RunInfo {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RunInfo summarises one run.
+type RunInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Live outputs (results and attachments) the run's handles resolve to.
+	OutputCount int64 `protobuf:"varint,2,opt,name=output_count,json=outputCount,proto3" json:"output_count,omitempty"`
+	// Sum of those outputs' size_bytes (bytes as offloaded; a fork counts the bytes its handles
+	// refer to, which it shares with its parent).
+	SizeBytes int64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// When the run's first output was committed, or the fork made.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When the newest output was committed (create_time for a fork without outputs of its own).
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// When the whole run expires; unset when it has no TTL.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The run this one was forked from; empty when it is no fork.
+	ParentRunId   string `protobuf:"bytes,7,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunInfo) Reset() {
+	*x = RunInfo{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunInfo) ProtoMessage() {}
+
+func (x *RunInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunInfo.ProtoReflect.Descriptor instead.
+func (*RunInfo) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RunInfo) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunInfo) GetOutputCount() int64 {
+	if x != nil {
+		return x.OutputCount
+	}
+	return 0
+}
+
+func (x *RunInfo) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *RunInfo) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *RunInfo) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *RunInfo) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *RunInfo) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
 // DeleteRunRequest names the run to delete.
 type DeleteRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1963,7 +2175,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2187,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2200,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{26}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteRunRequest) GetRunId() string {
@@ -2009,7 +2221,7 @@ type DeleteRunResponse struct {
 
 func (x *DeleteRunResponse) Reset() {
 	*x = DeleteRunResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2233,7 @@ func (x *DeleteRunResponse) String() string {
 func (*DeleteRunResponse) ProtoMessage() {}
 
 func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2246,7 @@ func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRunResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{27}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRunResponse) GetDeletedAttachments() int64 {
@@ -2059,7 +2271,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2283,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2296,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{28}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ForkRunRequest) GetParentRunId() string {
@@ -2119,7 +2331,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2343,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2356,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{29}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ForkRunResponse) GetForkedAttachments() int64 {
@@ -2167,7 +2379,7 @@ type SetRunTtlRequest struct {
 
 func (x *SetRunTtlRequest) Reset() {
 	*x = SetRunTtlRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2391,7 @@ func (x *SetRunTtlRequest) String() string {
 func (*SetRunTtlRequest) ProtoMessage() {}
 
 func (x *SetRunTtlRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2404,7 @@ func (x *SetRunTtlRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRunTtlRequest.ProtoReflect.Descriptor instead.
 func (*SetRunTtlRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{30}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetRunTtlRequest) GetRunId() string {
@@ -2220,7 +2432,7 @@ type SetRunTtlResponse struct {
 
 func (x *SetRunTtlResponse) Reset() {
 	*x = SetRunTtlResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2444,7 @@ func (x *SetRunTtlResponse) String() string {
 func (*SetRunTtlResponse) ProtoMessage() {}
 
 func (x *SetRunTtlResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2457,7 @@ func (x *SetRunTtlResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRunTtlResponse.ProtoReflect.Descriptor instead.
 func (*SetRunTtlResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{31}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetRunTtlResponse) GetExpireTime() *timestamppb.Timestamp {
@@ -2264,7 +2476,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2488,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2501,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{32}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{35}
 }
 
 // GetServerInfoResponse describes the server.
@@ -2314,7 +2526,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2538,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2551,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{33}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2425,7 +2637,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2649,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2662,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{34}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Limits) GetMaxBlobBytes() int64 {
@@ -2568,7 +2780,7 @@ type WindowCaps struct {
 
 func (x *WindowCaps) Reset() {
 	*x = WindowCaps{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2792,7 @@ func (x *WindowCaps) String() string {
 func (*WindowCaps) ProtoMessage() {}
 
 func (x *WindowCaps) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2805,7 @@ func (x *WindowCaps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowCaps.ProtoReflect.Descriptor instead.
 func (*WindowCaps) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{35}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WindowCaps) GetMaxWindowLines() int32 {
@@ -2772,7 +2984,27 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03(\x80\x10R\tpageToken\"\x82\x01\n" +
 	"\x17ListToolOutputsResponse\x12?\n" +
 	"\vattachments\x18\x01 \x03(\v2\x1d.spillway.v1.ResultAttachmentR\vattachments\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"c\n" +
+	"\x0fListRunsRequest\x12'\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03(\x80\x10R\tpageToken\"d\n" +
+	"\x10ListRunsResponse\x12(\n" +
+	"\x04runs\x18\x01 \x03(\v2\x14.spillway.v1.RunInfoR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbd\x02\n" +
+	"\aRunInfo\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12!\n" +
+	"\foutput_count\x18\x02 \x01(\x03R\voutputCount\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12;\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\"\n" +
+	"\rparent_run_id\x18\a \x01(\tR\vparentRunId\"Y\n" +
 	"\x10DeleteRunRequest\x12E\n" +
 	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\"D\n" +
 	"\x11DeleteRunResponse\x12/\n" +
@@ -2821,13 +3053,14 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x10max_window_chars\x18\x02 \x01(\x05R\x0emaxWindowChars\x12$\n" +
 	"\x0emax_line_chars\x18\x03 \x01(\x05R\fmaxLineChars\x12\x1f\n" +
 	"\vmax_matches\x18\x04 \x01(\x05R\n" +
-	"maxMatches2\xfa\x05\n" +
+	"maxMatches2\xc3\x06\n" +
 	"\x0fSpillwayService\x12F\n" +
 	"\aOffload\x12\x1b.spillway.v1.OffloadRequest\x1a\x1c.spillway.v1.OffloadResponse(\x01\x12S\n" +
 	"\fOffloadBatch\x12 .spillway.v1.OffloadBatchRequest\x1a!.spillway.v1.OffloadBatchResponse\x12[\n" +
 	"\x0eReadToolOutput\x12\".spillway.v1.ReadToolOutputRequest\x1a#.spillway.v1.ReadToolOutputResponse0\x01\x12Y\n" +
 	"\x0eStatToolOutput\x12\".spillway.v1.StatToolOutputRequest\x1a#.spillway.v1.StatToolOutputResponse\x12\\\n" +
-	"\x0fListToolOutputs\x12#.spillway.v1.ListToolOutputsRequest\x1a$.spillway.v1.ListToolOutputsResponse\x12J\n" +
+	"\x0fListToolOutputs\x12#.spillway.v1.ListToolOutputsRequest\x1a$.spillway.v1.ListToolOutputsResponse\x12G\n" +
+	"\bListRuns\x12\x1c.spillway.v1.ListRunsRequest\x1a\x1d.spillway.v1.ListRunsResponse\x12J\n" +
 	"\tDeleteRun\x12\x1d.spillway.v1.DeleteRunRequest\x1a\x1e.spillway.v1.DeleteRunResponse\x12D\n" +
 	"\aForkRun\x12\x1b.spillway.v1.ForkRunRequest\x1a\x1c.spillway.v1.ForkRunResponse\x12J\n" +
 	"\tSetRunTtl\x12\x1d.spillway.v1.SetRunTtlRequest\x1a\x1e.spillway.v1.SetRunTtlResponse\x12V\n" +
@@ -2845,7 +3078,7 @@ func file_spillway_v1_spillway_proto_rawDescGZIP() []byte {
 	return file_spillway_v1_spillway_proto_rawDescData
 }
 
-var file_spillway_v1_spillway_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_spillway_v1_spillway_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_spillway_v1_spillway_proto_goTypes = []any{
 	(*OffloadRequest)(nil),          // 0: spillway.v1.OffloadRequest
 	(*OffloadHeader)(nil),           // 1: spillway.v1.OffloadHeader
@@ -2873,27 +3106,30 @@ var file_spillway_v1_spillway_proto_goTypes = []any{
 	(*StatToolOutputResponse)(nil),  // 23: spillway.v1.StatToolOutputResponse
 	(*ListToolOutputsRequest)(nil),  // 24: spillway.v1.ListToolOutputsRequest
 	(*ListToolOutputsResponse)(nil), // 25: spillway.v1.ListToolOutputsResponse
-	(*DeleteRunRequest)(nil),        // 26: spillway.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),       // 27: spillway.v1.DeleteRunResponse
-	(*ForkRunRequest)(nil),          // 28: spillway.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),         // 29: spillway.v1.ForkRunResponse
-	(*SetRunTtlRequest)(nil),        // 30: spillway.v1.SetRunTtlRequest
-	(*SetRunTtlResponse)(nil),       // 31: spillway.v1.SetRunTtlResponse
-	(*GetServerInfoRequest)(nil),    // 32: spillway.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 33: spillway.v1.GetServerInfoResponse
-	(*Limits)(nil),                  // 34: spillway.v1.Limits
-	(*WindowCaps)(nil),              // 35: spillway.v1.WindowCaps
-	(*BlobKey)(nil),                 // 36: spillway.v1.BlobKey
-	(*durationpb.Duration)(nil),     // 37: google.protobuf.Duration
-	(*ResultAttachment)(nil),        // 38: spillway.v1.ResultAttachment
-	(*timestamppb.Timestamp)(nil),   // 39: google.protobuf.Timestamp
+	(*ListRunsRequest)(nil),         // 26: spillway.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),        // 27: spillway.v1.ListRunsResponse
+	(*RunInfo)(nil),                 // 28: spillway.v1.RunInfo
+	(*DeleteRunRequest)(nil),        // 29: spillway.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),       // 30: spillway.v1.DeleteRunResponse
+	(*ForkRunRequest)(nil),          // 31: spillway.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),         // 32: spillway.v1.ForkRunResponse
+	(*SetRunTtlRequest)(nil),        // 33: spillway.v1.SetRunTtlRequest
+	(*SetRunTtlResponse)(nil),       // 34: spillway.v1.SetRunTtlResponse
+	(*GetServerInfoRequest)(nil),    // 35: spillway.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 36: spillway.v1.GetServerInfoResponse
+	(*Limits)(nil),                  // 37: spillway.v1.Limits
+	(*WindowCaps)(nil),              // 38: spillway.v1.WindowCaps
+	(*BlobKey)(nil),                 // 39: spillway.v1.BlobKey
+	(*durationpb.Duration)(nil),     // 40: google.protobuf.Duration
+	(*ResultAttachment)(nil),        // 41: spillway.v1.ResultAttachment
+	(*timestamppb.Timestamp)(nil),   // 42: google.protobuf.Timestamp
 }
 var file_spillway_v1_spillway_proto_depIdxs = []int32{
 	1,  // 0: spillway.v1.OffloadRequest.header:type_name -> spillway.v1.OffloadHeader
-	36, // 1: spillway.v1.OffloadHeader.key:type_name -> spillway.v1.BlobKey
-	37, // 2: spillway.v1.OffloadHeader.ttl:type_name -> google.protobuf.Duration
+	39, // 1: spillway.v1.OffloadHeader.key:type_name -> spillway.v1.BlobKey
+	40, // 2: spillway.v1.OffloadHeader.ttl:type_name -> google.protobuf.Duration
 	2,  // 3: spillway.v1.OffloadHeader.preview:type_name -> spillway.v1.PreviewOptions
-	38, // 4: spillway.v1.OffloadResponse.attachment:type_name -> spillway.v1.ResultAttachment
+	41, // 4: spillway.v1.OffloadResponse.attachment:type_name -> spillway.v1.ResultAttachment
 	5,  // 5: spillway.v1.OffloadBatchRequest.items:type_name -> spillway.v1.OffloadBatchItem
 	1,  // 6: spillway.v1.OffloadBatchItem.header:type_name -> spillway.v1.OffloadHeader
 	7,  // 7: spillway.v1.OffloadBatchResponse.results:type_name -> spillway.v1.OffloadBatchResult
@@ -2914,41 +3150,47 @@ var file_spillway_v1_spillway_proto_depIdxs = []int32{
 	18, // 22: spillway.v1.Match.before:type_name -> spillway.v1.Line
 	18, // 23: spillway.v1.Match.after:type_name -> spillway.v1.Line
 	13, // 24: spillway.v1.WindowTrailer.search_cursor:type_name -> spillway.v1.SearchCursor
-	38, // 25: spillway.v1.StatToolOutputResponse.attachment:type_name -> spillway.v1.ResultAttachment
-	38, // 26: spillway.v1.ListToolOutputsResponse.attachments:type_name -> spillway.v1.ResultAttachment
-	37, // 27: spillway.v1.ForkRunRequest.ttl:type_name -> google.protobuf.Duration
-	37, // 28: spillway.v1.SetRunTtlRequest.ttl:type_name -> google.protobuf.Duration
-	39, // 29: spillway.v1.SetRunTtlResponse.expire_time:type_name -> google.protobuf.Timestamp
-	34, // 30: spillway.v1.GetServerInfoResponse.limits:type_name -> spillway.v1.Limits
-	35, // 31: spillway.v1.GetServerInfoResponse.caps:type_name -> spillway.v1.WindowCaps
-	37, // 32: spillway.v1.Limits.request_deadline:type_name -> google.protobuf.Duration
-	37, // 33: spillway.v1.Limits.offload_idle_timeout:type_name -> google.protobuf.Duration
-	37, // 34: spillway.v1.Limits.connection_idle_timeout:type_name -> google.protobuf.Duration
-	37, // 35: spillway.v1.Limits.keepalive_interval:type_name -> google.protobuf.Duration
-	37, // 36: spillway.v1.Limits.keepalive_timeout:type_name -> google.protobuf.Duration
-	0,  // 37: spillway.v1.SpillwayService.Offload:input_type -> spillway.v1.OffloadRequest
-	4,  // 38: spillway.v1.SpillwayService.OffloadBatch:input_type -> spillway.v1.OffloadBatchRequest
-	9,  // 39: spillway.v1.SpillwayService.ReadToolOutput:input_type -> spillway.v1.ReadToolOutputRequest
-	22, // 40: spillway.v1.SpillwayService.StatToolOutput:input_type -> spillway.v1.StatToolOutputRequest
-	24, // 41: spillway.v1.SpillwayService.ListToolOutputs:input_type -> spillway.v1.ListToolOutputsRequest
-	26, // 42: spillway.v1.SpillwayService.DeleteRun:input_type -> spillway.v1.DeleteRunRequest
-	28, // 43: spillway.v1.SpillwayService.ForkRun:input_type -> spillway.v1.ForkRunRequest
-	30, // 44: spillway.v1.SpillwayService.SetRunTtl:input_type -> spillway.v1.SetRunTtlRequest
-	32, // 45: spillway.v1.SpillwayService.GetServerInfo:input_type -> spillway.v1.GetServerInfoRequest
-	3,  // 46: spillway.v1.SpillwayService.Offload:output_type -> spillway.v1.OffloadResponse
-	6,  // 47: spillway.v1.SpillwayService.OffloadBatch:output_type -> spillway.v1.OffloadBatchResponse
-	14, // 48: spillway.v1.SpillwayService.ReadToolOutput:output_type -> spillway.v1.ReadToolOutputResponse
-	23, // 49: spillway.v1.SpillwayService.StatToolOutput:output_type -> spillway.v1.StatToolOutputResponse
-	25, // 50: spillway.v1.SpillwayService.ListToolOutputs:output_type -> spillway.v1.ListToolOutputsResponse
-	27, // 51: spillway.v1.SpillwayService.DeleteRun:output_type -> spillway.v1.DeleteRunResponse
-	29, // 52: spillway.v1.SpillwayService.ForkRun:output_type -> spillway.v1.ForkRunResponse
-	31, // 53: spillway.v1.SpillwayService.SetRunTtl:output_type -> spillway.v1.SetRunTtlResponse
-	33, // 54: spillway.v1.SpillwayService.GetServerInfo:output_type -> spillway.v1.GetServerInfoResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	41, // 25: spillway.v1.StatToolOutputResponse.attachment:type_name -> spillway.v1.ResultAttachment
+	41, // 26: spillway.v1.ListToolOutputsResponse.attachments:type_name -> spillway.v1.ResultAttachment
+	28, // 27: spillway.v1.ListRunsResponse.runs:type_name -> spillway.v1.RunInfo
+	42, // 28: spillway.v1.RunInfo.create_time:type_name -> google.protobuf.Timestamp
+	42, // 29: spillway.v1.RunInfo.update_time:type_name -> google.protobuf.Timestamp
+	42, // 30: spillway.v1.RunInfo.expire_time:type_name -> google.protobuf.Timestamp
+	40, // 31: spillway.v1.ForkRunRequest.ttl:type_name -> google.protobuf.Duration
+	40, // 32: spillway.v1.SetRunTtlRequest.ttl:type_name -> google.protobuf.Duration
+	42, // 33: spillway.v1.SetRunTtlResponse.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 34: spillway.v1.GetServerInfoResponse.limits:type_name -> spillway.v1.Limits
+	38, // 35: spillway.v1.GetServerInfoResponse.caps:type_name -> spillway.v1.WindowCaps
+	40, // 36: spillway.v1.Limits.request_deadline:type_name -> google.protobuf.Duration
+	40, // 37: spillway.v1.Limits.offload_idle_timeout:type_name -> google.protobuf.Duration
+	40, // 38: spillway.v1.Limits.connection_idle_timeout:type_name -> google.protobuf.Duration
+	40, // 39: spillway.v1.Limits.keepalive_interval:type_name -> google.protobuf.Duration
+	40, // 40: spillway.v1.Limits.keepalive_timeout:type_name -> google.protobuf.Duration
+	0,  // 41: spillway.v1.SpillwayService.Offload:input_type -> spillway.v1.OffloadRequest
+	4,  // 42: spillway.v1.SpillwayService.OffloadBatch:input_type -> spillway.v1.OffloadBatchRequest
+	9,  // 43: spillway.v1.SpillwayService.ReadToolOutput:input_type -> spillway.v1.ReadToolOutputRequest
+	22, // 44: spillway.v1.SpillwayService.StatToolOutput:input_type -> spillway.v1.StatToolOutputRequest
+	24, // 45: spillway.v1.SpillwayService.ListToolOutputs:input_type -> spillway.v1.ListToolOutputsRequest
+	26, // 46: spillway.v1.SpillwayService.ListRuns:input_type -> spillway.v1.ListRunsRequest
+	29, // 47: spillway.v1.SpillwayService.DeleteRun:input_type -> spillway.v1.DeleteRunRequest
+	31, // 48: spillway.v1.SpillwayService.ForkRun:input_type -> spillway.v1.ForkRunRequest
+	33, // 49: spillway.v1.SpillwayService.SetRunTtl:input_type -> spillway.v1.SetRunTtlRequest
+	35, // 50: spillway.v1.SpillwayService.GetServerInfo:input_type -> spillway.v1.GetServerInfoRequest
+	3,  // 51: spillway.v1.SpillwayService.Offload:output_type -> spillway.v1.OffloadResponse
+	6,  // 52: spillway.v1.SpillwayService.OffloadBatch:output_type -> spillway.v1.OffloadBatchResponse
+	14, // 53: spillway.v1.SpillwayService.ReadToolOutput:output_type -> spillway.v1.ReadToolOutputResponse
+	23, // 54: spillway.v1.SpillwayService.StatToolOutput:output_type -> spillway.v1.StatToolOutputResponse
+	25, // 55: spillway.v1.SpillwayService.ListToolOutputs:output_type -> spillway.v1.ListToolOutputsResponse
+	27, // 56: spillway.v1.SpillwayService.ListRuns:output_type -> spillway.v1.ListRunsResponse
+	30, // 57: spillway.v1.SpillwayService.DeleteRun:output_type -> spillway.v1.DeleteRunResponse
+	32, // 58: spillway.v1.SpillwayService.ForkRun:output_type -> spillway.v1.ForkRunResponse
+	34, // 59: spillway.v1.SpillwayService.SetRunTtl:output_type -> spillway.v1.SetRunTtlResponse
+	36, // 60: spillway.v1.SpillwayService.GetServerInfo:output_type -> spillway.v1.GetServerInfoResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_spillway_v1_spillway_proto_init() }
@@ -2986,14 +3228,14 @@ func file_spillway_v1_spillway_proto_init() {
 		(*WindowContent_Matches)(nil),
 	}
 	file_spillway_v1_spillway_proto_msgTypes[21].OneofWrappers = []any{}
-	file_spillway_v1_spillway_proto_msgTypes[34].OneofWrappers = []any{}
+	file_spillway_v1_spillway_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_spillway_v1_spillway_proto_rawDesc), len(file_spillway_v1_spillway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

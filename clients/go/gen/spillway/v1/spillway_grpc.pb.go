@@ -24,6 +24,7 @@ const (
 	SpillwayService_ReadToolOutput_FullMethodName  = "/spillway.v1.SpillwayService/ReadToolOutput"
 	SpillwayService_StatToolOutput_FullMethodName  = "/spillway.v1.SpillwayService/StatToolOutput"
 	SpillwayService_ListToolOutputs_FullMethodName = "/spillway.v1.SpillwayService/ListToolOutputs"
+	SpillwayService_ListRuns_FullMethodName        = "/spillway.v1.SpillwayService/ListRuns"
 	SpillwayService_DeleteRun_FullMethodName       = "/spillway.v1.SpillwayService/DeleteRun"
 	SpillwayService_ForkRun_FullMethodName         = "/spillway.v1.SpillwayService/ForkRun"
 	SpillwayService_SetRunTtl_FullMethodName       = "/spillway.v1.SpillwayService/SetRunTtl"
@@ -53,6 +54,9 @@ type SpillwayServiceClient interface {
 	StatToolOutput(ctx context.Context, in *StatToolOutputRequest, opts ...grpc.CallOption) (*StatToolOutputResponse, error)
 	// ListToolOutputs returns a run's records, one page at a time, ordered by handle.
 	ListToolOutputs(ctx context.Context, in *ListToolOutputsRequest, opts ...grpc.CallOption) (*ListToolOutputsResponse, error)
+	// ListRuns returns the calling tenant's runs, one page at a time, each with its output
+	// count, bytes, expiry and fork parent. Expired and deleted runs are not listed.
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// DeleteRun removes a run's registry and the bytes no fork still refers to.
 	DeleteRun(ctx context.Context, in *DeleteRunRequest, opts ...grpc.CallOption) (*DeleteRunResponse, error)
 	// ForkRun gives a new child run the parent's handles without copying bytes.
@@ -133,6 +137,16 @@ func (c *spillwayServiceClient) ListToolOutputs(ctx context.Context, in *ListToo
 	return out, nil
 }
 
+func (c *spillwayServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, SpillwayService_ListRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *spillwayServiceClient) DeleteRun(ctx context.Context, in *DeleteRunRequest, opts ...grpc.CallOption) (*DeleteRunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteRunResponse)
@@ -196,6 +210,9 @@ type SpillwayServiceServer interface {
 	StatToolOutput(context.Context, *StatToolOutputRequest) (*StatToolOutputResponse, error)
 	// ListToolOutputs returns a run's records, one page at a time, ordered by handle.
 	ListToolOutputs(context.Context, *ListToolOutputsRequest) (*ListToolOutputsResponse, error)
+	// ListRuns returns the calling tenant's runs, one page at a time, each with its output
+	// count, bytes, expiry and fork parent. Expired and deleted runs are not listed.
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// DeleteRun removes a run's registry and the bytes no fork still refers to.
 	DeleteRun(context.Context, *DeleteRunRequest) (*DeleteRunResponse, error)
 	// ForkRun gives a new child run the parent's handles without copying bytes.
@@ -228,6 +245,9 @@ func (UnimplementedSpillwayServiceServer) StatToolOutput(context.Context, *StatT
 }
 func (UnimplementedSpillwayServiceServer) ListToolOutputs(context.Context, *ListToolOutputsRequest) (*ListToolOutputsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListToolOutputs not implemented")
+}
+func (UnimplementedSpillwayServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
 }
 func (UnimplementedSpillwayServiceServer) DeleteRun(context.Context, *DeleteRunRequest) (*DeleteRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRun not implemented")
@@ -334,6 +354,24 @@ func _SpillwayService_ListToolOutputs_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SpillwayService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpillwayServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpillwayService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpillwayServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SpillwayService_DeleteRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteRunRequest)
 	if err := dec(in); err != nil {
@@ -424,6 +462,10 @@ var SpillwayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListToolOutputs",
 			Handler:    _SpillwayService_ListToolOutputs_Handler,
+		},
+		{
+			MethodName: "ListRuns",
+			Handler:    _SpillwayService_ListRuns_Handler,
 		},
 		{
 			MethodName: "DeleteRun",

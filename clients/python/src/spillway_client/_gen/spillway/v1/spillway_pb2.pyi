@@ -286,6 +286,40 @@ class ListToolOutputsResponse(_message.Message):
     next_page_token: str
     def __init__(self, attachments: _Optional[_Iterable[_Union[_types_pb2.ResultAttachment, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListRunsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs", "next_page_token")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[RunInfo]
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[RunInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RunInfo(_message.Message):
+    __slots__ = ("run_id", "output_count", "size_bytes", "create_time", "update_time", "expire_time", "parent_run_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    output_count: int
+    size_bytes: int
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    parent_run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., output_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_run_id: _Optional[str] = ...) -> None: ...
+
 class DeleteRunRequest(_message.Message):
     __slots__ = ("run_id",)
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

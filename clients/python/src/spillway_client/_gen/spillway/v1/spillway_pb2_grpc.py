@@ -61,6 +61,11 @@ class SpillwayServiceStub:
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.ListToolOutputsRequest.SerializeToString,
                 response_deserializer=spillway_dot_v1_dot_spillway__pb2.ListToolOutputsResponse.FromString,
                 _registered_method=True)
+        self.ListRuns = channel.unary_unary(
+                '/spillway.v1.SpillwayService/ListRuns',
+                request_serializer=spillway_dot_v1_dot_spillway__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=spillway_dot_v1_dot_spillway__pb2.ListRunsResponse.FromString,
+                _registered_method=True)
         self.DeleteRun = channel.unary_unary(
                 '/spillway.v1.SpillwayService/DeleteRun',
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.DeleteRunRequest.SerializeToString,
@@ -129,6 +134,14 @@ class SpillwayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRuns(self, request, context):
+        """ListRuns returns the calling tenant's runs, one page at a time, each with its output
+        count, bytes, expiry and fork parent. Expired and deleted runs are not listed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteRun(self, request, context):
         """DeleteRun removes a run's registry and the bytes no fork still refers to.
         """
@@ -184,6 +197,11 @@ def add_SpillwayServiceServicer_to_server(servicer, server):
                     servicer.ListToolOutputs,
                     request_deserializer=spillway_dot_v1_dot_spillway__pb2.ListToolOutputsRequest.FromString,
                     response_serializer=spillway_dot_v1_dot_spillway__pb2.ListToolOutputsResponse.SerializeToString,
+            ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=spillway_dot_v1_dot_spillway__pb2.ListRunsRequest.FromString,
+                    response_serializer=spillway_dot_v1_dot_spillway__pb2.ListRunsResponse.SerializeToString,
             ),
             'DeleteRun': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteRun,
@@ -343,6 +361,33 @@ class SpillwayService:
             '/spillway.v1.SpillwayService/ListToolOutputs',
             spillway_dot_v1_dot_spillway__pb2.ListToolOutputsRequest.SerializeToString,
             spillway_dot_v1_dot_spillway__pb2.ListToolOutputsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spillway.v1.SpillwayService/ListRuns',
+            spillway_dot_v1_dot_spillway__pb2.ListRunsRequest.SerializeToString,
+            spillway_dot_v1_dot_spillway__pb2.ListRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,89 @@
+import { parseDuration, parseSize } from "./size-option.js";
+
+/** A whole-number option's bounds, both inclusive. */
+export interface OptionRange {
+  readonly min?: number;
+  readonly max?: number;
+}
+
+/** OptionReader reads the CLI's flags, each from its option or else its environment variable. */
+export interface OptionReader<F extends string> {
+  /** The flag's text as given, or undefined when neither the option nor the variable is set. */
+  text(flag: F): string | undefined;
+  /**
+   * How messages name the flag: `--flag` when it was given on the command line, `--flag
+   * (VARIABLE)` when it came from the environment (or when it is not set at all).
+   */
+  name(flag: F): string;
+  /** A whole number: decimal digits only. */
+  int(flag: F, range?: OptionRange): number | undefined;
+  /** A byte count: a whole number or a number with a unit ({@link parseSize}). */
+  bytes(flag: F, range?: OptionRange): number | undefined;
+  /** A duration in milliseconds: a plain number is ms, or a number with a unit ({@link parseDuration}). */
+  ms(flag: F, range?: OptionRange): number | undefined;
+  /** One of `choices`, spelled exactly. */
+  oneOf<C extends string>(flag: F, choices: readonly C[]): C | undefined;
+}
+
+/**
+ * createOptionReader reads flags from parsed command-line `values` and, for a flag not given
+ * there, from the environment variable `variables` names for it. Every number is checked when
+ * it is read, and a bad one throws an Error naming the flag (and the variable it came from)
+ * and the value given: `Number` would read "" or " " as 0, which turned a limit off when a
+ * template left a variable empty.
+ */
+export function createOptionReader<F extends string>(
+  values: Readonly<Record<string, unknown>>,
+  variables: Readonly<Record<F, string>>,
+  env: NodeJS.ProcessEnv = process.env,
+): OptionReader<F> {
+  const given = (flag: F): string | undefined => {
+    const value = values[flag];
+    return typeof value === "string" ? value : undefined;
+  };
+  const text = (flag: F): string | undefined => given(flag) ?? env[variables[flag]];
+  const name = (flag: F): string =>
+    given(flag) === undefined ? `--${flag} (${variables[flag]})` : `--${flag}`;
+  const number =
+    (parse: (raw: string) => number) =>
+    (flag: F, range: OptionRange = {}): number | undefined => {
+      const raw = text(flag);
+      if (raw === undefined) return undefined;
+      let n: number;
+      try {
+        n = parse(raw);
+      } catch (err) {
+        throw new Error(`${name(flag)}: ${(err as Error).message}, got ${JSON.stringify(raw)}`);
+      }
+      if (range.min !== undefined && n < range.min) {
+        throw new Error(`${name(flag)}: must be at least ${range.min}, got ${JSON.stringify(raw)}`);
+      }
+      if (range.max !== undefined && n > range.max) {
+        throw new Error(`${name(flag)}: must be at most ${range.max}, got ${JSON.stringify(raw)}`);
+      }
+      return n;
+    };
+  return {
+    text,
+    name,
+    int: number(parseWholeNumber),
+    bytes: number(parseSize),
+    ms: number(parseDuration),
+    oneOf<C extends string>(flag: F, choices: readonly C[]): C | undefined {
+      const raw = text(flag);
+      if (raw === undefined || (choices as readonly string[]).includes(raw)) {
+        return raw as C | undefined;
+      }
+      throw new Error(
+        `${name(flag)}: expected one of ${choices.join(", ")}, got ${JSON.stringify(raw)}`,
+      );
+    },
+  };
+}
+
+/** parseWholeNumber reads decimal digits as a safe integer; anything else throws. */
+function parseWholeNumber(raw: string): number {
+  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
+  return n;
+}

@@ -1,47 +1,8 @@
-import { spawn } from "node:child_process";
 import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { runCli } from "./support/run-cli.js";
 import { scratchDir } from "./support/scratch-dir.js";
-import { spillwayCli } from "./support/spawn-spillway.js";
-
-/** What one `spillway` run printed and how it ended. */
-interface CliRun {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/**
- * Runs the compiled CLI with `args` and `env` over this environment, reading all it prints. A
- * server that wrongly starts is killed after a few seconds, so the test still sees its output.
- */
-function runCli(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv = {},
-  cwd?: string,
-): Promise<CliRun> {
-  const child = spawn(process.execPath, [spillwayCli, ...args], {
-    cwd,
-    env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-  return new Promise((resolve) =>
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-}
 
 describe("spillway serve flag values", () => {
   it("refuses a bad value of any flag before it listens, naming the flag", async () => {
@@ -110,7 +71,7 @@ describe("spillway sweep and serve data directory", () => {
     // A typo in a cron job's --data-dir reported an empty sweep, exit 0, and made the directory.
     const missing = join(scratchDir("cli-flags"), "no-such-dir");
     const run = await runCli(["sweep", "--data-dir", missing]);
-    expect(run.stderr).toContain(`--data-dir: ${missing} does not exist`);
+    expect(run.stderr).toContain(`--data-dir: ${missing}: does not exist`);
     expect(run.stdout).toBe("");
     expect(run.code).toBe(1);
     expect(existsSync(missing)).toBe(false);

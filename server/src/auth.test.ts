@@ -84,6 +84,28 @@ describe("token file", () => {
     }
   });
 
+  it("reads sizes with units, as the server's flags take them, and refuses bad ones", () => {
+    const tokens = parseTokenFile(
+      `${hashToken("a")} acme max_blob_bytes=10GiB max_run_bytes=2GB max_inflight_bytes=64MiB max_calls=8\n${hashToken("b")} acme max_blob_bytes=10737418240 max_run_bytes=2000000000 max_inflight_bytes=67108864 max_calls=8\n`,
+    );
+    expect(tokens.get(hashToken("a"))).toEqual({
+      tenant: "acme",
+      maxBlobBytes: 10 * 1024 ** 3,
+      maxRunBytes: 2_000_000_000,
+      maxInflightBytes: 64 * 1024 ** 2,
+      maxCalls: 8,
+    });
+    expect(() => parseTokenFile(`${hashToken("a")} acme max_blob_bytes=10G\n`)).toThrow(
+      'token file line 1: max_blob_bytes=10G: unknown unit "G"',
+    );
+    expect(() => parseTokenFile(`${hashToken("a")} acme max_calls=8k\n`)).toThrow(
+      "token file line 1: max_calls=8k: expected a whole number",
+    );
+    expect(() => parseTokenFile(`${hashToken("a")} acme max_run_bytes=9000TiB\n`)).toThrow(
+      "token file line 1: max_run_bytes=9000TiB: more than 9007199254740991 bytes",
+    );
+  });
+
   it("accepts the dev tenant and printable Unicode tenants", () => {
     const tokens = parseTokenFile(
       `${hashToken("a")} ${DEV_TENANT}\n${hashToken("b")} équipe-東京_1\n${hashToken("c")} ${"x".repeat(64)}\n`,
@@ -139,6 +161,31 @@ describe("authenticator", () => {
     expect(() => auth.reload()).toThrow(/line 1: invalid tenant/);
     expect(auth.entryFor("Bearer alpha").tenant).toBe("tenant-a");
     expect(() => auth.entryFor("Bearer nel")).toThrow();
+  });
+
+  it("names the flag, the path and the reason when the file cannot be read or parsed", async () => {
+    expect(() => createAuthenticator({ tokenFile: dir })).toThrow(
+      `--token-file: ${dir}: is a directory, not a file`,
+    );
+    const missing = join(dir, "missing");
+    expect(() =>
+      createAuthenticator({ tokenFile: missing, name: "--token-file (SPILLWAY_TOKEN_FILE)" }),
+    ).toThrow(`--token-file (SPILLWAY_TOKEN_FILE): ${missing}: no such file or directory`);
+    const garbled = join(dir, "garbled");
+    await writeFile(garbled, "not a token line\n");
+    expect(() => createAuthenticator({ tokenFile: garbled })).toThrow(
+      `--token-file: ${garbled}: token file line 1: expected`,
+    );
+  });
+
+  it("counts the tokens in force, 0 for a file of comments", async () => {
+    const empty = join(dir, "empty");
+    await writeFile(empty, "# no tenants yet\n\n");
+    const auth = createAuthenticator({ tokenFile: empty });
+    expect(auth.count()).toBe(0);
+    await writeFile(empty, `${hashToken("a")} acme\n${hashToken("b")} acme\n`);
+    expect(auth.reload()).toBe(2);
+    expect(auth.count()).toBe(2);
   });
 
   it("maps everyone to the dev tenant without a token file", () => {

@@ -1,10 +1,11 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { BlobKeySchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import { readConfigFile } from "./config-files.js";
 import type { TenantLimits } from "./limits.js";
+import { parseSize } from "./size-option.js";
 import { validateRequest } from "./validation.js";
 
 /** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
@@ -21,8 +22,13 @@ export interface Authenticator {
   readonly enforcing: boolean;
   /** Returns what an `authorization` header grants: tenant and limits; UNAUTHENTICATED else. */
   entryFor(authorization: string | null): TokenEntry;
-  /** Re-reads the token file (for SIGHUP); a broken file keeps the previous tokens. */
-  reload(): void;
+  /** How many tokens are in force (0 in dev mode, where none is checked). */
+  count(): number;
+  /**
+   * Re-reads the token file (for SIGHUP) and returns how many tokens it holds; a broken file
+   * throws an Error naming its path and keeps the previous tokens.
+   */
+  reload(): number;
 }
 
 /** The per-tenant limits a token file line may set, by attribute name. */
@@ -34,12 +40,20 @@ const LIMIT_ATTRIBUTES = {
 } as const;
 
 const LINE_FORMAT =
-  "<sha256 hex> <tenant> [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]";
+  "<sha256 hex> <tenant> [max_blob_bytes=<size>] [max_run_bytes=<size>] [max_inflight_bytes=<size>] [max_calls=<n>]";
+
+/** wholeNumber reads decimal digits as a safe integer; anything else throws. */
+function wholeNumber(raw: string): number {
+  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
+  return n;
+}
 
 /**
  * parseTokenFile reads the operator's token file: one `<sha256 hex of token> <tenant>
- * [max_blob_bytes=<n>] [max_run_bytes=<n>] [max_inflight_bytes=<n>] [max_calls=<n>]` per line,
- * the limits in any order, each at most once and at least 1; blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
+ * [max_blob_bytes=<size>] [max_run_bytes=<size>] [max_inflight_bytes=<size>] [max_calls=<n>]`
+ * per line, the limits in any order, each at most once and at least 1, a size in bytes or with
+ * a unit as `--max-blob-bytes` takes it (`10GiB`, `500MB`: parseSize); blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
  * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
  * of that tenant; two lines giving one tenant different limits are refused, and so is a
  * `max_inflight_bytes` below `minInflightBytes` (what the heaviest call reserves).
@@ -69,9 +83,16 @@ export function parseTokenFile(
       const field = Object.hasOwn(LIMIT_ATTRIBUTES, name)
         ? LIMIT_ATTRIBUTES[name as keyof typeof LIMIT_ATTRIBUTES]
         : undefined;
-      const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-      if (field === undefined || limits[field] !== undefined || !Number.isSafeInteger(n)) {
+      if (field === undefined || limits[field] !== undefined) {
         throw new Error(`token file line ${index + 1}: expected "${LINE_FORMAT}"`);
+      }
+      let n: number;
+      try {
+        n = field === "maxCalls" ? wholeNumber(value) : parseSize(value);
+      } catch (err) {
+        throw new Error(
+          `token file line ${index + 1}: ${name}=${value}: ${(err as Error).message}`,
+        );
       }
       // The server reads 0 as "no limit", so a tenant's 0 would lift the server's limit.
       if (n === 0) {
@@ -136,16 +157,29 @@ export function hashToken(token: string): string {
 export function createAuthenticator(opts: {
   tokenFile?: string | undefined;
   minInflightBytes?: number;
+  /** How errors name the token file's setting; default `--token-file`. */
+  name?: string;
 }): Authenticator {
   const tokenFile = opts.tokenFile;
   if (tokenFile === undefined) {
     return {
       enforcing: false,
       entryFor: () => ({ tenant: DEV_TENANT }),
-      reload: () => {},
+      count: () => 0,
+      reload: () => 0,
     };
   }
-  let tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
+  const name = opts.name ?? "--token-file";
+  // Errors read `--token-file: <path>: <reason>`, whether the file cannot be read or a line is bad.
+  const load = (): Map<string, TokenEntry> => {
+    const text = readConfigFile(tokenFile, name).toString("utf8");
+    try {
+      return parseTokenFile(text, opts);
+    } catch (err) {
+      throw new Error(`${name}: ${tokenFile}: ${(err as Error).message}`);
+    }
+  };
+  let tokens = load();
   const entryFor = (authorization: string | null): TokenEntry => {
     const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
     if (match?.[1] === undefined) {
@@ -160,8 +194,10 @@ export function createAuthenticator(opts: {
   return {
     enforcing: true,
     entryFor,
+    count: () => tokens.size,
     reload() {
-      tokens = parseTokenFile(readFileSync(tokenFile, "utf8"), opts);
+      tokens = load();
+      return tokens.size;
     },
   };
 }

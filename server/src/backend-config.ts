@@ -1,6 +1,6 @@
-import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Backend } from "./backends/backend.js";
+import { checkDataDir } from "./config-files.js";
 
 /** BACKEND_FLAGS are the CLI flags that choose and configure a backend, with their env vars. */
 export const BACKEND_FLAGS = {
@@ -45,12 +45,18 @@ export interface ConfiguredBackend {
  * backendFromOptions builds the backend the flags name. Every problem is reported as an
  * Error naming the flag, before the server binds its port. Only the chosen backend's module is
  * loaded: the object-store SDKs add some 40 MiB to a filesystem replica that never uses them.
- * An empty --data-dir is refused; with `createDataDir: false` (a one-off sweep) so is one
- * that does not exist, which the filesystem backend would otherwise create.
+ * An empty --data-dir is refused, and so is one that is not a directory this process may read,
+ * write and enter (checkDataDir); with `createDataDir: false` (a one-off sweep) so is one that
+ * does not exist, and otherwise one whose parent does not exist. The filesystem backend would
+ * create either, all the way down, so a typo would serve or sweep a fresh empty store.
  */
 export async function backendFromOptions(
   opt: (flag: keyof typeof BACKEND_FLAGS) => string | undefined,
-  how: { readonly createDataDir?: boolean } = {},
+  how: {
+    readonly createDataDir?: boolean;
+    /** How errors name a flag: `--flag`, or `--flag (VARIABLE)` when set from the environment. */
+    readonly name?: (flag: keyof typeof BACKEND_FLAGS) => string;
+  } = {},
 ): Promise<ConfiguredBackend> {
   const kind = opt("backend") ?? "filesystem";
   switch (kind) {
@@ -59,15 +65,20 @@ export async function backendFromOptions(
       return { kind, backend: createMemoryBackend() };
     }
     case "filesystem": {
-      const dataDir = opt("data-dir") ?? "data";
+      const given = opt("data-dir");
+      const dataDir = given ?? "data";
       // resolve("") is the working directory, which would become the data root (and 0700).
       if (dataDir.trim() === "") {
         throw new Error("--data-dir (SPILLWAY_DATA_DIR): empty; name the data directory");
       }
       const root = resolve(dataDir);
-      if (how.createDataDir === false && !existsSync(root)) {
-        throw new Error(`--data-dir: ${root} does not exist`);
-      }
+      checkDataDir(
+        root,
+        given === undefined
+          ? "--data-dir (default ./data)"
+          : (how.name?.("data-dir") ?? "--data-dir"),
+        { create: how.createDataDir !== false },
+      );
       const { createFilesystemBackend } = await import("./backends/filesystem.js");
       return { kind, backend: createFilesystemBackend({ root }) };
     }

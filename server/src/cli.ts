@@ -3,7 +3,12 @@ import { createRequire } from "node:module";
 import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
+import { createAuthenticator } from "./auth.js";
 import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
+import { createOptionReader } from "./cli-options.js";
+import { suggestCommand } from "./command-suggestion.js";
+import { loadTlsCredentials } from "./config-files.js";
+import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
@@ -46,36 +51,22 @@ const flags = {
   "metrics-host": "SPILLWAY_METRICS_HOST",
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
   "abort-incomplete-uploads-days": "SPILLWAY_ABORT_INCOMPLETE_UPLOADS_DAYS",
+  "log-level": "SPILLWAY_LOG_LEVEL",
 } as const;
 type Flag = keyof typeof flags;
 
-/**
- * Reads a whole-number flag from its option or environment variable; undefined when neither is
- * set. Anything but decimal digits is refused naming the flag (and the variable it came from):
- * `Number` would read "" or " " as 0, which turned a limit off when a template left a variable
- * empty.
- */
-function intOption(
-  values: Record<string, string | undefined>,
-  flag: Flag,
-  range: { min?: number; max?: number } = {},
-): number | undefined {
-  const fromFlag = values[flag];
-  const raw = fromFlag ?? process.env[flags[flag]];
-  if (raw === undefined) return undefined;
-  const name = fromFlag === undefined ? `--${flag} (${flags[flag]})` : `--${flag}`;
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n)) {
-    throw new Error(`${name}: expected a whole number, got ${JSON.stringify(raw)}`);
-  }
-  if (range.min !== undefined && n < range.min) {
-    throw new Error(`${name}: must be at least ${range.min}, got ${n}`);
-  }
-  if (range.max !== undefined && n > range.max) {
-    throw new Error(`${name}: must be at most ${range.max}, got ${n}`);
-  }
-  return n;
-}
+/** The commands `spillway` knows, for the guess after an unknown one. */
+const COMMANDS = ["serve", "sweep", "help", "version", "mcp", "mcp-proxy"];
+
+/** The flags `spillway sweep` reads; any other given on its command line is a mistake. */
+const SWEEP_FLAGS: readonly string[] = [
+  ...Object.keys(BACKEND_FLAGS),
+  "orphan-age-ms",
+  "log-level",
+];
+
+/** pino's levels, most verbose first, and `silent`. */
+const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 
 /**
  * runMcpCommand runs `spillway mcp` and `spillway mcp-proxy` as the `spillway-mcp` and
@@ -123,7 +114,7 @@ async function main(argv: string[]): Promise<void> {
     },
   });
   const command = positionals[0];
-  if (values.version === true) {
+  if (values.version === true || command === "version") {
     process.stdout.write(`spillway ${SPILLWAY_VERSION}\n`);
     return;
   }
@@ -133,46 +124,78 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== "serve" && command !== "sweep") {
     // A usage error: stdout stays empty for whoever pipes it, and the exit says so.
-    const problem = command === undefined ? "no command" : `unknown command "${command}"`;
-    process.stderr.write(`spillway: ${problem}\n${usage}`);
-    process.exitCode = 2;
+    const guess = command === undefined ? undefined : suggestCommand(command, COMMANDS);
+    const problem =
+      command === undefined
+        ? "no command"
+        : `unknown command "${command}"${guess === undefined ? "" : `; did you mean "${guess}"?`}`;
+    usageError(problem);
     return;
   }
-  const given = values as Record<string, string | undefined>;
-  const opt = (flag: Flag): string | undefined => given[flag] ?? process.env[flags[flag]];
-  const int = (flag: Flag, range?: { min?: number; max?: number }) => intOption(given, flag, range);
-  const orphanAgeMs = int("orphan-age-ms") ?? 60 * 60 * 1000;
+  if (positionals.length > 1) {
+    usageError(`unexpected argument "${positionals[1]}" after ${command}`);
+    return;
+  }
+  const options = createOptionReader<Flag>(values, flags);
+  const { int, bytes, ms, name } = options;
+  const opt = options.text;
+  const logLevel = options.oneOf("log-level", LOG_LEVELS);
+  const orphanAgeMs = ms("orphan-age-ms") ?? 60 * 60 * 1000;
   if (command === "sweep") {
-    await sweepOnce(opt, orphanAgeMs);
+    const misplaced = Object.keys(values).find(
+      (flag) => flag in flags && !SWEEP_FLAGS.includes(flag),
+    );
+    if (misplaced !== undefined) {
+      usageError(
+        `--${misplaced} does not apply to sweep, which reads the backend flags, --orphan-age-ms and --log-level`,
+      );
+      return;
+    }
+    await sweepOnce(opt, name, orphanAgeMs, logLevel ?? "warn");
     return;
   }
 
   // Every flag is read before anything starts, so a bad value never leaves a replica that
   // listened, or swept, before it failed.
-  const sweepIntervalMs = int("sweep-interval-ms", { min: 1 }) ?? 60_000;
-  const graceMs = int("grace-ms") ?? 10_000;
-  const configuredDrainDelayMs = int("drain-delay-ms") ?? 5_000;
+  const sweepIntervalMs = ms("sweep-interval-ms", { min: 1 }) ?? 60_000;
+  const graceMs = ms("grace-ms") ?? 10_000;
+  const configuredDrainDelayMs = ms("drain-delay-ms") ?? 5_000;
   const port = int("port", { max: 65_535 }) ?? 50051;
   const abortIncompleteUploadsDays = int("abort-incomplete-uploads-days") ?? 1;
   // Written as each line comes: with pino's default buffer, the flush at exit retried a stdout
   // whose reader was gone (EPIPE) forever, so the process never exited.
   const log = pino(
-    { name: "spillway", level: process.env.SPILLWAY_LOG_LEVEL ?? "info" },
+    { name: "spillway", level: logLevel ?? "info" },
     pino.destination({ dest: 1, sync: true }),
   );
-  const { backend, kind } = await backendFromOptions(opt);
-  await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
-
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new Error("--tls-cert and --tls-key go together");
   }
+  const fileNames = {
+    tokenFile: name("token-file"),
+    cert: name("tls-cert"),
+    key: name("tls-key"),
+    clientCa: name("tls-client-ca"),
+  };
+  const tls =
+    certFile !== undefined && keyFile !== undefined
+      ? { certFile, keyFile, clientCaFile: opt("tls-client-ca") }
+      : undefined;
+  // Checked before the backend is built: a bad file must not leave a data directory made.
+  // The server reads them again as it starts (and the token file's limits against its own).
+  if (tls !== undefined) loadTlsCredentials(tls, fileNames);
+  const tokenFile = opt("token-file");
+  if (tokenFile !== undefined) createAuthenticator({ tokenFile, name: fileNames.tokenFile });
+  const { backend, kind } = await backendFromOptions(opt, { name });
+  await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
+
   const limits = {
-    ...defined("maxBlobBytes", int("max-blob-bytes")),
-    ...defined("inlineBytes", int("inline-bytes")),
-    ...defined("maxRunBytes", int("max-run-bytes")),
-    ...defined("idleStreamMs", int("idle-stream-ms")),
+    ...defined("maxBlobBytes", bytes("max-blob-bytes")),
+    ...defined("inlineBytes", bytes("inline-bytes")),
+    ...defined("maxRunBytes", bytes("max-run-bytes")),
+    ...defined("idleStreamMs", ms("idle-stream-ms")),
   };
   if (limits.idleStreamMs === 0) {
     throw new Error("--idle-stream-ms: must be above 0; every call needs a bound on its client");
@@ -181,7 +204,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxWindowLines", int("max-window-lines")),
     ...defined("maxWindowChars", int("max-window-chars")),
     ...defined("maxLineChars", int("max-line-chars")),
-    ...defined("maxBytesWindow", int("max-bytes-window")),
+    ...defined("maxBytesWindow", bytes("max-bytes-window")),
   };
   const metricsPort = int("metrics-port", { max: 65_535 });
   // prom-client is loaded only when metrics are asked for.
@@ -191,23 +214,21 @@ async function main(argv: string[]): Promise<void> {
     backend,
     host: opt("host") ?? "127.0.0.1",
     port,
-    tokenFile: opt("token-file"),
-    tls:
-      certFile !== undefined && keyFile !== undefined
-        ? { certFile, keyFile, clientCaFile: opt("tls-client-ca") }
-        : undefined,
+    tokenFile,
+    tls,
+    fileNames,
     limits,
     caps,
     logger: log,
     ...defined("maxCallsPerTenant", int("max-calls-per-tenant", { min: 1 })),
-    ...defined("maxInflightBytes", int("max-inflight-bytes")),
-    ...defined("requestDeadlineMs", int("request-deadline-ms")),
-    ...defined("maxInflightBytesPerTenant", int("max-inflight-bytes-per-tenant")),
-    ...defined("connectionIdleMs", int("connection-idle-ms")),
-    ...defined("keepaliveMs", int("keepalive-ms")),
-    ...defined("keepaliveTimeoutMs", int("keepalive-timeout-ms", { min: 1 })),
-    ...defined("maxConnectionAgeMs", int("max-connection-age-ms")),
-    ...defined("storeProbeIntervalMs", int("store-probe-interval-ms")),
+    ...defined("maxInflightBytes", bytes("max-inflight-bytes")),
+    ...defined("requestDeadlineMs", ms("request-deadline-ms")),
+    ...defined("maxInflightBytesPerTenant", bytes("max-inflight-bytes-per-tenant")),
+    ...defined("connectionIdleMs", ms("connection-idle-ms")),
+    ...defined("keepaliveMs", ms("keepalive-ms")),
+    ...defined("keepaliveTimeoutMs", ms("keepalive-timeout-ms", { min: 1 })),
+    ...defined("maxConnectionAgeMs", ms("max-connection-age-ms")),
+    ...defined("storeProbeIntervalMs", ms("store-probe-interval-ms")),
     ...(metrics === undefined ? {} : { metrics }),
   });
   const metricsServer =
@@ -248,14 +269,7 @@ async function main(argv: string[]): Promise<void> {
         process.exit(0);
       });
   };
-  process.on("SIGHUP", () => {
-    try {
-      server.reloadTokens();
-      log.info("token file reloaded");
-    } catch (err) {
-      log.error({ err }, "token file reload failed; the previous tokens stay in force");
-    }
-  });
+  process.on("SIGHUP", () => reloadOnHangup(server, log));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
   // Only now: whoever starts the server on this line may signal it at once, and a signal
@@ -269,10 +283,12 @@ async function main(argv: string[]): Promise<void> {
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */
 async function sweepOnce(
   opt: (flag: Flag) => string | undefined,
+  name: (flag: Flag) => string,
   orphanAgeMs: number,
+  logLevel: string,
 ): Promise<void> {
   // A sweep of a directory that is not there would sweep nothing and say so with exit 0.
-  const { backend } = await backendFromOptions(opt, { createDataDir: false });
+  const { backend } = await backendFromOptions(opt, { createDataDir: false, name });
   try {
     const core = createSpillwayCore({
       backend,
@@ -281,12 +297,18 @@ async function sweepOnce(
     });
     // intervalMs is unused: the sweeper's timer is never started here. Refused entries are
     // logged to stderr; stdout carries the report alone.
-    const log = pino({ name: "spillway", level: "warn" }, pino.destination(2));
+    const log = pino({ name: "spillway", level: logLevel }, pino.destination(2));
     const report = await createSweeper(core, { intervalMs: 60_000, orphanAgeMs, log }).sweepOnce();
     process.stdout.write(`${JSON.stringify(report)}\n`);
   } finally {
     await backend.close();
   }
+}
+
+/** Says a usage error on stderr with the usage, stdout left empty, and exits 2. */
+function usageError(problem: string): void {
+  process.stderr.write(`spillway: ${problem}\n${usage}`);
+  process.exitCode = 2;
 }
 
 function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {

@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
@@ -22,6 +21,7 @@ import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
+import { loadTlsCredentials, TLS_FLAG_NAMES, type TlsFileNames } from "./config-files.js";
 import {
   type ConnectionLiveness,
   defaultConnectionLiveness,
@@ -72,6 +72,12 @@ export interface SpillwayServerOptions {
         readonly clientCaFile?: string | undefined;
       }
     | undefined;
+  /**
+   * How errors name the setting each file came from (the token file, the TLS files); the
+   * flags (`--token-file`, `--tls-cert`, ...) by default. The CLI adds the environment
+   * variable when the path came from there.
+   */
+  readonly fileNames?: { readonly tokenFile?: string } & Partial<TlsFileNames>;
   readonly limits?: Partial<ServerLimits>;
   readonly caps?: Partial<WindowCaps>;
   /** Clock, for tests of expiry. */
@@ -140,8 +146,19 @@ export interface SpillwayServer {
   readonly port: number;
   readonly core: SpillwayCore;
   readonly health: HealthState;
-  /** Re-reads the token file (SIGHUP); a broken file keeps the tokens in force. */
-  reloadTokens(): void;
+  /**
+   * Re-reads the token file (SIGHUP) and returns how many tokens it holds; a broken file throws
+   * an Error naming its path and keeps the tokens in force. A file with no token is taken (it
+   * revokes every token) with a warning in the log.
+   */
+  reloadTokens(): number;
+  /**
+   * Re-reads the TLS certificate, key and client CA bundle (SIGHUP) and serves new connections
+   * with them; connections already open keep theirs. Returns false when the server serves
+   * h2c. A file that is missing, garbled, or a key that does not match the certificate throws
+   * an Error naming the setting and the path, and the credentials in force stay.
+   */
+  reloadTls(): boolean;
   /**
    * Drains and stops. Health turns NOT_SERVING at once, but for drainDelayMs (default 0) every
    * call is still served and new connections accepted, so load balancers polling health see
@@ -319,7 +336,19 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const auth = createAuthenticator({
     tokenFile: opts.tokenFile,
     minInflightBytes: Math.max(weights.offload, weights.read),
+    name: opts.fileNames?.tokenFile ?? "--token-file",
   });
+  // A file with no token refuses every call; that is rarely meant, but a server may start
+  // before its tenants are added (then SIGHUP), so it is said rather than refused.
+  const warnIfNoTokens = (count: number): void => {
+    if (auth.enforcing && count === 0) {
+      logger.warn(
+        { tokenFile: opts.tokenFile },
+        "the token file holds no token: every call is refused UNAUTHENTICATED until tokens are added and SIGHUP reloads it",
+      );
+    }
+  };
+  warnIfNoTokens(auth.count());
   const liveness: ConnectionLiveness = {
     idleMs: opts.connectionIdleMs ?? defaultConnectionLiveness.idleMs,
     keepaliveMs: opts.keepaliveMs ?? defaultConnectionLiveness.keepaliveMs,
@@ -374,22 +403,19 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   });
 
   const settings = serverHttp2Settings;
+  const tlsNames: TlsFileNames = { ...TLS_FLAG_NAMES, ...opts.fileNames };
+  const tlsFiles = opts.tls;
   const server =
-    opts.tls === undefined
+    tlsFiles === undefined
       ? http2.createServer({ settings }, handler)
       : http2.createSecureServer(
           {
             settings,
-            cert: readFileSync(opts.tls.certFile),
-            key: readFileSync(opts.tls.keyFile),
+            ...loadTlsCredentials(tlsFiles, tlsNames),
             allowHTTP1: true,
-            ...(opts.tls.clientCaFile === undefined
+            ...(tlsFiles.clientCaFile === undefined
               ? {}
-              : {
-                  ca: readFileSync(opts.tls.clientCaFile),
-                  requestCert: true,
-                  rejectUnauthorized: true,
-                }),
+              : { requestCert: true, rejectUnauthorized: true }),
           },
           handler,
         );
@@ -441,7 +467,18 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     port,
     core,
     health,
-    reloadTokens: () => auth.reload(),
+    reloadTokens() {
+      const count = auth.reload();
+      warnIfNoTokens(count);
+      return count;
+    },
+    reloadTls() {
+      if (tlsFiles === undefined) return false;
+      // Read and checked in full first: a bad file throws here and changes nothing.
+      const credentials = loadTlsCredentials(tlsFiles, tlsNames);
+      (server as http2.Http2SecureServer).setSecureContext(credentials);
+      return true;
+    },
     close(graceMs = 10_000, drainDelayMs = 0) {
       // A later close without a delay ends the one under way (SIGINT after SIGTERM).
       if (closing !== undefined && drainDelayMs === 0) endDelay?.();

@@ -7,72 +7,86 @@ import { BACKEND_USAGE } from "./backend-config.js";
  */
 export const USAGE_BODY = `
 Usage: spillway serve [flags]
-       spillway sweep [backend flags] [--orphan-age-ms <n>]
+       spillway sweep [backend flags] [--orphan-age-ms <duration>] [--log-level <level>]
        spillway mcp [flags] | spillway mcp-proxy [flags] -- <command> [args...]
-       spillway --help | --version
+       spillway --help | help | --version | version
 
 serve answers gRPC calls and sweeps every --sweep-interval-ms. sweep runs one sweep and exits:
 it removes expired runs and outputs, blobs no output refers to and leftovers of interrupted
-writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (default 3600000;
+writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (default 1h;
 0 removes every orphan, so run it only while no offload is in flight), then prints the report
 as one JSON line. mcp and mcp-proxy run spillway-mcp and spillway-mcp-proxy of the
 @spillway/mcp package, installed beside the server (their flags: --help, docs/mcp.md).
+On SIGHUP, serve re-reads the token file and the TLS certificate, key and client CA bundle:
+new connections get the new certificate, open ones keep theirs; a file that cannot be used is
+logged at error with its path, and what was in force stays in force.
 
-Flags (each also read from the environment variable shown; numbers are whole decimal numbers,
-and a bad or empty value stops the server before it listens):
+Flags (each also read from the environment variable shown; a bad or empty value, or a file or
+directory that cannot be used, stops the server before it listens, naming the flag and path):
+  <n>         a whole decimal number
+  <size>      bytes: a whole number, or a number and a unit: B; kB, MB, GB, TB (1000, 1000^2,
+              1000^3, 1000^4 bytes); KiB, MiB, GiB, TiB (1024, 1024^2, 1024^3, 1024^4 bytes);
+              e.g. 10GiB, 1.5MB, 65536. Units are case-sensitive; K, KB, G, Gb and the like are
+              refused as ambiguous, and so are fractions of a byte
+  <duration>  milliseconds: a whole number (5000), or a number and one of ms, s, m (minutes),
+              h, d (30s, 1.5m, 2h)
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
-                                                        [max_blob_bytes=<n>] [max_run_bytes=<n>]
-                                                        [max_inflight_bytes=<n>] [max_calls=<n>]";
-                                                        without it: loopback only, tenant "dev"
+                                                        [max_blob_bytes=<size>] [max_run_bytes=<size>]
+                                                        [max_inflight_bytes=<size>] [max_calls=<n>]";
+                                                        without it: loopback only, tenant "dev";
+                                                        a file with no token line is a warning
+                                                        (every call is refused until SIGHUP)
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
   --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
-  --max-blob-bytes <n>            SPILLWAY_MAX_BLOB_BYTES
-  --max-run-bytes <n>             SPILLWAY_MAX_RUN_BYTES  payload bytes one run may hold; unset: no limit
-  --inline-bytes <n>              SPILLWAY_INLINE_BYTES
+  --max-blob-bytes <size>         SPILLWAY_MAX_BLOB_BYTES
+  --max-run-bytes <size>          SPILLWAY_MAX_RUN_BYTES  payload bytes one run may hold; unset: no limit
+  --inline-bytes <size>           SPILLWAY_INLINE_BYTES
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
-  --max-bytes-window <n>          SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4 GiB
-  --sweep-interval-ms <n>         SPILLWAY_SWEEP_INTERVAL_MS  default 60000; at least 1
-  --drain-delay-ms <n>            SPILLWAY_DRAIN_DELAY_MS     on SIGTERM, health answers NOT_SERVING
-                                                        while every call is still served for n ms,
+  --max-bytes-window <size>       SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4GiB
+  --sweep-interval-ms <duration>  SPILLWAY_SWEEP_INTERVAL_MS  default 60000; at least 1
+  --drain-delay-ms <duration>     SPILLWAY_DRAIN_DELAY_MS     on SIGTERM, health answers NOT_SERVING
+                                                        while every call is still served this long,
                                                         default 5000 (SIGINT skips it)
-  --grace-ms <n>                  SPILLWAY_GRACE_MS           then the listener closes and in-flight
-                                                        calls get n ms to finish, default 10000
-  --store-probe-interval-ms <n>   SPILLWAY_STORE_PROBE_INTERVAL_MS  probe the store every n ms; health
+  --grace-ms <duration>           SPILLWAY_GRACE_MS           then the listener closes and in-flight
+                                                        calls get this long to finish, default 10000
+  --store-probe-interval-ms <duration> SPILLWAY_STORE_PROBE_INTERVAL_MS  probe the store this often; health
                                                         is NOT_SERVING while it fails, default 5000;
                                                         0 = off
-  --max-connection-age-ms <n>     SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after ~n ms (±10 %),
+  --max-connection-age-ms <duration> SPILLWAY_MAX_CONNECTION_AGE_MS  GOAWAY after about this long (±10 %),
                                                         default 1800000; 0 = never
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256;
                                                         at least 1
-  --max-inflight-bytes <n>        SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
-                                                        flight, default 1073741824; 0 = no limit
-  --max-inflight-bytes-per-tenant <n>  SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT  the share of them one
+  --max-inflight-bytes <size>     SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
+                                                        flight, default 1GiB; 0 = no limit
+  --max-inflight-bytes-per-tenant <size> SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT  the share of them one
                                                         tenant may hold; default a quarter with a
                                                         token file, all in dev mode; 0 = no limit
-  --idle-stream-ms <n>            SPILLWAY_IDLE_STREAM_MS  end a call that waits this long on its client
+  --idle-stream-ms <duration>     SPILLWAY_IDLE_STREAM_MS  end a call that waits this long on its client
                                                         (next Offload message, a request, a reader)
                                                         with DEADLINE_EXCEEDED, default 60000
-  --connection-idle-ms <n>        SPILLWAY_CONNECTION_IDLE_MS  GOAWAY to a connection with no open
+  --connection-idle-ms <duration> SPILLWAY_CONNECTION_IDLE_MS  GOAWAY to a connection with no open
                                                         stream this long, default 300000; 0 = never
-  --keepalive-ms <n>              SPILLWAY_KEEPALIVE_MS  PING each connection this often, default
+  --keepalive-ms <duration>       SPILLWAY_KEEPALIVE_MS  PING each connection this often, default
                                                         60000; 0 = off
-  --keepalive-timeout-ms <n>      SPILLWAY_KEEPALIVE_TIMEOUT_MS  close a connection whose peer leaves a
+  --keepalive-timeout-ms <duration> SPILLWAY_KEEPALIVE_TIMEOUT_MS  close a connection whose peer leaves a
                                                         PING unanswered this long, default 20000;
                                                         at least 1
-  --request-deadline-ms <n>       SPILLWAY_REQUEST_DEADLINE_MS  end calls still running after n ms with
+  --request-deadline-ms <duration> SPILLWAY_REQUEST_DEADLINE_MS  end calls still running this long with
                                                         DEADLINE_EXCEEDED; unset or 0: none
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
+  --log-level <level>             SPILLWAY_LOG_LEVEL     trace, debug (each call), info, warn, error,
+                                                        fatal or silent; default info (sweep: warn)
   --abort-incomplete-uploads-days <n>  SPILLWAY_ABORT_INCOMPLETE_UPLOADS_DAYS  at start, make sure a
                                                         bucket lifecycle rule aborts incomplete
                                                         multipart uploads after n days (s3 backend;
                                                         adds one if none), default 1; 0 = leave
                                                         the bucket's lifecycle alone
-  --orphan-age-ms <n>             SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
+  --orphan-age-ms <duration>      SPILLWAY_ORPHAN_AGE_MS  age before an orphan blob or a leftover
                                                         is swept, default 3600000
 `;
 

@@ -31,6 +31,8 @@ export interface SpillwayProcess {
   kill(signal?: NodeJS.Signals): void;
   /** Sends SIGTERM (a graceful drain) and resolves once the process has exited. */
   stop(): Promise<void>;
+  /** What the server has written to stdout (its log) so far, up to the first 100,000 characters. */
+  output(): string;
 }
 
 /**
@@ -75,6 +77,7 @@ export function spawnSpillway(
             kill("SIGTERM");
             await exited;
           },
+          output: () => out,
         });
       }
     });

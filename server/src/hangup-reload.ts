@@ -1,0 +1,27 @@
+import type { Logger } from "pino";
+import type { SpillwayServer } from "./server.js";
+
+/**
+ * reloadOnHangup is what `spillway serve` does on SIGHUP: it re-reads the token file and the
+ * TLS certificate, key and client CA bundle, each on its own, and logs what happened. A file
+ * that cannot be used is logged at error with its setting and path, and what was in force
+ * stays in force: a broken token file keeps the tokens, a broken certificate keeps the
+ * certificate, and one failing never keeps the other from reloading. Connections already open
+ * keep the certificate they were made with.
+ */
+export function reloadOnHangup(
+  server: Pick<SpillwayServer, "reloadTokens" | "reloadTls">,
+  log: Logger,
+): void {
+  try {
+    const tokens = server.reloadTokens();
+    log.info({ tokens }, "token file reloaded");
+  } catch (err) {
+    log.error({ err }, "token file reload failed; the previous tokens stay in force");
+  }
+  try {
+    if (server.reloadTls()) log.info("TLS certificate reloaded");
+  } catch (err) {
+    log.error({ err }, "TLS certificate reload failed; the previous certificate stays in force");
+  }
+}

@@ -44,6 +44,7 @@ const systemTests = [
   "test/load-balancer.test.ts",
   "test/object-store-tls.test.ts",
   "test/sdk-retries.test.ts",
+  "test/sighup-reload.test.ts",
   "test/slow-readers.test.ts",
   "test/sweep-shutdown.test.ts",
   "test/thread-pool.test.ts",

@@ -34,6 +34,25 @@ describe("backendFromOptions", () => {
     );
   });
 
+  it.each(["not a url", "localhost:9000", "ftp://127.0.0.1:9000", ""])(
+    "refuses --s3-endpoint %j, which would start a server whose store never answers",
+    async (endpoint) => {
+      for (const backend of ["s3", "minio"]) {
+        await expect(build({ ...s3, backend, "s3-endpoint": endpoint })).rejects.toThrow(
+          `--s3-endpoint: expected an http:// or https:// URL such as http://127.0.0.1:9000, got ${JSON.stringify(endpoint)}`,
+        );
+      }
+    },
+  );
+
+  it("names the variable a refused endpoint came from", async () => {
+    await expect(
+      backendFromOptions((flag) => ({ ...s3, "s3-endpoint": "nope" })[flag as keyof typeof s3], {
+        name: (flag) => `--${flag} (${BACKEND_FLAGS[flag]})`,
+      }),
+    ).rejects.toThrow("--s3-endpoint (SPILLWAY_S3_ENDPOINT): expected an http:// or https:// URL");
+  });
+
   it("documents every flag in the usage text", () => {
     for (const [flag, env] of Object.entries(BACKEND_FLAGS)) {
       expect(BACKEND_USAGE).toContain(`--${flag}`);

@@ -35,6 +35,25 @@ function booleanOption(value: string | undefined, flag: string): boolean | undef
   throw new Error(`--${flag} must be true or false, got "${value}"`);
 }
 
+/**
+ * checkEndpoint refuses an object-store endpoint that is not an http:// or https:// URL,
+ * naming the flag: the S3 client took `not a url` or `localhost:9000` and the server started
+ * with health NOT_SERVING, its store unreachable for a reason no log line named as the flag.
+ */
+function checkEndpoint(endpoint: string, name: string): void {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(endpoint).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== "http:" && protocol !== "https:") {
+    throw new Error(
+      `${name}: expected an http:// or https:// URL such as http://127.0.0.1:9000, got ${JSON.stringify(endpoint)}`,
+    );
+  }
+}
+
 /** ConfiguredBackend is a backend built from flags (its `sweepLeftovers`, if any, included). */
 export interface ConfiguredBackend {
   readonly backend: Backend;
@@ -89,6 +108,8 @@ export async function backendFromOptions(
         throw new Error(`--s3-bucket is required with --backend ${kind}`);
       }
       const endpoint = opt("s3-endpoint");
+      if (endpoint !== undefined)
+        checkEndpoint(endpoint, how.name?.("s3-endpoint") ?? "--s3-endpoint");
       const region = opt("s3-region") ?? "us-east-1";
       const prefix = opt("s3-prefix") ?? "";
       const signPayload = booleanOption(opt("s3-sign-payload"), "s3-sign-payload");

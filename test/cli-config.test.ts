@@ -270,6 +270,11 @@ describe("commands and flags given to the wrong command", () => {
       problem: "--max-blob-bytes does not apply to sweep",
     },
     { args: ["serve", "extra"], problem: 'unexpected argument "extra" after serve' },
+    {
+      args: ["serve", "--max-blob-byte", "5"],
+      problem: 'unknown flag "--max-blob-byte"; did you mean "--max-blob-bytes"?',
+    },
+    { args: ["serve", "--port"], problem: "Option '--port <value>' argument missing" },
   ])("$args: says $problem with the usage and exits 2", async ({ args, problem }) => {
     const run = await runCli(args);
     expect(run.stderr).toContain(`spillway: ${problem}`);

@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { createAuthenticator } from "./auth.js";
 import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
 import { createOptionReader } from "./cli-options.js";
-import { suggestCommand } from "./command-suggestion.js";
+import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
@@ -104,15 +104,14 @@ async function main(argv: string[]): Promise<void> {
     runMcpCommand(argv[0], argv.slice(1));
     return;
   }
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
-      help: { type: "boolean", short: "h" },
-      version: { type: "boolean" },
-    },
-  });
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (err) {
+    usageError(argumentProblem(err, [...Object.keys(flags), "help", "version"]));
+    return;
+  }
+  const { positionals, values } = parsed;
   const command = positionals[0];
   if (values.version === true || command === "version") {
     process.stdout.write(`spillway ${SPILLWAY_VERSION}\n`);
@@ -303,6 +302,19 @@ async function sweepOnce(
   } finally {
     await backend.close();
   }
+}
+
+/** Reads the command line: the command, every flag as a string, --help and --version. */
+function parseCommandLine(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
+      help: { type: "boolean", short: "h" },
+      version: { type: "boolean" },
+    },
+  });
 }
 
 /** Says a usage error on stderr with the usage, stdout left empty, and exits 2. */

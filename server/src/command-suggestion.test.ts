@@ -1,5 +1,6 @@
+import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
-import { suggestCommand } from "./command-suggestion.js";
+import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 
 const commands = ["serve", "sweep", "help", "version", "mcp", "mcp-proxy"];
 
@@ -19,5 +20,31 @@ describe("suggestCommand", () => {
 
   it.each(["bogus", "x", "start", "list-everything"])("has no guess for %s", (given) => {
     expect(suggestCommand(given, commands)).toBeUndefined();
+  });
+});
+
+describe("argumentProblem", () => {
+  const flags = ["max-blob-bytes", "max-run-bytes", "data-dir", "port"];
+  const problemOf = (args: string[]) => {
+    try {
+      parseArgs({ args, options: Object.fromEntries(flags.map((f) => [f, { type: "string" }])) });
+    } catch (err) {
+      return argumentProblem(err, flags);
+    }
+    return undefined;
+  };
+
+  it("names an unknown flag with the flag it most likely meant", () => {
+    expect(problemOf(["--max-blob-byte", "5"])).toBe(
+      'unknown flag "--max-blob-byte"; did you mean "--max-blob-bytes"?',
+    );
+    expect(problemOf(["--datadir", "x"])).toBe(
+      'unknown flag "--datadir"; did you mean "--data-dir"?',
+    );
+    expect(problemOf(["--colour"])).toBe('unknown flag "--colour"');
+  });
+
+  it("keeps parseArgs' own words for other mistakes", () => {
+    expect(problemOf(["--port"])).toMatch(/--port <value>' argument missing/);
   });
 });

@@ -36,3 +36,17 @@ export function suggestCommand(given: string, known: readonly string[]): string 
     (command) => command.length >= 4 && (lower.startsWith(command) || command.startsWith(lower)),
   );
 }
+
+/**
+ * argumentProblem says what was wrong with the command line from the error `parseArgs` threw:
+ * an unknown flag is named with the known flag it most likely meant (`unknown flag
+ * "--max-blob-byte"; did you mean "--max-blob-bytes"?`); any other error keeps its message.
+ * `flags` are the known flag names without their dashes.
+ */
+export function argumentProblem(err: unknown, flags: readonly string[]): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const unknown = /^Unknown option '--?([^']+)'/.exec(message)?.[1];
+  if (unknown === undefined) return message;
+  const guess = suggestCommand(unknown, flags);
+  return `unknown flag "--${unknown}"${guess === undefined ? "" : `; did you mean "--${guess}"?`}`;
+}

@@ -20,8 +20,8 @@ export interface CliRunOptions {
 /**
  * runCli runs the compiled `spillway` executable with `args` and `env` over this process's
  * environment (drain delay 0), and resolves with all it printed and its exit code once it has
- * exited. A server that wrongly starts is killed after 5 seconds, so the caller still sees its
- * output and a null exit code.
+ * exited. A server that wrongly starts is killed after 15 seconds (a loaded machine takes
+ * seconds just to start Node), so the caller still sees its output and a null exit code.
  */
 export function runCli(
   args: readonly string[],
@@ -44,7 +44,7 @@ export function runCli(
   child.stderr.on("data", (chunk: Buffer) => {
     stderr += chunk.toString();
   });
-  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
   return new Promise((resolve) =>
     child.once("close", (code) => {
       clearTimeout(timer);

@@ -211,3 +211,20 @@ describe("SIGHUP reloads the token file", () => {
     }
   });
 });
+
+describe("SIGHUP without a token file or TLS", () => {
+  it("keeps serving and reloads nothing", async () => {
+    const server = await spawnSpillway(["--backend", "memory"]);
+    try {
+      // Node's default for SIGHUP is to exit; a stray one (a closing terminal) must not.
+      server.kill("SIGHUP");
+      const client = createSpillwayClient({ baseUrl: server.url });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect((await client.raw.getServerInfo({})).tenant).toBe("dev");
+      expect(server.output()).not.toMatch(/reloaded|reload failed/);
+    } finally {
+      await server.stop();
+    }
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  });
+});

@@ -3,7 +3,8 @@ import type { SpillwayServer } from "./server.js";
 
 /**
  * reloadOnHangup is what `spillway serve` does on SIGHUP: it re-reads the token file and the
- * TLS certificate, key and client CA bundle, each on its own, and logs what happened. A file
+ * TLS certificate, key and client CA bundle (those configured), each on its own, and logs what
+ * happened. A file
  * that cannot be used is logged at error with its setting and path, and what was in force
  * stays in force: a broken token file keeps the tokens, a broken certificate keeps the
  * certificate, and one failing never keeps the other from reloading. Connections already open
@@ -15,7 +16,7 @@ export function reloadOnHangup(
 ): void {
   try {
     const tokens = server.reloadTokens();
-    log.info({ tokens }, "token file reloaded");
+    if (tokens !== undefined) log.info({ tokens }, "token file reloaded");
   } catch (err) {
     log.error({ err }, "token file reload failed; the previous tokens stay in force");
   }

@@ -147,11 +147,11 @@ export interface SpillwayServer {
   readonly core: SpillwayCore;
   readonly health: HealthState;
   /**
-   * Re-reads the token file (SIGHUP) and returns how many tokens it holds; a broken file throws
-   * an Error naming its path and keeps the tokens in force. A file with no token is taken (it
-   * revokes every token) with a warning in the log.
+   * Re-reads the token file (SIGHUP) and returns how many tokens it holds, or undefined in dev
+   * mode (no token file); a broken file throws an Error naming its path and keeps the tokens in
+   * force. A file with no token is taken (it revokes every token) with a warning in the log.
    */
-  reloadTokens(): number;
+  reloadTokens(): number | undefined;
   /**
    * Re-reads the TLS certificate, key and client CA bundle (SIGHUP) and serves new connections
    * with them; connections already open keep theirs. Returns false when the server serves
@@ -468,6 +468,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     core,
     health,
     reloadTokens() {
+      if (!auth.enforcing) return undefined;
       const count = auth.reload();
       warnIfNoTokens(count);
       return count;

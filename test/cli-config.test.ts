@@ -150,6 +150,12 @@ describe("configuration files and directories that cannot be used", () => {
       message: `--token-file (SPILLWAY_TOKEN_FILE): ${join(dir, "none")}: no such file or directory`,
     },
     {
+      what: "a key without its certificate",
+      args: [],
+      env: { SPILLWAY_TLS_KEY: cert.keyFile },
+      message: "--tls-key (SPILLWAY_TLS_KEY) is set but --tls-cert is not; they go together",
+    },
+    {
       what: "a certificate file without a certificate",
       args: ["--tls-cert", plain, "--tls-key", cert.keyFile],
       env: {},

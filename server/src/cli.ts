@@ -170,7 +170,9 @@ async function main(argv: string[]): Promise<void> {
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
   if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new Error("--tls-cert and --tls-key go together");
+    const [set, unset]: [Flag, Flag] =
+      certFile === undefined ? ["tls-key", "tls-cert"] : ["tls-cert", "tls-key"];
+    throw new Error(`${name(set)} is set but --${unset} is not; they go together`);
   }
   const fileNames = {
     tokenFile: name("token-file"),

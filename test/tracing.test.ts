@@ -7,6 +7,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Client, Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
+import { createSpillwayClient } from "@spillway/client";
 import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf } from "./support/code-of.js";
@@ -208,5 +211,35 @@ describe("OpenTelemetry server spans from `spillway serve` with the documented S
     });
     expect(span.status?.code).toBe(2); // ERROR
     expect(span.status?.message).toContain("corrupt");
+  });
+
+  it("joins the trace of the TypeScript client's active span (the client injects traceparent)", async () => {
+    // An application with its own SDK: the client finds @opentelemetry/api and propagates.
+    const provider = new NodeTracerProvider();
+    provider.register();
+    try {
+      const sdk = createSpillwayClient({ baseUrl: serve.url });
+      const tracer = trace.getTracer("agent-runtime");
+      const { traceId, spanId } = await tracer.startActiveSpan("tool call", async (span) => {
+        // Large enough to stream on its own Offload call.
+        await sdk.offload(
+          { tenant: "dev", runId: "traced", callId: "from-sdk" },
+          "from the agent\n".repeat(10_000),
+        );
+        span.end();
+        return span.spanContext();
+      });
+      const span = await spanOf(traceId);
+      expect(span).toMatchObject({
+        parentSpanId: spanId,
+        name: "spillway.v1.SpillwayService/Offload",
+      });
+      expect(attributesOf(span)["rpc.grpc.status_code"]).toBe(0);
+    } finally {
+      await provider.shutdown();
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    }
   });
 });

@@ -2,6 +2,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   type Attributes,
+  type Context,
   context,
   isSpanContextValid,
   propagation,
@@ -21,6 +22,26 @@ const headerGetter: TextMapGetter<Headers> = {
 };
 
 /**
+ * withContext runs every step of `source` in `ctx`: a handler's response stream resumes in its
+ * reader's context, and the store calls it makes must see the call's span as their parent.
+ */
+function withContext<T>(source: AsyncIterable<T>, ctx: Context): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator](): AsyncIterator<T> {
+      const it = context.with(ctx, () => source[Symbol.asyncIterator]());
+      return {
+        next: () => context.with(ctx, () => it.next()),
+        return: (value?: unknown) =>
+          context.with(
+            ctx,
+            () => it.return?.(value) ?? Promise.resolve({ done: true, value } as IteratorResult<T>),
+          ),
+      };
+    },
+  };
+}
+
+/**
  * createTraceInterceptor emits one OpenTelemetry server span per call through
  * `@opentelemetry/api`, a child of the W3C `traceparent`/`tracestate` the request carries (as
  * extracted by the registered propagator), named `<service>/<method>` with the RPC semantic
@@ -28,8 +49,8 @@ const headerGetter: TextMapGetter<Headers> = {
  * `rpc.grpc.status_code` — plus `spillway.fault` (`client` or `server`) on failures. The span
  * ends when the response does (a stream when its last message is sent, it fails or the caller
  * goes away); its status is ERROR only for server faults (call-fault.ts), so a client's mistake
- * never shows as the server's error. The call runs with the span active, so log lines carry its
- * trace id.
+ * never shows as the server's error. The call, and each step of its response stream, runs with
+ * the span active, so log lines carry its trace id and instrumented store calls nest under it.
  *
  * Without an OpenTelemetry SDK registered the API is a no-op: nothing is extracted, the span is
  * invalid and not recording, and the call passes straight through.
@@ -64,15 +85,16 @@ export function createTraceInterceptor(version: string): Interceptor {
       }
       span.end();
     };
+    const active = trace.setSpan(parent, span);
     try {
-      const res = await context.with(trace.setSpan(parent, span), () => next(req));
+      const res = await context.with(active, () => next(req));
       if (!res.stream) {
         end(undefined);
         return res;
       }
       return {
         ...res,
-        message: observeIterable(res.message, {
+        message: observeIterable(withContext(res.message, active), {
           onEnd: (ending) =>
             end(
               ending.kind === "failed"

@@ -238,9 +238,12 @@ describe("the packed packages in a fresh project", () => {
       expect(out.rendered).toBe(expectedRendered);
       const scrape = await (await fetch(urls.metrics)).text();
       // The client sends a small payload as an OffloadBatch; the read is a ReadToolOutput.
-      for (const method of ["OffloadBatch", "ReadToolOutput"]) {
+      for (const [type, method] of [
+        ["unary", "OffloadBatch"],
+        ["server_stream", "ReadToolOutput"],
+      ]) {
         expect(scrape).toContain(
-          `spillway_requests_total{procedure="spillway.v1.SpillwayService/${method}",code="OK"} 1\n`,
+          `grpc_server_handled_total{grpc_type="${type}",grpc_service="spillway.v1.SpillwayService",grpc_method="${method}",grpc_code="OK"} 1\n`,
         );
       }
     } finally {

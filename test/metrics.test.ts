@@ -97,32 +97,46 @@ describe("Prometheus metrics of a real server", () => {
     expect(renderedBytes).toBeGreaterThan(0);
 
     const s = await scrape();
-    const offload = `${SERVICE}/Offload`;
-    const read = `${SERVICE}/ReadToolOutput`;
-    expect(value(s, "spillway_requests_total", { procedure: offload, code: "OK" })).toBe(2);
-    expect(value(s, "spillway_requests_total", { procedure: read, code: "OK" })).toBe(2);
-    expect(
-      value(s, "spillway_requests_total", { procedure: read, code: "PERMISSION_DENIED" }),
-    ).toBe(1);
+    const offload = { grpc_service: SERVICE, grpc_method: "Offload" };
+    const read = { grpc_service: SERVICE, grpc_method: "ReadToolOutput" };
+    const batch = { grpc_service: SERVICE, grpc_method: "OffloadBatch" };
+    // go-grpc-prometheus' names, labels and Go code names.
+    expect(value(s, "grpc_server_started_total", { ...offload, grpc_type: "client_stream" })).toBe(
+      2,
+    );
+    expect(value(s, "grpc_server_started_total", { ...read, grpc_type: "server_stream" })).toBe(3);
+    expect(value(s, "grpc_server_started_total", { ...batch, grpc_type: "unary" })).toBe(1);
+    expect(value(s, "grpc_server_handled_total", { ...offload, grpc_code: "OK" })).toBe(2);
+    expect(value(s, "grpc_server_handled_total", { ...read, grpc_code: "OK" })).toBe(2);
+    expect(value(s, "grpc_server_handled_total", { ...read, grpc_code: "PermissionDenied" })).toBe(
+      1,
+    );
+    expect(value(s, "grpc_server_handled_total", { ...batch, grpc_code: "OK" })).toBe(1);
+    // A refused read is the client's doing: no server fault is counted.
+    expect(value(s, "spillway_server_faults_total")).toBeUndefined();
     expect(value(s, "spillway_bytes_in_total")).toBe(bytesIn);
-    expect(
-      value(s, "spillway_requests_total", { procedure: `${SERVICE}/OffloadBatch`, code: "OK" }),
-    ).toBe(1);
-    expect(value(s, "spillway_batch_items_total", { code: "OK" })).toBe(2);
+    expect(value(s, "spillway_batch_items_total", { grpc_code: "OK", fault: "none" })).toBe(2);
     expect(value(s, "spillway_bytes_out_total")).toBe(dataBytes + renderedBytes);
-    expect(value(s, "spillway_request_duration_seconds_count", { procedure: read })).toBe(3);
-    expect(value(s, "spillway_request_duration_seconds_count", { procedure: offload })).toBe(2);
-    expect(
-      value(s, "spillway_request_duration_seconds_bucket", { procedure: read, le: "+Inf" }),
-    ).toBe(3);
+    // Messages: one OffloadBatch request and response; an Offload's header plus its chunks in,
+    // one response out; a read's request in and its frames out.
+    expect(value(s, "grpc_server_msg_received_total", batch)).toBe(1);
+    expect(value(s, "grpc_server_msg_sent_total", batch)).toBe(1);
+    expect(value(s, "grpc_server_msg_received_total", offload)).toBeGreaterThanOrEqual(4);
+    expect(value(s, "grpc_server_msg_sent_total", offload)).toBe(2);
+    expect(value(s, "grpc_server_msg_received_total", read)).toBe(3);
+    // Each read sent at least a content frame and its trailer; the refused one sent none.
+    expect(value(s, "grpc_server_msg_sent_total", read)).toBeGreaterThanOrEqual(4);
+    expect(value(s, "grpc_server_handling_seconds_count", read)).toBe(3);
+    expect(value(s, "grpc_server_handling_seconds_count", offload)).toBe(2);
+    expect(value(s, "grpc_server_handling_seconds_bucket", { ...read, le: "+Inf" })).toBe(3);
     // Cumulative buckets: never decreasing, ending at the count.
     const buckets = ["0.001", "0.01", "0.1", "1", "10", "+Inf"].map(
-      (le) => value(s, "spillway_request_duration_seconds_bucket", { procedure: read, le }) ?? -1,
+      (le) => value(s, "grpc_server_handling_seconds_bucket", { ...read, le }) ?? -1,
     );
     expect(buckets[0]).toBeGreaterThanOrEqual(0);
     expect(buckets).toEqual([...buckets].sort((a, b) => a - b));
-    expect(value(s, "spillway_inflight_streams", { procedure: read })).toBe(0);
-    expect(value(s, "spillway_inflight_streams", { procedure: offload })).toBe(0);
+    expect(value(s, "spillway_inflight_streams", read)).toBe(0);
+    expect(value(s, "spillway_inflight_streams", offload)).toBe(0);
     expect(value(s, "spillway_process_cpu_user_seconds_total")).toBeGreaterThan(0);
     expect(value(s, "spillway_backend_errors_total")).toBeUndefined();
   });
@@ -144,9 +158,10 @@ describe("Prometheus metrics of a real server", () => {
     const batchCalls = () =>
       scrape().then(
         (s) =>
-          value(s, "spillway_requests_total", {
-            procedure: `${SERVICE}/OffloadBatch`,
-            code: "OK",
+          value(s, "grpc_server_handled_total", {
+            grpc_service: SERVICE,
+            grpc_method: "OffloadBatch",
+            grpc_code: "OK",
           }) ?? 0,
       );
     const batchCallsBefore = await batchCalls();
@@ -159,17 +174,21 @@ describe("Prometheus metrics of a real server", () => {
     expect(
       value(s, "spillway_backend_errors_total", {
         backend: "filesystem",
-        code: "FAILED_PRECONDITION",
+        grpc_code: "FailedPrecondition",
       }),
     ).toBeGreaterThanOrEqual(2);
+    const offload = { grpc_service: SERVICE, grpc_method: "Offload" };
     expect(
-      value(s, "spillway_requests_total", {
-        procedure: `${SERVICE}/Offload`,
-        code: "FAILED_PRECONDITION",
-      }),
+      value(s, "grpc_server_handled_total", { ...offload, grpc_code: "FailedPrecondition" }),
+    ).toBe(1);
+    // A broken store is the server's fault although its code is one clients also cause.
+    expect(
+      value(s, "spillway_server_faults_total", { ...offload, grpc_code: "FailedPrecondition" }),
     ).toBe(1);
     // The batch call itself succeeded; its one item failed, and that is counted by item.
     expect(await batchCalls()).toBe(batchCallsBefore + 1);
-    expect(value(s, "spillway_batch_items_total", { code: "FAILED_PRECONDITION" })).toBe(1);
+    expect(
+      value(s, "spillway_batch_items_total", { grpc_code: "FailedPrecondition", fault: "server" }),
+    ).toBe(1);
   });
 });

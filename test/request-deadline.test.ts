@@ -39,8 +39,11 @@ function gated(): { gate: Promise<void>; release: () => void } {
 /** Resolves once the server has finished a call of procedure with code (polled, bounded). */
 async function serverFinished(metrics: Metrics, procedure: string, code: string): Promise<void> {
   for (let i = 0; i < 500; i++) {
-    const { values } = await metrics.requests.get();
-    if (values.some((v) => v.labels.procedure === procedure && v.labels.code === code)) return;
+    const { values } = await metrics.handled.get();
+    const done = (v: (typeof values)[number]) =>
+      `${v.labels.grpc_service}/${v.labels.grpc_method}` === procedure &&
+      v.labels.grpc_code === code;
+    if (values.some(done)) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`the server never finished ${procedure} with ${code}`);
@@ -106,7 +109,7 @@ describe("server request deadline", () => {
     const first = await it.next();
     expect(first.done).toBe(false);
     // The client reads nothing more until the server has ended the call.
-    await serverFinished(metrics, readProcedure, "DEADLINE_EXCEEDED");
+    await serverFinished(metrics, readProcedure, "DeadlineExceeded");
     let received = 0;
     const err = await (async () => {
       for (;;) {
@@ -152,7 +155,7 @@ describe("client deadline", () => {
           (e: unknown) => ConnectError.from(e),
         );
       expect(err?.code).toBe(Code.DeadlineExceeded);
-      await serverFinished(metrics, offloadProcedure, "DEADLINE_EXCEEDED");
+      await serverFinished(metrics, offloadProcedure, "DeadlineExceeded");
     } finally {
       release();
     }

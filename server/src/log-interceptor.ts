@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
+import { isSpanContextValid, trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
+import { faultOf } from "./call-fault.js";
 
 /** BatchItemFailure is one failed item of a batch call: its index and what it failed with. */
 export interface BatchItemFailure {
@@ -10,54 +12,80 @@ export interface BatchItemFailure {
 }
 
 /**
+ * Client-caused endings that are the caller's choice or an ordinary answer, not a refusal worth
+ * a warning: it cancelled, its deadline passed, it asked for what does not exist, or it repeated
+ * a create.
+ */
+const quietCodes: ReadonlySet<Code> = new Set([
+  Code.Canceled,
+  Code.DeadlineExceeded,
+  Code.NotFound,
+  Code.AlreadyExists,
+]);
+
+/**
  * batchItemFailuresKey is where a batch handler puts the list of its failed items, so that the
- * call's log shows the server faults among them although the call itself succeeds.
+ * call's log shows them, and the metrics count the server faults among them, although the call
+ * itself succeeds.
  */
 export const batchItemFailuresKey = createContextKey<BatchItemFailure[] | undefined>(undefined, {
   description: "failed items of a batch call",
 });
 
-/** Codes that mean the server or its store failed, as opposed to a caller's mistake. */
-const serverFaults = new Set([Code.Internal, Code.Unknown, Code.DataLoss, Code.Unavailable]);
-
 /**
  * createLogInterceptor writes one structured line per call — procedure, request id, code,
- * duration — at debug level, and at error level when the server or its store failed (including
- * a store that refuses the server's credentials, which callers see only as PERMISSION_DENIED),
- * plus one error line per batch item that failed that way (see batchItemFailuresKey). Messages
- * of server faults are logged but never echoed beyond what the handler already put in them.
+ * duration, and the trace id when the call is traced — and one per failed item of a batch call
+ * (see batchItemFailuresKey), at a level that says who must act (call-fault.ts):
+ * - **error** for a server fault (INTERNAL, UNKNOWN, UNAVAILABLE, DATA_LOSS of a stored record,
+ *   a store refusing the server's credentials or full): the operator;
+ * - **warn** for a call the client's request got refused (INVALID_ARGUMENT, PERMISSION_DENIED,
+ *   RESOURCE_EXHAUSTED from a limit, DATA_LOSS of a digest the client declared, …): the client;
+ * - **info** for client-caused endings the caller chose or that are ordinary answers
+ *   (CANCELED, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS);
+ * - **debug** for success.
+ * Messages of server faults are logged but never echoed beyond what the handler already put in
+ * them.
  */
 export function createLogInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
     const requestId = req.header.get("x-request-id") ?? randomUUID();
+    const traced = trace.getActiveSpan()?.spanContext();
+    const traceId = traced !== undefined && isSpanContextValid(traced) ? traced.traceId : undefined;
     const done = (err?: unknown) => {
       const fields = {
         procedure: req.method.name,
         requestId,
+        ...(traceId === undefined ? {} : { traceId }),
         code: err === undefined ? "ok" : Code[ConnectError.from(err).code],
         ms: Math.round(performance.now() - started),
       };
-      if (!logFault(fields, err, "call failed", "store denied access")) {
-        logger.debug(fields, "call");
-      }
+      logEnding(fields, err, "call");
       for (const { index, error } of req.contextValues.get(batchItemFailuresKey) ?? []) {
         const item = { ...fields, item: index, code: Code[ConnectError.from(error).code] };
-        logFault(item, error, "batch item failed", "batch item failed");
+        logEnding(item, error, "batch item failed");
       }
     };
-    /**
-     * Logs err at error level when it is a server fault (`faultMsg`) or the store refusing the
-     * server's credentials, which callers see only as PERMISSION_DENIED (`deniedMsg`); says
-     * whether it logged.
-     */
-    const logFault = (fields: object, err: unknown, faultMsg: string, deniedMsg: string) => {
-      if (err === undefined) return false;
-      const failure = ConnectError.from(err);
-      const denied = failure.code === Code.PermissionDenied && failure.cause !== undefined;
-      if (!serverFaults.has(failure.code) && !denied) return false;
-      logger.error({ ...fields, err }, denied ? deniedMsg : faultMsg);
-      return true;
+    /** Logs one call's or item's ending at the level its fault calls for. */
+    const logEnding = (fields: object, err: unknown, what: "call" | "batch item failed") => {
+      const fault = faultOf(err);
+      if (fault === undefined) {
+        logger.debug(fields, what);
+        return;
+      }
+      const code = ConnectError.from(err).code;
+      if (fault === "server") {
+        const denied = code === Code.PermissionDenied;
+        logger.error(
+          { ...fields, err, fault },
+          denied ? "store denied access" : what === "call" ? "call failed" : what,
+        );
+      } else {
+        const refused = { ...fields, fault, reason: ConnectError.from(err).rawMessage };
+        const msg = what === "call" ? "call refused" : "batch item refused";
+        if (quietCodes.has(code)) logger.info(refused, msg);
+        else logger.warn(refused, msg);
+      }
     };
     try {
       const res = await next(req);

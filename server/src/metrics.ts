@@ -1,4 +1,4 @@
-import { isMessage } from "@bufbuild/protobuf";
+import { type DescMethod, isMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
@@ -7,8 +7,9 @@ import {
   OffloadRequestSchema,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { statusName } from "@spillway/wire";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { faultOf } from "./call-fault.js";
+import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { type IterableEnding, observeIterable } from "./observe-iterable.js";
 
 /** REQUEST_DURATION_BUCKETS span 1 ms (a cached stat) to 60 s (a large streamed offload). */
@@ -16,26 +17,62 @@ export const REQUEST_DURATION_BUCKETS: readonly number[] = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 ];
 
-/** Metrics are Spillway's Prometheus collectors and the interceptor that feeds them. */
+/**
+ * grpcCode is a status code as go-grpc-prometheus labels it (`grpc_code`): Go's names for the
+ * codes, `OK` for success — `InvalidArgument`, `DataLoss`, `Unavailable`, ….
+ */
+export function grpcCode(code: Code | undefined): string {
+  return code === undefined ? "OK" : Code[code];
+}
+
+/** The gRPC type of a method as go-grpc-prometheus labels it (`grpc_type`). */
+const grpcTypes: Record<DescMethod["methodKind"], string> = {
+  unary: "unary",
+  client_streaming: "client_stream",
+  server_streaming: "server_stream",
+  bidi_streaming: "bidi_stream",
+};
+
+type MethodLabels = "grpc_type" | "grpc_service" | "grpc_method";
+
+/**
+ * Metrics are Spillway's Prometheus collectors and the interceptor that feeds them: the
+ * grpc-ecosystem (go-grpc-prometheus) server metrics under their names and labels, so the
+ * dashboards and alerts written for them work unchanged, plus Spillway's own.
+ */
 export interface Metrics {
   /** The registry every collector below (and the default process metrics) is registered in. */
   readonly registry: Registry;
-  /** `spillway_requests_total{procedure,code}`: finished calls by gRPC status code. */
-  readonly requests: Counter<"procedure" | "code">;
-  /** `spillway_request_duration_seconds{procedure}`: call time until the last response message. */
-  readonly duration: Histogram<"procedure">;
-  /** `spillway_inflight_streams{procedure}`: calls whose response has not ended yet. */
-  readonly inflight: Gauge<"procedure">;
+  /** `grpc_server_started_total{grpc_type,grpc_service,grpc_method}`: calls started. */
+  readonly started: Counter<MethodLabels>;
+  /** `grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}`: calls finished. */
+  readonly handled: Counter<MethodLabels | "grpc_code">;
+  /** `grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}`: until the last response message. */
+  readonly handling: Histogram<MethodLabels>;
+  /** `grpc_server_msg_received_total{grpc_type,grpc_service,grpc_method}`: request messages read. */
+  readonly received: Counter<MethodLabels>;
+  /** `grpc_server_msg_sent_total{grpc_type,grpc_service,grpc_method}`: response messages sent. */
+  readonly sent: Counter<MethodLabels>;
+  /**
+   * `spillway_server_faults_total{grpc_type,grpc_service,grpc_method,grpc_code}`: finished
+   * calls that ended with a server fault (call-fault.ts), the numerator of the error-rate alert.
+   */
+  readonly serverFaults: Counter<MethodLabels | "grpc_code">;
+  /** `spillway_inflight_streams{grpc_service,grpc_method}`: calls whose response has not ended yet. */
+  readonly inflight: Gauge<"grpc_service" | "grpc_method">;
   /** `spillway_bytes_in_total`: payload bytes received in Offload chunks and OffloadBatch items. */
   readonly bytesIn: Counter;
   /** `spillway_bytes_out_total`: bytes-mode data plus UTF-8 bytes of rendered window text. */
   readonly bytesOut: Counter;
-  /** `spillway_batch_items_total{code}`: OffloadBatch items answered, by their own status code. */
-  readonly batchItems: Counter<"code">;
-  /** `spillway_backend_errors_total{backend,code}`: failed backend calls, fed by instrumentBackend. */
-  readonly backendErrors: Counter<"backend" | "code">;
-  /** `spillway_sweep_refused_total{code}`: entries a sweep could not read or remove, skipped. */
-  readonly sweepRefused: Counter<"code">;
+  /**
+   * `spillway_batch_items_total{grpc_code,fault}`: OffloadBatch items answered, by their own
+   * status code and whose fault a failure was (`none`, `client`, `server`).
+   */
+  readonly batchItems: Counter<"grpc_code" | "fault">;
+  /** `spillway_backend_errors_total{backend,grpc_code}`: failed backend calls, fed by instrumentBackend. */
+  readonly backendErrors: Counter<"backend" | "grpc_code">;
+  /** `spillway_sweep_refused_total{grpc_code}`: entries a sweep could not read or remove, skipped. */
+  readonly sweepRefused: Counter<"grpc_code">;
   /** `spillway_sweeps_skipped_total`: sweeps not started because the previous one still ran. */
   readonly sweepsSkipped: Counter;
   /** Records every call; put it first in the chain so refusals by later interceptors count. */
@@ -45,29 +82,55 @@ export interface Metrics {
 /**
  * createMetrics registers Spillway's collectors, and Node's default process metrics prefixed
  * `spillway_`, in `registry` (a fresh one by default; a registry that already holds them makes
- * this throw). Its interceptor counts every call exactly once, when the response ends — a
- * streamed response when its last message is sent, fails or is abandoned — and keeps
+ * this throw). Its interceptor counts every call started when it arrives and handled exactly
+ * once when the response ends — a streamed response when its last message is sent, fails or is
+ * abandoned (CANCELED) — with every request message read and response message sent, and keeps
  * `spillway_inflight_streams` balanced on every path.
  */
 export function createMetrics(registry: Registry = new Registry()): Metrics {
   collectDefaultMetrics({ register: registry, prefix: "spillway_" });
-  const requests = new Counter({
-    name: "spillway_requests_total",
-    help: "Finished RPCs by procedure and gRPC status code.",
-    labelNames: ["procedure", "code"] as const,
+  const methodLabels = ["grpc_type", "grpc_service", "grpc_method"] as const;
+  const started = new Counter({
+    name: "grpc_server_started_total",
+    help: "Total number of RPCs started on the server.",
+    labelNames: methodLabels,
     registers: [registry],
   });
-  const duration = new Histogram({
-    name: "spillway_request_duration_seconds",
-    help: "RPC duration in seconds, until the last response message was sent.",
-    labelNames: ["procedure"] as const,
+  const handled = new Counter({
+    name: "grpc_server_handled_total",
+    help: "Total number of RPCs completed on the server, regardless of success or failure.",
+    labelNames: [...methodLabels, "grpc_code"] as const,
+    registers: [registry],
+  });
+  const handling = new Histogram({
+    name: "grpc_server_handling_seconds",
+    help: "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+    labelNames: methodLabels,
     buckets: [...REQUEST_DURATION_BUCKETS],
+    registers: [registry],
+  });
+  const received = new Counter({
+    name: "grpc_server_msg_received_total",
+    help: "Total number of RPC stream messages received on the server.",
+    labelNames: methodLabels,
+    registers: [registry],
+  });
+  const sent = new Counter({
+    name: "grpc_server_msg_sent_total",
+    help: "Total number of gRPC stream messages sent by the server.",
+    labelNames: methodLabels,
+    registers: [registry],
+  });
+  const serverFaults = new Counter({
+    name: "spillway_server_faults_total",
+    help: "Finished RPCs that ended with a server fault (not the client's request), by gRPC status code.",
+    labelNames: [...methodLabels, "grpc_code"] as const,
     registers: [registry],
   });
   const inflight = new Gauge({
     name: "spillway_inflight_streams",
     help: "RPCs whose response has not ended yet.",
-    labelNames: ["procedure"] as const,
+    labelNames: ["grpc_service", "grpc_method"] as const,
     registers: [registry],
   });
   const bytesIn = new Counter({
@@ -82,21 +145,21 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
   });
   const batchItems = new Counter({
     name: "spillway_batch_items_total",
-    help: "OffloadBatch items answered, by each item's own gRPC status code.",
-    labelNames: ["code"] as const,
+    help: "OffloadBatch items answered, by each item's own gRPC status code and whose fault a failure was.",
+    labelNames: ["grpc_code", "fault"] as const,
     registers: [registry],
   });
   const backendErrors = new Counter({
     name: "spillway_backend_errors_total",
-    help: "Failed backend calls by backend kind and status code.",
-    labelNames: ["backend", "code"] as const,
+    help: "Failed backend calls by backend kind and gRPC status code.",
+    labelNames: ["backend", "grpc_code"] as const,
     registers: [registry],
   });
 
   const sweepRefused = new Counter({
     name: "spillway_sweep_refused_total",
     help: "Entries a sweep could not read or remove (a symlink, a corrupt record), skipped, by gRPC status code.",
-    labelNames: ["code"] as const,
+    labelNames: ["grpc_code"] as const,
     registers: [registry],
   });
   const sweepsSkipped = new Counter({
@@ -112,13 +175,18 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
       for (const item of message.items) bytesIn.inc(item.data.byteLength);
     }
   };
-  const countOut = (message: unknown) => {
+  const countOut = (message: unknown, failures: readonly BatchItemFailure[] | undefined) => {
     if (isMessage(message, OffloadBatchResponseSchema)) {
-      for (const { result } of message.results) {
-        batchItems.inc({
-          code: statusName(result.case === "error" ? result.value.code : undefined),
-        });
-      }
+      message.results.forEach(({ result }, index) => {
+        if (result.case !== "error") {
+          batchItems.inc({ grpc_code: "OK", fault: "none" });
+          return;
+        }
+        const code = result.value.code as Code;
+        // The item's own error says whose fault it was; the answered code alone cannot.
+        const error = failures?.find((f) => f.index === index)?.error ?? new ConnectError("", code);
+        batchItems.inc({ grpc_code: grpcCode(code), fault: faultOf(error) ?? "none" });
+      });
       return;
     }
     if (!isMessage(message, ReadToolOutputResponseSchema)) return;
@@ -131,24 +199,40 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
   };
 
   const interceptor: Interceptor = (next) => async (req) => {
-    const procedure = `${req.service.typeName}/${req.method.name}`;
-    const stopTimer = duration.startTimer({ procedure });
-    inflight.inc({ procedure });
+    const labels = {
+      grpc_type: grpcTypes[req.method.methodKind],
+      grpc_service: req.service.typeName,
+      grpc_method: req.method.name,
+    };
+    const place = { grpc_service: labels.grpc_service, grpc_method: labels.grpc_method };
+    started.inc(labels);
+    const stopTimer = handling.startTimer(labels);
+    inflight.inc(place);
     let finished = false;
-    const finish = (code: Code | undefined) => {
+    const finish = (err: unknown) => {
       if (finished) return;
       finished = true;
-      inflight.dec({ procedure });
+      inflight.dec(place);
       stopTimer();
-      requests.inc({ procedure, code: statusName(code) });
+      const code = grpcCode(err === undefined ? undefined : ConnectError.from(err).code);
+      handled.inc({ ...labels, grpc_code: code });
+      if (faultOf(err) === "server") serverFaults.inc({ ...labels, grpc_code: code });
+    };
+    const receivedOne = (message: unknown) => {
+      received.inc(labels);
+      countIn(message);
+    };
+    const sentOne = (message: unknown) => {
+      sent.inc(labels);
+      countOut(message, req.contextValues.get(batchItemFailuresKey));
     };
     // A response stream the server stops reading early was cut short by the caller going away.
     const finishStream = (ending: IterableEnding) =>
       finish(
         ending.kind === "failed"
-          ? ConnectError.from(ending.error).code
+          ? ending.error
           : ending.kind === "abandoned"
-            ? Code.Canceled
+            ? new ConnectError("the caller went away", Code.Canceled)
             : undefined,
       );
     try {
@@ -156,31 +240,35 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
       if (req.stream) {
         res = await next({
           ...req,
-          message: observeIterable(req.message, { onItem: countIn }),
+          message: observeIterable(req.message, { onItem: receivedOne }),
         });
       } else {
-        countIn(req.message);
+        receivedOne(req.message);
         res = await next(req);
       }
       if (!res.stream) {
-        countOut(res.message);
+        sentOne(res.message);
         finish(undefined);
         return res;
       }
       return {
         ...res,
-        message: observeIterable(res.message, { onItem: countOut, onEnd: finishStream }),
+        message: observeIterable(res.message, { onItem: sentOne, onEnd: finishStream }),
       };
     } catch (err) {
-      finish(ConnectError.from(err).code);
+      finish(err);
       throw err;
     }
   };
 
   return {
     registry,
-    requests,
-    duration,
+    started,
+    handled,
+    handling,
+    received,
+    sent,
+    serverFaults,
     inflight,
     bytesIn,
     bytesOut,

@@ -11,6 +11,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
+import { markFault } from "./call-fault.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
 import { blobKey, checkSlotPath, handleFor, lineIndexKey, truncateForMessage } from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
@@ -508,9 +509,13 @@ function checkDeclared(header: OffloadHeader, facts: PassFacts): void {
     );
   }
   if (header.expectedSha256 !== undefined && header.expectedSha256 !== facts.sha256) {
-    throw new ConnectError(
-      `payload sha256 ${facts.sha256} does not match header.expected_sha256 ${header.expectedSha256}`,
-      Code.DataLoss,
+    // The bytes are not what the client declared: lost on its side or on the way, not here.
+    throw markFault(
+      new ConnectError(
+        `payload sha256 ${facts.sha256} does not match header.expected_sha256 ${header.expectedSha256}`,
+        Code.DataLoss,
+      ),
+      "client",
     );
   }
 }

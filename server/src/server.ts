@@ -20,6 +20,7 @@ import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
+import { markStoreFaults } from "./backends/mark-store-faults.js";
 import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
 import { loadTlsCredentials, TLS_FLAG_NAMES, type TlsFileNames } from "./config-files.js";
 import {
@@ -43,10 +44,12 @@ import {
   type CallLimits,
   createSpillwayCore,
   createSpillwayService,
+  SPILLWAY_VERSION,
   type SpillwayCore,
 } from "./service.js";
 import { createStoreReadiness, probeStore } from "./store-readiness.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
+import { createTraceInterceptor } from "./trace-interceptor.js";
 import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 import { wireDataFrame } from "./window/data-frame-wire.js";
@@ -127,7 +130,10 @@ export interface SpillwayServerOptions {
    * it; 0 turns the limit off. A tenant's `max_inflight_bytes` in the token file lowers it.
    */
   readonly maxInflightBytesPerTenant?: number;
-  /** Structured logger; calls are logged at debug, server faults at error. Default: silent. */
+  /**
+   * Structured logger: successful calls at debug, client-caused failures at info or warn,
+   * server faults at error (log-interceptor.ts). Default: silent.
+   */
   readonly logger?: Logger;
   /** Prometheus metrics: every call and every backend failure is recorded when set. */
   readonly metrics?: Metrics;
@@ -311,8 +317,10 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
           },
         })
       : undefined;
+  // Store refusals are marked as the server's fault before anything logs or counts them.
+  const marked = markStoreFaults(opts.backend);
   const instrumented =
-    opts.metrics === undefined ? opts.backend : instrumentBackend(opts.backend, opts.metrics);
+    opts.metrics === undefined ? marked : instrumentBackend(marked, opts.metrics);
   const core = createSpillwayCore({
     backend:
       readiness === undefined
@@ -367,6 +375,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const handlerOptions = {
     interceptors: [
       ...(opts.metrics === undefined ? [] : [opts.metrics.interceptor]),
+      // Before the log interceptor, so its lines carry the call's trace id.
+      createTraceInterceptor(SPILLWAY_VERSION),
       createLogInterceptor(logger),
       drainGate,
       deadlines.interceptor,

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import type { Metrics } from "./metrics.js";
+import { grpcCode, type Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
@@ -85,7 +85,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       if (signal.aborted) throw err;
       refused++;
       const reason = ConnectError.from(err);
-      opts.metrics?.sweepRefused.inc({ code: statusName(reason.code) });
+      opts.metrics?.sweepRefused.inc({ grpc_code: grpcCode(reason.code) });
       opts.log?.warn(
         { key, code: statusName(reason.code), err: reason.message },
         "sweep skipped an entry it could not read or remove",

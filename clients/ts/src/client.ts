@@ -30,6 +30,7 @@ import {
 } from "./retry.js";
 import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
 import { createSha256Hasher, type Sha256Hash } from "./sha256-hasher.js";
+import { createTracePropagation } from "./trace-propagation.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
 export interface SpillwayClientOptions {
@@ -223,11 +224,12 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     if (opts.token !== undefined) req.header.set("authorization", `Bearer ${opts.token}`);
     return next(req);
   };
+  const traced = createTracePropagation();
   const transport =
     opts.transport ??
     createGrpcTransport({
       baseUrl: opts.baseUrl,
-      interceptors: [auth, ...(opts.interceptors ?? [])],
+      interceptors: [auth, ...(traced === undefined ? [] : [traced]), ...(opts.interceptors ?? [])],
       readMaxBytes: 64 * 1024 * 1024,
       // A bytes-mode read hands out each data frame's bytes as they arrive, uncopied.
       bytesFields: [

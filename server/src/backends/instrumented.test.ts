@@ -10,7 +10,9 @@ async function* bytes(...parts: string[]) {
 
 async function errorCounts(metrics: ReturnType<typeof createMetrics>) {
   const { values } = await metrics.backendErrors.get();
-  return Object.fromEntries(values.map((v) => [`${v.labels.backend}:${v.labels.code}`, v.value]));
+  return Object.fromEntries(
+    values.map((v) => [`${v.labels.backend}:${v.labels.grpc_code}`, v.value]),
+  );
 }
 
 describe("instrumentBackend", () => {
@@ -46,13 +48,13 @@ describe("instrumentBackend", () => {
     await expect(backend.list("t/", { limit: 0 })).rejects.toMatchObject({
       code: Code.InvalidArgument,
     });
-    expect(await errorCounts(metrics)).toEqual({ "memory:INVALID_ARGUMENT": 2 });
+    expect(await errorCounts(metrics)).toEqual({ "memory:InvalidArgument": 2 });
 
     async function* failingBody() {
       yield new Uint8Array(1);
       throw new Error("the caller's stream broke");
     }
     await expect(backend.put("t/b", failingBody())).rejects.toThrow();
-    expect(await errorCounts(metrics)).toEqual({ "memory:INVALID_ARGUMENT": 2 });
+    expect(await errorCounts(metrics)).toEqual({ "memory:InvalidArgument": 2 });
   });
 });

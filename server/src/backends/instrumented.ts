@@ -1,6 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { statusName } from "@spillway/wire";
-import type { Metrics } from "../metrics.js";
+import { grpcCode, type Metrics } from "../metrics.js";
 import { observeIterable } from "../observe-iterable.js";
 import type { Backend, BackendCallOptions } from "./backend.js";
 
@@ -20,7 +19,7 @@ export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
   const count = (err: unknown, opts: BackendCallOptions | undefined) => {
     const code = ConnectError.from(err).code;
     if (contractOutcomes.has(code) || opts?.signal?.aborted === true) return;
-    metrics.backendErrors.inc({ backend: base.kind, code: statusName(code) });
+    metrics.backendErrors.inc({ backend: base.kind, grpc_code: grpcCode(code) });
   };
   // A thunk, so a backend that throws synchronously is counted too.
   const counted = async <T>(call: () => Promise<T>, opts?: BackendCallOptions): Promise<T> => {

@@ -1,13 +1,12 @@
-import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
-import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
 import { defaultLimits } from "./limits.js";
+import { packageCommandFor, runPackageCommand } from "./package-command.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
+import { runTokenCommand } from "./token-command.js";
 import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { spillwayUsage } from "./usage.js";
 import { createWindowCaps } from "./window/caps.js";
@@ -77,40 +76,17 @@ function intOption(
   return n;
 }
 
-/**
- * runMcpCommand runs `spillway mcp` and `spillway mcp-proxy` as the `spillway-mcp` and
- * `spillway-mcp-proxy` executables of the @spillway/mcp package, in a process of their own with
- * this one's stdio, arguments and environment, and takes on their exit code. The MCP server and
- * proxy are clients of Spillway, so they ship in that separate package and never load into the
- * server's process (biome.json keeps the server from importing any client package); without
- * the package installed beside the server the command says so and exits 2.
- */
-function runMcpCommand(command: "mcp" | "mcp-proxy", args: readonly string[]): void {
-  let bin: string;
-  try {
-    bin = createRequire(import.meta.url)
-      .resolve("@spillway/mcp/package.json")
-      .replace(/package\.json$/, `bin/spillway-${command}.js`);
-  } catch {
-    process.stderr.write(
-      `spillway: ${command} runs spillway-${command} of the @spillway/mcp package, which is not installed beside the server; install it (docs/mcp.md)\n`,
-    );
-    process.exitCode = 2;
+async function main(argv: string[]): Promise<void> {
+  // Before the flags are parsed: `spillway mcp --url ...` or `spillway cat --url ...` would
+  // otherwise end on an unknown flag.
+  const packageCommand = packageCommandFor(argv[0]);
+  if (packageCommand !== undefined) {
+    // spillway-cli takes the command's name first; the MCP executables are one command each.
+    runPackageCommand(packageCommand, packageCommand.bin === "spillway-cli" ? argv : argv.slice(1));
     return;
   }
-  const child = spawn(process.execPath, [bin, ...args], { stdio: "inherit" });
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => child.kill(signal));
-  }
-  child.on("exit", (code, signal) => {
-    process.exitCode = code ?? (signal === null ? 1 : 128 + (osConstants.signals[signal] ?? 0));
-  });
-}
-
-async function main(argv: string[]): Promise<void> {
-  // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
-  if (argv[0] === "mcp" || argv[0] === "mcp-proxy") {
-    runMcpCommand(argv[0], argv.slice(1));
+  if (argv[0] === "token") {
+    process.exitCode = runTokenCommand(argv.slice(1));
     return;
   }
   const { positionals, values } = parseArgs({

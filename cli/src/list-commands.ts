@@ -14,12 +14,7 @@ export const runsCommand: Command = {
   async run(ctx) {
     expectArgs("runs", ctx.args, []);
     const runs: RunInfo[] = [];
-    let pageToken = "";
-    do {
-      const page = await ctx.client.raw.listRuns({ pageSize: 1000, pageToken });
-      runs.push(...page.runs);
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    for await (const run of ctx.client.listAllRuns({ pageSize: 1000 })) runs.push(run);
     if (ctx.json) {
       await printJson(ctx, { runs: runs.map(runJson) });
       return EXIT_OK;

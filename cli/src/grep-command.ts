@@ -69,7 +69,7 @@ export const grepCommand: Command = {
     let lastPrinted = 0;
     let skip = 0;
     let cursor: SearchCursor | undefined;
-    const print = async (line: PrintedLine) => {
+    const emit = async (line: PrintedLine) => {
       if (line.number <= lastPrinted) return;
       if ((after > 0 || before > 0) && lastPrinted > 0 && line.number > lastPrinted + 1) {
         await ctx.out.write("--\n");
@@ -77,6 +77,22 @@ export const grepCommand: Command = {
       lastPrinted = line.number;
       const mark = line.matched ? ":" : "-";
       await ctx.out.write(numbered ? `${line.number}${mark}${line.text}\n` : `${line.text}\n`);
+    };
+    // Lines not printed yet, in line order: a context line after one match may be the next
+    // match (printed with `:`, as grep does), so a line is printed only once no later match
+    // can be it, that is once a match past it has been seen.
+    const queued = new Map<number, PrintedLine>();
+    const queue = (line: PrintedLine) => {
+      if (line.number <= lastPrinted) return;
+      const held = queued.get(line.number);
+      if (held === undefined || (line.matched && !held.matched)) queued.set(line.number, line);
+    };
+    const flushBelow = async (limit: number) => {
+      for (const [number, line] of queued) {
+        if (number >= limit) break;
+        queued.delete(number);
+        await emit(line);
+      }
     };
     while (found < maxCount) {
       const window = await ctx.client.readToolOutput(
@@ -119,14 +135,15 @@ export const grepCommand: Command = {
             continue;
           }
           for (const c of before === 0 ? [] : m.before.slice(-before)) {
-            await print({ number: Number(c.number), text: c.text, matched: false });
+            queue({ number: Number(c.number), text: c.text, matched: false });
           }
           if (line !== undefined) {
-            await print({ number: Number(line.number), text: line.text, matched: true });
+            queue({ number: Number(line.number), text: line.text, matched: true });
           }
           for (const c of m.after.slice(0, after)) {
-            await print({ number: Number(c.number), text: c.text, matched: false });
+            queue({ number: Number(c.number), text: c.text, matched: false });
           }
+          await flushBelow(Number(line?.number ?? 0));
         }
       }
       if (window.header?.binary === true) {
@@ -136,6 +153,7 @@ export const grepCommand: Command = {
       skip = Number(trailer.nextOffset);
       cursor = trailer.searchCursor;
     }
+    await flushBelow(Number.POSITIVE_INFINITY);
     if (counting) {
       await (ctx.json ? printJson(ctx, { count: found }) : ctx.out.write(`${found}\n`));
     }

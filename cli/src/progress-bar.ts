@@ -64,13 +64,10 @@ export function createProgressBar(opts: ProgressBarOptions): ProgressBar {
   let drawn = Number.NEGATIVE_INFINITY;
   const draw = () => {
     drawn = now();
-    const line = renderProgress(
-      opts.label,
-      done,
-      opts.total,
-      drawn - started,
-      opts.stream.columns ?? 80,
-    );
+    // A terminal that reports no size (0 columns, as under script(1)) gets 80.
+    const columns =
+      opts.stream.columns !== undefined && opts.stream.columns > 0 ? opts.stream.columns : 80;
+    const line = renderProgress(opts.label, done, opts.total, drawn - started, columns);
     // \x1b[K clears what a longer earlier line left to the right.
     opts.stream.write(`\r${line}\x1b[K`);
   };

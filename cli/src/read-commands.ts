@@ -3,7 +3,18 @@ import type { Command, CommandContext } from "./command.js";
 import { expectArgs, stringFlag, wholeFlag } from "./command-line.js";
 import { EXIT_OK, usageError } from "./exit-codes.js";
 
-/** copyBytes streams `range` of an output to stdout, each chunk written before the next is read. */
+/**
+ * Bytes gathered before one write to stdout. The client yields each HTTP/2 DATA frame as it
+ * came (about 13 KiB); one write per frame cost a 1 GiB cat 82,000 write(2) calls and more
+ * than half its time.
+ */
+const WRITE_BYTES = 1024 * 1024;
+
+/**
+ * copyBytes streams `range` of an output to stdout in writes of up to WRITE_BYTES, each
+ * written (and drained, when the reader is slower) before more is read: memory stays bounded
+ * whatever the output's size.
+ */
 async function copyBytes(
   ctx: CommandContext,
   runId: string,
@@ -11,12 +22,24 @@ async function copyBytes(
   range: { offset?: number; length?: number },
   verify = false,
 ): Promise<void> {
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  const flush = async () => {
+    if (pendingBytes === 0) return;
+    const batch = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
+    pending = [];
+    pendingBytes = 0;
+    if (batch !== undefined) await ctx.out.write(batch);
+  };
   for await (const chunk of ctx.client.readBytes(runId, handle, range, {
     signal: ctx.out.signal,
     verify,
   })) {
-    await ctx.out.write(chunk);
+    pending.push(chunk);
+    pendingBytes += chunk.byteLength;
+    if (pendingBytes >= WRITE_BYTES) await flush();
   }
+  await flush();
 }
 
 /** catCommand streams a whole output to stdout. */

@@ -33,7 +33,7 @@ async function* counted(
 export const putCommand: Command = {
   name: "put",
   synopsis:
-    "put [--call-id <id>] [--name <name>] [--content-type <type>] [--ttl <duration>] <run> [<file> | -]",
+    "put [--call-id <id>] [--name <name>] [--content-type <type>] [--ttl <duration>] [-q] <run> [<file> | -]",
   summary: "store a file or stdin as an output of a run; prints its handle",
   options: {
     "call-id": { type: "string" },

@@ -18,5 +18,10 @@ Global flags (before or after the command):
   -h, --help
 
 Exit status: 0 done; 1 grep matched nothing; 2 usage error; 3 local failure (a file, stdout);
-10 + the gRPC code when the server refused the call (${COMMON_EXIT_CODES.map(([name, code]) => `${name} ${code}`).join(", ")}).
+10 + the gRPC code when the server refused the call:
+  ${COMMON_EXIT_CODES.map(
+    ([name, code], i) => `${i > 0 && i % 4 === 0 ? "\n  " : ""}${name} ${code}`,
+  )
+    .join(", ")
+    .replaceAll(", \n", ",\n")}.
 `;

@@ -63,7 +63,7 @@ export interface RunsPage {
  * run is listed when it is not expired and holds a live output or was made by a fork; a
  * deleted run holds neither. Its id comes from stored data (the fork's metadata, its TTL
  * object, or a record offloaded to it), never from a digest in a key. Work per call: one key
- * listing per run prefix passed, three small reads per run, and one read per record of each
+ * listing per run prefix passed, two small reads per run, and one read per record of each
  * listed run; a page ends early after LIST_RUNS_RECORD_BUDGET records or LIST_RUNS_SKIP_BUDGET
  * prefixes passed over, with a token to go on. An entry that cannot be read (a planted
  * symlink, a corrupt record or metadata object) is logged and skipped: a bad record is left

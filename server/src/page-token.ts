@@ -12,6 +12,18 @@ const bindingOf = (tenant: string, runId: string, after: string) =>
     .toString("base64url");
 
 /**
+ * The JSON a token carries, read only from the exact text encode* made: Node's base64url
+ * decoder skips characters outside its alphabet (a control character inserted into a real token
+ * would pass) and ignores trailing bits, so the text must be the alphabet and re-encode to itself.
+ */
+function parseToken(token: string): { a?: unknown; d?: unknown } {
+  if (!/^[A-Za-z0-9_-]+$/.test(token)) return {};
+  const bytes = Buffer.from(token, "base64url");
+  if (bytes.toString("base64url") !== token) return {};
+  return JSON.parse(bytes.toString("utf8")) as { a?: unknown; d?: unknown };
+}
+
+/**
  * encodePageToken makes the ListToolOutputs page token that continues after the registry
  * cursor `after`, bound to the tenant and run it pages through: it carries the cursor and a
  * digest of (tenant, run, cursor), so any replica can check it without shared state.
@@ -32,10 +44,7 @@ export function encodePageToken(tenant: string, runId: string, after: string): s
 export function decodePageToken(tenant: string, runId: string, token: string): string | undefined {
   if (token === "") return undefined;
   try {
-    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
-      a?: unknown;
-      d?: unknown;
-    };
+    const value = parseToken(token);
     if (
       typeof value.a === "string" &&
       !value.a.includes("/") &&
@@ -78,10 +87,7 @@ export function encodeRunsPageToken(tenant: string, after: string): string {
 export function decodeRunsPageToken(tenant: string, token: string): string | undefined {
   if (token === "") return undefined;
   try {
-    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
-      a?: unknown;
-      d?: unknown;
-    };
+    const value = parseToken(token);
     if (
       typeof value.a === "string" &&
       value.a !== "" &&

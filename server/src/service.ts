@@ -242,6 +242,7 @@ export function createSpillwayService(
           "inline",
           "preview_only",
           "offload_batch",
+          "list_runs",
         ],
       });
     },

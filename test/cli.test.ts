@@ -92,6 +92,12 @@ describe("spillway-cli against spillway serve", () => {
     const cat = shell('$CLI cat big-run res_big | sha256sum; echo "$PIPESTATUS"');
     expect(cat.stderr).toBe("");
     expect(cat.stdout).toBe(`${expected}  -\n0\n`);
+    // stderr on the same pipe: Node makes the pipe non-blocking, and a reader that starts late
+    // fills it, so writes meet EAGAIN and must wait rather than fail.
+    const shared = shell(
+      '$CLI cat big-run res_big 2>&1 | (sleep 1; sha256sum); echo "$PIPESTATUS"',
+    );
+    expect(shared.stdout).toBe(`${expected}  -\n0\n`);
     // Into a file, through the server's executable, with the digest checked as it streams.
     const out = join(dir, "big.out");
     const viaServer = shell(`$SPILLWAY cat --verify big-run res_big > ${out}`);

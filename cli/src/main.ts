@@ -1,5 +1,6 @@
-import { createWriteStream, fstatSync, openSync } from "node:fs";
+import { fstatSync } from "node:fs";
 import { isatty } from "node:tty";
+import { createFdWriter } from "./fd-writer.js";
 import { runCli } from "./run-cli.js";
 
 /** Bytes queued for stdout before a write waits for the reader. */
@@ -8,25 +9,17 @@ const STDOUT_BUFFER = 4 * 1024 * 1024;
 /**
  * stdoutStream is where the CLI writes its results. Node writes process.stdout to a pipe or a
  * file synchronously, so a slow reader (`| sha256sum`) blocked the event loop, and with it the
- * download, on every write; an fs stream writes from the thread pool while the next bytes
- * arrive, with `drain` for backpressure. A pipe is reopened through /proc/self/fd/1: fd 1's
- * own description may be non-blocking (Node makes it so once process.stdout or a stderr
- * sharing it is touched), and a thread-pool write would then fail with EAGAIN. A terminal,
- * a socket or a device keeps process.stdout.
+ * download, on every write; a pipe or a file gets a writer whose writes run on the thread pool
+ * (createFdWriter), with `drain` for backpressure. A terminal, a socket or a device keeps
+ * process.stdout.
  */
 function stdoutStream(): NodeJS.WritableStream & { isTTY?: boolean } {
   if (isatty(1)) return process.stdout;
   try {
     const stats = fstatSync(1);
-    if (stats.isFile()) {
-      return createWriteStream("", { fd: 1, autoClose: false, highWaterMark: STDOUT_BUFFER });
-    }
-    if (stats.isFIFO()) {
-      const fd = openSync("/proc/self/fd/1", "w");
-      return createWriteStream("", { fd, highWaterMark: STDOUT_BUFFER });
-    }
+    if (stats.isFile() || stats.isFIFO()) return createFdWriter(1, STDOUT_BUFFER);
   } catch {
-    // No /proc (not Linux): the synchronous stdout still works, only slower through a pipe.
+    // fd 1 closed or unknown: process.stdout reports it as it writes.
   }
   return process.stdout;
 }

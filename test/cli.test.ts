@@ -7,6 +7,7 @@ import { COMMAND_NAMES } from "@spillway/cli";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENT_COMMAND_NAMES } from "../server/src/package-command.js";
 import { scratchDir } from "./support/scratch-dir.js";
+import { writeSelfSigned } from "./support/self-signed.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
 /** The compiled `spillway-cli` bin, as npm links it (test/global-setup/build.ts builds dist/). */
@@ -270,6 +271,39 @@ describe("spillway-cli against spillway serve", () => {
     }
     expect(cli(["grep", "--frob", "x", "logs", "h"], { viaServer: true }).status).toBe(2);
     expect(cli(["put", "logs", join(dir, "missing")]).status).toBe(3);
+  });
+
+  it("trusts a self-signed server through --tls-ca or SPILLWAY_TLS_CA, and not without", async () => {
+    const certFile = join(dir, "server.pem");
+    const keyFile = join(dir, "server-key.pem");
+    writeSelfSigned({ certFile, keyFile, commonName: "localhost", altNames: ["IP:127.0.0.1"] });
+    const tls = await spawnSpillway([
+      "--backend",
+      "memory",
+      "--tls-cert",
+      certFile,
+      "--tls-key",
+      keyFile,
+    ]);
+    try {
+      expect(tls.url).toMatch(/^https:/);
+      const run = (args: readonly string[], env: NodeJS.ProcessEnv = {}) =>
+        spawnSync(process.execPath, [spillwayClientCli, "--url", tls.url, ...args], {
+          encoding: "utf8",
+          input: "over tls\n",
+          env: { ...process.env, SPILLWAY_TOKEN: "", SPILLWAY_TLS_CA: "", ...env },
+        });
+      const put = run(["--tls-ca", certFile, "put", "--call-id", "t", "tls-run", "-"]);
+      expect([put.status, put.stdout, put.stderr]).toEqual([0, "res_t\n", ""]);
+      const cat = run(["cat", "tls-run", "res_t"], { SPILLWAY_TLS_CA: certFile });
+      expect([cat.status, cat.stdout]).toEqual([0, "over tls\n"]);
+      const untrusted = run(["cat", "tls-run", "res_t"]);
+      // Connect reports a failed TLS handshake as INTERNAL, naming the certificate.
+      expect(untrusted.status).toBe(23);
+      expect(untrusted.stderr).toMatch(/^spillway-cli: INTERNAL: .*certificate/i);
+    } finally {
+      await tls.stop();
+    }
   });
 
   it("draws a progress bar with bytes, rate and ETA on a terminal (a real pty from script(1))", () => {

@@ -25,6 +25,8 @@ export interface BenchResult {
    * elapsed seconds (`wall`) and of each process's CPU seconds (see meterCpu).
    */
   readonly cpu_seconds?: { readonly spillway: CpuSeconds; readonly baseline: CpuSeconds };
+  /** Median peak resident memory (VmHWM) of each side's process, in MiB, for scenarios that meter it. */
+  readonly peak_rss_mib?: { readonly spillway: number; readonly baseline: number };
 }
 
 /** median returns the middle of the samples (the mean of the two middle ones for even counts). */

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
 import type { BenchResult } from "./result.js";
+import { cliCatScenario } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
@@ -89,6 +90,10 @@ async function main(): Promise<void> {
       },
     },
     {
+      names: ["cli_cat_1gib"],
+      run: async () => [await cliCatScenario({ runs: transferRuns, bytes: 1024 * MiB })],
+    },
+    {
       names: ["memory_under_load"],
       run: async () => [await memoryScenario(await log(), quick ? 1 : 3)],
     },
@@ -148,6 +153,11 @@ async function main(): Promise<void> {
         );
       }
     }
+  }
+  for (const r of results.filter((row) => row.peak_rss_mib !== undefined)) {
+    process.stdout.write(
+      `\npeak RSS (${r.name}, median): spillway ${r.peak_rss_mib?.spillway} MiB, baseline ${r.peak_rss_mib?.baseline} MiB\n`,
+    );
   }
   process.stdout.write(`\nwrote ${out}\n`);
 }

@@ -20,7 +20,7 @@ import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tsc = join(root, "node_modules/.bin/tsc");
-const workspaces = ["proto", "wire", "clients/ts", "server", "conformance"];
+const workspaces = ["proto", "wire", "clients/ts", "server", "conformance", "cli"];
 
 /** What a client install may weigh: the issue's budget. */
 const budget = { packages: 15, kibibytes: 10 * 1024 };
@@ -147,6 +147,7 @@ describe("the packed packages in a fresh project", () => {
 
   it("packs each package with its README, built code and declarations, and no tests", () => {
     expect([...packed.keys()].sort()).toEqual([
+      "@spillway/cli",
       "@spillway/client",
       "@spillway/proto",
       "@spillway/wire",
@@ -221,6 +222,47 @@ describe("the packed packages in a fresh project", () => {
     );
     expect(run.stdout).toBe("");
     expect(run.status).toBe(2);
+  });
+
+  it("answers `spillway cat` without @spillway/cli installed beside it: exit 2, naming it", () => {
+    const run = spawnSync(join(serverDir, "node_modules/.bin/spillway"), ["cat", "r", "h"], {
+      cwd: serverDir,
+      encoding: "utf8",
+    });
+    expect(run.stderr).toBe(
+      "spillway: cat runs spillway-cli of the @spillway/cli package, which is not installed beside the server; install it (docs/cli.md)\n",
+    );
+    expect(run.stdout).toBe("");
+    expect(run.status).toBe(2);
+  });
+
+  it("installs @spillway/cli without the server's dependencies; its spillway-cli puts and cats", async () => {
+    const cliDir = join(dir, "cli");
+    mkdirSync(cliDir);
+    const tree = installPacked(cliDir, root, packed, "@spillway/cli");
+    expect(tree.packages.filter((name) => serverOnly.some((re) => re.test(name)))).toEqual([]);
+    expect(tree.packages).not.toContain("spillway");
+    const local =
+      running ??
+      (await spawnSpillway(
+        ["--backend", "memory"],
+        {},
+        join(serverDir, "node_modules/.bin/spillway"),
+      ));
+    try {
+      const bin = join(cliDir, "node_modules/.bin/spillway-cli");
+      const env = { ...process.env, SPILLWAY_URL: local.url };
+      const put = spawnSync(bin, ["put", "--call-id", "packed", "packed-run", "-"], {
+        input: "installed\n",
+        encoding: "utf8",
+        env,
+      });
+      expect([put.status, put.stdout, put.stderr]).toEqual([0, "res_packed\n", ""]);
+      const cat = spawnSync(bin, ["cat", "packed-run", "res_packed"], { encoding: "utf8", env });
+      expect([cat.status, cat.stdout]).toEqual([0, "installed\n"]);
+    } finally {
+      if (local !== running) await local.stop();
+    }
   });
 
   it("embeds the packed server as a library: the client and a metrics scrape reach it", async () => {

@@ -85,6 +85,30 @@ describe("ids refuse control characters over the wire", () => {
     expect(err.rawMessage).not.toContain(char);
   });
 
+  it.each(controls)(
+    "refuses a page token with %s inserted (ListRuns and ListToolOutputs)",
+    async (_, char) => {
+      await offloadWith(client, { key: key({ runId: "paged", callId: "p1" }) });
+      await offloadWith(client, { key: key({ runId: "paged", callId: "p2" }) });
+      const tokens = [
+        [(await client.listRuns({ pageSize: 1 })).nextPageToken, "runs"],
+        [(await client.listToolOutputs({ runId: "paged", pageSize: 1 })).nextPageToken, "outputs"],
+      ] as const;
+      for (const [token, which] of tokens) {
+        expect(token).not.toBe("");
+        const bad = `${token.slice(0, 4)}${char}${token.slice(4)}`;
+        const err = await failureOf(
+          which === "runs"
+            ? client.listRuns({ pageToken: bad })
+            : client.listToolOutputs({ runId: "paged", pageToken: bad }),
+        );
+        expect(err.code).toBe(Code.InvalidArgument);
+        expect(err.rawMessage).toMatch(/^page_token: /);
+        expect(err.rawMessage).not.toContain(char);
+      }
+    },
+  );
+
   it("stored nothing for a refused id and still serves the run it kept", async () => {
     const listed = await client.listToolOutputs({ runId: "r" });
     expect(listed.attachments).toEqual([]);

@@ -14,7 +14,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { handleFor } from "../server/src/keys.js";
 import { defaultLimits } from "../server/src/limits.js";
-import { codeOf } from "./support/code-of.js";
+import { codeOf, failureOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 const A = "hostile-token-a";
@@ -846,6 +846,58 @@ describe("hostile input over the wire (filesystem backend)", () => {
       await codeOf(t.raw("not-a-token").statToolOutput({ runId: "canary", handle: "res_big" })),
       [Code.Unauthenticated],
     );
+    await expectUnharmed();
+  });
+
+  it("refuses out-of-range ListRuns page sizes and forged page tokens precisely", async () => {
+    // Tenant A holds canary plus forks made by other tests; two runs make a next page.
+    await offloadOnce(a, { key: { tenant: TA, runId: fresh("listed"), callId: "c" } }, "x\n");
+    const first = await a.listRuns({ pageSize: 1 });
+    const token = first.nextPageToken;
+    expect(token).not.toBe("");
+    const int32 = fc.oneof(
+      fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+      fc.constantFrom(-(2 ** 31), -1, 0, 1, 1000, 1001, 2 ** 31 - 1),
+    );
+    await fc.assert(
+      fc.asyncProperty(int32, async (pageSize) => {
+        const code = await codeOf(a.listRuns({ pageSize }));
+        expectCode(code, pageSize >= 0 && pageSize <= 1000 ? [undefined] : [Code.InvalidArgument]);
+      }),
+      { numRuns: NUM_RUNS },
+    );
+    // A real token with one character changed, inserted or removed, tokens of other shapes,
+    // and oversized ones: each INVALID_ARGUMENT naming page_token, never echoing it.
+    const edited = fc
+      .tuple(fc.nat({ max: token.length - 1 }), fc.oneof(trickString, fc.constantFrom("A", "_")))
+      .map(([at, piece]) => token.slice(0, at) + piece + token.slice(at + 1))
+      .filter((s) => s !== token);
+    const forged = fc.oneof(
+      edited,
+      fc.constant(token.slice(1)),
+      fc.constant(`${token}=`),
+      fc.constant(` ${token}`),
+      fc.base64String({ maxLength: 200 }).filter((s) => s !== ""),
+      hostileString.filter((s) => s !== ""),
+      fc.constant("A".repeat(2049)),
+      fc.constant(token.repeat(Math.ceil(4096 / token.length))),
+    );
+    await fc.assert(
+      fc.asyncProperty(forged, async (pageToken) => {
+        const err = await failureOf(a.listRuns({ pageToken }));
+        expect(err.code).toBe(Code.InvalidArgument);
+        expect(err.rawMessage).toMatch(/^page_token: /);
+        if (pageToken.length > 8) expect(err.rawMessage).not.toContain(pageToken);
+      }),
+      { numRuns: NUM_RUNS * 2, examples: [[`${token.slice(0, 5)}\u0000${token.slice(5)}`]] },
+    );
+    // The token is A's: B gets INVALID_ARGUMENT and never a page of A's runs.
+    expectCode(await codeOf(b.listRuns({ pageToken: token })), [Code.InvalidArgument]);
+    // B's own runs are canary and the forks B made earlier; none of A's.
+    const theirs = (await b.listRuns({ pageSize: 1000 })).runs.map((r) => r.runId);
+    expect(theirs).toContain("canary");
+    expect(theirs.filter((r) => r !== "canary" && !r.startsWith("b-child-"))).toEqual([]);
+    expect((await a.listRuns({ pageToken: token })).runs.length).toBeGreaterThan(0);
     await expectUnharmed();
   });
 });

@@ -22,6 +22,9 @@ const clientImports = [
   'import { createSpillwayMcpServer } from "@spillway/mcp";',
   'const mcp = await import("@spillway/mcp");',
   'const mcpRelative = await import("../../mcp/src/index.js");',
+  'import { runCli } from "@spillway/cli";',
+  'const cli = await import("@spillway/cli");',
+  'const cliRelative = await import("../../cli/src/index.js");',
 ];
 
 /** Each way a module can name the server, from a file `up` folders below the root. */
@@ -46,12 +49,15 @@ const probes: { file: string; lines: string[] }[] = [
   { file: "wire/src/server-probe.ts", lines: serverImports("../../") },
   { file: "mcp/src/probe.ts", lines: serverImports("../../") },
   { file: "mcp/src/probe.test.ts", lines: serverImports("../../") },
+  { file: "cli/src/probe.ts", lines: serverImports("../../") },
+  { file: "cli/src/probe.test.ts", lines: serverImports("../../") },
 ];
 
 /**
  * The package boundaries biome.json enforces (noRestrictedImports): the server, the wire layer
- * and the conformance runner never import the TypeScript client or @spillway/mcp, and the
- * client, the MCP server and the wire layer never import the server, by package name or by a
+ * and the conformance runner never import the TypeScript client, @spillway/mcp or
+ * @spillway/cli, and the client, the MCP server, the command line and the wire layer never
+ * import the server, by package name or by a
  * relative path, statically or with
  * import(), tests included. Checked with the repository's biome.json on probe files in a
  * scratch folder laid out like the repository.

@@ -17,6 +17,7 @@ const entries: Record<string, string> = {
   server: "dist/entry.cjs",
   conformance: "dist/cli.js",
   mcp: "dist/cli.js",
+  cli: "dist/main.js",
 };
 
 /** Runs the workspace build (`npm run build`'s command) in `dir`; returns its exit and output. */

@@ -26,6 +26,7 @@ describe("the workspace's executables", () => {
     // left `npx spillway` "not found" in the repository.
     expect([...declared.keys()].sort()).toEqual([
       "spillway",
+      "spillway-cli",
       "spillway-conformance",
       "spillway-mcp",
       "spillway-mcp-proxy",
@@ -39,7 +40,7 @@ describe("the workspace's executables", () => {
     expect(tracked.sort()).toEqual([...declared.values()].sort());
   });
 
-  it("run the built commands: `spillway --help`, `spillway-conformance` without a target, `spillway-mcp --help`, `spillway-mcp-proxy` without a command", () => {
+  it("run the built commands: `spillway --help`, `spillway-conformance` without a target, `spillway-mcp --help`, `spillway-mcp-proxy` without a command, `spillway-cli --help`", () => {
     const spillway = declared.get("spillway") ?? "";
     const help = execFileSync(process.execPath, [join(root, spillway), "--help"], {
       encoding: "utf8",
@@ -61,5 +62,11 @@ describe("the workspace's executables", () => {
     const proxyUsage = spawnSync(process.execPath, [join(root, proxy)], { encoding: "utf8" });
     expect(proxyUsage.status).toBe(2);
     expect(proxyUsage.stderr).toMatch(/^Usage: spillway-mcp-proxy \[flags\] -- <command>/m);
+
+    const cli = declared.get("spillway-cli") ?? "";
+    const cliHelp = execFileSync(process.execPath, [join(root, cli), "--help"], {
+      encoding: "utf8",
+    });
+    expect(cliHelp).toMatch(/^Usage: spillway-cli \[global flags\] <command>/m);
   });
 });

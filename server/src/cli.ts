@@ -1,6 +1,3 @@
-import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
-import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { createAuthenticator } from "./auth.js";
@@ -10,9 +7,11 @@ import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
+import { CLIENT_COMMAND_NAMES, packageCommandFor, runPackageCommand } from "./package-command.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
+import { runTokenCommand } from "./token-command.js";
 import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { spillwayUsage } from "./usage.js";
 import { createWindowCaps } from "./window/caps.js";
@@ -56,7 +55,16 @@ const flags = {
 type Flag = keyof typeof flags;
 
 /** The commands `spillway` knows, for the guess after an unknown one. */
-const COMMANDS = ["serve", "sweep", "help", "version", "mcp", "mcp-proxy"];
+const COMMANDS = [
+  "serve",
+  "sweep",
+  "help",
+  "version",
+  "mcp",
+  "mcp-proxy",
+  "token",
+  ...CLIENT_COMMAND_NAMES,
+];
 
 /** The flags `spillway sweep` reads; any other given on its command line is a mistake. */
 const SWEEP_FLAGS: readonly string[] = [
@@ -68,40 +76,17 @@ const SWEEP_FLAGS: readonly string[] = [
 /** pino's levels, most verbose first, and `silent`. */
 const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 
-/**
- * runMcpCommand runs `spillway mcp` and `spillway mcp-proxy` as the `spillway-mcp` and
- * `spillway-mcp-proxy` executables of the @spillway/mcp package, in a process of their own with
- * this one's stdio, arguments and environment, and takes on their exit code. The MCP server and
- * proxy are clients of Spillway, so they ship in that separate package and never load into the
- * server's process (biome.json keeps the server from importing any client package); without
- * the package installed beside the server the command says so and exits 2.
- */
-function runMcpCommand(command: "mcp" | "mcp-proxy", args: readonly string[]): void {
-  let bin: string;
-  try {
-    bin = createRequire(import.meta.url)
-      .resolve("@spillway/mcp/package.json")
-      .replace(/package\.json$/, `bin/spillway-${command}.js`);
-  } catch {
-    process.stderr.write(
-      `spillway: ${command} runs spillway-${command} of the @spillway/mcp package, which is not installed beside the server; install it (docs/mcp.md)\n`,
-    );
-    process.exitCode = 2;
+async function main(argv: string[]): Promise<void> {
+  // Before the flags are parsed: `spillway mcp --url ...` or `spillway cat --url ...` would
+  // otherwise end on an unknown flag.
+  const packageCommand = packageCommandFor(argv[0]);
+  if (packageCommand !== undefined) {
+    // spillway-cli takes the command's name first; the MCP executables are one command each.
+    runPackageCommand(packageCommand, packageCommand.bin === "spillway-cli" ? argv : argv.slice(1));
     return;
   }
-  const child = spawn(process.execPath, [bin, ...args], { stdio: "inherit" });
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => child.kill(signal));
-  }
-  child.on("exit", (code, signal) => {
-    process.exitCode = code ?? (signal === null ? 1 : 128 + (osConstants.signals[signal] ?? 0));
-  });
-}
-
-async function main(argv: string[]): Promise<void> {
-  // Before the flags are parsed: `spillway mcp --url ...` would otherwise end on an unknown flag.
-  if (argv[0] === "mcp" || argv[0] === "mcp-proxy") {
-    runMcpCommand(argv[0], argv.slice(1));
+  if (argv[0] === "token") {
+    process.exitCode = runTokenCommand(argv.slice(1));
     return;
   }
   let parsed: ReturnType<typeof parseCommandLine>;

@@ -9,6 +9,8 @@ export const USAGE_BODY = `
 Usage: spillway serve [flags]
        spillway sweep [backend flags] [--orphan-age-ms <duration>] [--log-level <level>]
        spillway mcp [flags] | spillway mcp-proxy [flags] -- <command> [args...]
+       spillway runs | ls | stat | cat | head | tail | grep | put | rm | fork | ttl [flags] [args]
+       spillway token add <tenant> --token-file <path> [limit flags]
        spillway --help | help | --version | version
 
 serve answers gRPC calls and sweeps every --sweep-interval-ms. sweep runs one sweep and exits:
@@ -16,7 +18,12 @@ it removes expired runs and outputs, blobs no output refers to and leftovers of 
 writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (default 1h;
 0 removes every orphan, so run it only while no offload is in flight), then prints the report
 as one JSON line. mcp and mcp-proxy run spillway-mcp and spillway-mcp-proxy of the
-@spillway/mcp package, installed beside the server (their flags: --help, docs/mcp.md).
+@spillway/mcp package, installed beside the server (their flags: --help, docs/mcp.md). runs,
+ls, stat, cat, head, tail, grep, put, rm, fork and ttl run spillway-cli of the @spillway/cli
+package, a client of a running server (--url, SPILLWAY_URL, SPILLWAY_TOKEN; docs/cli.md).
+token add prints a new token once and appends its SHA-256 and the tenant, with
+--max-blob-bytes, --max-run-bytes, --max-inflight-bytes or --max-calls as given, to the token
+file (created with mode 0600); send the server SIGHUP to load it.
 On SIGHUP, serve re-reads the token file and the TLS certificate, key and client CA bundle:
 new connections get the new certificate, open ones keep theirs; a file that cannot be used is
 logged at error with its path, and what was in force stays in force.

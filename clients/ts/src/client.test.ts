@@ -158,6 +158,38 @@ describe("SpillwayClient", () => {
     expect(all).toEqual(["res_call0", "res_call1", "res_call2", "res_call3", "res_call4"]);
   });
 
+  it("lists the tenant's runs a page at a time and all of them with listAllRuns", async () => {
+    const own = await startTestServer();
+    try {
+      const client = createSpillwayClient({ baseUrl: own.url });
+      for (let i = 0; i < 5; i++) await client.offload(key(`lr${i}`, "c"), `run ${i}\n`);
+      await client.offload(key("lr0", "d"), "more\n");
+      await client.forkRun("lr0", "lr-fork", { ttlSeconds: 600 });
+      const page = await client.listRuns({ pageSize: 2 });
+      expect(page.runs).toHaveLength(2);
+      expect(page.nextPageToken).not.toBe("");
+      const all = [];
+      for await (const run of client.listAllRuns({ pageSize: 2 })) all.push(run);
+      expect(all.map((r) => r.runId).sort()).toEqual([
+        "lr-fork",
+        "lr0",
+        "lr1",
+        "lr2",
+        "lr3",
+        "lr4",
+      ]);
+      const byId = new Map(all.map((r) => [r.runId, r]));
+      expect(byId.get("lr0")).toMatchObject({ outputCount: 2n, sizeBytes: 11n, parentRunId: "" });
+      expect(byId.get("lr0")?.expireTime).toBeUndefined();
+      expect(byId.get("lr-fork")).toMatchObject({ outputCount: 2n, parentRunId: "lr0" });
+      expect(byId.get("lr-fork")?.expireTime).toBeDefined();
+      expect(await codeOf(client.listRuns({ pageToken: "forged" }))).toBe(Code.InvalidArgument);
+      expect(await codeOf(client.listRuns({ pageSize: 1001 }))).toBe(Code.InvalidArgument);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it("forks, expires and deletes runs", async () => {
     await sdk.offload(key("c3", "x"), "parent output\n");
     const fork = await sdk.forkRun("c3", "c3-child", { ttlSeconds: 3600 });

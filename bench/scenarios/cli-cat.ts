@@ -1,0 +1,129 @@
+import { spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { createReadStream, createWriteStream } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { withFilesystemSpillway } from "../filesystem-spillway.js";
+import { type BenchResult, median, throughputResult } from "../result.js";
+import { alternate } from "../timing.js";
+
+const MiB = 1024 * 1024;
+
+/** The compiled `spillway-cli` bin, as npm links it (`npm run bench` builds dist/ first). */
+const spillwayCliBin = createRequire(import.meta.url)
+  .resolve("@spillway/cli/package.json")
+  .replace(/package\.json$/, "bin/spillway-cli.js");
+
+/** A process's peak resident memory so far (VmHWM), in MiB; 0 once it has gone. */
+async function peakRssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
+  const kib = /^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1];
+  return kib === undefined ? 0 : Number(kib) / 1024;
+}
+
+/**
+ * drain runs `command` with its stdout on a pipe that this process reads and hashes, as a
+ * `| sha256sum` would, and resolves with the bytes' sha256, their count and the command's
+ * peak RSS (VmHWM, polled every 10 ms until it exits). Anything but exit 0 rejects.
+ */
+function drain(
+  command: string,
+  args: readonly string[],
+): Promise<{ sha256: string; bytes: number; peakRssMiB: number }> {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"] });
+  const hash = createHash("sha256");
+  let bytes = 0;
+  let peak = 0;
+  const poll = setInterval(() => {
+    if (child.pid !== undefined) {
+      void peakRssMiB(child.pid).then((mib) => {
+        peak = Math.max(peak, mib);
+      });
+    }
+  }, 10);
+  child.stdout.on("data", (chunk: Buffer) => {
+    bytes += chunk.byteLength;
+    hash.update(chunk);
+  });
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => {
+      clearInterval(poll);
+      if (code !== 0) reject(new Error(`${command} ${args.join(" ")} exited ${code}`));
+      else resolve({ sha256: hash.digest("hex"), bytes, peakRssMiB: peak });
+    });
+  });
+}
+
+/** writeRandomFile writes `bytes` random bytes to `path` in 1 MiB pieces and returns their sha256. */
+async function writeRandomFile(path: string, bytes: number): Promise<string> {
+  const hash = createHash("sha256");
+  const out = createWriteStream(path);
+  for (let written = 0; written < bytes; written += MiB) {
+    const piece = randomBytes(Math.min(MiB, bytes - written));
+    hash.update(piece);
+    if (!out.write(piece)) await once(out, "drain");
+  }
+  out.end();
+  await once(out, "close");
+  return hash.digest("hex");
+}
+
+/**
+ * cliCatScenario measures `cli_cat_1gib`: `spillway-cli cat` of a 1 GiB output (random bytes,
+ * filesystem backend) into a pipe this process reads and hashes, against `cat` of the same
+ * bytes from a file on the same disk into the same kind of pipe. Each run starts the CLI
+ * afresh, as a person's command does, so its start-up counts. Every run's bytes must hash to
+ * the payload's sha256. The row carries each side's median peak RSS (`peak_rss_mib`): the CLI
+ * streams, so its memory stays far below the output's size.
+ */
+export async function cliCatScenario(opts: { runs: number; bytes: number }): Promise<BenchResult> {
+  return withFilesystemSpillway("cli-cat", async ({ dir, server, client }) => {
+    const file = join(dir, "payload.bin");
+    const expected = await writeRandomFile(file, opts.bytes);
+    const stored = await client.offload(
+      { tenant: "dev", runId: "bench-cli", callId: "cat" },
+      createReadStream(file, { highWaterMark: MiB }),
+      { expectedSize: BigInt(opts.bytes) },
+    );
+    const rss = { spillway: [] as number[], baseline: [] as number[] };
+    const check = (side: "spillway" | "baseline") => (out: Awaited<ReturnType<typeof drain>>) => {
+      if (out.sha256 !== expected || out.bytes !== opts.bytes) {
+        throw new Error(`${side}: read ${out.bytes} bytes, sha256 ${out.sha256}`);
+      }
+      rss[side].push(out.peakRssMiB);
+    };
+    const timed = await alternate(
+      opts.runs,
+      async () =>
+        check("spillway")(
+          await drain(process.execPath, [
+            spillwayCliBin,
+            "--url",
+            server.url,
+            "cat",
+            "bench-cli",
+            stored.handle,
+          ]),
+        ),
+      async () => check("baseline")(await drain("cat", [file])),
+    );
+    const row = throughputResult({
+      name: "cli_cat_1gib",
+      baseline: "coreutils cat of the same bytes from a file, same disk, into the same pipe",
+      bytes: opts.bytes,
+      ...timed,
+      minRatio: 0.2,
+    });
+    // Run 0 is the untimed warm-up of each side.
+    return {
+      ...row,
+      peak_rss_mib: {
+        spillway: Math.round(median(rss.spillway.slice(1))),
+        baseline: Math.round(median(rss.baseline.slice(1))),
+      },
+    };
+  });
+}

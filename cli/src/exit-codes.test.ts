@@ -1,0 +1,13 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { exitCodeOf, usageError } from "./exit-codes.js";
+
+describe("exit codes", () => {
+  it("are 10 + the gRPC code for a refused call, 2 for usage, 3 for anything local", () => {
+    expect(exitCodeOf(new ConnectError("x", Code.NotFound))).toBe(15);
+    expect(exitCodeOf(new ConnectError("x", Code.PermissionDenied))).toBe(17);
+    expect(exitCodeOf(new ConnectError("x", Code.Unauthenticated))).toBe(26);
+    expect(exitCodeOf(usageError("bad"))).toBe(2);
+    expect(exitCodeOf(new Error("ENOENT"))).toBe(3);
+  });
+});

@@ -1,0 +1,91 @@
+import { spawnSync } from "node:child_process";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { createSpillwayClient } from "@spillway/client";
+import { afterAll, describe, expect, it } from "vitest";
+import { hashToken } from "../server/src/auth.js";
+import { scratchDir } from "./support/scratch-dir.js";
+import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
+
+/** Runs `spillway token <args>`, the compiled server executable. */
+function token(args: readonly string[]) {
+  return spawnSync(process.execPath, [spillwayCli, "token", ...args], { encoding: "utf8" });
+}
+
+/** The tenant a token authenticates as, or the gRPC code that refuses it. */
+async function tenantOf(url: string, bearer: string): Promise<string> {
+  try {
+    return (await createSpillwayClient({ baseUrl: url, token: bearer }).serverInfo()).tenant;
+  } catch (err) {
+    return Code[ConnectError.from(err).code];
+  }
+}
+
+/**
+ * `spillway token add` as an operator uses it: the token it prints once authenticates against
+ * a server started on the file it wrote, and one added later authenticates after SIGHUP.
+ */
+describe("spillway token add", () => {
+  const dir = scratchDir("spillway-token-");
+  const file = join(dir, "tokens");
+  let spillway: SpillwayProcess | undefined;
+  afterAll(() => spillway?.stop());
+
+  it("prints a new 256-bit token once and appends its hash to a 0600 file the server loads", async () => {
+    const first = token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
+    expect(first.status).toBe(0);
+    expect(first.stdout).toMatch(/^[A-Za-z0-9_-]{43}\n$/);
+    expect(first.stderr).toContain("SIGHUP");
+    const alice = first.stdout.trim();
+    expect(Buffer.from(alice, "base64url")).toHaveLength(32);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(readFileSync(file, "utf8")).toBe(`${hashToken(alice)} alice max_calls=8\n`);
+    expect(readFileSync(file, "utf8")).not.toContain(alice);
+    // A second token for the same tenant is a different one.
+    const again = token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
+    expect(again.stdout.trim()).not.toBe(alice);
+
+    spillway = await spawnSpillway(["--backend", "memory", "--token-file", file]);
+    expect(await tenantOf(spillway.url, alice)).toBe("alice");
+    expect(await tenantOf(spillway.url, again.stdout.trim())).toBe("alice");
+
+    const added = token(["add", "bob", "--token-file", file]);
+    expect(added.status).toBe(0);
+    const bob = added.stdout.trim();
+    expect(await tenantOf(spillway.url, bob)).toBe("Unauthenticated");
+    spillway.kill("SIGHUP");
+    const deadline = Date.now() + 10_000;
+    while ((await tenantOf(spillway.url, bob)) !== "bob" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(await tenantOf(spillway.url, bob)).toBe("bob");
+    expect(await tenantOf(spillway.url, alice)).toBe("alice");
+  });
+
+  it("refuses a tenant or limits the token file parser would refuse, leaving the file as it was", () => {
+    const path = join(dir, "refusals");
+    writeFileSync(path, `${hashToken("x")} carol max_calls=4\n`);
+    const before = readFileSync(path, "utf8");
+    for (const args of [
+      ["add", "a/b"],
+      ["add", ".."],
+      ["add", "x".repeat(65)],
+      ["add", "carol", "--max-calls", "5"],
+      ["add", "dave", "--max-blob-bytes", "0"],
+      ["add", "dave", "--max-run-bytes", "10GB"],
+      ["add"],
+      ["remove", "dave"],
+    ]) {
+      const run = token([...args, "--token-file", path]);
+      expect(run.status, args.join(" ")).toBe(2);
+      expect(run.stdout, args.join(" ")).toBe("");
+      expect(run.stderr).toMatch(/^spillway: /);
+    }
+    expect(readFileSync(path, "utf8")).toBe(before);
+    expect(token(["add", "dave"]).stderr).toContain("--token-file (or SPILLWAY_TOKEN_FILE)");
+    const isDir = token(["add", "dave", "--token-file", dir]);
+    expect(isDir.status).toBe(1);
+    expect(isDir.stderr).toBe(`spillway: --token-file ${dir}: not a regular file\n`);
+  });
+});

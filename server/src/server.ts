@@ -38,6 +38,7 @@ import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { routePreface } from "./preface-router.js";
+import { createReflectionServices } from "./reflection.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
 import { watchResponseStall } from "./response-stall.js";
@@ -277,7 +278,8 @@ export function createSpillwayHandler(
 }
 
 /**
- * startSpillwayServer serves SpillwayService and grpc.health.v1 for gRPC, gRPC-Web and Connect
+ * startSpillwayServer serves SpillwayService, grpc.health.v1 and gRPC server reflection (v1 and
+ * v1alpha, authenticated like every call but health's) for gRPC, gRPC-Web and Connect
  * clients on one port, plaintext or TLS when configured, over HTTP/2 and HTTP/1.1 alike: TLS
  * negotiates the version through ALPN; plaintext connections starting with the HTTP/2 preface are
  * h2c, any other is HTTP/1.1 (preface-router.ts), served by the same handler and bounded as
@@ -384,7 +386,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
   const handler = createSpillwayHandler({
     handlerOptions,
-    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
+    services: [
+      spillway,
+      createServiceImplSpec<typeof Health>(Health, health.service),
+      // Reflection is an RPC like any other: it needs a token where the server has a token file.
+      ...createReflectionServices([SpillwayService, Health]),
+    ],
     wire,
     idleStreamMs: limits.idleStreamMs,
     deadlines,

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Server, Socket } from "node:net";
-import { createServer as createNetServer, isIP } from "node:net";
+import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import {
@@ -37,7 +37,7 @@ import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
-import { routePreface } from "./preface-router.js";
+import { createPlaintextListener } from "./plaintext-listener.js";
 import { createReflectionServices } from "./reflection.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
@@ -163,16 +163,6 @@ export interface SpillwayServer {
 const requestChunkBytes = 1024 * 1024 + 16;
 /** Request messages below this are assembled in buffers of their own, not pooled chunks. */
 const smallestPooledRequestBytes = 64 * 1024;
-/**
- * How long an accepted plaintext connection has to show whether it speaks HTTP/2 or HTTP/1.1,
- * and an HTTP/1.1 request to deliver its headers: real clients send both at once.
- */
-const HTTP1_HEADERS_MS = 10_000;
-/**
- * How long an HTTP/1.1 request (headers and body) may take to arrive before it is answered 408
- * and its connection closed (Node's default). Large offloads belong on HTTP/2.
- */
-const HTTP1_REQUEST_MS = 300_000;
 /** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
@@ -436,35 +426,15 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     socket.once("close", () => sockets.delete(socket));
   };
   let listener: Server;
-  let http1Server: http.Server | undefined;
+  let closeHttp1: (() => void) | undefined;
   if (opts.tls === undefined) {
-    // Node's h2c server speaks only HTTP/2, so the port's listener reads each connection's first
-    // bytes and hands it to the HTTP/2 server or to an HTTP/1.1 server running the same handler.
-    const plain = http.createServer(
-      {
-        headersTimeout: HTTP1_HEADERS_MS,
-        requestTimeout: HTTP1_REQUEST_MS,
-        // Node checks those two timeouts this often (default 30 s).
-        connectionsCheckingInterval: 1_000,
-        keepAliveTimeout: liveness.idleMs,
-      },
-      servedHandler,
-    );
-    // A connection on which no byte moves for idleMs is closed, as over TLS.
-    plain.timeout = liveness.idleMs;
-    // Node arms the header and request timeouts when a server listens; this one never does.
-    plain.emit("listening");
-    http1Server = plain;
-    listener = createNetServer((socket) => {
-      track(socket);
-      routePreface(socket, HTTP1_HEADERS_MS, {
-        http2: (s) => server.emit("connection", s),
-        http1: (s) => {
-          http1Connections.add(s);
-          plain.emit("connection", s);
-        },
-      });
-    });
+    ({ listener, closeHttp1 } = createPlaintextListener({
+      http2Server: server,
+      handler: servedHandler,
+      idleMs: liveness.idleMs,
+      onConnection: track,
+      onHttp1: (socket) => http1Connections.add(socket),
+    }));
   } else {
     listener = server;
     server.on("secureConnection", (socket: Socket) => {
@@ -535,8 +505,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
         for (const session of sessions) session.close();
         http1Connections.closeAll();
-        // Stops Node's timeout checks; the server never listened, so its own close is a no-op.
-        http1Server?.close(() => undefined);
+        closeHttp1?.();
         const timer = setTimeout(() => {
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();

@@ -18,6 +18,8 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf } from "./support/code-of.js";
 import { connectJsonRequest, rawExchange } from "./support/raw-http.js";
+import { scratchDir } from "./support/scratch-dir.js";
+import { spawnSpillway } from "./support/spawn-spillway.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 const run = promisify(execFile);
@@ -276,6 +278,8 @@ describe("HTTP/1.1 beside h2c on the plaintext port", () => {
 });
 
 describe("HTTP/1.1 connections on close, age and idleness", () => {
+  const exitDir = scratchDir("spillway-h1-exit-");
+
   it("closes an idle keep-alive connection on close() and exits promptly, health NOT_SERVING first", async () => {
     const t = await startTestServer({ backend: "memory" });
     const sockets = rawExchange(
@@ -294,6 +298,23 @@ describe("HTTP/1.1 connections on close, age and idleness", () => {
     expect(ex.closed).toBe(true);
     expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
     await t.stop();
+  });
+
+  it("lets spillway serve exit at once on SIGTERM while an idle keep-alive connection is open", async () => {
+    const server = await spawnSpillway(["--data-dir", join(exitDir, "data")]);
+    const keptAlive = rawExchange(
+      server.url,
+      (s) => s.write(connectJsonRequest(getServerInfo, "{}")),
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const started = Date.now();
+    server.kill("SIGTERM");
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const ex = await keptAlive;
+    expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
+    expect(ex.closed).toBe(true);
   });
 
   it("closes a keep-alive connection after --max-connection-age-ms, and after --connection-idle-ms", async () => {

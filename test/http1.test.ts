@@ -16,6 +16,7 @@ import {
   SpillwayService,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMetrics, type Metrics } from "../server/src/metrics.js";
 import { codeOf } from "./support/code-of.js";
 import { connectJsonRequest, rawExchange } from "./support/raw-http.js";
 import { scratchDir } from "./support/scratch-dir.js";
@@ -47,11 +48,14 @@ function http1Transport(
 
 describe("HTTP/1.1 beside h2c on the plaintext port", () => {
   let t: TestServer;
+  let metrics: Metrics;
   beforeAll(async () => {
+    metrics = createMetrics();
     t = await startTestServer({
       backend: "memory",
       tokens: { "token-a": "tenant-a" },
       limits: { maxBlobBytes: 64 },
+      metrics,
     });
   });
   afterAll(() => t.stop());
@@ -175,6 +179,24 @@ describe("HTTP/1.1 beside h2c on the plaintext port", () => {
     });
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ code: "unauthenticated" });
+  });
+
+  it("counts HTTP/1.1 calls in the metrics, by procedure and code", async () => {
+    const count = async (code: string) =>
+      (await metrics.registry.getSingleMetric("spillway_requests_total")?.get())?.values.find(
+        (v) =>
+          v.labels.procedure === "spillway.v1.SpillwayService/GetServerInfo" &&
+          v.labels.code === code,
+      )?.value ?? 0;
+    const [ok, refused] = [await count("OK"), await count("UNAUTHENTICATED")];
+    await createClient(SpillwayService, http1Transport("connect", t.url, "token-a")).getServerInfo(
+      {},
+    );
+    await codeOf(
+      createClient(SpillwayService, http1Transport("grpc-web", t.url, "bad")).getServerInfo({}),
+    );
+    expect(await count("OK")).toBe(ok + 1);
+    expect(await count("UNAUTHENTICATED")).toBe(refused + 1);
   });
 
   it("enforces the server's limits over HTTP/1.1 (max-blob-bytes)", async () => {

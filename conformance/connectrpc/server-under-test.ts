@@ -11,6 +11,7 @@ import { file_connectrpc_conformance_v1_service } from "./gen/connectrpc/conform
 import { readSizeDelimited, sizeDelimited } from "./size-delimited.js";
 import {
   createChunkPool,
+  createPlaintextListener,
   createRequestDeadlines,
   createRequestIdleLimit,
   createSpillwayHandler,
@@ -25,8 +26,9 @@ import {
  * handler stack (createSpillwayHandler: the gRPC direct path in front of connect's own gRPC,
  * gRPC-Web and Connect handlers) with Spillway's HTTP/2 settings, message limit and
  * compression (none), and writes the ServerCompatResponse with the port to stdout. It serves
- * until SIGTERM. Without TLS it serves h2c only, with TLS HTTP/2 and HTTP/1.1 (and client
- * certificates when asked), as Spillway's own listeners do.
+ * until SIGTERM. It serves HTTP/2 and HTTP/1.1: without TLS on Spillway's plaintext listener
+ * (h2c or HTTP/1.1 by the connection's first bytes), with TLS by ALPN (and client certificates
+ * when asked), as Spillway's own listeners do.
  */
 async function main(): Promise<void> {
   let raw: Uint8Array | undefined;
@@ -36,15 +38,9 @@ async function main(): Promise<void> {
   }
   if (raw === undefined) throw new Error("no ServerCompatRequest on stdin");
   const req = fromBinary(ServerCompatRequestSchema, raw);
-  // As Spillway's listeners: h2c without TLS; with TLS, HTTP/2 or HTTP/1.1 by ALPN.
   const version = req.httpVersion;
-  if (
-    version !== HTTPVersion.HTTP_VERSION_2 &&
-    !(version === HTTPVersion.HTTP_VERSION_1 && req.useTls)
-  ) {
-    throw new Error(
-      `HTTP version ${HTTPVersion[version]} is not served ${req.useTls ? "with" : "without"} TLS`,
-    );
+  if (version !== HTTPVersion.HTTP_VERSION_2 && version !== HTTPVersion.HTTP_VERSION_1) {
+    throw new Error(`HTTP version ${HTTPVersion[version]} is not served`);
   }
   const creds = req.useTls ? req.serverCreds : undefined;
   if (req.useTls && creds === undefined)
@@ -92,13 +88,17 @@ async function main(): Promise<void> {
           },
           handler,
         );
+  const listener =
+    creds === undefined
+      ? createPlaintextListener({ http2Server: server, handler, idleMs: 0 }).listener
+      : server;
   // The runner stops a server only once it is done with it.
   process.on("SIGTERM", () => process.exit(0));
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    listener.once("error", reject);
+    listener.listen(0, "127.0.0.1", () => resolve());
   });
-  const address = server.address() as AddressInfo;
+  const address = listener.address() as AddressInfo;
   const res = create(ServerCompatResponseSchema, {
     host: address.address,
     port: address.port,

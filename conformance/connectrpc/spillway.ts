@@ -7,6 +7,7 @@ export { createGrpcTransport, createWideWindowSessionManager } from "@spillway/c
 export { createChunkPool } from "../../server/src/backends/chunk-pool.js";
 export { createRequestIdleLimit } from "../../server/src/idle-request.js";
 export { defaultLimits } from "../../server/src/limits.js";
+export { createPlaintextListener } from "../../server/src/plaintext-listener.js";
 export { createRequestDeadlines } from "../../server/src/request-deadline.js";
 export { createSpillwayHandler, serverHttp2Settings } from "../../server/src/server.js";
 export { wireDataFrame } from "../../server/src/window/data-frame-wire.js";

@@ -1,6 +1,6 @@
-import type * as http from "node:http";
+import * as http from "node:http";
 import * as http2 from "node:http2";
-import type { AddressInfo, Socket } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
 import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
@@ -32,11 +32,14 @@ import {
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import type { GrpcWireOptions } from "./grpc-wire.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createHttp1Connections } from "./http1-connections.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { createPlaintextListener } from "./plaintext-listener.js";
+import { createReflectionServices } from "./reflection.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
 import { watchResponseStall } from "./response-stall.js";
@@ -87,12 +90,14 @@ export interface SpillwayServerOptions {
   readonly now?: () => number;
   /**
    * Close each connection gracefully (GOAWAY; in-flight streams finish) after about this long,
-   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas. Default 30 min;
-   * 0 keeps connections open indefinitely.
+   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas; an HTTP/1.1
+   * connection is closed then if idle, else after its responses in progress (`Connection:
+   * close`). Default 30 min; 0 keeps connections open indefinitely.
    */
   readonly maxConnectionAgeMs?: number;
   /**
-   * Close a connection gracefully (GOAWAY) once it has had no open stream this long. Default
+   * Close a connection gracefully (GOAWAY) once it has had no open stream this long; an
+   * HTTP/1.1 one once it has had no request in progress, or no byte moving, this long. Default
    * 5 min; 0 keeps idle connections open.
    */
   readonly connectionIdleMs?: number;
@@ -286,8 +291,12 @@ export function createSpillwayHandler(
 }
 
 /**
- * startSpillwayServer serves SpillwayService and grpc.health.v1 over HTTP/2 (h2c, or TLS
- * when configured) for gRPC, gRPC-Web and Connect clients.
+ * startSpillwayServer serves SpillwayService, grpc.health.v1 and gRPC server reflection (v1 and
+ * v1alpha, authenticated like every call but health's) for gRPC, gRPC-Web and Connect
+ * clients on one port, plaintext or TLS when configured, over HTTP/2 and HTTP/1.1 alike: TLS
+ * negotiates the version through ALPN; plaintext connections starting with the HTTP/2 preface are
+ * h2c, any other is HTTP/1.1 (preface-router.ts), served by the same handler and bounded as
+ * docs/operations.md#http11 says.
  *
  * Responses are not compressed: payloads are streamed at wire speed and compressing them
  * costs more CPU than it saves on the links Spillway runs on. HTTP/2 flow-control windows
@@ -406,7 +415,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
   const handler = createSpillwayHandler({
     handlerOptions,
-    services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
+    services: [
+      spillway,
+      createServiceImplSpec<typeof Health>(Health, health.service),
+      // Reflection is an RPC like any other: it needs a token where the server has a token file.
+      ...createReflectionServices([SpillwayService, Health]),
+    ],
     wire,
     idleStreamMs: limits.idleStreamMs,
     deadlines,
@@ -415,9 +429,20 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const settings = serverHttp2Settings;
   const tlsNames: TlsFileNames = { ...TLS_FLAG_NAMES, ...opts.fileNames };
   const tlsFiles = opts.tls;
+  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  const http1Connections = createHttp1Connections(maxAgeMs);
+  const servedHandler = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => {
+    if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
+      http1Connections.request(req, res);
+    }
+    handler(req, res);
+  };
   const server =
     tlsFiles === undefined
-      ? http2.createServer({ settings }, handler)
+      ? http2.createServer({ settings }, servedHandler)
       : http2.createSecureServer(
           {
             settings,
@@ -427,19 +452,35 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
               ? {}
               : { requestCert: true, rejectUnauthorized: true }),
           },
-          handler,
+          servedHandler,
         );
   const sessions = new Set<http2.ServerHttp2Session>();
   // Sockets are tracked too: a session whose peer went quiet may never report its close.
   const sockets = new Set<Socket>();
-  server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
+  const track = (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
-    if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
-      watchHttp1Connection(socket, liveness);
-    }
-  });
-  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  };
+  let listener: Server;
+  let closeHttp1: (() => void) | undefined;
+  if (opts.tls === undefined) {
+    ({ listener, closeHttp1 } = createPlaintextListener({
+      http2Server: server,
+      handler: servedHandler,
+      idleMs: liveness.idleMs,
+      onConnection: track,
+      onHttp1: (socket) => http1Connections.add(socket),
+    }));
+  } else {
+    listener = server;
+    server.on("secureConnection", (socket: Socket) => {
+      track(socket);
+      if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
+        http1Connections.add(socket);
+        watchHttp1Connection(socket, liveness);
+      }
+    });
+  }
   server.on("session", (session) => {
     sessions.add(session);
     watchConnection(session, liveness);
@@ -459,13 +500,13 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   // Health is right from the first poll: a store that is down at start is NOT_SERVING.
   await readiness?.check();
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port ?? 50051, host, () => {
-      server.off("error", reject);
+    listener.once("error", reject);
+    listener.listen(opts.port ?? 50051, host, () => {
+      listener.off("error", reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = (listener.address() as AddressInfo).port;
   const scheme = opts.tls === undefined ? "http" : "https";
   const urlHost = isIP(host) === 6 ? `[${host}]` : host;
   readiness?.start();
@@ -509,8 +550,10 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         }
         health.endWatches();
         draining = true;
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
         for (const session of sessions) session.close();
+        http1Connections.closeAll();
+        closeHttp1?.();
         const timer = setTimeout(() => {
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();

@@ -424,6 +424,7 @@ describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backen
     expect(seen).toHaveLength(23);
     expect(new Set(seen)).toEqual(new Set(names));
     expect((await b.listRuns()).runs.map((r) => r.runId)).toEqual(["only-b"]);
+    expect(await codeOf(t.raw("not-a-token").listRuns({}))).toBe(Code.Unauthenticated);
 
     const refused = async (call: Promise<unknown>) => {
       const err = await failureOf(call);

@@ -100,6 +100,24 @@ describe("listRuns", () => {
     );
   });
 
+  it("never lists a run twice for a key planted past the point its listing skips to", async () => {
+    const { backend, registry, warnings, list } = setup();
+    for (const runId of ["a", "b", "c"]) {
+      await registry.commit(record("t", runId, "c1", "x\n"), runId);
+    }
+    // Above DEL: byte order lists it after "t/t/r/a/\u007f", where a's skip resumes.
+    await backend.put("t/t/r/a/\u00e9", bytesBody(Buffer.from("planted")));
+    const seen: string[] = [];
+    let pageToken = "";
+    do {
+      const page = await list(pageToken, 1);
+      seen.push(...page.runs.map((r) => r.runId));
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    expect(seen).toEqual(["a", "b", "c"]);
+    expect(warnings.map((w) => w.key)).toContain("t/t/r/a/\u00e9");
+  });
+
   it("hides an expired run and refuses a token whose cursor no run could have", async () => {
     const { registry, runs, list } = setup();
     await registry.commit(record("t", "gone", "c1", "x\n"), "gone");

@@ -158,9 +158,11 @@ interface SegmentReader {
 /**
  * Reads the run segments under `base` after the one `start` names, listing up to
  * `keysPerRunListing` keys at a time: small runs come many to a listing, and a large run costs
- * no more than one, since the next listing starts after `<base><segment>0`. Every key of run
- * `s` sorts before that ("/" < "0") and no segment lies between `s/` and `s0`, so the whole run
- * is skipped whatever it holds.
+ * no more than one, since the next listing starts after `<base><segment>/\x7f`. Every key a
+ * run holds continues its prefix with a letter, below DEL, so that skips the whole run both
+ * where stores list in byte order and where they list in directory order (SeaweedFS, where
+ * `a/` comes before `a-c/`; in byte order `a-c/` came before `a/`). A key a store lists after
+ * that (one planted with a byte above DEL) is stepped over, never taken for its run again.
  */
 function createSegmentReader(
   backend: Backend,
@@ -170,7 +172,10 @@ function createSegmentReader(
   refused: (key: string, reason: unknown) => void,
 ): SegmentReader {
   const queued: ListedRun[] = [];
-  let startAfter = start === undefined ? undefined : `${base}${start}0`;
+  const skipKey = (segment: string) => `${base}${segment}/\u007f`;
+  let startAfter = start === undefined ? undefined : skipKey(start);
+  /** The run the last listing started after: keys of it that still come are strays. */
+  let skipped = start;
   let ended = false;
   let cursor = start;
   const segmentOf = (key: string) => {
@@ -202,7 +207,7 @@ function createSegmentReader(
           continue;
         }
         close(true);
-        const valid = isStoredRunSegment(segment);
+        const valid = isStoredRunSegment(segment) && segment !== skipped;
         if (!valid) refused(key, "not a run's key");
         current = { segment, keys: valid ? [key] : [], valid };
       }
@@ -212,7 +217,11 @@ function createSegmentReader(
       if (!page.truncated || last === undefined) ended = true;
       else {
         const segment = segmentOf(last);
-        startAfter = segment === undefined ? last : `${base}${segment}0`;
+        if (segment === undefined || segment === skipped) startAfter = last;
+        else {
+          startAfter = skipKey(segment);
+          skipped = segment;
+        }
       }
     }
   };

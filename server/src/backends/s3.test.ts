@@ -17,6 +17,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FinalizeRequestMiddleware, MetadataBearer } from "@smithy/types";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { codeOf } from "../../../test/support/code-of.js";
+import { expectListRunsPagesEveryRunOnce } from "../../../test/support/list-runs-paging.js";
 import {
   atomicConditionalComplete,
   bodyChecksumSupport,
@@ -31,10 +32,6 @@ import {
   startObjectServer,
 } from "../../../test/support/object-server.js";
 import { createTestS3Client } from "../../../test/support/s3-client.js";
-import { listRuns } from "../list-runs.js";
-import { type NewRecord, toBase64 } from "../record.js";
-import { createRegistry } from "../registry.js";
-import { createRuns } from "../runs.js";
 import type { Backend } from "./backend.js";
 import { bytesBody, readAllBytes } from "./body.js";
 import { describeBackendContract } from "./contract.js";
@@ -92,32 +89,7 @@ for (const kind of objectServerKinds) {
     }
 
     it("lets ListRuns page through every run once, whatever order the store lists in", async () => {
-      const backend = subject();
-      const registry = createRegistry(backend);
-      const runs = createRuns(backend, registry);
-      const tenant = `lr-${randomBytes(4).toString("hex")}`;
-      // "a-c/" sorts before "a/" in byte order and after it in directory order.
-      const ids = ["a", "a-c", "a0", "a.b", "b", "a_", "a%"];
-      for (const runId of ids) {
-        for (const callId of ["c1", "c2"]) {
-          await registry.commit(listedRecord(tenant, runId, callId), runId);
-        }
-      }
-      await runs.fork(tenant, "a", "a-fork", undefined);
-      const want = [...ids, "a-fork"].sort();
-      const deps = { backend, registry, now: () => Date.now() };
-      for (const pageSize of [1, 2, 100]) {
-        const seen: string[] = [];
-        let pageToken = "";
-        do {
-          const page = await listRuns(deps, tenant, { pageSize, pageToken }, undefined, undefined);
-          seen.push(...page.runs.map((r) => r.runId));
-          expect(page.runs.every((r) => r.outputCount === 2n)).toBe(true);
-          pageToken = page.nextPageToken;
-        } while (pageToken !== "");
-        expect(seen.length, `page size ${pageSize}: ${seen}`).toBe(want.length);
-        expect([...seen].sort()).toEqual(want);
-      }
+      await expectListRunsPagesEveryRunOnce(subject());
     });
 
     /** Multipart uploads in progress for a backend key (as the store names it). */
@@ -824,28 +796,4 @@ function text(value: string): Uint8Array {
 
 function sha256(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
-}
-
-/** A small inline record of run runId, as an offload commits it. */
-function listedRecord(tenant: string, runId: string, callId: string): NewRecord {
-  const text = `${runId} ${callId}\n`;
-  return {
-    v: 1,
-    handle: `res_${callId}`,
-    tenant,
-    runId,
-    callId,
-    name: "",
-    contentType: "text/plain",
-    sizeBytes: Buffer.byteLength(text),
-    observedBytes: Buffer.byteLength(text),
-    truncated: false,
-    stored: "inline",
-    sha256: "",
-    binary: false,
-    lineCount: 1,
-    preview: { head: text, tail: "", shape: "", omittedBytes: 0, text },
-    createdMs: Date.now(),
-    inline: toBase64(Buffer.from(text)),
-  };
 }

@@ -66,14 +66,16 @@ export interface RunsPage {
  * Only keys under the tenant's own prefix are read, so another tenant's runs never appear. A
  * run is listed when it is not expired and holds a live output or was made by a fork; a
  * deleted run holds neither. Its id comes from stored data (the fork's metadata, its TTL
- * object, or a record offloaded to it), never from a digest in a key. Work per call: key
- * listings of up to 1,000 keys that find the runs (at least one run each, many when runs are
- * small), two small reads per run, and one read per record of each run passed; eight runs are
- * summarised at once. A page ends early after LIST_RUNS_RECORD_BUDGET records (beyond which
- * only the runs already under way are finished) or LIST_RUNS_SKIP_BUDGET prefixes passed over,
- * with a token to go on. An entry that cannot be read (a planted
- * symlink, a corrupt record or metadata object) is logged and skipped: a bad record is left
- * out of its run's count and bytes, a bad metadata object leaves its run out of the listing.
+ * object, or a record offloaded to it), never from a digest in a key.
+ *
+ * Work per call: key listings of up to 1,000 keys that find the runs (at least one run each,
+ * many when runs are small), the run's TTL and fork metadata objects where they exist, and one
+ * read per record of each run passed; eight runs are summarised at once. A page ends early
+ * after LIST_RUNS_RECORD_BUDGET records (beyond which only the runs already under way are
+ * finished) or LIST_RUNS_SKIP_BUDGET prefixes passed over, with a token to go on. An entry
+ * that cannot be read (a planted symlink, a corrupt record or metadata object) is logged and
+ * skipped: a bad record is left out of its run's count and bytes, a bad metadata object leaves
+ * its run out of the listing.
  */
 export async function listRuns(
   deps: ListRunsDeps,

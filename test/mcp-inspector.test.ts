@@ -55,11 +55,12 @@ describe("spillway-mcp under the MCP Inspector CLI", () => {
   });
   afterAll(() => spillway?.stop());
 
-  it("lists the three tools", async () => {
+  it("lists the four tools", async () => {
     const out = (await inspect(spillway.url, "--method", "tools/list")) as {
       tools: { name: string }[];
     };
     expect(out.tools.map((t) => t.name).sort()).toEqual([
+      "list_runs",
       "list_tool_outputs",
       "read_tool_output",
       "stat_tool_output",

@@ -95,9 +95,10 @@ describe("spillway-mcp in front of spillway serve", () => {
     });
     afterAll(() => client?.close());
 
-    it("lists the three tools, read_tool_output with the SDK tool's arguments and run_id", async () => {
+    it("lists the four tools, read_tool_output with the SDK tool's arguments and run_id", async () => {
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name).sort()).toEqual([
+        "list_runs",
         "list_tool_outputs",
         "read_tool_output",
         "stat_tool_output",
@@ -192,6 +193,64 @@ describe("spillway-mcp in front of spillway serve", () => {
         [`spillway://${runId}/res_big`, "text/plain"],
         [`spillway://${runId}/res_doc`, "application/json"],
       ]);
+    });
+
+    it("lists the tenant's runs with list_runs, a page at a time", async () => {
+      await sdk.offload({ tenant, runId: "run-mcp-2", callId: "c" }, "second run\n");
+      await sdk.forkRun(runId, "run-mcp-fork", { ttlSeconds: 600 });
+      type Listed = {
+        runs: {
+          run_id: string;
+          output_count: number;
+          size_bytes: number;
+          create_time: string;
+          expire_time: string | null;
+          parent_run_id: string;
+        }[];
+        next_page_token: string;
+      };
+      const all = JSON.parse(
+        textOf(await client.callTool({ name: "list_runs", arguments: {} })),
+      ) as Listed;
+      const byId = new Map(all.runs.map((r) => [r.run_id, r]));
+      expect([...byId.keys()].sort()).toEqual(["run-mcp", "run-mcp-2", "run-mcp-fork"]);
+      expect(byId.get(runId)).toMatchObject({
+        output_count: 2,
+        size_bytes: Buffer.byteLength(payload) + Buffer.byteLength('{"a": 1}\n'),
+        expire_time: null,
+        parent_run_id: "",
+      });
+      expect(byId.get("run-mcp-fork")).toMatchObject({ parent_run_id: runId, output_count: 2 });
+      expect(Date.parse(byId.get("run-mcp-fork")?.expire_time ?? "")).toBeGreaterThan(Date.now());
+      expect(all.next_page_token).toBe("");
+
+      const seen: string[] = [];
+      let pageToken: string | undefined;
+      do {
+        const page = JSON.parse(
+          textOf(
+            await client.callTool({
+              name: "list_runs",
+              arguments: {
+                page_size: 1,
+                ...(pageToken === undefined ? {} : { page_token: pageToken }),
+              },
+            }),
+          ),
+        ) as Listed;
+        expect(page.runs.length).toBeLessThanOrEqual(1);
+        seen.push(...page.runs.map((r) => r.run_id));
+        pageToken = page.next_page_token === "" ? undefined : page.next_page_token;
+      } while (pageToken !== undefined);
+      expect(seen.sort()).toEqual(["run-mcp", "run-mcp-2", "run-mcp-fork"]);
+
+      for (const args of [{ page_size: 0 }, { page_token: "forged" }, { run_id: runId }]) {
+        const refused = await client.callTool({ name: "list_runs", arguments: args });
+        expect(refused.isError).toBe(true);
+        expect(textOf(refused)).toMatch(/grpc-status: 3 \(INVALID_ARGUMENT\)$/);
+      }
+      await sdk.deleteRun("run-mcp-2");
+      await sdk.deleteRun("run-mcp-fork");
     });
 
     it("reads a resource as one window bounded by the caps, the SDK tool's first window", async () => {

@@ -424,6 +424,7 @@ describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backen
     expect(seen).toHaveLength(23);
     expect(new Set(seen)).toEqual(new Set(names));
     expect((await b.listRuns()).runs.map((r) => r.runId)).toEqual(["only-b"]);
+    expect(await codeOf(t.raw("not-a-token").listRuns({}))).toBe(Code.Unauthenticated);
 
     const refused = async (call: Promise<unknown>) => {
       const err = await failureOf(call);
@@ -468,5 +469,50 @@ describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backen
     expect(logged).toContain("t/dev/r/hurt/h/res_corrupt");
     expect(logged).toContain("t/dev/r/stray");
     if (backendKind === "filesystem") expect(logged).toContain("t/dev/r/hurt/h/link");
+  });
+});
+
+describe("ListRuns bounds a call", () => {
+  let t: TestServer;
+  afterEach(() => t.stop());
+
+  it("counts a run longer than one listing exactly, and ends a page after 2,000 records", async () => {
+    t = await startTestServer({ backend: "memory" });
+    const sdk = t.sdk();
+    const offloads: Promise<unknown>[] = [];
+    const flush = async () => void (await Promise.all(offloads.splice(0)));
+    // 1,100 records: more keys than one listing of the tenant's runs holds.
+    for (let c = 0; c < 1100; c++) {
+      offloads.push(sdk.offload({ tenant: "dev", runId: "a-huge", callId: `c${c}` }, "12\n"));
+      if (offloads.length >= 100) await flush();
+    }
+    // Nine runs of 250: the first eight are summarised together and reach the budget.
+    for (let r = 0; r < 9; r++) {
+      for (let c = 0; c < 250; c++) {
+        offloads.push(sdk.offload({ tenant: "dev", runId: `b-${r}`, callId: `c${c}` }, "1\n"));
+        if (offloads.length >= 100) await flush();
+      }
+    }
+    await flush();
+    await sdk.forkRun("a-huge", "a-huge-fork");
+
+    const first = await sdk.listRuns({ pageSize: 100 });
+    // a-huge-fork, a-huge and b-0..b-5 (2,200 + 1,500 records): the budget ends the page.
+    // Stored order, not alphabetical: "a-huge-fork/" sorts before "a-huge/" ("-" < "/").
+    expect(first.runs.map((r) => r.runId)).toEqual([
+      "a-huge-fork",
+      "a-huge",
+      ...Array.from({ length: 6 }, (_, i) => `b-${i}`),
+    ]);
+    expect(first.nextPageToken).not.toBe("");
+    expect(first.runs[1]).toMatchObject({ outputCount: 1100n, sizeBytes: 3300n });
+    expect(first.runs[0]).toMatchObject({ outputCount: 1100n, parentRunId: "a-huge" });
+    const second = await sdk.listRuns({ pageSize: 100, pageToken: first.nextPageToken });
+    expect(second.runs.map((r) => [r.runId, r.outputCount])).toEqual([
+      ["b-6", 250n],
+      ["b-7", 250n],
+      ["b-8", 250n],
+    ]);
+    expect(second.nextPageToken).toBe("");
   });
 });

@@ -19,6 +19,7 @@ export {
   runMcpProxy,
   runProxyMain,
 } from "./proxy-cli.js";
+export { type RunSummary, summarizeRun } from "./run-json.js";
 export {
   createSpillwayMcpServer,
   createSpillwayToolHandler,

@@ -21,6 +21,7 @@ import {
 import { statusName } from "@spillway/wire";
 import { parseResourceUri, resourceUri, summarizeAttachment } from "./attachment-json.js";
 import { describeConnectError, grpcStatusLine } from "./grpc-error-text.js";
+import { summarizeRun } from "./run-json.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
@@ -42,7 +43,7 @@ const runIdProperty = {
     "The Spillway run that stored the output. Optional when the server was started with --run.",
 } as const;
 
-/** The three tools, their schemas as the MCP host sees them. */
+/** The four tools, their schemas as the MCP host sees them. */
 export const spillwayMcpTools: readonly Tool[] = [
   {
     name: readToolOutputTool.name,
@@ -64,6 +65,19 @@ export const spillwayMcpTools: readonly Tool[] = [
       properties: {
         run_id: runIdProperty,
         page_size: { type: "integer", minimum: 1, maximum: 1000, description: "Outputs per page." },
+        page_token: { type: "string", description: "next_page_token of the previous page." },
+      },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "list_runs",
+    description:
+      "List the runs of the caller's tenant, one page at a time: run_id, output count, bytes, creation, last update, expiry (null without a TTL) and fork parent of each. Expired and deleted runs are not listed. Pass next_page_token back as page_token for the next page; a page may hold fewer runs than page_size and still have one.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        page_size: { type: "integer", minimum: 1, maximum: 1000, description: "Runs per page." },
         page_token: { type: "string", description: "next_page_token of the previous page." },
       },
       additionalProperties: false,
@@ -134,7 +148,7 @@ function jsonResult(value: unknown): CallToolResult {
 export type SpillwayToolHandler = (name: string, args: unknown) => Promise<CallToolResult>;
 
 /**
- * createSpillwayToolHandler answers calls of the three tools from the Spillway service behind
+ * createSpillwayToolHandler answers calls of the four tools from the Spillway service behind
  * `client`.
  *
  * Guarantees:
@@ -176,6 +190,31 @@ export function createSpillwayToolHandler(
     return given;
   };
 
+  /** A list tool's page_size and page_token as call options; `also` are its other arguments. */
+  const pageArgs = (args: Record<string, unknown>, also: readonly string[]) => {
+    const unknown = Object.keys(args).find(
+      (k) => ![...also, "page_size", "page_token"].includes(k),
+    );
+    if (unknown !== undefined) {
+      throw new ConnectError(`unknown argument ${JSON.stringify(unknown)}`, Code.InvalidArgument);
+    }
+    const { page_size: pageSize, page_token: pageToken } = args;
+    if (
+      pageSize !== undefined &&
+      (typeof pageSize !== "number" || !Number.isSafeInteger(pageSize) || pageSize < 1)
+    ) {
+      throw new ConnectError("page_size must be an integer >= 1", Code.InvalidArgument);
+    }
+    if (pageToken !== undefined && typeof pageToken !== "string") {
+      throw new ConnectError("page_token must be a string", Code.InvalidArgument);
+    }
+    return {
+      ...call,
+      ...(pageSize === undefined ? {} : { pageSize }),
+      ...(pageToken === undefined ? {} : { pageToken }),
+    };
+  };
+
   return async (name: string, input: unknown): Promise<CallToolResult> => {
     const args = (input ?? {}) as Record<string, unknown>;
     if (typeof args !== "object" || Array.isArray(args)) {
@@ -190,34 +229,19 @@ export function createSpillwayToolHandler(
         return { content: [{ type: "text", text }] };
       }
       if (name === "list_tool_outputs") {
-        const unknown = Object.keys(args).find(
-          (k) => !["run_id", "page_size", "page_token"].includes(k),
-        );
-        if (unknown !== undefined) {
-          throw new ConnectError(
-            `unknown argument ${JSON.stringify(unknown)}`,
-            Code.InvalidArgument,
-          );
-        }
+        const options = pageArgs(args, ["run_id"]);
         const runId = runOf(args);
-        const { page_size: pageSize, page_token: pageToken } = args;
-        if (
-          pageSize !== undefined &&
-          (typeof pageSize !== "number" || !Number.isSafeInteger(pageSize) || pageSize < 1)
-        ) {
-          throw new ConnectError("page_size must be an integer >= 1", Code.InvalidArgument);
-        }
-        if (pageToken !== undefined && typeof pageToken !== "string") {
-          throw new ConnectError("page_token must be a string", Code.InvalidArgument);
-        }
-        const page = await client.list(runId, {
-          ...call,
-          ...(pageSize === undefined ? {} : { pageSize }),
-          ...(pageToken === undefined ? {} : { pageToken }),
-        });
+        const page = await client.list(runId, options);
         return jsonResult({
           run_id: runId,
           outputs: page.attachments.map((a) => summarizeAttachment(runId, a)),
+          next_page_token: page.nextPageToken,
+        });
+      }
+      if (name === "list_runs") {
+        const page = await client.listRuns(pageArgs(args, []));
+        return jsonResult({
+          runs: page.runs.map(summarizeRun),
           next_page_token: page.nextPageToken,
         });
       }

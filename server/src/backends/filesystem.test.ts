@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { expectListRunsPagesEveryRunOnce } from "../../../test/support/list-runs-paging.js";
 import { scratchDir } from "../../../test/support/scratch-dir.js";
 import { bytesBody, readAllBytes } from "./body.js";
 import { describeBackendContract } from "./contract.js";
@@ -50,6 +51,12 @@ describe("filesystem backend", () => {
     const base = join(scratch, `case-${serial}`);
     return { base, backend: createFilesystemBackend({ root: join(base, "root") }) };
   }
+
+  it("lets ListRuns page through every run once", async () => {
+    const { backend } = fresh();
+    await expectListRunsPagesEveryRunOnce(backend);
+    await backend.close();
+  });
 
   it("creates its root 0700 and tightens an existing root to 0700", async () => {
     const { backend } = fresh();

@@ -10,6 +10,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import * as Minio from "minio";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { codeOf } from "../../../test/support/code-of.js";
+import { expectListRunsPagesEveryRunOnce } from "../../../test/support/list-runs-paging.js";
 import {
   conditionalWriteSupport,
   freePort,
@@ -58,6 +59,10 @@ for (const kind of ["minio", "seaweedfs"] as const) {
     afterAll(async () => {
       await backend.close();
       await removeBucket(info, bucket);
+    });
+
+    it("lets ListRuns page through every run once, whatever order the store lists in", async () => {
+      await expectListRunsPagesEveryRunOnce(backend);
     });
 
     it("round-trips ~20 MiB through a multipart upload, byte for byte", async () => {

@@ -17,6 +17,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FinalizeRequestMiddleware, MetadataBearer } from "@smithy/types";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { codeOf } from "../../../test/support/code-of.js";
+import { expectListRunsPagesEveryRunOnce } from "../../../test/support/list-runs-paging.js";
 import {
   atomicConditionalComplete,
   bodyChecksumSupport,
@@ -86,6 +87,10 @@ for (const kind of objectServerKinds) {
       if (backend === undefined) throw new Error("beforeAll did not create the backend");
       return backend;
     }
+
+    it("lets ListRuns page through every run once, whatever order the store lists in", async () => {
+      await expectListRunsPagesEveryRunOnce(subject());
+    });
 
     /** Multipart uploads in progress for a backend key (as the store names it). */
     async function uploadsFor(key: string): Promise<number> {

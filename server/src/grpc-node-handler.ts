@@ -213,6 +213,7 @@ async function serve(
   }
   ended = true;
   context.abort(failure ?? callEnded);
+  await requestEnd(req.stream);
   finish(res, context, failure);
   drainUnreadRequest(req.stream);
 }
@@ -342,6 +343,54 @@ function finish(res: Http2ServerResponse, context: HandlerContext, failure: unkn
   if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
   res.addTrailers(nodeHeaders(context.responseTrailer));
   res.end();
+}
+
+/**
+ * How much more of a request the server reads, and how long it waits, for the request to end
+ * before answering a call that ended first (refused at its header, or failed part way).
+ */
+const heldAnswerBytes = 8 * 1024 * 1024;
+const heldAnswerMs = 2_000;
+
+/**
+ * Resolves once the client has ended the request (at once if it had), or once heldAnswerBytes
+ * more of it arrived, heldAnswerMs passed or the stream closed first; what arrives meanwhile is
+ * read and dropped.
+ *
+ * Why the answer waits: gRPC C-core (grpcio, the Python SDK) resets, with RST_STREAM(NO_ERROR),
+ * every call answered while it is still sending the request, and the nghttp2 in Node's HTTP/2
+ * server counts every reset a client sends: past 1,000 at once, 33 a second after (its
+ * rapid-reset limit, which Node 20 cannot change), it shuts the connection with
+ * GOAWAY(INTERNAL_ERROR), and the calls whose HEADERS cross that GOAWAY are lost to the client
+ * (nghttp2 ignores every stream that arrives after a GOAWAY it sent). A client refused over and
+ * over, such as one offloading over the size limit, met that limit after ~1,000 refusals. A
+ * request that ends before its answer arrives closes the stream from both sides, with nothing to
+ * reset. Resetting the stream from the server right after the answer (RFC 9113 §8.1) is no
+ * way out: C-core then reports INTERNAL instead of the call's status.
+ */
+function requestEnd(stream: ServerHttp2Stream): Promise<void> {
+  if (stream.destroyed || stream.readableEnded) return Promise.resolve();
+  return new Promise((resolve) => {
+    let left = heldAnswerBytes;
+    const done = () => {
+      clearTimeout(timer);
+      stream.off("data", discard);
+      stream.off("end", done);
+      stream.off("close", done);
+      resolve();
+    };
+    const discard = (chunk: Buffer) => {
+      left -= chunk.byteLength;
+      if (left < 0) done();
+    };
+    const timer = setTimeout(done, heldAnswerMs).unref();
+    // As in drainUnreadRequest: the bytes go from the HTTP/2 stream straight to nowhere.
+    stream.removeAllListeners("data");
+    stream.on("data", discard);
+    stream.once("end", done);
+    stream.once("close", done);
+    stream.resume();
+  });
 }
 
 /**

@@ -211,12 +211,15 @@ describe("refused calls", () => {
     120_000,
   );
 
-  it("answers a refused offload once its request has ended, so that a C-core client resets nothing", async () => {
+  it("keeps a C-core client refused in bulk under nghttp2's reset limit, losing no call", async () => {
     const run = await offloadsLikeCCore(server.url, refusals);
-    // Answered while the client still sent, each call was reset by the client; past 1,000
-    // resets nghttp2 sent GOAWAY(INTERNAL_ERROR) and the calls still open on it were lost.
+    // Answered while the client still sent, every call was reset by the client; past 1,000
+    // resets nghttp2 sent GOAWAY(INTERNAL_ERROR) and the calls crossing it were lost. Past its
+    // early answers (500 at once, 33 a second after), the connection's calls are answered
+    // once their request has ended, with nothing left to reset.
     expect(run.goaways).toEqual([]);
-    expect(run.resets).toBe(0);
+    expect(run.resets).toBeGreaterThan(0);
+    expect(run.resets).toBeLessThan(1000);
     expect([...run.answers]).toEqual([[`grpc-status ${Code.ResourceExhausted}`, refusals]]);
   }, 120_000);
 

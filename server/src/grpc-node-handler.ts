@@ -26,6 +26,7 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import { fromResetCode } from "@spillway/wire";
+import { createEarlyAnswers, type EarlyAnswers } from "./early-answers.js";
 import {
   createResponseFramer,
   type GrpcWireOptions,
@@ -90,6 +91,7 @@ export function createGrpcNodeHandler(
   calls: GrpcNodeCalls,
 ): GrpcNodeHandler {
   const opts = validateUniversalHandlerOptions(options);
+  const earlyAnswers = createEarlyAnswers();
   const methods = new Map<string, Method>();
   for (const service of calls.services) {
     for (const spec of Object.values(service.methods)) {
@@ -117,7 +119,7 @@ export function createGrpcNodeHandler(
     if (encoding !== undefined && encoding !== "identity") return false;
     const timeout = parseTimeout(single(headers["grpc-timeout"]), opts.maxTimeoutMs);
     if (timeout.error !== undefined) return false;
-    serve(method, req, res, timeout.timeoutMs, opts, calls).catch(() => {
+    serve(method, req, res, timeout.timeoutMs, opts, calls, earlyAnswers).catch(() => {
       // Unreachable by design (serve settles every call itself); should it happen, the client
       // sees its stream reset instead of waiting forever.
       req.stream.close(h2.NGHTTP2_INTERNAL_ERROR);
@@ -149,6 +151,7 @@ async function serve(
   timeoutMs: number | undefined,
   opts: UniversalHandlerOptions,
   calls: GrpcNodeCalls,
+  earlyAnswers: EarlyAnswers,
 ): Promise<void> {
   const { spec } = method;
   const { requestChunks, framer, recycle } = calls.wire;
@@ -213,7 +216,11 @@ async function serve(
   }
   ended = true;
   context.abort(failure ?? callEnded);
-  await requestEnd(req.stream);
+  const stream = req.stream;
+  if (!stream.destroyed && !stream.readableEnded && earlyAnswers.mustWait(stream.session)) {
+    await requestEnd(stream);
+  }
+  if (!stream.destroyed && !stream.readableEnded) earlyAnswers.answered(stream.session);
   finish(res, context, failure);
   drainUnreadRequest(req.stream);
 }
@@ -347,7 +354,7 @@ function finish(res: Http2ServerResponse, context: HandlerContext, failure: unkn
 
 /**
  * How much more of a request the server reads, and how long it waits, for the request to end
- * before answering a call that ended first (refused at its header, or failed part way).
+ * before answering a call that ended first, on a connection that has spent its early answers.
  */
 const heldAnswerBytes = 8 * 1024 * 1024;
 const heldAnswerMs = 2_000;
@@ -355,18 +362,10 @@ const heldAnswerMs = 2_000;
 /**
  * Resolves once the client has ended the request (at once if it had), or once heldAnswerBytes
  * more of it arrived, heldAnswerMs passed or the stream closed first; what arrives meanwhile is
- * read and dropped.
- *
- * Why the answer waits: gRPC C-core (grpcio, the Python SDK) resets, with RST_STREAM(NO_ERROR),
- * every call answered while it is still sending the request, and the nghttp2 in Node's HTTP/2
- * server counts every reset a client sends: past 1,000 at once, 33 a second after (its
- * rapid-reset limit, which Node 20 cannot change), it shuts the connection with
- * GOAWAY(INTERNAL_ERROR), and the calls whose HEADERS cross that GOAWAY are lost to the client
- * (nghttp2 ignores every stream that arrives after a GOAWAY it sent). A client refused over and
- * over, such as one offloading over the size limit, met that limit after ~1,000 refusals. A
- * request that ends before its answer arrives closes the stream from both sides, with nothing to
- * reset. Resetting the stream from the server right after the answer (RFC 9113 §8.1) is no
- * way out: C-core then reports INTERNAL instead of the call's status.
+ * read and dropped. A request that ends before its answer arrives closes the stream from both
+ * sides, so a gRPC C-core client has nothing to reset (see createEarlyAnswers). Resetting the
+ * stream from the server right after the answer instead (RFC 9113 §8.1) is no way out: C-core
+ * then reports INTERNAL rather than the call's status.
  */
 function requestEnd(stream: ServerHttp2Stream): Promise<void> {
   if (stream.destroyed || stream.readableEnded) return Promise.resolve();

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { benchCharts, ratioThreshold } from "./charts.js";
+import { benchCharts, ratioThreshold, valueTarget } from "./charts.js";
 import { renderCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 
@@ -80,5 +80,18 @@ describe("benchmark charts", () => {
     expect(ratioThreshold("ratio (harness / Spillway) >= 100")).toBe(100);
     expect(ratioThreshold("ratio >= 0.5 and >= 2000 offloads/s")).toBe(0.5);
     expect(ratioThreshold("peak <= 256 MiB")).toBeUndefined();
+  });
+
+  it("reads the figure a target sets on the value itself, and none from a ratio alone", () => {
+    expect(valueTarget("peak <= 256 MiB")).toEqual({ atMost: true, value: 256 });
+    expect(valueTarget("<= 170 µs CPU a record (a tenth of it)")).toEqual({
+      atMost: true,
+      value: 170,
+    });
+    expect(valueTarget("ratio >= 0.5 and >= 2000 offloads/s")).toEqual({
+      atMost: false,
+      value: 2000,
+    });
+    expect(valueTarget("ratio (harness / Spillway) >= 100")).toBeUndefined();
   });
 });

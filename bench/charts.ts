@@ -128,6 +128,13 @@ function valueChart(group: ValueGroup, rows: readonly BenchResult[]): BenchChart
     summary(r.name, spillway, r.value, r.samples.spillway, r.unit),
     summary(r.name, baseline, r.baseline_value, r.samples.baseline, r.unit),
   ]);
+  const targets = rows.flatMap((r) => {
+    const target = valueTarget(r.target);
+    if (target === undefined) return [];
+    const label = `target ${target.atMost ? "≤" : "≥"} ${formatNumber(target.value)} ${r.unit}`;
+    // The target is on Spillway's figure: drawn on Spillway's row.
+    return [{ scenario: r.name, side: spillway, target: target.value, label }];
+  });
   const order = rows.map((r) => r.name);
   const y = {
     field: "scenario",
@@ -158,12 +165,35 @@ function valueChart(group: ValueGroup, rows: readonly BenchResult[]): BenchChart
       $schema: "https://vega.github.io/schema/vega-lite/v6.json",
       title: {
         text: title,
-        subtitle: "dots: each timed run · line: range over runs · bar and label: median",
+        subtitle: `dots: each timed run · line: range over runs · bar and label: median${
+          targets.length > 0 ? " · red: the target on the figure itself" : ""
+        }`,
       },
       width,
       height: { step: 26 },
       config,
       layer: [
+        ...(targets.length === 0
+          ? []
+          : [
+              {
+                data: { values: targets },
+                mark: { type: "tick" as const, color: "#d62728", thickness: 2, size: 18 },
+                encoding: { y, yOffset, x: { ...x, field: "target" } },
+              },
+              {
+                data: { values: targets },
+                mark: {
+                  type: "text" as const,
+                  color: "#d62728",
+                  align: "left" as const,
+                  dx: 4,
+                  dy: -10,
+                  fontSize: 10,
+                },
+                encoding: { y, yOffset, x: { ...x, field: "target" }, text: { field: "label" } },
+              },
+            ]),
         {
           data: { values: medians },
           mark: { type: "rule", strokeWidth: 2, opacity: 0.6 },
@@ -360,6 +390,16 @@ function cpuChart(rows: readonly BenchResult[]): BenchChart {
 export function ratioThreshold(target: string): number | undefined {
   const match = /^ratio(?: \([^)]*\))? (?:>=|<=) ([0-9.]+)/.exec(target);
   return match?.[1] === undefined ? undefined : Number(match[1]);
+}
+
+/**
+ * The figure a target sets on Spillway's own value, not on the ratio (`<= 170 µs CPU a record`,
+ * `peak <= 256 MiB`, the `>= 2000 offloads/s` of `ratio >= 0.5 and >= 2000 offloads/s`), if any.
+ */
+export function valueTarget(target: string): { atMost: boolean; value: number } | undefined {
+  const match = /(?:^|^peak |\band )(>=|<=) ([0-9.]+)/.exec(target);
+  if (match?.[1] === undefined || match[2] === undefined) return undefined;
+  return { atMost: match[1] === "<=", value: Number(match[2]) };
 }
 
 /** A target as a label: `≥`/`≤`, without a trailing parenthetical remark. */

@@ -3,6 +3,7 @@ import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
+import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 import { cliCatScenario } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
@@ -160,6 +161,9 @@ async function main(): Promise<void> {
     );
   }
   process.stdout.write(`\nwrote ${out}\n`);
+  // The charts of docs/benchmarks.md follow the rows just written (a partial run's too).
+  const charts = fileURLToPath(new URL("../../docs/images", import.meta.url));
+  for (const file of await writeCharts(merged, charts)) process.stdout.write(`wrote ${file}\n`);
 }
 
 main().catch((err: unknown) => {

@@ -26,6 +26,7 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import { fromResetCode } from "@spillway/wire";
+import { createEarlyAnswers, type EarlyAnswers } from "./early-answers.js";
 import {
   createResponseFramer,
   type GrpcWireOptions,
@@ -90,6 +91,7 @@ export function createGrpcNodeHandler(
   calls: GrpcNodeCalls,
 ): GrpcNodeHandler {
   const opts = validateUniversalHandlerOptions(options);
+  const earlyAnswers = createEarlyAnswers();
   const methods = new Map<string, Method>();
   for (const service of calls.services) {
     for (const spec of Object.values(service.methods)) {
@@ -117,7 +119,7 @@ export function createGrpcNodeHandler(
     if (encoding !== undefined && encoding !== "identity") return false;
     const timeout = parseTimeout(single(headers["grpc-timeout"]), opts.maxTimeoutMs);
     if (timeout.error !== undefined) return false;
-    serve(method, req, res, timeout.timeoutMs, opts, calls).catch(() => {
+    serve(method, req, res, timeout.timeoutMs, opts, calls, earlyAnswers).catch(() => {
       // Unreachable by design (serve settles every call itself); should it happen, the client
       // sees its stream reset instead of waiting forever.
       req.stream.close(h2.NGHTTP2_INTERNAL_ERROR);
@@ -149,6 +151,7 @@ async function serve(
   timeoutMs: number | undefined,
   opts: UniversalHandlerOptions,
   calls: GrpcNodeCalls,
+  earlyAnswers: EarlyAnswers,
 ): Promise<void> {
   const { spec } = method;
   const { requestChunks, framer, recycle } = calls.wire;
@@ -213,6 +216,11 @@ async function serve(
   }
   ended = true;
   context.abort(failure ?? callEnded);
+  const stream = req.stream;
+  if (!stream.destroyed && !stream.readableEnded && earlyAnswers.mustWait(stream.session)) {
+    await requestEnd(stream);
+  }
+  if (!stream.destroyed && !stream.readableEnded) earlyAnswers.answered(stream.session);
   finish(res, context, failure);
   drainUnreadRequest(req.stream);
 }
@@ -342,6 +350,46 @@ function finish(res: Http2ServerResponse, context: HandlerContext, failure: unkn
   if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
   res.addTrailers(nodeHeaders(context.responseTrailer));
   res.end();
+}
+
+/**
+ * How much more of a request the server reads, and how long it waits, for the request to end
+ * before answering a call that ended first, on a connection that has spent its early answers.
+ */
+const heldAnswerBytes = 8 * 1024 * 1024;
+const heldAnswerMs = 2_000;
+
+/**
+ * Resolves once the client has ended the request (at once if it had), or once heldAnswerBytes
+ * more of it arrived, heldAnswerMs passed or the stream closed first; what arrives meanwhile is
+ * read and dropped. A request that ends before its answer arrives closes the stream from both
+ * sides, so a gRPC C-core client has nothing to reset (see createEarlyAnswers). Resetting the
+ * stream from the server right after the answer instead (RFC 9113 §8.1) is no way out: C-core
+ * then reports INTERNAL rather than the call's status.
+ */
+function requestEnd(stream: ServerHttp2Stream): Promise<void> {
+  if (stream.destroyed || stream.readableEnded) return Promise.resolve();
+  return new Promise((resolve) => {
+    let left = heldAnswerBytes;
+    const done = () => {
+      clearTimeout(timer);
+      stream.off("data", discard);
+      stream.off("end", done);
+      stream.off("close", done);
+      resolve();
+    };
+    const discard = (chunk: Buffer) => {
+      left -= chunk.byteLength;
+      if (left < 0) done();
+    };
+    const timer = setTimeout(done, heldAnswerMs).unref();
+    // As in drainUnreadRequest: the bytes go from the HTTP/2 stream straight to nowhere.
+    stream.removeAllListeners("data");
+    stream.on("data", discard);
+    stream.once("end", done);
+    stream.once("close", done);
+    stream.resume();
+  });
 }
 
 /**

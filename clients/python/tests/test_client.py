@@ -149,9 +149,10 @@ def test_json_binary_header_options_and_run_operations(client: SpillwayClient, r
 
 
 def test_a_client_refused_1500_times_on_one_channel_is_answered_every_time(run_id: str) -> None:
-    """Each refusal comes while the payload is still on its way, and grpcio resets such a stream:
-    past about 1,000 resets in quick succession the server's HTTP/2 layer closes the connection
-    (nghttp2's rapid-reset limit), and no call may be lost or hang while the channel reconnects."""
+    """Each refusal comes while the payload is still on its way, and grpcio resets such a stream;
+    past about 1,000 resets in quick succession nghttp2 (the server's HTTP/2 layer) would close
+    the connection with GOAWAY(INTERNAL_ERROR) and lose the calls crossing it, so the server
+    answers a connection refused in bulk once each request has ended. No call may be lost."""
     payload = b"x" * (3 << 20)
     answers: collections.Counter[str] = collections.Counter()
     with spillway_server("--max-blob-bytes", str(1 << 20)) as url, SpillwayClient(url) as c:

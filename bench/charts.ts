@@ -33,6 +33,12 @@ const valueGroups: readonly ValueGroup[] = [
     scenarios: ["offload_256mib_fs", "read_full_256mib_fs", "offload_256mib_minio"],
   },
   {
+    id: "cli-cat",
+    title: "spillway-cli cat of a 1 GiB output into a pipe",
+    axis: "MiB/s (higher is better)",
+    scenarios: ["cli_cat_1gib"],
+  },
+  {
     id: "small-offloads",
     title: "10,000 offloads of 4 KiB, 32 in flight",
     axis: "offloads/s (higher is better)",

@@ -78,6 +78,17 @@ function intOption(
 }
 
 /**
+ * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
+ * off; anything else (an empty value included) is refused naming the variable.
+ */
+function switchFromEnv(variable: string): boolean {
+  const raw = process.env[variable];
+  if (raw === undefined || raw === "0" || raw === "false") return false;
+  if (raw === "1" || raw === "true") return true;
+  throw new Error(`${variable}: expected 1, true, 0 or false, got ${JSON.stringify(raw)}`);
+}
+
+/**
  * runMcpCommand runs `spillway mcp` and `spillway mcp-proxy` as the `spillway-mcp` and
  * `spillway-mcp-proxy` executables of the @spillway/mcp package, in a process of their own with
  * this one's stdio, arguments and environment, and takes on their exit code. The MCP server and
@@ -119,6 +130,7 @@ async function main(argv: string[]): Promise<void> {
     options: {
       ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
       help: { type: "boolean", short: "h" },
+      inspector: { type: "boolean" },
       version: { type: "boolean" },
     },
   });
@@ -183,6 +195,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxLineChars", int("max-line-chars")),
     ...defined("maxBytesWindow", int("max-bytes-window")),
   };
+  const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
   const metricsPort = int("metrics-port", { max: 65_535 });
   // prom-client is loaded only when metrics are asked for.
   const metrics =
@@ -209,6 +222,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxConnectionAgeMs", int("max-connection-age-ms")),
     ...defined("storeProbeIntervalMs", int("store-probe-interval-ms")),
     ...(metrics === undefined ? {} : { metrics }),
+    inspector,
   });
   const metricsServer =
     metrics === undefined || metricsPort === undefined
@@ -264,6 +278,7 @@ async function main(argv: string[]): Promise<void> {
     { url: server.url, backend: kind, auth: opt("token-file") === undefined ? "dev" : "tokens" },
     `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
   );
+  if (inspector) log.info({ url: `${server.url}/inspector/` }, "inspector served");
 }
 
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */

@@ -33,6 +33,7 @@ import type { GrpcWireOptions } from "./grpc-wire.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
+import { loadInspectorAssets } from "./inspector-assets.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
@@ -131,6 +132,12 @@ export interface SpillwayServerOptions {
    * lending none for messages under 64 KiB.
    */
   readonly requestChunks?: ChunkPool;
+  /**
+   * Serve the browser inspector (the @spillway/inspector package's files) at `/inspector/`
+   * on this server's port, TLS or not (docs/inspector.md). The files are public; every call the
+   * page makes is authenticated like any other. Off by default: those paths are then 404.
+   */
+  readonly inspector?: boolean;
 }
 
 /** SpillwayServer is a running server. */
@@ -365,13 +372,21 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     requestChunks:
       opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
   };
-  const handler = createSpillwayHandler({
+  // Read before listening: a server asked for the inspector without its files does not start.
+  const inspector = opts.inspector === true ? loadInspectorAssets() : undefined;
+  const spillwayHandler = createSpillwayHandler({
     handlerOptions,
     services: [spillway, createServiceImplSpec<typeof Health>(Health, health.service)],
     wire,
     idleStreamMs: limits.idleStreamMs,
     deadlines,
   });
+  const handler: typeof spillwayHandler =
+    inspector === undefined
+      ? spillwayHandler
+      : (req, res) => {
+          if (!inspector.handle(req, res)) spillwayHandler(req, res);
+        };
 
   const settings = serverHttp2Settings;
   const server =

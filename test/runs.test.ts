@@ -1,5 +1,11 @@
+import { symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
+import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { bytesBody } from "../server/src/backends/body.js";
+import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
@@ -321,5 +327,146 @@ describe.each(serviceBackends)("runs: delete, fork, TTL  (%s)", (backendKind) =>
       pageToken = page.nextPageToken;
     }
     expect(seen).toEqual(["res_c0", "res_c1", "res_c2", "res_c3", "res_c4"]);
+  });
+});
+
+const ms = (ts: { seconds: bigint; nanos: number } | undefined) =>
+  ts === undefined ? undefined : Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6);
+
+describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backendKind) => {
+  let t: TestServer;
+  afterEach(() => t.stop());
+
+  it("lists each live run once with its outputs, bytes, times, TTL and fork parent", async () => {
+    let clock = Date.now();
+    t = await startTestServer({ backend: backendKind, now: () => clock });
+    const sdk = t.sdk();
+    // Longer than a stored key segment: its key holds a digest, the listing the id itself.
+    const longRun = `long-${"é".repeat(55)}`;
+    await sdk.offload({ tenant: "dev", runId: "plain", callId: "c1" }, "12345\n");
+    clock += 1000;
+    await sdk.offload({ tenant: "dev", runId: "plain", callId: "c2" }, big("two"));
+    await sdk.offload({ tenant: "dev", runId: "plain", callId: "c3" }, "gone soon\n", {
+      ttl: { seconds: 10n, nanos: 0 },
+    });
+    await sdk.offload({ tenant: "dev", runId: longRun, callId: "c1" }, "long\n");
+    await sdk.offload({ tenant: "dev", runId: "temp", callId: "c1" }, "temp\n");
+    const tempExpires = ms((await sdk.setRunTtl("temp", 3600)).expireTime);
+    await sdk.offload({ tenant: "dev", runId: "soon", callId: "c1" }, "soon\n");
+    await sdk.setRunTtl("soon", 5);
+    await sdk.offload({ tenant: "dev", runId: "deleted", callId: "c1" }, "deleted\n");
+    await sdk.deleteRun("deleted");
+    clock += 1000;
+    const forkMs = clock;
+    await sdk.forkRun("plain", "child");
+    await sdk.forkRun(longRun, `${longRun}-child`, { ttlSeconds: 600 });
+    clock += 1000;
+    await sdk.offload({ tenant: "dev", runId: "child", callId: "own" }, "own output\n");
+    await sdk.forkRun("plain", "empty-fork");
+    clock += 11_000;
+
+    const runs = new Map<string, RunInfo>();
+    for await (const run of sdk.listAllRuns()) {
+      expect(runs.has(run.runId)).toBe(false);
+      runs.set(run.runId, run);
+    }
+    // "soon" expired, "deleted" was deleted; "plain"'s c3 expired but the run lives on.
+    expect([...runs.keys()].sort()).toEqual(
+      ["child", "empty-fork", "plain", "temp", longRun, `${longRun}-child`].sort(),
+    );
+    const plain = runs.get("plain");
+    const plainBytes = 6 + big("two").length;
+    expect(plain).toMatchObject({
+      outputCount: 2n,
+      sizeBytes: BigInt(plainBytes),
+      parentRunId: "",
+    });
+    expect(plain?.expireTime).toBeUndefined();
+    expect((ms(plain?.updateTime) ?? 0) - (ms(plain?.createTime) ?? 0)).toBe(1000);
+    expect(runs.get("temp")).toMatchObject({ outputCount: 1n, sizeBytes: 5n });
+    expect(ms(runs.get("temp")?.expireTime)).toBe(tempExpires);
+    // A fork counts the outputs its handles resolve to: the parent's live ones and its own.
+    const child = runs.get("child");
+    expect(child).toMatchObject({
+      parentRunId: "plain",
+      outputCount: 3n,
+      sizeBytes: BigInt(plainBytes + "own output\n".length),
+    });
+    expect(ms(child?.createTime)).toBe(forkMs);
+    expect(ms(child?.updateTime)).toBe(forkMs + 1000);
+    expect(runs.get("empty-fork")).toMatchObject({ parentRunId: "plain", outputCount: 2n });
+    const longChild = runs.get(`${longRun}-child`);
+    expect(longChild).toMatchObject({ parentRunId: longRun, outputCount: 1n, sizeBytes: 5n });
+    expect(ms(longChild?.expireTime)).toBe(forkMs + 600_000);
+    expect(runs.get(longRun)).toMatchObject({ outputCount: 1n, parentRunId: "" });
+  });
+
+  it("pages through every run once, and takes a token only from its own tenant", async () => {
+    t = await startTestServer({ backend: backendKind, tokens: { "tok-a": "ta", "tok-b": "tb" } });
+    const [a, b] = [t.sdk("tok-a"), t.sdk("tok-b")];
+    const names = Array.from({ length: 23 }, (_, i) => `run-${i}`);
+    for (const runId of names) await a.offload({ tenant: "ta", runId, callId: "c" }, `${runId}\n`);
+    await b.offload({ tenant: "tb", runId: "only-b", callId: "c" }, "b\n");
+
+    const seen: string[] = [];
+    let pageToken = "";
+    let pages = 0;
+    let first = "";
+    do {
+      const page = await a.listRuns({ pageSize: 5, pageToken });
+      expect(page.runs.length).toBeLessThanOrEqual(5);
+      seen.push(...page.runs.map((r) => r.runId));
+      if (pages === 0) first = page.nextPageToken;
+      pageToken = page.nextPageToken;
+      pages++;
+    } while (pageToken !== "");
+    expect(pages).toBe(5);
+    expect(seen).toHaveLength(23);
+    expect(new Set(seen)).toEqual(new Set(names));
+    expect((await b.listRuns()).runs.map((r) => r.runId)).toEqual(["only-b"]);
+
+    const refused = async (call: Promise<unknown>) => {
+      const err = await failureOf(call);
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(err.rawMessage).toMatch(/^page_token: /);
+    };
+    await refused(b.listRuns({ pageToken: first }));
+    const decoded = JSON.parse(Buffer.from(first, "base64url").toString("utf8"));
+    const edited = Buffer.from(JSON.stringify({ ...decoded, a: "run-9" })).toString("base64url");
+    await refused(a.listRuns({ pageToken: edited }));
+    await refused(a.listRuns({ pageToken: "garbage!" }));
+    // A ListToolOutputs token and a ListRuns token never pass for each other.
+    await a.offload({ tenant: "ta", runId: "run-1", callId: "d" }, "more\n");
+    const runToken = (await a.list("run-1", { pageSize: 1 })).nextPageToken;
+    expect(runToken).not.toBe("");
+    await refused(a.listRuns({ pageToken: runToken }));
+    await refused(a.list("run-1", { pageToken: first }));
+  });
+
+  it("skips and logs a corrupt record without failing the listing", async () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
+    t = await startTestServer({ backend: backendKind, logger });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "hurt", callId: "c1" }, "good\n");
+    await sdk.offload({ tenant: "dev", runId: "well", callId: "c1" }, "well\n");
+    await t.backend.put("t/dev/r/hurt/h/res_corrupt", bytesBody(Buffer.from("not a record")));
+    // A key no run could make, beside the runs.
+    await t.backend.put("t/dev/r/stray", bytesBody(Buffer.from("junk")));
+    if (backendKind === "filesystem") {
+      const root = (t.backend as FilesystemBackend).root;
+      await writeFile(join(t.dataDir, "outside"), "outside the root");
+      await symlink(join(t.dataDir, "outside"), join(root, "t", "dev", "r", "hurt", "h", "link"));
+      await symlink(t.dataDir, join(root, "t", "dev", "r", "planted"));
+    }
+    const page = await sdk.listRuns();
+    expect(page.runs.map((r) => [r.runId, r.outputCount])).toEqual([
+      ["hurt", 1n],
+      ["well", 1n],
+    ]);
+    const logged = warnings.join("");
+    expect(logged).toContain("t/dev/r/hurt/h/res_corrupt");
+    expect(logged).toContain("t/dev/r/stray");
+    if (backendKind === "filesystem") expect(logged).toContain("t/dev/r/hurt/h/link");
   });
 });

@@ -105,6 +105,17 @@ export interface Expect {
   readonly nextPage?: boolean;
   /** ListAll: number of pages read. */
   readonly pages?: number;
+  /**
+   * ListRuns / ListAllRuns: the case's own runs the listing holds, by case-local name, sorted
+   * (runs of other cases and executions in the tenant are left out; a duplicate fails the step).
+   */
+  readonly runNames?: readonly string[];
+  /**
+   * ListRuns / ListAllRuns: partial RunInfo in proto JSON form by case-local run name, or
+   * `"$absent"` for a run that must not be listed; `runId` and a `parentRunId` of the case are
+   * given as case-local names.
+   */
+  readonly runs?: Readonly<Record<string, unknown>>;
   readonly deletedAttachments?: number;
   readonly forkedAttachments?: number;
   /** SetRunTtl: an expiry time was returned. */
@@ -127,6 +138,22 @@ export type StepAction =
       };
     }
   | { readonly listAll: RunRef & { readonly pageSize?: number } }
+  | {
+      /** One ListRuns page; `save` keeps its next_page_token. */
+      readonly listRuns: {
+        readonly pageSize?: number;
+        readonly pageToken?: string;
+        /** Send the next_page_token an earlier step saved under this label. */
+        readonly pageTokenFrom?: string;
+      };
+    }
+  | {
+      /**
+       * Every ListRuns page of the actor's tenant: each page must hold at most pageSize runs
+       * (when set) and no run may appear twice across the pages.
+       */
+      readonly listAllRuns: { readonly pageSize?: number };
+    }
   | { readonly deleteRun: RunRef }
   | {
       readonly forkRun: {

@@ -9,6 +9,8 @@ import {
   OffloadRequestSchema,
   type OffloadResponse,
   type ReadToolOutputRequestSchema,
+  type RunInfo,
+  RunInfoSchema,
   type SpillwayService,
   type WindowHeader,
   WindowHeaderSchema,
@@ -137,6 +139,45 @@ async function call(
     } while (pageToken !== "" && pages < 10_000);
     return { values: { handles, pages } };
   }
+  if ("listRuns" in step) {
+    const spec = step.listRuns;
+    const res = await client.listRuns(
+      {
+        pageSize: spec.pageSize ?? 0,
+        pageToken:
+          spec.pageTokenFrom === undefined
+            ? (spec.pageToken ?? "")
+            : (ctx.saved.get(spec.pageTokenFrom) ?? ""),
+      },
+      opts,
+    );
+    return {
+      values: {
+        ...caseRuns(res.runs, ctx),
+        nextPage: res.nextPageToken !== "",
+        nextPageToken: res.nextPageToken,
+      },
+    };
+  }
+  if ("listAllRuns" in step) {
+    const pageSize = step.listAllRuns.pageSize ?? 0;
+    const all: RunInfo[] = [];
+    let pageToken = "";
+    let pages = 0;
+    do {
+      const res = await client.listRuns({ pageSize, pageToken }, opts);
+      pages++;
+      if (pageSize > 0 && res.runs.length > pageSize) {
+        throw new ConnectError(
+          `ListRuns page ${pages} held ${res.runs.length} runs, asked for ${pageSize}`,
+          Code.OutOfRange,
+        );
+      }
+      all.push(...res.runs);
+      pageToken = res.nextPageToken;
+    } while (pageToken !== "" && pages < 10_000);
+    return { values: { ...caseRuns(all, ctx), pages } };
+  }
   if ("deleteRun" in step) {
     const res = await client.deleteRun({ runId: runId(step.deleteRun, ctx) }, opts);
     return { values: { deletedAttachments: Number(res.deletedAttachments) } };
@@ -165,6 +206,36 @@ async function call(
   }
   const res = await client.getServerInfo({}, opts);
   return { values: { info: toJson(GetServerInfoResponseSchema, res, jsonOpts) } };
+}
+
+/**
+ * The case's own runs of a listing, by case-local name: `runNames` sorted and `runs` as proto
+ * JSON with case-local run and parent ids. A run listed twice fails the step (ALREADY_EXISTS).
+ */
+function caseRuns(
+  listed: readonly RunInfo[],
+  ctx: StepContext,
+): { runNames: string[]; runs: Record<string, unknown> } {
+  const seen = new Set<string>();
+  for (const run of listed) {
+    if (seen.has(run.runId)) {
+      throw new ConnectError(`ListRuns listed run ${run.runId} twice`, Code.AlreadyExists);
+    }
+    seen.add(run.runId);
+  }
+  const scope = ctx.scopedRun("");
+  const local = (id: string) => (id.startsWith(scope) ? id.slice(scope.length) : id);
+  const runs: Record<string, unknown> = {};
+  for (const run of listed) {
+    if (!run.runId.startsWith(scope)) continue;
+    const json = toJson(RunInfoSchema, run, jsonOpts) as Record<string, unknown>;
+    runs[local(run.runId)] = {
+      ...json,
+      runId: local(run.runId),
+      parentRunId: local(run.parentRunId),
+    };
+  }
+  return { runNames: Object.keys(runs).sort(), runs };
 }
 
 async function offload(
@@ -432,6 +503,8 @@ function checkValues(
     "matchNumbers",
     "bytesText",
     "handles",
+    "runNames",
+    "runs",
     "nextPage",
     "pages",
     "deletedAttachments",

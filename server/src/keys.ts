@@ -119,6 +119,27 @@ export function tenantPrefix(tenant: string): string {
   return `t/${segment(tenant)}/`;
 }
 
+/**
+ * tenantRunsPrefix is the storage prefix under which each of a tenant's runs has its own
+ * prefix, `<tenantRunsPrefix><stored run segment>/` (runPrefix).
+ */
+export function tenantRunsPrefix(tenant: string): string {
+  return `${tenantPrefix(tenant)}r/`;
+}
+
+/**
+ * isStoredRunSegment tells whether runPrefix could have made `segment` for some run id: an
+ * encoded id of at most the stored length, or `~` and a SHA-256 in hex.
+ */
+export function isStoredRunSegment(segment: string): boolean {
+  return (
+    (segment.length > 0 &&
+      segment.length <= MAX_STORED_SEGMENT &&
+      /^(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+$/.test(segment)) ||
+    /^~[0-9a-f]{64}$/.test(segment)
+  );
+}
+
 /** registryPrefix is where a run's handle records live, one object per handle. */
 export function registryPrefix(tenant: string, runId: string): string {
   return `${runPrefix(tenant, runId)}h/`;

@@ -51,3 +51,50 @@ export function decodePageToken(tenant: string, runId: string, token: string): s
     Code.InvalidArgument,
   );
 }
+
+// Two elements where a ListToolOutputs binding has three, so no token passes for the other RPC.
+const runsBindingOf = (tenant: string, after: string) =>
+  createHash("sha256")
+    .update(JSON.stringify([tenant, after]))
+    .digest()
+    .subarray(0, digestBytes)
+    .toString("base64url");
+
+/**
+ * encodeRunsPageToken makes the ListRuns page token that continues after the stored run segment
+ * `after`, bound to the tenant whose runs it pages through, the way encodePageToken binds a
+ * ListToolOutputs token to its run; the two kinds never pass for each other.
+ */
+export function encodeRunsPageToken(tenant: string, after: string): string {
+  const token = { a: after, d: runsBindingOf(tenant, after) };
+  return Buffer.from(JSON.stringify(token), "utf8").toString("base64url");
+}
+
+/**
+ * decodeRunsPageToken returns the cursor of a token encodeRunsPageToken made for this tenant,
+ * undefined for an empty token, and INVALID_ARGUMENT (`page_token: …`) for anything else: a
+ * token of another tenant, a ListToolOutputs token, an edited one, or one no server made.
+ */
+export function decodeRunsPageToken(tenant: string, token: string): string | undefined {
+  if (token === "") return undefined;
+  try {
+    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
+      a?: unknown;
+      d?: unknown;
+    };
+    if (
+      typeof value.a === "string" &&
+      value.a !== "" &&
+      !value.a.includes("/") &&
+      value.d === runsBindingOf(tenant, value.a)
+    ) {
+      return value.a;
+    }
+  } catch {
+    // Fall through to the uniform error below.
+  }
+  throw new ConnectError(
+    "page_token: not a token this server issued for this tenant's runs; start again without one",
+    Code.InvalidArgument,
+  );
+}

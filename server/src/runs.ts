@@ -44,8 +44,14 @@ export interface Runs {
   delete(tenant: string, runId: string, signal?: AbortSignal): Promise<number>;
 }
 
-interface RunMeta {
+/** RunMeta is what a fork stores about the run it created (runMetaKey). */
+export interface RunMeta {
   readonly createdMs: number;
+  /**
+   * The fork's own run id, as given: its key holds a digest when the id is long. Forks made
+   * before it was stored lack it.
+   */
+  readonly runId?: string;
   readonly parentRunId?: string;
   /**
    * True when every run whose bytes the fork's records refer to has an owner reference under
@@ -55,7 +61,9 @@ interface RunMeta {
   readonly ownerRefs?: boolean;
 }
 
-const ttlSuffix = "ttl";
+/** What follows a run's prefix in the key of its TTL object (`{expiresMs, tenant, runId}`). */
+export const runTtlSuffix = "ttl";
+const ttlSuffix = runTtlSuffix;
 const deletedSuffix = "deleted";
 /** Records a fork commits at once (the most a record pack holds). */
 const forkCommitsInFlight = 64;
@@ -210,7 +218,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       if (await hasAny(registryPrefix(tenant, childRunId), signal)) {
         throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
       }
-      const meta: RunMeta = { createdMs: now(), parentRunId, ownerRefs: true };
+      const meta: RunMeta = { createdMs: now(), runId: childRunId, parentRunId, ownerRefs: true };
       try {
         await putJson(runMetaKey(tenant, childRunId), meta, signal);
       } catch (err) {

@@ -364,7 +364,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
   };
-  const spillwayImpl = createSpillwayService(core, callLimits);
+  const spillwayImpl = createSpillwayService(core, callLimits, logger);
   const spillway = createServiceImplSpec<typeof SpillwayService>(SpillwayService, spillwayImpl);
   const wire = {
     framer: wireDataFrame,

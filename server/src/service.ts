@@ -6,6 +6,7 @@ import {
   DeleteRunRequestSchema,
   ForkRunRequestSchema,
   GetServerInfoResponseSchema,
+  ListRunsRequestSchema,
   ListToolOutputsRequestSchema,
   ReadToolOutputRequestSchema,
   SetRunTtlRequestSchema,
@@ -17,6 +18,7 @@ import type { Backend } from "./backends/backend.js";
 import type { ConnectionLiveness } from "./connection-liveness.js";
 import { requestChunkReleaseKey } from "./grpc-wire.js";
 import { limitsForTenant, lowerLimit, type ServerLimits } from "./limits.js";
+import { type ListRunsLog, listRuns } from "./list-runs.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
@@ -84,11 +86,13 @@ export interface CallLimits {
 /**
  * createSpillwayService implements spillway.v1.SpillwayService over a core. Every handler
  * takes the tenant from authentication, validates the request against its declared rules,
- * and reaches bytes only through the caller's run registry.
+ * and reaches bytes only through the caller's run registry. `log` gets what a listing skips
+ * (an entry it cannot read).
  */
 export function createSpillwayService(
   core: SpillwayCore,
   callLimits: CallLimits,
+  log?: ListRunsLog,
 ): ServiceImpl<typeof SpillwayService> {
   const resolve = (ctx: HandlerContext, runId: string, handle: string) =>
     resolveHandle(core.registry, core.runs, tenantOf(ctx), runId, handle, core.now(), ctx.signal);
@@ -130,8 +134,9 @@ export function createSpillwayService(
       return { attachment: toAttachment(record, runExpiresMs) };
     },
 
-    listRuns() {
-      throw new ConnectError("ListRuns is not implemented yet", Code.Unimplemented);
+    listRuns(req, ctx) {
+      validateRequest(ListRunsRequestSchema, req);
+      return listRuns(core, tenantOf(ctx), req, ctx.signal, log);
     },
 
     async listToolOutputs(req, ctx) {

@@ -12,6 +12,7 @@ import {
   type ReadToolOutputRequestSchema,
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
+  type RunInfo,
   type SetRunTtlResponse,
   SpillwayService,
   type WindowHeader,
@@ -116,7 +117,18 @@ export interface ListPage {
   readonly nextPageToken: string;
 }
 
-/** ListOptions select one page of list. */
+/** RunsPage is one page of listRuns. */
+export interface RunsPage {
+  /**
+   * The caller's runs, each with its live outputs' count and bytes, times, expiry and fork
+   * parent, in the server's stored order (not alphabetical), which the next page resumes.
+   */
+  readonly runs: RunInfo[];
+  /** Token for the next page; empty on the last page. */
+  readonly nextPageToken: string;
+}
+
+/** ListOptions select one page of list or listRuns. */
 export interface ListOptions extends SpillwayCallOptions {
   /** Records per page; the server defaults to 100 and allows at most 1000. */
   readonly pageSize?: number;
@@ -194,6 +206,15 @@ export interface SpillwayClient {
     runId: string,
     options?: Omit<ListOptions, "pageToken">,
   ): AsyncGenerator<ResultAttachment, void, undefined>;
+  /**
+   * listRuns returns one page of the calling tenant's runs (expired and deleted runs are not
+   * listed). A page may hold fewer than pageSize runs and still have a next page: the server
+   * bounds the records it reads per call. A token from another tenant, another RPC or edited
+   * is INVALID_ARGUMENT.
+   */
+  listRuns(options?: ListOptions): Promise<RunsPage>;
+  /** listAllRuns yields every run of the calling tenant, fetching pages as it goes. */
+  listAllRuns(options?: Omit<ListOptions, "pageToken">): AsyncGenerator<RunInfo, void, undefined>;
   /** deleteRun removes run runId's registry and the bytes no fork still uses. */
   deleteRun(runId: string, call?: SpillwayCallOptions): Promise<DeleteRunResponse>;
   /** forkRun creates child, which sees parent's handles without copied bytes. */
@@ -462,6 +483,24 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         const page = await list(runId, { ...options, pageToken });
         yield* page.attachments;
         pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+    },
+    async listRuns(options = {}) {
+      const res = await raw.listRuns(
+        { pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+        callOptions(options),
+      );
+      return { runs: res.runs, nextPageToken: res.nextPageToken };
+    },
+    async *listAllRuns(options = {}) {
+      let pageToken = "";
+      do {
+        const res = await raw.listRuns(
+          { pageSize: options.pageSize ?? 0, pageToken },
+          callOptions(options),
+        );
+        yield* res.runs;
+        pageToken = res.nextPageToken;
       } while (pageToken !== "");
     },
     deleteRun(runId, call = {}) {

@@ -15,6 +15,7 @@ export {
   type OffloadResult,
   type ReadBytesOptions,
   type ReadToolOutputInit,
+  type RunsPage,
   type SpillwayCallOptions,
   type SpillwayClient,
   type SpillwayClientOptions,

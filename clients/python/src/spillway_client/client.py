@@ -287,6 +287,28 @@ class SpillwayClient:
             if not token:
                 return
 
+    def list_runs(
+        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> pb.ListRunsResponse:
+        """list_runs returns one page of the calling tenant's runs (expired and deleted runs are not listed).
+
+        Each run carries its live outputs' count and bytes, times, expiry and fork parent, in the
+        server's stored order. A page may hold fewer than `page_size` runs and still have a next
+        page; a token of another tenant or an edited one is INVALID_ARGUMENT.
+        """
+        req = pb.ListRunsRequest(page_size=page_size, page_token=page_token)
+        return self.raw.ListRuns(req, timeout=timeout, metadata=self._metadata)
+
+    def list_all_runs(self, *, page_size: int = 0, timeout: float | None = None) -> Iterator[pb.RunInfo]:
+        """list_all_runs yields every run of the calling tenant, fetching pages as it goes (`timeout` is per page)."""
+        token = ""
+        while True:
+            page = self.list_runs(page_size=page_size, page_token=token, timeout=timeout)
+            yield from page.runs
+            token = page.next_page_token
+            if not token:
+                return
+
     def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
         """delete_run removes a run's registry and bytes; returns how many records were removed."""
         req = pb.DeleteRunRequest(run_id=run_id)
@@ -472,6 +494,29 @@ class AsyncSpillwayClient:
             page = await self.list(run_id, page_size=page_size, page_token=token, timeout=timeout)
             for attachment in page.attachments:
                 yield attachment
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_runs(
+        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> pb.ListRunsResponse:
+        """list_runs returns one page of the calling tenant's runs (expired and deleted runs are not listed).
+
+        Each run carries its live outputs' count and bytes, times, expiry and fork parent, in the
+        server's stored order. A page may hold fewer than `page_size` runs and still have a next
+        page; a token of another tenant or an edited one is INVALID_ARGUMENT.
+        """
+        req = pb.ListRunsRequest(page_size=page_size, page_token=page_token)
+        return await self.raw.ListRuns(req, timeout=timeout, metadata=self._metadata)
+
+    async def list_all_runs(self, *, page_size: int = 0, timeout: float | None = None) -> AsyncIterator[pb.RunInfo]:
+        """list_all_runs yields every run of the calling tenant, fetching pages as it goes (`timeout` is per page)."""
+        token = ""
+        while True:
+            page = await self.list_runs(page_size=page_size, page_token=token, timeout=timeout)
+            for run in page.runs:
+                yield run
             token = page.next_page_token
             if not token:
                 return

@@ -13,6 +13,7 @@ const packageTests = [
   "server/src/**/*.test.ts",
   "conformance/src/**/*.test.ts",
   "mcp/src/**/*.test.ts",
+  "inspector/src/**/*.test.ts",
   "bench/**/*.test.ts",
 ];
 

@@ -26,7 +26,7 @@ let currentRun = "";
 
 function when(ts: Timestamp | undefined): string {
   if (ts === undefined) return "—";
-  return new Date(Number(ts.seconds) * 1000).toISOString().replace("T", " ").slice(0, 19);
+  return new Date(Number(ts.seconds) * 1000).toISOString().replace("T", " ").slice(0, 16);
 }
 
 function select(container: Element, selected: Element): void {
@@ -89,7 +89,7 @@ function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
         a.handle,
         a.contentType || "no type",
         formatBytes(a.sizeBytes),
-        `${a.lineCount} lines`,
+        a.lineCount === 1n ? "1 line" : `${a.lineCount} lines`,
         ...(a.truncated ? ["truncated"] : []),
       ].join(" · "),
     }),

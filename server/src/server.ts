@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
-import type * as http from "node:http";
+import * as http from "node:http";
 import * as http2 from "node:http2";
-import type { AddressInfo, Socket } from "node:net";
-import { isIP } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
+import { createServer as createNetServer, isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import {
@@ -31,12 +31,14 @@ import {
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import type { GrpcWireOptions } from "./grpc-wire.js";
 import { createHealthState, type HealthState } from "./health.js";
+import { createHttp1Connections } from "./http1-connections.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { loadInspectorAssets } from "./inspector-assets.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { routePreface } from "./preface-router.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
 import { watchResponseStall } from "./response-stall.js";
@@ -79,12 +81,14 @@ export interface SpillwayServerOptions {
   readonly now?: () => number;
   /**
    * Close each connection gracefully (GOAWAY; in-flight streams finish) after about this long,
-   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas. Default 30 min;
-   * 0 keeps connections open indefinitely.
+   * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas; an HTTP/1.1
+   * connection is closed then if idle, else after its responses in progress (`Connection:
+   * close`). Default 30 min; 0 keeps connections open indefinitely.
    */
   readonly maxConnectionAgeMs?: number;
   /**
-   * Close a connection gracefully (GOAWAY) once it has had no open stream this long. Default
+   * Close a connection gracefully (GOAWAY) once it has had no open stream this long; an
+   * HTTP/1.1 one once it has had no request in progress, or no byte moving, this long. Default
    * 5 min; 0 keeps idle connections open.
    */
   readonly connectionIdleMs?: number;
@@ -165,6 +169,16 @@ export interface SpillwayServer {
 const requestChunkBytes = 1024 * 1024 + 16;
 /** Request messages below this are assembled in buffers of their own, not pooled chunks. */
 const smallestPooledRequestBytes = 64 * 1024;
+/**
+ * How long an accepted plaintext connection has to show whether it speaks HTTP/2 or HTTP/1.1,
+ * and an HTTP/1.1 request to deliver its headers: real clients send both at once.
+ */
+const HTTP1_HEADERS_MS = 10_000;
+/**
+ * How long an HTTP/1.1 request (headers and body) may take to arrive before it is answered 408
+ * and its connection closed (Node's default). Large offloads belong on HTTP/2.
+ */
+const HTTP1_REQUEST_MS = 300_000;
 /** HTTP/2 flow-control window: large enough that one stream can fill a fast link. */
 const FLOW_CONTROL_WINDOW = 32 * 1024 * 1024;
 /** Largest HTTP/2 DATA frame the server accepts: a 1 MiB offload chunk in a few frames, not 64. */
@@ -270,8 +284,11 @@ export function createSpillwayHandler(
 }
 
 /**
- * startSpillwayServer serves SpillwayService and grpc.health.v1 over HTTP/2 (h2c, or TLS
- * when configured) for gRPC, gRPC-Web and Connect clients.
+ * startSpillwayServer serves SpillwayService and grpc.health.v1 for gRPC, gRPC-Web and Connect
+ * clients on one port, plaintext or TLS when configured, over HTTP/2 and HTTP/1.1 alike: TLS
+ * negotiates the version through ALPN; plaintext connections starting with the HTTP/2 preface are
+ * h2c, any other is HTTP/1.1 (preface-router.ts), served by the same handler and bounded as
+ * docs/operations.md#http11 says.
  *
  * Responses are not compressed: payloads are streamed at wire speed and compressing them
  * costs more CPU than it saves on the links Spillway runs on. HTTP/2 flow-control windows
@@ -389,9 +406,20 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         };
 
   const settings = serverHttp2Settings;
+  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  const http1Connections = createHttp1Connections(maxAgeMs);
+  const servedHandler = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => {
+    if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
+      http1Connections.request(req, res);
+    }
+    handler(req, res);
+  };
   const server =
     opts.tls === undefined
-      ? http2.createServer({ settings }, handler)
+      ? http2.createServer({ settings }, servedHandler)
       : http2.createSecureServer(
           {
             settings,
@@ -406,19 +434,55 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
                   rejectUnauthorized: true,
                 }),
           },
-          handler,
+          servedHandler,
         );
   const sessions = new Set<http2.ServerHttp2Session>();
   // Sockets are tracked too: a session whose peer went quiet may never report its close.
   const sockets = new Set<Socket>();
-  server.on(opts.tls === undefined ? "connection" : "secureConnection", (socket: Socket) => {
+  const track = (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
-    if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
-      watchHttp1Connection(socket, liveness);
-    }
-  });
-  const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
+  };
+  let listener: Server;
+  let http1Server: http.Server | undefined;
+  if (opts.tls === undefined) {
+    // Node's h2c server speaks only HTTP/2, so the port's listener reads each connection's first
+    // bytes and hands it to the HTTP/2 server or to an HTTP/1.1 server running the same handler.
+    const plain = http.createServer(
+      {
+        headersTimeout: HTTP1_HEADERS_MS,
+        requestTimeout: HTTP1_REQUEST_MS,
+        // Node checks those two timeouts this often (default 30 s).
+        connectionsCheckingInterval: 1_000,
+        keepAliveTimeout: liveness.idleMs,
+      },
+      servedHandler,
+    );
+    // A connection on which no byte moves for idleMs is closed, as over TLS.
+    plain.timeout = liveness.idleMs;
+    // Node arms the header and request timeouts when a server listens; this one never does.
+    plain.emit("listening");
+    http1Server = plain;
+    listener = createNetServer((socket) => {
+      track(socket);
+      routePreface(socket, HTTP1_HEADERS_MS, {
+        http2: (s) => server.emit("connection", s),
+        http1: (s) => {
+          http1Connections.add(s);
+          plain.emit("connection", s);
+        },
+      });
+    });
+  } else {
+    listener = server;
+    server.on("secureConnection", (socket: Socket) => {
+      track(socket);
+      if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {
+        http1Connections.add(socket);
+        watchHttp1Connection(socket, liveness);
+      }
+    });
+  }
   server.on("session", (session) => {
     sessions.add(session);
     watchConnection(session, liveness);
@@ -438,13 +502,13 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   // Health is right from the first poll: a store that is down at start is NOT_SERVING.
   await readiness?.check();
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port ?? 50051, host, () => {
-      server.off("error", reject);
+    listener.once("error", reject);
+    listener.listen(opts.port ?? 50051, host, () => {
+      listener.off("error", reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = (listener.address() as AddressInfo).port;
   const scheme = opts.tls === undefined ? "http" : "https";
   const urlHost = isIP(host) === 6 ? `[${host}]` : host;
   readiness?.start();
@@ -476,8 +540,11 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         }
         health.endWatches();
         draining = true;
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
         for (const session of sessions) session.close();
+        http1Connections.closeAll();
+        // Stops Node's timeout checks; the server never listened, so its own close is a no-op.
+        http1Server?.close(() => undefined);
         const timer = setTimeout(() => {
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();

@@ -1,0 +1,369 @@
+import { execFile } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { Code, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
+import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
+import {
+  file_spillway_v1_spillway,
+  SpillwayService,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { codeOf } from "./support/code-of.js";
+import { connectJsonRequest, rawExchange } from "./support/raw-http.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+const run = promisify(execFile);
+const buf = join(import.meta.dirname, "../node_modules/.bin/buf");
+const getServerInfo = "/spillway.v1.SpillwayService/GetServerInfo";
+
+/** A transport of the given kind on HTTP/1.1 with a bearer token. */
+function http1Transport(
+  kind: "connect" | "grpc-web",
+  baseUrl: string,
+  token: string | undefined,
+): Transport {
+  const options = {
+    baseUrl,
+    httpVersion: "1.1" as const,
+    interceptors: [
+      ((next) => (req) => {
+        if (token !== undefined) req.header.set("authorization", `Bearer ${token}`);
+        return next(req);
+      }) satisfies Interceptor,
+    ],
+  };
+  return kind === "connect" ? createConnectTransport(options) : createGrpcWebTransport(options);
+}
+
+describe("HTTP/1.1 beside h2c on the plaintext port", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({
+      backend: "memory",
+      tokens: { "token-a": "tenant-a" },
+      limits: { maxBlobBytes: 64 },
+    });
+  });
+  afterAll(() => t.stop());
+
+  it("answers plain curl's Connect JSON POST over HTTP/1.1", async () => {
+    const { stdout } = await run("curl", [
+      "-sS",
+      "--fail-with-body",
+      "-H",
+      "content-type: application/json",
+      "-H",
+      "authorization: Bearer token-a",
+      "-d",
+      "{}",
+      "-w",
+      "\n%{http_version}",
+      `${t.url}${getServerInfo}`,
+    ]);
+    const [body, version] = stdout.split("\n");
+    expect(version).toBe("1.1");
+    expect(JSON.parse(body ?? "")).toMatchObject({ backend: "memory", tenant: "tenant-a" });
+  });
+
+  it("answers buf curl without --http2-prior-knowledge", async () => {
+    const schema = join(t.dataDir, "spillway.binpb");
+    const files = [file_spillway_v1_spillway];
+    for (let i = 0; i < files.length; i++) {
+      for (const dep of files[i]?.dependencies ?? []) if (!files.includes(dep)) files.push(dep);
+    }
+    await writeFile(
+      schema,
+      toBinary(
+        FileDescriptorSetSchema,
+        create(FileDescriptorSetSchema, { file: files.reverse().map((f) => f.proto) }),
+      ),
+    );
+    const { stdout } = await run(buf, [
+      "curl",
+      "--schema",
+      schema,
+      "--protocol",
+      "connect",
+      "-H",
+      "authorization: Bearer token-a",
+      "-d",
+      "{}",
+      `${t.url}${getServerInfo}`,
+    ]);
+    expect(JSON.parse(stdout)).toMatchObject({ backend: "memory", tenant: "tenant-a" });
+  });
+
+  for (const kind of ["connect", "grpc-web"] as const) {
+    it(`serves connect-node's ${kind} transport on HTTP/1.1: offload, stream a window, stat`, async () => {
+      const client = createClient(SpillwayService, http1Transport(kind, t.url, "token-a"));
+      const key = { tenant: "tenant-a", runId: `h1-${kind}`, callId: "c" };
+      const [record] = (
+        await client.offloadBatch({
+          items: [
+            {
+              header: { key, contentType: "text/plain" },
+              data: new TextEncoder().encode("one\ntwo\n"),
+            },
+          ],
+        })
+      ).results;
+      expect(record?.result.case).toBe("offloaded");
+      const frames = [];
+      for await (const frame of client.readToolOutput({
+        runId: key.runId,
+        handle: "res_c",
+        window: { case: "lines", value: { offset: 1n, limit: 1 } },
+      })) {
+        frames.push(frame);
+      }
+      const trailer = frames.at(-1)?.frame;
+      expect(trailer?.case).toBe("trailer");
+      expect(trailer?.case === "trailer" ? trailer.value.rendered : "").toContain("two");
+      const stat = await client.statToolOutput({ runId: key.runId, handle: "res_c" });
+      expect(stat.attachment?.sizeBytes).toBe(8n);
+    });
+  }
+
+  it("keeps serving gRPC clients over h2c on the same port", async () => {
+    const info = await t.raw("token-a").getServerInfo({});
+    expect(info.tenant).toBe("tenant-a");
+    const health = createClient(Health, createGrpcTransport({ baseUrl: t.url }));
+    expect((await health.check({ service: SpillwayService.typeName })).status).toBe(1);
+  });
+
+  it("tells HTTP/2 from HTTP/1.1 when the preface arrives one byte at a time", async () => {
+    const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+    const emptySettings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    const ex = await rawExchange(
+      t.url,
+      (s) => {
+        let i = 0;
+        const timer = setInterval(() => {
+          if (i < preface.length) s.write(preface.subarray(i, ++i));
+          else {
+            clearInterval(timer);
+            s.write(emptySettings);
+          }
+        }, 5);
+      },
+      1_500,
+    );
+    // The server's own SETTINGS frame: an HTTP/2 session, not an HTTP/1.1 error.
+    expect(ex.text.charCodeAt(3)).toBe(4);
+    expect(ex.text).not.toContain("HTTP/1.1");
+  });
+
+  it("refuses a bad token over HTTP/1.1 as over HTTP/2", async () => {
+    for (const kind of ["connect", "grpc-web"] as const) {
+      const client = createClient(SpillwayService, http1Transport(kind, t.url, "nope"));
+      expect(await codeOf(client.getServerInfo({}))).toBe(Code.Unauthenticated);
+    }
+    const res = await fetch(`${t.url}${getServerInfo}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer nope" },
+      body: "{}",
+    });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ code: "unauthenticated" });
+  });
+
+  it("enforces the server's limits over HTTP/1.1 (max-blob-bytes)", async () => {
+    const client = createClient(SpillwayService, http1Transport("connect", t.url, "token-a"));
+    const res = await client.offloadBatch({
+      items: [
+        {
+          header: { key: { tenant: "tenant-a", runId: "big", callId: "c" } },
+          data: new Uint8Array(65),
+        },
+      ],
+    });
+    const [result] = res.results;
+    expect(result?.result.case).toBe("error");
+    expect(result?.result.case === "error" ? result.result.value.code : 0).toBe(
+      Code.ResourceExhausted,
+    );
+  });
+
+  it("answers gRPC proper over HTTP/1.1 with a gRPC status in trailers", async () => {
+    // gRPC needs HTTP/2; connect-node still answers the unary call over HTTP/1.1, status in
+    // chunked trailers, as it does on the TLS port, so a proxy that downgrades gets a status.
+    const envelope = join(t.dataDir, "empty.grpc");
+    // One uncompressed, empty GetServerInfoRequest: flag 0, length 0.
+    await writeFile(envelope, new Uint8Array(5));
+    const { stdout } = await run("curl", [
+      "-sS",
+      "--http1.1",
+      "--raw",
+      "-i",
+      "-H",
+      "content-type: application/grpc",
+      "-H",
+      "te: trailers",
+      "--data-binary",
+      `@${envelope}`,
+      `${t.url}${getServerInfo}`,
+    ]);
+    expect(stdout).toMatch(/^HTTP\/1\.1 200/);
+    expect(stdout).toMatch(/grpc-status: 16/i);
+  });
+
+  it("pipelines requests on one keep-alive connection, answered in order", async () => {
+    const body = "{}";
+    const auth = { authorization: "Bearer token-a" };
+    const ex = await rawExchange(
+      t.url,
+      (s) =>
+        s.write(
+          connectJsonRequest(getServerInfo, body, auth) +
+            connectJsonRequest("/spillway.v1.SpillwayService/StatToolOutput", '{"runId":"x"}', {
+              ...auth,
+              connection: "close",
+            }),
+        ),
+      5_000,
+    );
+    expect(ex.closed).toBe(true);
+    const statuses = [...ex.text.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => m[1]);
+    expect(statuses).toEqual(["200", "400"]);
+    expect(ex.text).toContain('"tenant":"tenant-a"');
+    expect(ex.text).toContain('"code":"invalid_argument"');
+  });
+
+  it("closes a connection that sends nothing, or one byte, within about 10 s", async () => {
+    const [silent, oneByte] = await Promise.all([
+      rawExchange(t.url, () => undefined, 20_000),
+      rawExchange(t.url, (s) => s.write("P"), 20_000),
+    ]);
+    for (const ex of [silent, oneByte]) {
+      expect(ex.closed).toBe(true);
+      expect(ex.ms).toBeGreaterThan(9_000);
+      expect(ex.ms).toBeLessThan(13_000);
+    }
+  }, 30_000);
+
+  it("closes a connection whose headers trickle in (slowloris) within about 10 s", async () => {
+    const ex = await rawExchange(
+      t.url,
+      (s) => {
+        s.write("POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n");
+        const timer = setInterval(() => s.write("X-A: b\r\n"), 500);
+        s.once("close", () => clearInterval(timer));
+      },
+      20_000,
+    );
+    expect(ex.closed).toBe(true);
+    expect(ex.ms).toBeLessThan(13_000);
+    expect(ex.text).toMatch(/^HTTP\/1\.1 408/);
+  }, 30_000);
+
+  it("refuses headers past 16 KiB with 431", async () => {
+    const ex = await rawExchange(
+      t.url,
+      (s) => s.write(connectJsonRequest(getServerInfo, "{}", { "x-big": "a".repeat(20_000) })),
+      5_000,
+    );
+    expect(ex.text).toMatch(/^HTTP\/1\.1 431/);
+    expect(ex.closed).toBe(true);
+  });
+});
+
+describe("HTTP/1.1 connections on close, age and idleness", () => {
+  it("closes an idle keep-alive connection on close() and exits promptly, health NOT_SERVING first", async () => {
+    const t = await startTestServer({ backend: "memory" });
+    const sockets = rawExchange(
+      t.url,
+      (s) => s.write(connectJsonRequest(getServerInfo, "{}")),
+      30_000,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const health = createClient(Health, http1Transport("connect", t.url, undefined));
+    const closing = t.server.close(20_000, 500);
+    expect((await health.check({ service: SpillwayService.typeName })).status).toBe(2);
+    const started = Date.now();
+    await closing;
+    expect(Date.now() - started).toBeLessThan(2_000);
+    const ex = await sockets;
+    expect(ex.closed).toBe(true);
+    expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
+    await t.stop();
+  });
+
+  it("closes a keep-alive connection after --max-connection-age-ms, and after --connection-idle-ms", async () => {
+    for (const opts of [
+      { maxConnectionAgeMs: 500, connectionIdleMs: 0 },
+      { maxConnectionAgeMs: 0, connectionIdleMs: 500 },
+    ]) {
+      const t = await startTestServer({ backend: "memory", ...opts });
+      const ex = await rawExchange(
+        t.url,
+        (s) => s.write(connectJsonRequest(getServerInfo, "{}")),
+        5_000,
+      );
+      expect(ex.closed).toBe(true);
+      // Node closes an idle keep-alive connection 1 s after the timeout it advertises.
+      expect(ex.ms).toBeLessThan(opts.connectionIdleMs > 0 ? 2_500 : 1_500);
+      expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
+      await t.stop();
+    }
+  });
+
+  it("ends a call in progress when it reaches the age with Connection: close, not a cut", async () => {
+    const t = await startTestServer({ backend: "memory", maxConnectionAgeMs: 300 });
+    const client = createClient(SpillwayService, http1Transport("connect", t.url, undefined));
+    await client.offloadBatch({
+      items: [
+        { header: { key: { tenant: "dev", runId: "r", callId: "c" } }, data: new Uint8Array(1) },
+      ],
+    });
+    const ex = await rawExchange(
+      t.url,
+      (s) => {
+        // The request's body arrives after the connection's age: the answer closes it.
+        s.write(
+          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n" +
+            "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{",
+        );
+        setTimeout(() => s.write("}"), 600);
+      },
+      5_000,
+    );
+    expect(ex.closed).toBe(true);
+    expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
+    expect(ex.text).toMatch(/connection: close/i);
+    expect(ex.text).toContain('"backend":"memory"');
+    await t.stop();
+  });
+
+  it("answers a call that arrives after the drain delay UNAVAILABLE, then closes its connection", async () => {
+    const t = await startTestServer({ backend: "memory" });
+    let closing: Promise<void> | undefined;
+    const ex = await rawExchange(
+      t.url,
+      (s) => {
+        s.write(
+          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n" +
+            "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{",
+        );
+        setTimeout(() => {
+          closing = t.server.close(5_000);
+          setTimeout(() => s.write("}"), 100);
+        }, 200);
+      },
+      5_000,
+    );
+    expect(ex.closed).toBe(true);
+    expect(ex.text).toMatch(/^HTTP\/1\.1 503/);
+    expect(ex.text).toMatch(/connection: close/i);
+    expect(ex.text).toContain('"code":"unavailable"');
+    await closing;
+    await t.stop();
+  });
+});

@@ -174,7 +174,7 @@ describe("the packed packages in a fresh project", () => {
     }
     expect(packed.get("spillway")?.files).toContain("dist/entry.cjs");
     // The inspector ships its three built files and no sources.
-    expect(packed.get("@spillway/inspector")?.files.sort()).toEqual([
+    expect(packed.get("@spillway/inspector")?.files.toSorted()).toEqual([
       "LICENSE",
       "README.md",
       "dist/index.html",

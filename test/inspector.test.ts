@@ -53,10 +53,14 @@ async function waitForText(page: Page, selector: string, text: string): Promise<
 
 /**
  * The browser inspector in a real Chromium (Debian's, through puppeteer-core), against a
- * `spillway serve --inspector` process with a token file, over TLS: the port a browser reaches
- * with HTTP/2 before HTTP/1.1 is served beside h2c.
+ * `spillway serve --inspector` process with a token file, on each port a browser reaches: the
+ * plaintext port (HTTP/1.1 beside h2c) and a TLS port (HTTP/2 through ALPN). The plaintext run
+ * saves the screenshots.
  */
-describe("the browser inspector in Chromium", () => {
+describe.each([
+  { port: "plaintext", tls: false, protocol: "http/1.1" },
+  { port: "TLS", tls: true, protocol: "h2" },
+])("the browser inspector in Chromium, $port port ($protocol)", ({ tls, protocol }) => {
   const dir = scratchDir("spillway-inspector-");
   let server: SpillwayProcess;
   let sdk: SpillwayClient;
@@ -82,13 +86,14 @@ describe("the browser inspector in Chromium", () => {
       "memory",
       "--token-file",
       tokenFile,
-      "--tls-cert",
-      certFile,
-      "--tls-key",
-      keyFile,
+      ...(tls ? ["--tls-cert", certFile, "--tls-key", keyFile] : []),
       "--inspector",
     ]);
-    sdk = createSpillwayClient({ baseUrl: server.url, token, tls: { ca: readFileSync(certFile) } });
+    sdk = createSpillwayClient({
+      baseUrl: server.url,
+      token,
+      ...(tls ? { tls: { ca: readFileSync(certFile) } } : {}),
+    });
     const key = (runId: string, callId: string) => ({ tenant, runId, callId });
     const log = Array.from({ length: totalLines }, (_, i) => logLine(i + 1)).join("\n");
     await sdk.offload(key(run, "log"), `${log}\n`, {
@@ -135,13 +140,17 @@ describe("the browser inspector in Chromium", () => {
     await server?.stop();
   });
 
-  const shot = (name: string) =>
-    page.screenshot({ path: join(screenshots, `inspector-${name}.png`) });
+  const shot = async (name: string) => {
+    if (!tls) await page.screenshot({ path: join(screenshots, `inspector-${name}.png`) });
+  };
 
   it("serves the page with a strict policy, and shows UNAUTHENTICATED for a wrong token", async () => {
     const response = await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
     const headers = response?.headers() ?? {};
     expect(response?.status()).toBe(200);
+    expect(
+      await page.evaluate("performance.getEntriesByType('navigation')[0].nextHopProtocol"),
+    ).toBe(protocol);
     expect(headers["content-type"]).toBe("text/html; charset=utf-8");
     expect(headers["content-security-policy"]).toContain("script-src 'self'");
     expect(headers["content-security-policy"]).toContain("frame-ancestors 'none'");

@@ -330,3 +330,38 @@ describe.each([
     expect(consoleErrors).toEqual([]);
   });
 });
+
+/** Dev mode (no token file): the page lists the `dev` tenant's runs with no token typed. */
+describe("the browser inspector in Chromium, dev mode", () => {
+  let server: SpillwayProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    server = await spawnSpillway(["--backend", "memory", "--inspector"]);
+    await createSpillwayClient({ baseUrl: server.url }).offload(
+      { tenant: "dev", runId: "local-1", callId: "ls" },
+      "a.txt\nb.txt\n",
+    );
+    browser = await launchChromium({});
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  it("needs no token", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="local-1"]');
+    expect(await page.evaluate('sessionStorage.getItem("spillway.inspector.token")')).toBeNull();
+    await page.click('#runs tr[data-run="local-1"]');
+    await page.waitForSelector('#outputs li[data-handle="res_ls"]');
+    await page.click('#outputs li[data-handle="res_ls"]');
+    await waitForText(page, "#position", "lines 1–2 of 2");
+    expect(await rows(page)).toEqual([
+      ["1", "a.txt"],
+      ["2", "b.txt"],
+    ]);
+  });
+});

@@ -14,6 +14,7 @@ const packageTests = [
   "conformance/src/**/*.test.ts",
   "mcp/src/**/*.test.ts",
   "cli/src/**/*.test.ts",
+  "inspector/src/**/*.test.ts",
   "bench/**/*.test.ts",
 ];
 

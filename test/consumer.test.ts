@@ -20,7 +20,7 @@ import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tsc = join(root, "node_modules/.bin/tsc");
-const workspaces = ["proto", "wire", "clients/ts", "server", "conformance", "cli"];
+const workspaces = ["proto", "wire", "clients/ts", "server", "conformance", "cli", "inspector"];
 
 /** What a client install may weigh: the issue's budget. */
 const budget = { packages: 15, kibibytes: 10 * 1024 };
@@ -149,6 +149,7 @@ describe("the packed packages in a fresh project", () => {
     expect([...packed.keys()].sort()).toEqual([
       "@spillway/cli",
       "@spillway/client",
+      "@spillway/inspector",
       "@spillway/proto",
       "@spillway/wire",
       "spillway",
@@ -173,6 +174,15 @@ describe("the packed packages in a fresh project", () => {
       ).not.toEqual([]);
     }
     expect(packed.get("spillway")?.files).toContain("dist/entry.cjs");
+    // The inspector ships its three built files and no sources.
+    expect(packed.get("@spillway/inspector")?.files.toSorted()).toEqual([
+      "LICENSE",
+      "README.md",
+      "dist/index.html",
+      "dist/inspector.css",
+      "dist/inspector.js",
+      "package.json",
+    ]);
   });
 
   it("installs the client within budget and without the server's dependencies", async ({

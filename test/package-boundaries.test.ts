@@ -38,6 +38,13 @@ function serverImports(up: string): string[] {
   ];
 }
 
+/** Each way a module can name the browser inspector's code, from a file two folders down. */
+const inspectorImports = [
+  'import "@spillway/inspector/dist/inspector.js";',
+  'const dynamic = await import("@spillway/inspector/dist/inspector.js");',
+  'import { createViewer } from "../../inspector/src/viewer.js";',
+];
+
 /** The boundaries: which folders may not name the client, which may not name the server. */
 const probes: { file: string; lines: string[] }[] = [
   ...["server/src", "conformance/src", "wire/src"].flatMap((folder) => [
@@ -51,14 +58,17 @@ const probes: { file: string; lines: string[] }[] = [
   { file: "mcp/src/probe.test.ts", lines: serverImports("../../") },
   { file: "cli/src/probe.ts", lines: serverImports("../../") },
   { file: "cli/src/probe.test.ts", lines: serverImports("../../") },
+  { file: "server/src/inspector-probe.ts", lines: inspectorImports },
+  { file: "inspector/src/probe.ts", lines: [...serverImports("../../"), ...clientImports] },
 ];
 
 /**
  * The package boundaries biome.json enforces (noRestrictedImports): the server, the wire layer
  * and the conformance runner never import the TypeScript client, @spillway/mcp or
  * @spillway/cli, and the client, the MCP server, the command line and the wire layer never
- * import the server, by package name or by a
- * relative path, statically or with
+ * import the server, the server never imports the browser inspector's code (it serves its
+ * files), and the inspector imports neither the server nor the Node client, by package name or
+ * by a relative path, statically or with
  * import(), tests included. Checked with the repository's biome.json on probe files in a
  * scratch folder laid out like the repository.
  */

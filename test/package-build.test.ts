@@ -1,10 +1,11 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { npmEnv } from "./support/packed-install.js";
 import { scratchDir } from "./support/scratch-dir.js";
+import { buildWorkspace } from "./support/workspace-build.js";
 import { copyWorkspace, workspacePackages } from "./support/workspace-copy.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -18,16 +19,11 @@ const entries: Record<string, string> = {
   conformance: "dist/cli.js",
   mcp: "dist/cli.js",
   cli: "dist/main.js",
+  inspector: "dist/inspector.js",
 };
 
-/** Runs the workspace build (`npm run build`'s command) in `dir`; returns its exit and output. */
-function build(dir: string): { status: number | null; output: string } {
-  const run = spawnSync(join(dir, "node_modules/.bin/tsc"), ["-b", "tsconfig.build.json"], {
-    cwd: dir,
-    encoding: "utf8",
-  });
-  return { status: run.status, output: run.stdout + run.stderr };
-}
+/** Runs the workspace build (`npm run build`'s commands) in `dir`; returns its exit and output. */
+const build = (dir: string) => buildWorkspace(dir);
 
 /**
  * The build as a developer and `npm pack` meet it, each in its own copy of the repository (never

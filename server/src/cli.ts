@@ -93,7 +93,7 @@ async function main(argv: string[]): Promise<void> {
   try {
     parsed = parseCommandLine(argv);
   } catch (err) {
-    usageError(argumentProblem(err, [...Object.keys(flags), "help", "version"]));
+    usageError(argumentProblem(err, [...Object.keys(flags), "help", "inspector", "version"]));
     return;
   }
   const { positionals, values } = parsed;
@@ -127,7 +127,7 @@ async function main(argv: string[]): Promise<void> {
   const orphanAgeMs = ms("orphan-age-ms") ?? 60 * 60 * 1000;
   if (command === "sweep") {
     const misplaced = Object.keys(values).find(
-      (flag) => flag in flags && !SWEEP_FLAGS.includes(flag),
+      (flag) => (flag in flags || flag === "inspector") && !SWEEP_FLAGS.includes(flag),
     );
     if (misplaced !== undefined) {
       usageError(
@@ -192,6 +192,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxLineChars", int("max-line-chars")),
     ...defined("maxBytesWindow", bytes("max-bytes-window")),
   };
+  const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
   const metricsPort = int("metrics-port", { max: 65_535 });
   // prom-client is loaded only when metrics are asked for.
   const metrics =
@@ -216,6 +217,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxConnectionAgeMs", ms("max-connection-age-ms")),
     ...defined("storeProbeIntervalMs", ms("store-probe-interval-ms")),
     ...(metrics === undefined ? {} : { metrics }),
+    inspector,
   });
   const metricsServer =
     metrics === undefined || metricsPort === undefined
@@ -264,6 +266,7 @@ async function main(argv: string[]): Promise<void> {
     { url: server.url, backend: kind, auth: opt("token-file") === undefined ? "dev" : "tokens" },
     `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
   );
+  if (inspector) log.info({ url: `${server.url}/inspector/` }, "inspector served");
 }
 
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */
@@ -291,7 +294,21 @@ async function sweepOnce(
   }
 }
 
-/** Reads the command line: the command, every flag as a string, --help and --version. */
+/**
+ * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
+ * off; anything else (an empty value included) is refused naming the variable.
+ */
+function switchFromEnv(variable: string): boolean {
+  const raw = process.env[variable];
+  if (raw === undefined || raw === "0" || raw === "false") return false;
+  if (raw === "1" || raw === "true") return true;
+  throw new Error(`${variable}: expected 1, true, 0 or false, got ${JSON.stringify(raw)}`);
+}
+
+/**
+ * Reads the command line: the command, every flag as a string, the --inspector switch, --help
+ * and --version.
+ */
 function parseCommandLine(argv: string[]) {
   return parseArgs({
     args: argv,
@@ -299,6 +316,7 @@ function parseCommandLine(argv: string[]) {
     options: {
       ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
       help: { type: "boolean", short: "h" },
+      inspector: { type: "boolean" },
       version: { type: "boolean" },
     },
   });

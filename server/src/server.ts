@@ -35,6 +35,7 @@ import { createHealthState, type HealthState } from "./health.js";
 import { createHttp1Connections } from "./http1-connections.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
+import { loadInspectorAssets } from "./inspector-assets.js";
 import { defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
@@ -148,6 +149,12 @@ export interface SpillwayServerOptions {
    * lending none for messages under 64 KiB.
    */
   readonly requestChunks?: ChunkPool;
+  /**
+   * Serve the browser inspector (the @spillway/inspector package's files) at `/inspector/`
+   * on this server's port, TLS or not (docs/inspector.md). The files are public; every call the
+   * page makes is authenticated like any other. Off by default: those paths are then 404.
+   */
+  readonly inspector?: boolean;
 }
 
 /** SpillwayServer is a running server. */
@@ -413,7 +420,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     requestChunks:
       opts.requestChunks ?? createChunkPool(requestChunkBytes, 8, smallestPooledRequestBytes),
   };
-  const handler = createSpillwayHandler({
+  // Read before listening: a server asked for the inspector without its files does not start.
+  const inspector = opts.inspector === true ? loadInspectorAssets() : undefined;
+  const spillwayHandler = createSpillwayHandler({
     handlerOptions,
     services: [
       spillway,
@@ -425,6 +434,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     idleStreamMs: limits.idleStreamMs,
     deadlines,
   });
+  const handler: typeof spillwayHandler =
+    inspector === undefined
+      ? spillwayHandler
+      : (req, res) => {
+          if (!inspector.handle(req, res)) spillwayHandler(req, res);
+        };
 
   const settings = serverHttp2Settings;
   const tlsNames: TlsFileNames = { ...TLS_FLAG_NAMES, ...opts.fileNames };

@@ -84,6 +84,9 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
                                                         at least 1
   --request-deadline-ms <duration> SPILLWAY_REQUEST_DEADLINE_MS  end calls still running this long with
                                                         DEADLINE_EXCEEDED; unset or 0: none
+  --inspector                     SPILLWAY_INSPECTOR    serve the browser inspector at /inspector/ on the
+                                                        same port and auth (docs/inspector.md);
+                                                        env 1/true or 0/false; default off
   --metrics-port <port>           SPILLWAY_METRICS_PORT  serve Prometheus GET /metrics; unset: off
   --metrics-host <address>        SPILLWAY_METRICS_HOST  default 127.0.0.1
   --log-level <level>             SPILLWAY_LOG_LEVEL     trace, debug (each call), info, warn, error,

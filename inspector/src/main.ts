@@ -1,0 +1,150 @@
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
+import { createSpillwayWebClient, tokenStore } from "./client.js";
+import { byId, el } from "./dom.js";
+import { formatBytes } from "./format.js";
+import { createStatusLine } from "./status.js";
+import { createViewer } from "./viewer.js";
+
+/** Runs and outputs asked for per page. */
+const pageSize = 100;
+
+const client = createSpillwayWebClient();
+const status = createStatusLine();
+const viewer = createViewer(client, status);
+
+const runsBody = byId<HTMLTableElement>("runs").tBodies[0] as HTMLTableSectionElement;
+const runsMore = byId<HTMLButtonElement>("runs-more");
+const outputsList = byId<HTMLUListElement>("outputs");
+const outputsMore = byId<HTMLButtonElement>("outputs-more");
+const outputsTitle = byId<HTMLHeadingElement>("outputs-title");
+let runsToken = "";
+let outputsToken = "";
+let currentRun = "";
+
+function when(ts: Timestamp | undefined): string {
+  if (ts === undefined) return "—";
+  return new Date(Number(ts.seconds) * 1000).toISOString().replace("T", " ").slice(0, 16);
+}
+
+function select(container: Element, selected: Element): void {
+  for (const node of container.querySelectorAll(".selected")) node.classList.remove("selected");
+  selected.classList.add("selected");
+}
+
+function runRow(run: RunInfo): HTMLTableRowElement {
+  const row = el("tr", { attrs: { "data-run": run.runId, title: run.runId } }, [
+    el("td", { text: run.runId }),
+    el("td", { text: run.outputCount.toString() }),
+    el("td", { text: formatBytes(run.sizeBytes) }),
+    el("td", { text: when(run.updateTime) }),
+    el("td", { text: run.expireTime === undefined ? "never" : when(run.expireTime) }),
+  ]);
+  if (run.parentRunId !== "") row.title = `${run.runId} (forked from ${run.parentRunId})`;
+  row.addEventListener("click", () => {
+    select(runsBody, row);
+    void openRun(run.runId);
+  });
+  return row;
+}
+
+async function loadRuns(more: boolean): Promise<void> {
+  if (!more) {
+    runsToken = "";
+    runsBody.replaceChildren();
+  }
+  status.busy("listing runs…");
+  try {
+    const page = await client.listRuns({ pageSize, pageToken: runsToken });
+    runsBody.append(...page.runs.map(runRow));
+    runsToken = page.nextPageToken;
+    runsMore.hidden = runsToken === "";
+    if (runsBody.childElementCount === 0) status.message("no runs stored for this tenant");
+    else status.clear();
+  } catch (err) {
+    runsMore.hidden = true;
+    if (ConnectError.from(err).code === Code.Unimplemented) {
+      status.message("this server cannot list runs (UNIMPLEMENTED): open a run by its id");
+    } else {
+      status.error(err);
+    }
+  }
+}
+
+function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
+  const preview = a.preview;
+  const previewText =
+    preview === undefined
+      ? ""
+      : preview.omittedBytes > 0n && preview.tail !== ""
+        ? `${preview.head}\n… ${formatBytes(preview.omittedBytes)} omitted …\n${preview.tail}`
+        : preview.head;
+  const item = el("li", { attrs: { "data-handle": a.handle } }, [
+    el("strong", { text: a.name || a.handle }),
+    el("div", {
+      className: "meta",
+      text: [
+        a.handle,
+        a.contentType || "no type",
+        formatBytes(a.sizeBytes),
+        a.lineCount === 1n ? "1 line" : `${a.lineCount} lines`,
+        ...(a.truncated ? ["truncated"] : []),
+      ].join(" · "),
+    }),
+    el("pre", { className: "preview", text: previewText }),
+  ]);
+  item.addEventListener("click", () => {
+    select(outputsList, item);
+    viewer.open(runId, a);
+  });
+  return item;
+}
+
+async function openRun(runId: string, more = false): Promise<void> {
+  if (!more) {
+    currentRun = runId;
+    outputsToken = "";
+    outputsList.replaceChildren();
+    outputsTitle.textContent = `Outputs of ${runId}`;
+    viewer.clear();
+  }
+  status.busy("listing outputs…");
+  try {
+    const page = await client.listToolOutputs({ runId, pageSize, pageToken: outputsToken });
+    if (runId !== currentRun) return;
+    outputsList.append(...page.attachments.map((a) => outputItem(runId, a)));
+    outputsToken = page.nextPageToken;
+    outputsMore.hidden = outputsToken === "";
+    if (outputsList.childElementCount === 0) status.message(`run ${runId} holds no outputs`);
+    else status.clear();
+  } catch (err) {
+    status.error(err);
+  }
+}
+
+const tokenInput = byId<HTMLInputElement>("token");
+tokenInput.value = tokenStore.get();
+byId<HTMLFormElement>("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  tokenStore.set(tokenInput.value.trim());
+  void loadRuns(false);
+});
+byId("token-clear").addEventListener("click", () => {
+  tokenInput.value = "";
+  tokenStore.set("");
+  runsBody.replaceChildren();
+  outputsList.replaceChildren();
+  viewer.clear();
+  status.message("token forgotten");
+});
+byId<HTMLFormElement>("run-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const runId = byId<HTMLInputElement>("run-id").value.trim();
+  if (runId !== "") void openRun(runId);
+});
+byId("runs-reload").addEventListener("click", () => void loadRuns(false));
+runsMore.addEventListener("click", () => void loadRuns(true));
+outputsMore.addEventListener("click", () => void openRun(currentRun, true));
+void loadRuns(false);

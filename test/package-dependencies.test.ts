@@ -10,9 +10,9 @@ import { copyWorkspace, workspacePackages } from "./support/workspace-copy.js";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const builtins = new Set(builtinModules);
 
-/** Module specifiers in compiled JavaScript or declarations: import/export from, import(), require(). */
+/** Module specifiers in compiled JavaScript or declarations: import/export from, import(), require(), createRequire(…)(). */
 const specifierPattern =
-  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)["']([^"'\n]+)["']/g;
+  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*|\bcreateRequire\([^()]*\)\s*\(\s*)["']([^"'\n]+)["']/g;
 /**
  * Files a package's code finds in another package without loading it: `require.resolve("x/y")`
  * or `createRequire(...).resolve("x/y")`. Such a package is used (the server serves the

@@ -7,7 +7,7 @@ import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
-import { CLIENT_COMMAND_NAMES, packageCommandFor, runPackageCommand } from "./package-command.js";
+import { packageCommandFor, runPackageCommand } from "./package-command.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -54,17 +54,11 @@ const flags = {
 } as const;
 type Flag = keyof typeof flags;
 
-/** The commands `spillway` knows, for the guess after an unknown one. */
-const COMMANDS = [
-  "serve",
-  "sweep",
-  "help",
-  "version",
-  "mcp",
-  "mcp-proxy",
-  "token",
-  ...CLIENT_COMMAND_NAMES,
-];
+/**
+ * The commands an unknown one is compared with for a guess. The client commands are left out:
+ * `spillway start` means serve far more often than stat.
+ */
+const COMMANDS = ["serve", "sweep", "help", "version", "mcp", "mcp-proxy", "token"];
 
 /** The flags `spillway sweep` reads; any other given on its command line is a mistake. */
 const SWEEP_FLAGS: readonly string[] = [

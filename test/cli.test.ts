@@ -1,5 +1,6 @@
-import { type SpawnSyncReturns, spawnSync } from "node:child_process";
+import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -105,6 +106,32 @@ describe("spillway-cli against spillway serve", () => {
     expect(viaServer.stderr).toBe("");
     expect(viaServer.status).toBe(0);
     expect(sha256(readFileSync(out))).toBe(expected);
+  });
+
+  it("cats byte for byte into a Node parent's pipe (a socket) that it reads late", async () => {
+    // Node (and so the bench, or any Node tool running the CLI) hands a child a socket pair,
+    // not a FIFO: the CLI writes it from the thread pool too, gathering waiting chunks into
+    // writev(2) calls that the full socket completes only partly.
+    const child = spawn(process.execPath, [spillwayClientCli, "cat", "big-run", "res_big"], {
+      env: { ...process.env, SPILLWAY_URL: spillway.url, SPILLWAY_TOKEN: token },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const hash = createHash("sha256");
+    let bytes = 0;
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.stdout.pause();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    child.stdout.on("data", (chunk: Buffer) => {
+      bytes += chunk.byteLength;
+      hash.update(chunk);
+    });
+    child.stdout.resume();
+    const [code] = await once(child, "close");
+    expect([code, stderr, bytes]).toEqual([0, "", bigBytes]);
+    expect(hash.digest("hex")).toBe(sha256(readFileSync(bigFile)));
   });
 
   it("ends quietly with exit 0 when the reader leaves (cat | head)", () => {

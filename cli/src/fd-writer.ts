@@ -1,4 +1,4 @@
-import { write } from "node:fs";
+import { write, writev } from "node:fs";
 import { Writable } from "node:stream";
 
 /** Longest wait before writing again to a descriptor that had no room (EAGAIN). */
@@ -10,33 +10,60 @@ const MAX_RETRY_MS = 20;
  * `highWaterMark` bytes may queue before `write` returns false. A descriptor that another
  * stream made non-blocking (Node does so to a pipe once process.stdout, or a stderr sharing the
  * pipe, is used) answers EAGAIN when full: the write is retried after a short wait instead of
- * failing. Partial writes are completed. Any other error (EPIPE once the reader has gone) is the
- * stream's error. The descriptor is never closed.
+ * failing. Partial writes are completed. Chunks written while a write runs go out together in
+ * one writev(2), uncopied, so a caller may write each piece it receives as it comes. Any other
+ * error (EPIPE once the reader has gone) is the stream's error. The descriptor is never closed.
  */
 export function createFdWriter(fd: number, highWaterMark: number): Writable {
+  /**
+   * Writes every byte of `buffers` (one write(2), or one writev(2) for several), finishing a
+   * partial write and waiting out EAGAIN, then calls `done`.
+   */
+  const writeAll = (buffers: Buffer[], done: (err?: Error | null) => void): void => {
+    let waitMs = 1;
+    const next = () => {
+      const after = (err: NodeJS.ErrnoException | null, written: number) => {
+        if (err?.code === "EAGAIN") {
+          setTimeout(next, waitMs);
+          waitMs = Math.min(MAX_RETRY_MS, waitMs * 2);
+          return;
+        }
+        if (err) {
+          done(err);
+          return;
+        }
+        waitMs = 1;
+        let left = written;
+        while (buffers.length > 0 && left >= (buffers[0]?.byteLength ?? 0)) {
+          left -= buffers.shift()?.byteLength ?? 0;
+        }
+        const first = buffers[0];
+        if (first === undefined) {
+          done();
+          return;
+        }
+        if (left > 0) buffers[0] = first.subarray(left);
+        next();
+      };
+      const [only] = buffers;
+      if (buffers.length === 1 && only !== undefined) {
+        write(fd, only, 0, only.byteLength, null, after);
+      } else {
+        writev(fd, buffers, null, after);
+      }
+    };
+    next();
+  };
   return new Writable({
     highWaterMark,
     write(chunk: Buffer, _encoding, done) {
-      let offset = 0;
-      let waitMs = 1;
-      const next = () => {
-        write(fd, chunk, offset, chunk.byteLength - offset, null, (err, written) => {
-          if (err?.code === "EAGAIN") {
-            setTimeout(next, waitMs);
-            waitMs = Math.min(MAX_RETRY_MS, waitMs * 2);
-            return;
-          }
-          if (err) {
-            done(err);
-            return;
-          }
-          waitMs = 1;
-          offset += written;
-          if (offset < chunk.byteLength) next();
-          else done();
-        });
-      };
-      next();
+      writeAll([chunk], done);
+    },
+    writev(chunks, done) {
+      writeAll(
+        chunks.map(({ chunk }) => chunk as Buffer),
+        done,
+      );
     },
   });
 }

@@ -9,15 +9,16 @@ const STDOUT_BUFFER = 4 * 1024 * 1024;
 /**
  * stdoutStream is where the CLI writes its results. Node writes process.stdout to a pipe or a
  * file synchronously, so a slow reader (`| sha256sum`) blocked the event loop, and with it the
- * download, on every write; a pipe or a file gets a writer whose writes run on the thread pool
- * (createFdWriter), with `drain` for backpressure. A terminal, a socket or a device keeps
- * process.stdout.
+ * download, on every write; a pipe, a socket (what a Node parent's `stdio: "pipe"` is) or a
+ * file gets a writer whose writes run on the thread pool (createFdWriter), with `drain` for
+ * backpressure. A terminal or a device keeps process.stdout.
  */
 function stdoutStream(): NodeJS.WritableStream & { isTTY?: boolean } {
   if (isatty(1)) return process.stdout;
   try {
     const stats = fstatSync(1);
-    if (stats.isFile() || stats.isFIFO()) return createFdWriter(1, STDOUT_BUFFER);
+    if (stats.isFile() || stats.isFIFO() || stats.isSocket())
+      return createFdWriter(1, STDOUT_BUFFER);
   } catch {
     // fd 1 closed or unknown: process.stdout reports it as it writes.
   }

@@ -4,16 +4,10 @@ import { expectArgs, stringFlag, wholeFlag } from "./command-line.js";
 import { EXIT_OK, usageError } from "./exit-codes.js";
 
 /**
- * Bytes gathered before one write to stdout. The client yields each HTTP/2 DATA frame as it
- * came (about 13 KiB); one write per frame cost a 1 GiB cat 82,000 write(2) calls and more
- * than half its time.
- */
-const WRITE_BYTES = 1024 * 1024;
-
-/**
- * copyBytes streams `range` of an output to stdout in writes of up to WRITE_BYTES, each
- * written (and drained, when the reader is slower) before more is read: memory stays bounded
- * whatever the output's size.
+ * copyBytes streams `range` of an output to stdout, each chunk written as it arrives (a view
+ * of what the client received, not a copy) and read on only while stdout has room: memory
+ * stays bounded whatever the output's size. The stdout writer gathers the chunks that wait
+ * behind a write into one writev(2) (fd-writer.ts).
  */
 async function copyBytes(
   ctx: CommandContext,
@@ -22,24 +16,12 @@ async function copyBytes(
   range: { offset?: number; length?: number },
   verify = false,
 ): Promise<void> {
-  let pending: Uint8Array[] = [];
-  let pendingBytes = 0;
-  const flush = async () => {
-    if (pendingBytes === 0) return;
-    const batch = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-    pending = [];
-    pendingBytes = 0;
-    if (batch !== undefined) await ctx.out.write(batch);
-  };
   for await (const chunk of ctx.client.readBytes(runId, handle, range, {
     signal: ctx.out.signal,
     verify,
   })) {
-    pending.push(chunk);
-    pendingBytes += chunk.byteLength;
-    if (pendingBytes >= WRITE_BYTES) await flush();
+    await ctx.out.write(chunk);
   }
-  await flush();
 }
 
 /** catCommand streams a whole output to stdout. */

@@ -16,7 +16,11 @@ export interface ClientTlsOptions {
 
 /** RECEIVE_WINDOW is the HTTP/2 receive window, per stream and per connection. */
 const RECEIVE_WINDOW = 32 * 1024 * 1024;
-/** MAX_FRAME_SIZE lets the server send a 1 MiB message in a few DATA frames, not 64. */
+/**
+ * MAX_FRAME_SIZE lets a server send a 1 MiB message in a few DATA frames, not 64. Node's HTTP/2
+ * server (Spillway's) sends DATA frames of at most 16 KiB whatever the client allows, so from it
+ * a bulk read still arrives in pieces of at most 16 KiB.
+ */
 const MAX_FRAME_SIZE = 1024 * 1024;
 
 /**

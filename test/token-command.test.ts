@@ -84,6 +84,20 @@ describe("spillway token add", () => {
     }
     expect(readFileSync(path, "utf8")).toBe(before);
     expect(token(["add", "dave"]).stderr).toContain("--token-file (or SPILLWAY_TOKEN_FILE)");
+    // The file's fields are split on whitespace, so a tenant containing some would come back as
+    // another tenant (with limits the operator never asked for) when the server reads the line.
+    for (const tenant of [
+      "carol max_calls=4",
+      "carol\tmax_calls=4",
+      "carol\u00a0max_calls=4",
+      "a b",
+    ]) {
+      const run = token(["add", tenant, "--token-file", path]);
+      expect(run.status, JSON.stringify(tenant)).toBe(2);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toContain("whitespace");
+    }
+    expect(readFileSync(path, "utf8")).toBe(before);
     const isDir = token(["add", "dave", "--token-file", dir]);
     expect(isDir.status).toBe(1);
     expect(isDir.stderr).toBe(`spillway: --token-file ${dir}: not a regular file\n`);

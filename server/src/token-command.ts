@@ -52,6 +52,11 @@ export function runTokenCommand(args: readonly string[]): number {
     if (tenant === undefined || extra.length > 0) {
       throw usage("token add: expected one <tenant>");
     }
+    // The token file's fields are split on whitespace (the parser's \s+): a tenant holding some
+    // would be read back as another tenant followed by attributes, e.g. a token for "carol".
+    if (/\s/.test(tenant)) {
+      throw usage(`token add: a tenant cannot contain whitespace, got ${JSON.stringify(tenant)}`);
+    }
     const path = values["token-file"] ?? (process.env.SPILLWAY_TOKEN_FILE || undefined);
     if (path === undefined) {
       throw usage("token add: --token-file (or SPILLWAY_TOKEN_FILE) is required");

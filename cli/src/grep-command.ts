@@ -2,6 +2,7 @@ import type { SearchCursor } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { type Command, printJson } from "./command.js";
 import { expectArgs, wholeFlag } from "./command-line.js";
 import { EXIT_NO_MATCH, EXIT_OK, usageError } from "./exit-codes.js";
+import { visible } from "./format.js";
 
 /** The server's bound on SearchWindow.context_lines. */
 const MAX_CONTEXT = 20;
@@ -65,6 +66,9 @@ export const grepCommand: Command = {
       contextLines: counting ? 0 : Math.max(after, before),
     };
 
+    // GNU grep's bytes into a pipe or a file; on a terminal, a stored line's control
+    // characters are shown escaped, so searching an output cannot rewrite the screen.
+    const onTerminal = ctx.io.stdout.isTTY === true;
     let found = 0;
     let lastPrinted = 0;
     let skip = 0;
@@ -76,7 +80,8 @@ export const grepCommand: Command = {
       }
       lastPrinted = line.number;
       const mark = line.matched ? ":" : "-";
-      await ctx.out.write(numbered ? `${line.number}${mark}${line.text}\n` : `${line.text}\n`);
+      const text = onTerminal ? visible(line.text, true) : line.text;
+      await ctx.out.write(numbered ? `${line.number}${mark}${text}\n` : `${text}\n`);
     };
     // Lines not printed yet, in line order: a context line after one match may be the next
     // match (printed with `:`, as grep does), so a line is printed only once no later match

@@ -306,8 +306,22 @@ function parseCommandLine(argv: string[]) {
 
 /** Says a usage error on stderr with the usage, stdout left empty, and exits 2. */
 function usageError(problem: string): void {
-  process.stderr.write(`spillway: ${problem}\n${usage}`);
+  process.stderr.write(`spillway: ${shownControls(problem)}\n${usage}`);
   process.exitCode = 2;
+}
+
+/**
+ * shownControls escapes the control characters (C0 but newline, DEL, C1) of a message that may
+ * echo an argument, so a hostile flag or command name cannot drive the terminal it is shown on.
+ */
+function shownControls(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x80
+      ? `\\x${code.toString(16).padStart(2, "0")}`
+      : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
 }
 
 function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
@@ -315,6 +329,8 @@ function defined<K extends string>(key: K, value: number | undefined): { [P in K
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  process.stderr.write(`spillway: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(
+    `spillway: ${shownControls(err instanceof Error ? err.message : String(err))}\n`,
+  );
   process.exit(1);
 });

@@ -273,6 +273,27 @@ describe("spillway-cli against spillway serve", () => {
     expect(cli(["put", "logs", join(dir, "missing")]).status).toBe(3);
   });
 
+  it("takes the global flags before the command through spillway too, as docs/cli.md says", () => {
+    const url = ["--url", spillway.url];
+    for (const args of [
+      [...url, "ls", "logs"],
+      [`--url=${spillway.url}`, "--json", "ls", "logs"],
+      ["--json", ...url, "ls", "logs"],
+    ]) {
+      const direct = cli(args);
+      expect(direct.status, args.join(" ")).toBe(0);
+      const viaServer = cli(args, { viaServer: true });
+      expect(viaServer.stderr, args.join(" ")).toBe("");
+      expect(viaServer.status).toBe(0);
+      expect(viaServer.stdout).toBe(direct.stdout);
+    }
+    // A server flag before `serve` is still the server's.
+    const serve = cli(["--token-file", join(dir, "missing"), "serve"], { viaServer: true });
+    expect(serve.status).not.toBe(0);
+    expect(serve.stderr).toContain("--token-file");
+    expect(serve.stderr).not.toContain("spillway-cli");
+  });
+
   it("trusts a self-signed server through --tls-ca or SPILLWAY_TLS_CA, and not without", async () => {
     const certFile = join(dir, "server.pem");
     const keyFile = join(dir, "server-key.pem");

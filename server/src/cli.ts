@@ -7,7 +7,12 @@ import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
-import { CLIENT_COMMAND_NAMES, packageCommandFor, runPackageCommand } from "./package-command.js";
+import {
+  CLIENT_COMMAND_NAMES,
+  clientCommandAt,
+  packageCommandFor,
+  runPackageCommand,
+} from "./package-command.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -79,7 +84,9 @@ const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"
 async function main(argv: string[]): Promise<void> {
   // Before the flags are parsed: `spillway mcp --url ...` or `spillway cat --url ...` would
   // otherwise end on an unknown flag.
-  const packageCommand = packageCommandFor(argv[0]);
+  // spillway-cli also takes its global flags before the command: `spillway --url <url> ls run`.
+  const packageCommand =
+    packageCommandFor(argv[0]) ?? packageCommandFor(argv[clientCommandAt(argv)]);
   if (packageCommand !== undefined) {
     // spillway-cli takes the command's name first; the MCP executables are one command each.
     runPackageCommand(packageCommand, packageCommand.bin === "spillway-cli" ? argv : argv.slice(1));

@@ -111,6 +111,11 @@ describe("spillway-cli shows control characters escaped to a person", () => {
     });
     expect(viaServer.status).toBe(2);
     expect(viaServer.stderr).not.toMatch(TERMINAL_CONTROL);
+    // A message of several lines keeps them: only what could drive the terminal is escaped.
+    const ambiguous = cli(["tail", "-n", "-1", "r", "res_h"]);
+    expect(ambiguous.status).toBe(2);
+    expect(ambiguous.stderr.split("\n").length).toBeGreaterThan(3);
+    expect(ambiguous.stderr).not.toContain("\\x0a");
   });
 });
 

@@ -44,7 +44,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     });
   } catch (err) {
     if (out.readerGone()) return EXIT_OK;
-    io.stderr.write(`spillway-cli: ${visible(describe(err), true)}\n`);
+    // Line by line: a message's own newlines stay, anything else that could drive the terminal
+    // (from an argument or a server's message) is shown escaped.
+    const message = describe(err)
+      .split("\n")
+      .map((line) => visible(line, true))
+      .join("\n");
+    io.stderr.write(`spillway-cli: ${message}\n`);
     if (isUsageError(err)) io.stderr.write("Try spillway-cli --help.\n");
     return exitCodeOf(err);
   }

@@ -154,6 +154,9 @@ describe("spillway-cli against spillway serve", () => {
     [["-n", "-m", "5", "-A", "2", "warn"]],
     [["-c", "-m", "7", "warn"]],
     [["-n", "-C", "20", "-E", "^99[0-9] "]],
+    // A context flag of 0 still separates groups that do not touch with `--`.
+    [["-n", "-A", "0", "ERROR"]],
+    [["-C", "0", "-m", "3", "ERROR"]],
   ])("grep %j prints what GNU grep prints", (flags) => {
     const ours = cli(["grep", ...flags, "logs", textHandle]);
     const theirs = spawnSync("grep", [...flags, textFile], { encoding: "utf8" });

@@ -55,6 +55,11 @@ export const grepCommand: Command = {
     if (after > MAX_CONTEXT || before > MAX_CONTEXT) {
       throw usageError(`grep: context is at most ${MAX_CONTEXT} lines (the server's bound)`);
     }
+    // GNU grep separates groups with `--` whenever a context flag is given, even -A 0.
+    const separated =
+      v.context !== undefined ||
+      v["after-context"] !== undefined ||
+      v["before-context"] !== undefined;
     const maxCount = v["max-count"] === undefined ? Infinity : wholeFlag(v, "max-count", 0);
     const numbered = v["line-number"] === true;
     const counting = v.count === true;
@@ -75,7 +80,7 @@ export const grepCommand: Command = {
     let cursor: SearchCursor | undefined;
     const emit = async (line: PrintedLine) => {
       if (line.number <= lastPrinted) return;
-      if ((after > 0 || before > 0) && lastPrinted > 0 && line.number > lastPrinted + 1) {
+      if (separated && lastPrinted > 0 && line.number > lastPrinted + 1) {
         await ctx.out.write("--\n");
       }
       lastPrinted = line.number;

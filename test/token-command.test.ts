@@ -63,6 +63,27 @@ describe("spillway token add", () => {
     expect(await tenantOf(spillway.url, alice)).toBe("alice");
   });
 
+  it("takes sizes with units, as serve's flags and the token file do, and writes them in bytes", () => {
+    const path = join(dir, "units");
+    const run = token([
+      "add",
+      "erin",
+      "--token-file",
+      path,
+      "--max-blob-bytes",
+      "1.5MB",
+      "--max-run-bytes",
+      "10GiB",
+      "--max-inflight-bytes",
+      "65536",
+    ]);
+    expect(run.stderr).toContain("SIGHUP");
+    expect(run.status).toBe(0);
+    expect(readFileSync(path, "utf8")).toBe(
+      `${hashToken(run.stdout.trim())} erin max_blob_bytes=1500000 max_run_bytes=10737418240 max_inflight_bytes=65536\n`,
+    );
+  });
+
   it("refuses a tenant or limits the token file parser would refuse, leaving the file as it was", () => {
     const path = join(dir, "refusals");
     writeFileSync(path, `${hashToken("x")} carol max_calls=4\n`);
@@ -73,7 +94,9 @@ describe("spillway token add", () => {
       ["add", "x".repeat(65)],
       ["add", "carol", "--max-calls", "5"],
       ["add", "dave", "--max-blob-bytes", "0"],
-      ["add", "dave", "--max-run-bytes", "10GB"],
+      ["add", "dave", "--max-run-bytes", "10gigs"],
+      ["add", "dave", "--max-blob-bytes", "10KB"],
+      ["add", "dave", "--max-calls", "8k"],
       ["add"],
       ["remove", "dave"],
     ]) {

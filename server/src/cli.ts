@@ -71,6 +71,12 @@ const COMMANDS = [
   ...CLIENT_COMMAND_NAMES,
 ];
 
+/**
+ * Words people type for a command that edit distance would map elsewhere: `start` (as in
+ * `npm start`) is one letter from the client command `stat` but means `serve`.
+ */
+const COMMAND_ALIASES: ReadonlyMap<string, string> = new Map([["start", "serve"]]);
+
 /** The flags `spillway sweep` reads; any other given on its command line is a mistake. */
 const SWEEP_FLAGS: readonly string[] = [
   ...Object.keys(BACKEND_FLAGS),
@@ -115,7 +121,10 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== "serve" && command !== "sweep") {
     // A usage error: stdout stays empty for whoever pipes it, and the exit says so.
-    const guess = command === undefined ? undefined : suggestCommand(command, COMMANDS);
+    const guess =
+      command === undefined
+        ? undefined
+        : (COMMAND_ALIASES.get(command) ?? suggestCommand(command, COMMANDS));
     const problem =
       command === undefined
         ? "no command"

@@ -273,6 +273,14 @@ describe("spillway-cli against spillway serve", () => {
       expect(run.stderr).toMatch(/^spillway-cli: /);
     }
     expect(cli(["grep", "--frob", "x", "logs", "h"], { viaServer: true }).status).toBe(2);
+    // grpcurl's host:port, or another scheme, is a usage error naming --url, not "Invalid URL".
+    for (const url of ["127.0.0.1:50051", "ftp://127.0.0.1:50051", "http//x"]) {
+      const run = cli(["--url", url, "runs"]);
+      expect(run.status, url).toBe(2);
+      expect(run.stderr).toContain(
+        `--url (or SPILLWAY_URL): expected http://host:port or https://host:port, got "${url}"`,
+      );
+    }
     expect(cli(["put", "logs", join(dir, "missing")]).status).toBe(3);
   });
 

@@ -265,7 +265,8 @@ describe("commands and flags given to the wrong command", () => {
   it.each([
     { args: ["server"], problem: 'unknown command "server"; did you mean "serve"?' },
     { args: ["swep", "--data-dir", "x"], problem: 'unknown command "swep"; did you mean "sweep"?' },
-    { args: ["start"], problem: 'unknown command "start"\n' },
+    // `npm start` serves; `stat`, one letter away, is a client command it never meant.
+    { args: ["start"], problem: 'unknown command "start"; did you mean "serve"?' },
     {
       args: ["sweep", "--port", "5"],
       problem:

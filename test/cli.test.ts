@@ -181,6 +181,9 @@ describe("spillway-cli against spillway serve", () => {
     [["-n", "-m", "5", "-A", "2", "warn"]],
     [["-c", "-m", "7", "warn"]],
     [["-n", "-C", "20", "-E", "^99[0-9] "]],
+    // A context flag of 0 still separates groups that do not touch with `--`.
+    [["-n", "-A", "0", "ERROR"]],
+    [["-C", "0", "-m", "3", "ERROR"]],
   ])("grep %j prints what GNU grep prints", (flags) => {
     const ours = cli(["grep", ...flags, "logs", textHandle]);
     const theirs = spawnSync("grep", [...flags, textFile], { encoding: "utf8" });
@@ -297,7 +300,35 @@ describe("spillway-cli against spillway serve", () => {
       expect(run.stderr).toMatch(/^spillway-cli: /);
     }
     expect(cli(["grep", "--frob", "x", "logs", "h"], { viaServer: true }).status).toBe(2);
+    // grpcurl's host:port, or another scheme, is a usage error naming --url, not "Invalid URL".
+    for (const url of ["127.0.0.1:50051", "ftp://127.0.0.1:50051", "http//x"]) {
+      const run = cli(["--url", url, "runs"]);
+      expect(run.status, url).toBe(2);
+      expect(run.stderr).toContain(
+        `--url (or SPILLWAY_URL): expected http://host:port or https://host:port, got "${url}"`,
+      );
+    }
     expect(cli(["put", "logs", join(dir, "missing")]).status).toBe(3);
+  });
+
+  it("takes the global flags before the command through spillway too, as docs/cli.md says", () => {
+    const url = ["--url", spillway.url];
+    for (const args of [
+      [...url, "ls", "logs"],
+      [`--url=${spillway.url}`, "--json", "ls", "logs"],
+      ["--json", ...url, "ls", "logs"],
+    ]) {
+      const direct = cli(args);
+      expect(direct.status, args.join(" ")).toBe(0);
+      const viaServer = cli(args, { viaServer: true });
+      expect(viaServer.stderr, args.join(" ")).toBe("");
+      expect(viaServer.status).toBe(0);
+      expect(viaServer.stdout).toBe(direct.stdout);
+    }
+    // A server flag before `serve` is still the server's.
+    const serve = cli(["--token-file", join(dir, "missing"), "serve"], { viaServer: true });
+    expect(serve.status).not.toBe(0);
+    expect(serve.stderr).toMatch(/^spillway: --token-file: /);
   });
 
   it("trusts a self-signed server through --tls-ca or SPILLWAY_TLS_CA, and not without", async () => {

@@ -278,7 +278,7 @@ describe("HTTP/1.1 beside h2c on the plaintext port", () => {
     const ex = await rawExchange(
       t.url,
       (s) => {
-        s.write("POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n");
+        s.write("POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: localhost\r\n");
         const timer = setInterval(() => s.write("X-A: b\r\n"), 500);
         s.once("close", () => clearInterval(timer));
       },
@@ -297,6 +297,69 @@ describe("HTTP/1.1 beside h2c on the plaintext port", () => {
     );
     expect(ex.text).toMatch(/^HTTP\/1\.1 431/);
     expect(ex.closed).toBe(true);
+  });
+});
+
+/**
+ * Without a token file every caller is the tenant `dev`, and HTTP/1.1 is what a browser speaks:
+ * a web page whose name an attacker re-points at 127.0.0.1 (DNS rebinding) would be same-origin
+ * with the server and could read and delete every output. Its requests carry the attacker's
+ * name in `Host`, so a dev-mode server answers HTTP/1.1 only when `Host` names loopback.
+ */
+describe("HTTP/1.1 on a dev-mode server (no token file)", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "memory" });
+  });
+  afterAll(() => t.stop());
+
+  const exchange = (host: string) =>
+    rawExchange(
+      t.url,
+      (s) =>
+        s.write(
+          connectJsonRequest(getServerInfo, "{}", { connection: "close" }).replace(
+            "Host: 127.0.0.1",
+            `Host: ${host}`,
+          ),
+        ),
+      5_000,
+    );
+
+  it("refuses a request whose Host is not a loopback name, with 403 and no data", async () => {
+    const port = new URL(t.url).port;
+    for (const host of [`rebound.example:${port}`, "rebound.example", `10.0.0.1:${port}`]) {
+      const ex = await exchange(host);
+      expect(ex.text, host).toMatch(/^HTTP\/1\.1 403 /);
+      expect(ex.text).not.toContain('"tenant"');
+      expect(ex.closed).toBe(true);
+    }
+  });
+
+  it("answers a request addressed to 127.0.0.1, localhost or [::1], with or without a port", async () => {
+    const port = new URL(t.url).port;
+    for (const host of [
+      `127.0.0.1:${port}`,
+      "127.0.0.1",
+      `localhost:${port}`,
+      "LocalHost",
+      `[::1]:${port}`,
+      `app.localhost:${port}`,
+    ]) {
+      const ex = await exchange(host);
+      expect(ex.text, host).toMatch(/^HTTP\/1\.1 200 /);
+      expect(ex.text).toContain('"tenant":"dev"');
+    }
+    // curl as the docs show it, on the URL the server prints.
+    const { stdout } = await run("curl", [
+      "-sS",
+      "-H",
+      "content-type: application/json",
+      "-d",
+      "{}",
+      `${t.url}${getServerInfo}`,
+    ]);
+    expect(JSON.parse(stdout)).toMatchObject({ tenant: "dev" });
   });
 });
 
@@ -372,7 +435,7 @@ describe("HTTP/1.1 connections on close, age and idleness", () => {
       (s) => {
         // The request's body arrives after the connection's age: the answer closes it.
         s.write(
-          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n" +
+          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: localhost\r\n" +
             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{",
         );
         setTimeout(() => s.write("}"), 600);
@@ -393,7 +456,7 @@ describe("HTTP/1.1 connections on close, age and idleness", () => {
       t.url,
       (s) => {
         s.write(
-          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: x\r\n" +
+          "POST /spillway.v1.SpillwayService/GetServerInfo HTTP/1.1\r\nHost: localhost\r\n" +
             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{",
         );
         setTimeout(() => {

@@ -63,6 +63,27 @@ describe("spillway token add", () => {
     expect(await tenantOf(spillway.url, alice)).toBe("alice");
   });
 
+  it("takes sizes with units, as serve's flags and the token file do, and writes them in bytes", () => {
+    const path = join(dir, "units");
+    const run = token([
+      "add",
+      "erin",
+      "--token-file",
+      path,
+      "--max-blob-bytes",
+      "1.5MB",
+      "--max-run-bytes",
+      "10GiB",
+      "--max-inflight-bytes",
+      "65536",
+    ]);
+    expect(run.stderr).toContain("SIGHUP");
+    expect(run.status).toBe(0);
+    expect(readFileSync(path, "utf8")).toBe(
+      `${hashToken(run.stdout.trim())} erin max_blob_bytes=1500000 max_run_bytes=10737418240 max_inflight_bytes=65536\n`,
+    );
+  });
+
   it("refuses a tenant or limits the token file parser would refuse, leaving the file as it was", () => {
     const path = join(dir, "refusals");
     writeFileSync(path, `${hashToken("x")} carol max_calls=4\n`);
@@ -73,7 +94,9 @@ describe("spillway token add", () => {
       ["add", "x".repeat(65)],
       ["add", "carol", "--max-calls", "5"],
       ["add", "dave", "--max-blob-bytes", "0"],
-      ["add", "dave", "--max-run-bytes", "10GB"],
+      ["add", "dave", "--max-run-bytes", "10gigs"],
+      ["add", "dave", "--max-blob-bytes", "10KB"],
+      ["add", "dave", "--max-calls", "8k"],
       ["add"],
       ["remove", "dave"],
     ]) {
@@ -84,6 +107,20 @@ describe("spillway token add", () => {
     }
     expect(readFileSync(path, "utf8")).toBe(before);
     expect(token(["add", "dave"]).stderr).toContain("--token-file (or SPILLWAY_TOKEN_FILE)");
+    // The file's fields are split on whitespace, so a tenant containing some would come back as
+    // another tenant (with limits the operator never asked for) when the server reads the line.
+    for (const tenant of [
+      "carol max_calls=4",
+      "carol\tmax_calls=4",
+      "carol\u00a0max_calls=4",
+      "a b",
+    ]) {
+      const run = token(["add", tenant, "--token-file", path]);
+      expect(run.status, JSON.stringify(tenant)).toBe(2);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toContain("whitespace");
+    }
+    expect(readFileSync(path, "utf8")).toBe(before);
     const isDir = token(["add", "dave", "--token-file", dir]);
     expect(isDir.status).toBe(1);
     expect(isDir.stderr).toBe(`spillway: --token-file ${dir}: not a regular file\n`);

@@ -1,6 +1,7 @@
 import type { ParseArgsConfig } from "node:util";
 import type { SpillwayClient } from "@spillway/client";
 import type { ParsedCommandLine } from "./command-line.js";
+import { jsonLine } from "./format.js";
 import type { OutputSink } from "./output-sink.js";
 
 /** CliIo is the process the CLI runs in: its streams and environment. */
@@ -39,7 +40,7 @@ export interface Command {
   run(ctx: CommandContext): Promise<number>;
 }
 
-/** printJson writes `value` as one line of JSON. */
+/** printJson writes `value` as one line of JSON, every control character escaped (jsonLine). */
 export function printJson(ctx: CommandContext, value: unknown): Promise<void> {
-  return ctx.out.write(`${JSON.stringify(value)}\n`);
+  return ctx.out.write(jsonLine(value));
 }

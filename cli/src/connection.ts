@@ -25,8 +25,9 @@ function readFlagFile(flag: string, path: string): Buffer {
 }
 
 /**
- * connectionOf reads the global flags over the environment. An unreadable file named by a
- * flag, a token given twice, or half an mTLS identity is a UsageError naming the flag.
+ * connectionOf reads the global flags over the environment. A URL that is not http(s), an
+ * unreadable file named by a flag, a token given twice, or half an mTLS identity is a
+ * UsageError naming the flag.
  */
 export function connectionOf(
   values: ParsedCommandLine["values"],
@@ -49,7 +50,7 @@ export function connectionOf(
     throw usageError("--tls-cert and --tls-key go together");
   }
   return {
-    url: stringFlag(values, "url") ?? (env.SPILLWAY_URL || DEFAULT_URL),
+    url: checkedUrl(stringFlag(values, "url") ?? (env.SPILLWAY_URL || DEFAULT_URL)),
     token,
     tls: {
       ...(caFile === undefined ? {} : { ca: readFlagFile("tls-ca", caFile) }),
@@ -57,6 +58,22 @@ export function connectionOf(
       ...(keyFile === undefined ? {} : { key: readFlagFile("tls-key", keyFile) }),
     },
   };
+}
+
+/** checkedUrl returns `url` when it is an http:// or https:// URL; a UsageError otherwise. */
+function checkedUrl(url: string): string {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    // Not a URL at all: refused below with the same message.
+  }
+  if (protocol !== "http:" && protocol !== "https:") {
+    throw usageError(
+      `--url (or SPILLWAY_URL): expected http://host:port or https://host:port, got ${JSON.stringify(url)}`,
+    );
+  }
+  return url;
 }
 
 /** clientOf builds the SDK client for a connection. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatBytes, formatSeconds, parseDuration, table } from "./format.js";
+import { formatBytes, formatSeconds, jsonLine, parseDuration, table, visible } from "./format.js";
 
 describe("formatBytes", () => {
   it("uses binary units with three significant digits", () => {
@@ -43,5 +43,24 @@ describe("table", () => {
     expect(table(["A", "BB", "C"], [["xyz", "1", "last column"]])).toBe(
       "A    BB  C\nxyz  1   last column\n",
     );
+  });
+});
+
+describe("visible and jsonLine", () => {
+  it("escape what a terminal acts on and leave other text alone", () => {
+    expect(visible("a\u001b[2Jb\u0007\u007f\u009b\u0085\u202ec")).toBe(
+      "a\\x1b[2Jb\\x07\\x7f\\u009b\\u0085\\u202ec",
+    );
+    expect(visible("tab\there")).toBe("tab\\x09here");
+    expect(visible("tab\there", true)).toBe("tab\there");
+    expect(visible("naïve 日本 ✓ \\x1b")).toBe("naïve 日本 ✓ \\x1b");
+    expect(table(["A", "B"], [["x\u001by", "z"]])).toBe("A       B\nx\\x1by  z\n");
+  });
+
+  it("jsonLine parses back to the value, with no raw C1, DEL or bidi control", () => {
+    const value = { name: "a\u001b\u007f\u009b\u202eb", n: 1 };
+    const line = jsonLine(value);
+    expect(line).toBe('{"name":"a\\u001b\\u007f\\u009b\\u202eb","n":1}\n');
+    expect(JSON.parse(line)).toEqual(value);
   });
 });

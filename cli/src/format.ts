@@ -54,10 +54,10 @@ export function parseDuration(text: string): number | undefined {
 
 /**
  * table lays out rows under a header in columns two spaces apart, the last column unpadded,
- * as `ls -l` and `kubectl get` do.
+ * as `ls -l` and `kubectl get` do; a cell's control characters are shown escaped (visible).
  */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const all = [header, ...rows];
+  const all = [header, ...rows.map((row) => row.map((cell) => visible(cell)))];
   const widths = header.map((_, i) => Math.max(...all.map((row) => (row[i] ?? "").length)));
   return all
     .map((row) =>
@@ -65,4 +65,37 @@ export function table(header: readonly string[], rows: readonly (readonly string
     )
     .join("\n")
     .concat("\n");
+}
+
+// C0 controls, DEL, C1 controls (U+0080 to U+009F, CSI and OSC among them) and the bidirectional
+// overrides and isolates, which reorder what a terminal shows.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+const CONTROLS_BUT_TAB = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// What JSON.stringify leaves raw in a string (it escapes only U+0000 to U+001F).
+const JSON_RAW_CONTROLS = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+const escapeControl = (c: string): string => {
+  const code = c.charCodeAt(0);
+  return code < 0x80
+    ? `\\x${code.toString(16).padStart(2, "0")}`
+    : `\\u${code.toString(16).padStart(4, "0")}`;
+};
+
+/**
+ * visible shows `text` for a terminal: every control character a terminal could act on (C0, DEL,
+ * C1, bidi overrides) as `\x1b` or `\u009b`, so a name, id or line someone else stored cannot
+ * move the cursor, retitle the window or clear the screen. With `keepTab`, tabs stay.
+ */
+export function visible(text: string, keepTab = false): string {
+  return text.replace(keepTab ? CONTROLS_BUT_TAB : CONTROLS, escapeControl);
+}
+
+/**
+ * jsonLine is `value` as one line of JSON whose every control character is escaped (`\u009b`
+ * where JSON.stringify leaves C1, DEL and bidi overrides raw); it parses back to `value`.
+ */
+export function jsonLine(value: unknown): string {
+  return `${JSON.stringify(value).replace(JSON_RAW_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}\n`;
 }

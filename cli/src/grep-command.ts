@@ -2,6 +2,7 @@ import type { SearchCursor } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { type Command, printJson } from "./command.js";
 import { expectArgs, wholeFlag } from "./command-line.js";
 import { EXIT_NO_MATCH, EXIT_OK, usageError } from "./exit-codes.js";
+import { visible } from "./format.js";
 
 /** The server's bound on SearchWindow.context_lines. */
 const MAX_CONTEXT = 20;
@@ -54,6 +55,11 @@ export const grepCommand: Command = {
     if (after > MAX_CONTEXT || before > MAX_CONTEXT) {
       throw usageError(`grep: context is at most ${MAX_CONTEXT} lines (the server's bound)`);
     }
+    // GNU grep separates groups with `--` whenever a context flag is given, even -A 0.
+    const separated =
+      v.context !== undefined ||
+      v["after-context"] !== undefined ||
+      v["before-context"] !== undefined;
     const maxCount = v["max-count"] === undefined ? Infinity : wholeFlag(v, "max-count", 0);
     const numbered = v["line-number"] === true;
     const counting = v.count === true;
@@ -65,18 +71,22 @@ export const grepCommand: Command = {
       contextLines: counting ? 0 : Math.max(after, before),
     };
 
+    // GNU grep's bytes into a pipe or a file; on a terminal, a stored line's control
+    // characters are shown escaped, so searching an output cannot rewrite the screen.
+    const onTerminal = ctx.io.stdout.isTTY === true;
     let found = 0;
     let lastPrinted = 0;
     let skip = 0;
     let cursor: SearchCursor | undefined;
     const emit = async (line: PrintedLine) => {
       if (line.number <= lastPrinted) return;
-      if ((after > 0 || before > 0) && lastPrinted > 0 && line.number > lastPrinted + 1) {
+      if (separated && lastPrinted > 0 && line.number > lastPrinted + 1) {
         await ctx.out.write("--\n");
       }
       lastPrinted = line.number;
       const mark = line.matched ? ":" : "-";
-      await ctx.out.write(numbered ? `${line.number}${mark}${line.text}\n` : `${line.text}\n`);
+      const text = onTerminal ? visible(line.text, true) : line.text;
+      await ctx.out.write(numbered ? `${line.number}${mark}${text}\n` : `${text}\n`);
     };
     // Lines not printed yet, in line order: a context line after one match may be the next
     // match (printed with `:`, as grep does), so a line is printed only once no later match

@@ -2,7 +2,7 @@ import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { type Command, printJson } from "./command.js";
 import { expectArgs } from "./command-line.js";
 import { EXIT_OK } from "./exit-codes.js";
-import { formatBytes, humanTime, table } from "./format.js";
+import { formatBytes, humanTime, table, visible } from "./format.js";
 import { outputJson, runJson } from "./json-shapes.js";
 
 /** runsCommand lists the calling tenant's runs (ListRuns), every page. */
@@ -95,7 +95,7 @@ export const statCommand: Command = {
       ["created", record.create_time ?? "-"],
       ["expires", record.expire_time ?? "-"],
     ];
-    await ctx.out.write(rows.map(([k, v]) => `${`${k}:`.padEnd(14)}${v}\n`).join(""));
+    await ctx.out.write(rows.map(([k, v]) => `${`${k}:`.padEnd(14)}${visible(v)}\n`).join(""));
     return EXIT_OK;
   },
 };

@@ -4,7 +4,7 @@ import { basename } from "node:path";
 import { type Command, printJson } from "./command.js";
 import { expectArgs, stringFlag } from "./command-line.js";
 import { EXIT_OK, usageError } from "./exit-codes.js";
-import { parseDuration } from "./format.js";
+import { parseDuration, visible } from "./format.js";
 import { outputJson } from "./json-shapes.js";
 import { createProgressBar, type ProgressBar } from "./progress-bar.js";
 
@@ -64,7 +64,7 @@ export const putCommand: Command = {
       ctx.io.stderr.isTTY === true && ctx.values.quiet !== true
         ? createProgressBar({
             stream: ctx.io.stderr,
-            label: fromStdin ? "stdin" : basename(file),
+            label: fromStdin ? "stdin" : visible(basename(file)),
             total: size,
           })
         : undefined;

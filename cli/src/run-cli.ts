@@ -5,6 +5,7 @@ import { parseCommandLine } from "./command-line.js";
 import { COMMANDS } from "./commands.js";
 import { clientOf, connectionOf } from "./connection.js";
 import { EXIT_OK, EXIT_USAGE, exitCodeOf, isUsageError } from "./exit-codes.js";
+import { visible } from "./format.js";
 import { createOutputSink } from "./output-sink.js";
 import { cliUsage } from "./usage.js";
 
@@ -29,7 +30,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     }
     const command = commandNamed(parsed.command);
     if (command === undefined) {
-      io.stderr.write(`spillway-cli: unknown command "${parsed.command}"\n${cliUsage}`);
+      io.stderr.write(`spillway-cli: unknown command "${visible(parsed.command)}"\n${cliUsage}`);
       return EXIT_USAGE;
     }
     const client = clientOf(connectionOf(parsed.values, io.env));
@@ -43,7 +44,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     });
   } catch (err) {
     if (out.readerGone()) return EXIT_OK;
-    io.stderr.write(`spillway-cli: ${describe(err)}\n`);
+    // Line by line: a message's own newlines stay, anything else that could drive the terminal
+    // (from an argument or a server's message) is shown escaped.
+    const message = describe(err)
+      .split("\n")
+      .map((line) => visible(line, true))
+      .join("\n");
+    io.stderr.write(`spillway-cli: ${message}\n`);
     if (isUsageError(err)) io.stderr.write("Try spillway-cli --help.\n");
     return exitCodeOf(err);
   }

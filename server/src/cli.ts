@@ -7,7 +7,12 @@ import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { defaultLimits } from "./limits.js";
-import { packageCommandFor, runPackageCommand } from "./package-command.js";
+import {
+  CLIENT_COMMAND_NAMES,
+  clientCommandAt,
+  packageCommandFor,
+  runPackageCommand,
+} from "./package-command.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -54,11 +59,23 @@ const flags = {
 } as const;
 type Flag = keyof typeof flags;
 
+/** The commands `spillway` knows, for the guess after an unknown one. */
+const COMMANDS = [
+  "serve",
+  "sweep",
+  "help",
+  "version",
+  "mcp",
+  "mcp-proxy",
+  "token",
+  ...CLIENT_COMMAND_NAMES,
+];
+
 /**
- * The commands an unknown one is compared with for a guess. The client commands are left out:
- * `spillway start` means serve far more often than stat.
+ * Words people type for a command that edit distance would map elsewhere: `start` (as in
+ * `npm start`) is one letter from the client command `stat` but means `serve`.
  */
-const COMMANDS = ["serve", "sweep", "help", "version", "mcp", "mcp-proxy", "token"];
+const COMMAND_ALIASES: ReadonlyMap<string, string> = new Map([["start", "serve"]]);
 
 /** The flags `spillway sweep` reads; any other given on its command line is a mistake. */
 const SWEEP_FLAGS: readonly string[] = [
@@ -73,7 +90,9 @@ const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"
 async function main(argv: string[]): Promise<void> {
   // Before the flags are parsed: `spillway mcp --url ...` or `spillway cat --url ...` would
   // otherwise end on an unknown flag.
-  const packageCommand = packageCommandFor(argv[0]);
+  // spillway-cli also takes its global flags before the command: `spillway --url <url> ls run`.
+  const packageCommand =
+    packageCommandFor(argv[0]) ?? packageCommandFor(argv[clientCommandAt(argv)]);
   if (packageCommand !== undefined) {
     // spillway-cli takes the command's name first; the MCP executables are one command each.
     runPackageCommand(packageCommand, packageCommand.bin === "spillway-cli" ? argv : argv.slice(1));
@@ -102,7 +121,10 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== "serve" && command !== "sweep") {
     // A usage error: stdout stays empty for whoever pipes it, and the exit says so.
-    const guess = command === undefined ? undefined : suggestCommand(command, COMMANDS);
+    const guess =
+      command === undefined
+        ? undefined
+        : (COMMAND_ALIASES.get(command) ?? suggestCommand(command, COMMANDS));
     const problem =
       command === undefined
         ? "no command"
@@ -318,8 +340,22 @@ function parseCommandLine(argv: string[]) {
 
 /** Says a usage error on stderr with the usage, stdout left empty, and exits 2. */
 function usageError(problem: string): void {
-  process.stderr.write(`spillway: ${problem}\n${usage}`);
+  process.stderr.write(`spillway: ${shownControls(problem)}\n${usage}`);
   process.exitCode = 2;
+}
+
+/**
+ * shownControls escapes the control characters (C0 but newline, DEL, C1) of a message that may
+ * echo an argument, so a hostile flag or command name cannot drive the terminal it is shown on.
+ */
+function shownControls(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x80
+      ? `\\x${code.toString(16).padStart(2, "0")}`
+      : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
 }
 
 function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
@@ -327,6 +363,8 @@ function defined<K extends string>(key: K, value: number | undefined): { [P in K
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  process.stderr.write(`spillway: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(
+    `spillway: ${shownControls(err instanceof Error ? err.message : String(err))}\n`,
+  );
   process.exit(1);
 });

@@ -46,6 +46,39 @@ export const CLIENT_COMMAND_NAMES: readonly string[] = [
   "ttl",
 ];
 
+/**
+ * spillway-cli's global flags, which its command line takes before the command's name too:
+ * those that take a value, and those that do not. test/cli.test.ts runs them through `spillway`.
+ */
+const CLIENT_VALUE_FLAGS: readonly string[] = [
+  "url",
+  "token",
+  "token-file",
+  "tls-ca",
+  "tls-cert",
+  "tls-key",
+];
+const CLIENT_SWITCH_FLAGS: readonly string[] = ["json"];
+
+/**
+ * clientCommandAt returns the index of a client command's name in `argv` when only
+ * spillway-cli's global flags (and their values) come before it, as in `spillway --url <url>
+ * ls run`; -1 otherwise, so `spillway --token-file <path> serve` stays the server's.
+ */
+export function clientCommandAt(argv: readonly string[]): number {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? "";
+    if (!arg.startsWith("--")) return CLIENT_COMMAND_NAMES.includes(arg) ? i : -1;
+    const [name = "", value] = arg.slice(2).split("=", 2);
+    if (CLIENT_VALUE_FLAGS.includes(name)) {
+      if (value === undefined) i += 1;
+    } else if (!CLIENT_SWITCH_FLAGS.includes(name) || value !== undefined) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
 /** packageCommandFor finds the package command `command` names, if any. */
 export function packageCommandFor(command: string | undefined): PackageCommand | undefined {
   if (command === undefined) return undefined;

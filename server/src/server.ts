@@ -222,6 +222,40 @@ export function isLoopback(host: string): boolean {
   return host === "::1" || host === "0:0:0:0:0:0:0:1";
 }
 
+/**
+ * isLoopbackHostHeader tells whether an HTTP/1.1 `Host` header names this machine by a loopback
+ * name or address (`127.0.0.1`, `localhost`, `app.localhost`, `[::1]`, with or without a port).
+ */
+export function isLoopbackHostHeader(host: string | undefined): boolean {
+  if (host === undefined) return false;
+  let hostname: string;
+  try {
+    hostname = new URL(`http://${host}`).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  if (hostname.startsWith("[") && hostname.endsWith("]")) hostname = hostname.slice(1, -1);
+  return isLoopback(hostname) || hostname.endsWith(".localhost");
+}
+
+/**
+ * refuseForeignHost answers a dev-mode HTTP/1.1 request addressed to another name with 403 and
+ * closes the connection. Without a token file every caller is the tenant `dev`, and HTTP/1.1 is
+ * what a browser speaks: a page whose name was re-pointed at 127.0.0.1 (DNS rebinding) would be
+ * same-origin with the server. Its requests carry that name in `Host`; real clients send the
+ * loopback address or name they connected to.
+ */
+function refuseForeignHost(res: http.ServerResponse): void {
+  const body =
+    "spillway: a server without a token file answers HTTP/1.1 only to requests addressed to a loopback name (Host: 127.0.0.1, localhost or [::1])\n";
+  res.writeHead(403, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    connection: "close",
+  });
+  res.end(body);
+}
+
 /** The HTTP/2 settings Spillway's server sends its clients. */
 export const serverHttp2Settings: http2.Settings = {
   initialWindowSize: FLOW_CONTROL_WINDOW,
@@ -446,12 +480,17 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const tlsFiles = opts.tls;
   const maxAgeMs = opts.maxConnectionAgeMs ?? 30 * 60 * 1000;
   const http1Connections = createHttp1Connections(maxAgeMs);
+  const devMode = opts.tokenFile === undefined;
   const servedHandler = (
     req: http.IncomingMessage | http2.Http2ServerRequest,
     res: http.ServerResponse | http2.Http2ServerResponse,
   ) => {
     if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
       http1Connections.request(req, res);
+      if (devMode && !isLoopbackHostHeader(req.headers.host)) {
+        refuseForeignHost(res);
+        return;
+      }
     }
     handler(req, res);
   };

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { hashToken, parseTokenFile } from "./auth.js";
+import { parseSize } from "./size-option.js";
 
 /** The limit flags `token add` takes, by the token file attribute each writes. */
 const LIMIT_FLAGS = {
@@ -12,12 +13,13 @@ const LIMIT_FLAGS = {
 } as const;
 
 /** TOKEN_USAGE is the help of `spillway token`. */
-export const TOKEN_USAGE = `Usage: spillway token add <tenant> --token-file <path> [--max-blob-bytes <n>]
-         [--max-run-bytes <n>] [--max-inflight-bytes <n>] [--max-calls <n>]
+export const TOKEN_USAGE = `Usage: spillway token add <tenant> --token-file <path> [--max-blob-bytes <size>]
+         [--max-run-bytes <size>] [--max-inflight-bytes <size>] [--max-calls <n>]
 
 Prints a new random token (256 bits, base64url) once, and appends its SHA-256 with the tenant
 and limits to the token file (SPILLWAY_TOKEN_FILE), creating the file with mode 0600. A running
-server loads it on SIGHUP.
+server loads it on SIGHUP. A <size> is bytes, or a number and a unit (10GiB, 1.5MB), as serve's
+flags take it; it is written in bytes.
 `;
 
 /** A bad command line: printed with TOKEN_USAGE, exit 2. */
@@ -52,6 +54,11 @@ export function runTokenCommand(args: readonly string[]): number {
     if (tenant === undefined || extra.length > 0) {
       throw usage("token add: expected one <tenant>");
     }
+    // The token file's fields are split on whitespace (the parser's \s+): a tenant holding some
+    // would be read back as another tenant followed by attributes, e.g. a token for "carol".
+    if (/\s/.test(tenant)) {
+      throw usage(`token add: a tenant cannot contain whitespace, got ${JSON.stringify(tenant)}`);
+    }
     const path = values["token-file"] ?? (process.env.SPILLWAY_TOKEN_FILE || undefined);
     if (path === undefined) {
       throw usage("token add: --token-file (or SPILLWAY_TOKEN_FILE) is required");
@@ -60,10 +67,7 @@ export function runTokenCommand(args: readonly string[]): number {
     for (const [flag, attribute] of Object.entries(LIMIT_FLAGS)) {
       const raw = values[flag as keyof typeof LIMIT_FLAGS];
       if (raw === undefined) continue;
-      if (!/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1) {
-        throw usage(`--${flag}: expected a whole number of at least 1, got ${JSON.stringify(raw)}`);
-      }
-      limits.push(`${attribute}=${Number(raw)}`);
+      limits.push(`${attribute}=${limitValue(flag, raw)}`);
     }
     const token = randomBytes(32).toString("base64url");
     const line = [hashToken(token), tenant, ...limits].join(" ");
@@ -98,6 +102,29 @@ export function runTokenCommand(args: readonly string[]): number {
     process.stderr.write(`spillway: ${(err as Error).message}\n`);
     return 1;
   }
+}
+
+/**
+ * A limit flag's value in the token file: a count for --max-calls, a size (`10GiB`, `1.5MB`, as
+ * serve's flags and the file itself take it: parseSize) for the byte limits, written in bytes;
+ * at least 1 either way.
+ */
+function limitValue(flag: string, raw: string): number {
+  let n: number;
+  if (flag === "max-calls") {
+    n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  } else {
+    try {
+      n = parseSize(raw);
+    } catch (err) {
+      throw usage(`--${flag}: ${(err as Error).message}`);
+    }
+  }
+  if (!Number.isSafeInteger(n) || n < 1) {
+    const what = flag === "max-calls" ? "a whole number" : "a size";
+    throw usage(`--${flag}: expected ${what} of at least 1, got ${JSON.stringify(raw)}`);
+  }
+  return n;
 }
 
 function parseTokenArgs(args: readonly string[]) {

@@ -47,9 +47,10 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
                                                         (every call is refused until SIGHUP)
   --tls-cert <pem> --tls-key <pem> SPILLWAY_TLS_CERT / SPILLWAY_TLS_KEY  serve TLS instead of h2c
   --tls-client-ca <pem>           SPILLWAY_TLS_CLIENT_CA  require client certificates (mTLS)
-  --max-blob-bytes <size>         SPILLWAY_MAX_BLOB_BYTES
+  --max-blob-bytes <size>         SPILLWAY_MAX_BLOB_BYTES  bytes one output may hold, default 8GiB
   --max-run-bytes <size>          SPILLWAY_MAX_RUN_BYTES  payload bytes one run may hold; unset: no limit
-  --inline-bytes <size>           SPILLWAY_INLINE_BYTES
+  --inline-bytes <size>           SPILLWAY_INLINE_BYTES  outputs up to this size are stored inside
+                                                        their record, default 16KiB
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
   --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000

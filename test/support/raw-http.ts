@@ -47,7 +47,7 @@ export function connectJsonRequest(
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join("");
   return (
-    `POST ${path} HTTP/1.1\r\nHost: spillway\r\nContent-Type: application/json\r\n` +
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`
   );
 }

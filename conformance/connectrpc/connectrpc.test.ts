@@ -30,6 +30,21 @@ describe("connectrpc conformance", () => {
     }, 180_000);
   }
 
+  it("the SDK's gRPC transport ends calls at their deadlines in a starved client process", async () => {
+    // A deadline that fires before a bidi call's caller first reads its response (still
+    // opening the stream, still writing requests) once crashed the client process with an
+    // unhandled rejection; a starved event loop makes that the usual order of events.
+    const run = await runConnectconformance("client", ["--run", "Timeouts/**"], undefined, [
+      "--import",
+      "./dist/conformance/connectrpc/starve-event-loop.js",
+    ]);
+    expect({ exitCode: run.exitCode, failed: run.failed }, run.output).toEqual({
+      exitCode: 0,
+      failed: 0,
+    });
+    expect(run.total).toBe(15);
+  }, 60_000);
+
   it("a known failure that passes fails the run, so the lists cannot go stale", async () => {
     const list = join(dir, "known-failing.txt");
     writeFileSync(list, `# passes, so listing it must fail the run\n${passingCase}\n`);

@@ -56,13 +56,15 @@ export const modes = {
  * runConnectconformance runs connectconformance in `mode` against the built program under test
  * (dist/ must be built) from the repository root, with the mode's features and known-failing
  * list (or the file `knownFailing`: connectconformance reads one list file, and ignores further
- * --known-failing arguments after it) and `extra` arguments placed before the program, and
- * returns its exit code, output and closing summary. It never throws for a failed run.
+ * --known-failing arguments after it) and `extra` arguments placed before the program, `node`
+ * options given to the program under test, and returns its exit code, output and closing
+ * summary. It never throws for a failed run.
  */
 export function runConnectconformance(
   mode: keyof typeof modes,
   extra: readonly string[] = [],
   knownFailing?: string,
+  nodeOptions: readonly string[] = [],
 ): Promise<ConformanceRun> {
   const m = modes[mode];
   const args = [
@@ -76,6 +78,7 @@ export function runConnectconformance(
     ...extra,
     "--",
     process.execPath,
+    ...nodeOptions,
     m.program,
   ];
   const bin = connectconformanceBin();

@@ -336,6 +336,30 @@ describe("createGrpcTransport", () => {
     );
   });
 
+  it("fails a streaming call that ends before its caller reads it without an unhandled rejection", async () => {
+    // connect's promise client awaits a server-streaming or bidi call's response only once its
+    // caller first reads: a call that ends before then must leave its failure for that read,
+    // not crash the process.
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", record);
+    try {
+      // A server that never answers: the call ends at its deadline, or when its caller aborts.
+      const client = await clientFor(() => {});
+      const abort = new AbortController();
+      const timedOut = client.readToolOutput({ runId: "r", handle: "h" }, { timeoutMs: 5 });
+      const aborted = client.readToolOutput({ runId: "r", handle: "h" }, { signal: abort.signal });
+      setTimeout(() => abort.abort(), 5);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(unhandled).toEqual([]);
+      const first = (it: AsyncIterable<unknown>) => it[Symbol.asyncIterator]().next();
+      expect((await failureOf(first(timedOut))).code).toBe(Code.DeadlineExceeded);
+      expect((await failureOf(first(aborted))).code).toBe(Code.Canceled);
+    } finally {
+      process.off("unhandledRejection", record);
+    }
+  });
+
   it.each([
     ["whole", []],
     ["in pieces", dataFrames],

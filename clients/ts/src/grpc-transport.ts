@@ -389,6 +389,9 @@ async function* single<T>(message: T): AsyncIterable<T> {
  * none when it arrived in one piece; a `bytesFields` message comes out in pieces instead, none
  * copied), and applies backpressure by pausing the HTTP/2 stream once 4 MiB or 256 parsed
  * messages wait for the consumer.
+ *
+ * A streaming call's promise may be awaited late (connect's promise client awaits it at the
+ * first read): a call that fails before then never becomes an unhandled rejection.
  */
 export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
   const interceptors = [...(opts.interceptors ?? [])];
@@ -466,7 +469,7 @@ export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
         },
       });
     },
-    async stream<I extends DescMessage, O extends DescMessage>(
+    stream<I extends DescMessage, O extends DescMessage>(
       method: DescMethodStreaming<I, O>,
       signal: AbortSignal | undefined,
       timeoutMs: number | undefined,
@@ -474,18 +477,26 @@ export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
       input: AsyncIterable<MessageInitShape<I>>,
       contextValues?: ContextValues,
     ): Promise<StreamResponse<I, O>> {
-      const ms = deadline(timeoutMs);
-      return runStreamingCall<I, O>({
-        interceptors,
-        signal,
-        timeoutMs: ms,
-        req: { stream: true, ...requestFor(method, ms, header, contextValues), message: input },
-        next: async (req) => {
-          const ex = await exchange(opts, method, req.url, req.header, req.signal, req.message);
-          if (ex.headerError !== undefined) throw ex.headerError;
-          return { ...req, header: ex.header, trailer: ex.trailer, message: ex.messages };
-        },
-      });
+      const response = (async () => {
+        const ms = deadline(timeoutMs);
+        return runStreamingCall<I, O>({
+          interceptors,
+          signal,
+          timeoutMs: ms,
+          req: { stream: true, ...requestFor(method, ms, header, contextValues), message: input },
+          next: async (req) => {
+            const ex = await exchange(opts, method, req.url, req.header, req.signal, req.message);
+            if (ex.headerError !== undefined) throw ex.headerError;
+            return { ...req, header: ex.header, trailer: ex.trailer, message: ex.messages };
+          },
+        });
+      })();
+      // connect's promise client awaits a server-streaming or bidi call's response only when
+      // its caller first reads it, and a caller may write requests or wait first: a call that
+      // fails before then (its deadline, an abort, a refused stream) keeps its failure for that
+      // read instead of being an unhandled rejection that ends the caller's process.
+      response.catch(() => undefined);
+      return response;
     },
   };
 }

@@ -193,6 +193,45 @@ describe("runStreamingCall", () => {
     expect(closed).toBe(true);
   });
 
+  it("keeps a request iterable that fails to close from throwing out of the deadline", async () => {
+    const uncaught: unknown[] = [];
+    const record = (err: unknown) => uncaught.push(err);
+    process.on("uncaughtException", record);
+    process.on("unhandledRejection", record);
+    try {
+      let closes = 0;
+      // A hand-written iterable whose throw throws and whose return rejects.
+      const input: AsyncIterable<{ msg: { case: "chunk"; value: Uint8Array } }> = {
+        [Symbol.asyncIterator]: () => ({
+          next: () => new Promise(() => {}),
+          throw(err?: unknown) {
+            closes++;
+            throw err;
+          },
+          return() {
+            closes++;
+            return Promise.reject(new Error("cannot close"));
+          },
+        }),
+      };
+      const call = runStreamingCall({
+        timeoutMs: 5,
+        req: { stream: true, ...common(offload), message: input },
+        next: (req) =>
+          new Promise((_, reject) =>
+            req.signal.addEventListener("abort", () => reject(req.signal.reason)),
+          ),
+      });
+      expect(await codeOf(call)).toBe(Code.DeadlineExceeded);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(closes).toBe(2);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off("uncaughtException", record);
+      process.off("unhandledRejection", record);
+    }
+  });
+
   it("ends the call when its caller stops reading, and lets the interceptors see the end", async () => {
     let signal: AbortSignal | undefined;
     let interceptorSawEnd = false;

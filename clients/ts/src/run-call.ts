@@ -155,13 +155,16 @@ export function runStreamingCall<I extends DescMessage, O extends DescMessage>(
   const input = opt.req.message;
   const schema = opt.req.method.input;
   let completed = false;
-  // The request messages are closed once the call ends, however it ends.
+  // The request messages are closed once the call ends, however it ends. What closing them
+  // throws or rejects with is dropped: the call has its verdict, and an error escaping an abort
+  // listener would be an uncaught exception in the caller's process.
   call.signal.addEventListener(
     "abort",
     function (this: AbortSignal) {
       const it = input[Symbol.asyncIterator]();
-      if (!completed) it.throw?.(this.reason).catch(() => undefined);
-      it.return?.().catch(() => undefined);
+      const reason = this.reason;
+      if (!completed) quietly(() => it.throw?.(reason));
+      quietly(() => it.return?.());
     },
     { once: true },
   );
@@ -218,6 +221,15 @@ export function runStreamingCall<I extends DescMessage, O extends DescMessage>(
       },
     };
   }, fail);
+}
+
+/** Runs fn, dropping what it throws or the promise it returns rejects with. */
+function quietly(fn: () => unknown): void {
+  try {
+    Promise.resolve(fn()).catch(() => undefined);
+  } catch {
+    // Dropped, as a rejection is.
+  }
 }
 
 /** The request messages as messages of schema, each created from its init shape when read. */

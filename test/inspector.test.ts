@@ -338,10 +338,21 @@ describe("the browser inspector in Chromium, dev mode", () => {
 
   beforeAll(async () => {
     server = await spawnSpillway(["--backend", "memory", "--inspector"]);
-    await createSpillwayClient({ baseUrl: server.url }).offload(
-      { tenant: "dev", runId: "local-1", callId: "ls" },
-      "a.txt\nb.txt\n",
-    );
+    const dev = createSpillwayClient({ baseUrl: server.url });
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "ls" }, "a.txt\nb.txt\n");
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "big" }, "{}".padEnd(2 << 20), {
+      name: "big json",
+      contentType: "application/json",
+    });
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "none" }, "", {
+      name: "empty json",
+      contentType: "application/json",
+    });
+    // A right-to-left override makes "\u202Egnp.exe" read as "exe.png", and reverses whatever
+    // follows it on the same line; an escape sequence is invisible.
+    await dev.offload({ tenant: "dev", runId: "\u202Egnp.exe", callId: "x" }, "x\n", {
+      name: "\u202Etxt.exe\u001b[31m",
+    });
     browser = await launchChromium({});
   }, 120_000);
 
@@ -363,5 +374,43 @@ describe("the browser inspector in Chromium, dev mode", () => {
       ["1", "a.txt"],
       ["2", "b.txt"],
     ]);
+  });
+
+  it("says an empty JSON output is empty, and shows nothing of the output opened before", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="local-1"]');
+    await page.click('#runs tr[data-run="local-1"]');
+    await page.waitForSelector('#outputs li[data-handle="res_none"]');
+    await page.click('#outputs li[data-handle="res_big"]');
+    await waitForText(page, "#position", "is more than the JSON view parses");
+    await page.click('#outputs li[data-handle="res_none"]');
+    await waitForText(page, "#position", "empty output");
+    expect(await page.$eval("#status", (s) => [s.textContent, s.className])).toEqual([
+      "",
+      "status",
+    ]);
+    expect(await rows(page)).toEqual([]);
+  });
+
+  it("shows bidi overrides and control characters in names and run ids as visible escapes", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    const row = 'tr[data-run="\u202Egnp.exe"]';
+    await page.waitForSelector(`#runs ${row}`);
+    expect(await page.$eval(`#runs ${row} td`, (td) => td.textContent)).toBe("<U+202E>gnp.exe");
+    await page.click(`#runs ${row}`);
+    await page.waitForSelector('#outputs li[data-handle="res_x"]');
+    expect(await page.$eval("#outputs-title", (h) => h.textContent)).toBe(
+      "Outputs of <U+202E>gnp.exe",
+    );
+    expect(await page.$eval('#outputs li[data-handle="res_x"] strong', (s) => s.textContent)).toBe(
+      "<U+202E>txt.exe<U+001B>[31m",
+    );
+    await page.click('#outputs li[data-handle="res_x"]');
+    await waitForText(page, "#position", "lines 1–1 of 1");
+    expect(await page.$eval("#viewer-name", (p) => p.textContent)).toBe(
+      "<U+202E>txt.exe<U+001B>[31m · res_x · no type · 2 B",
+    );
   });
 });

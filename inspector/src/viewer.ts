@@ -161,9 +161,15 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   async function showJson(): Promise<void> {
     setMode("json");
     const size = output?.sizeBytes ?? 0n;
-    if (size > BigInt(maxJsonBytes)) {
+    if (size === 0n || size > BigInt(maxJsonBytes)) {
+      // No read: drop any window still in flight for what was shown before.
+      generation++;
+      status.clear();
       view.replaceChildren();
-      position.textContent = `${formatBytes(size)} is more than the JSON view parses (${formatBytes(maxJsonBytes)}); read it in Lines or Search`;
+      position.textContent =
+        size === 0n
+          ? "empty output (0 B): no JSON to show"
+          : `${formatBytes(size)} is more than the JSON view parses (${formatBytes(maxJsonBytes)}); read it in Lines or Search`;
       return;
     }
     await act(async (isCurrent) => {
@@ -326,6 +332,9 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       searchMore.hidden = true;
       name.textContent = `${attachment.name || attachment.handle} · ${attachment.handle} · ${attachment.contentType || "no type"} · ${formatBytes(attachment.sizeBytes)}`;
       modes.hidden = false;
+      // Nothing of the output shown before stays on screen, should this one fail to load.
+      view.replaceChildren();
+      position.textContent = "";
       if (isJsonType(attachment.contentType)) void showJson();
       else void showLines({ offset: 0n });
     },

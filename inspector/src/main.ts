@@ -4,7 +4,7 @@ import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import { createSpillwayWebClient, tokenStore } from "./client.js";
 import { byId, el } from "./dom.js";
-import { formatBytes } from "./format.js";
+import { formatBytes, visibleText } from "./format.js";
 import { createStatusLine } from "./status.js";
 import { createViewer } from "./viewer.js";
 
@@ -35,14 +35,17 @@ function select(container: Element, selected: Element): void {
 }
 
 function runRow(run: RunInfo): HTMLTableRowElement {
-  const row = el("tr", { attrs: { "data-run": run.runId, title: run.runId } }, [
-    el("td", { text: run.runId }),
+  const shownId = visibleText(run.runId);
+  const row = el("tr", { attrs: { "data-run": run.runId, title: shownId } }, [
+    el("td", { text: shownId }),
     el("td", { text: run.outputCount.toString() }),
     el("td", { text: formatBytes(run.sizeBytes) }),
     el("td", { text: when(run.updateTime) }),
     el("td", { text: run.expireTime === undefined ? "never" : when(run.expireTime) }),
   ]);
-  if (run.parentRunId !== "") row.title = `${run.runId} (forked from ${run.parentRunId})`;
+  if (run.parentRunId !== "") {
+    row.title = `${shownId} (forked from ${visibleText(run.parentRunId)})`;
+  }
   row.addEventListener("click", () => {
     select(runsBody, row);
     void openRun(run.runId);
@@ -82,12 +85,12 @@ function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
         ? `${preview.head}\n… ${formatBytes(preview.omittedBytes)} omitted …\n${preview.tail}`
         : preview.head;
   const item = el("li", { attrs: { "data-handle": a.handle } }, [
-    el("strong", { text: a.name || a.handle }),
+    el("strong", { text: visibleText(a.name || a.handle) }),
     el("div", {
       className: "meta",
       text: [
-        a.handle,
-        a.contentType || "no type",
+        visibleText(a.handle),
+        visibleText(a.contentType || "no type"),
         formatBytes(a.sizeBytes),
         a.lineCount === 1n ? "1 line" : `${a.lineCount} lines`,
         ...(a.truncated ? ["truncated"] : []),
@@ -107,7 +110,7 @@ async function openRun(runId: string, more = false): Promise<void> {
     currentRun = runId;
     outputsToken = "";
     outputsList.replaceChildren();
-    outputsTitle.textContent = `Outputs of ${runId}`;
+    outputsTitle.textContent = `Outputs of ${visibleText(runId)}`;
     viewer.clear();
   }
   status.busy("listing outputs…");

@@ -9,6 +9,7 @@ import {
   isJsonType,
   prettyJson,
   type SearchSpec,
+  visibleText,
 } from "./format.js";
 import type { StatusLine } from "./status.js";
 
@@ -330,7 +331,14 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       totalLines = attachment.lineCount;
       search = undefined;
       searchMore.hidden = true;
-      name.textContent = `${attachment.name || attachment.handle} · ${attachment.handle} · ${attachment.contentType || "no type"} · ${formatBytes(attachment.sizeBytes)}`;
+      name.textContent = [
+        attachment.name || attachment.handle,
+        attachment.handle,
+        attachment.contentType || "no type",
+      ]
+        .map(visibleText)
+        .concat(formatBytes(attachment.sizeBytes))
+        .join(" · ");
       modes.hidden = false;
       // Nothing of the output shown before stays on screen, should this one fail to load.
       view.replaceChildren();

@@ -1,5 +1,7 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
@@ -49,6 +51,39 @@ async function waitForText(page: Page, selector: string, text: string): Promise<
   await page.waitForFunction(`document.querySelector(${s})?.textContent?.includes(${t}) === true`, {
     timeout: 15_000,
   });
+}
+
+/**
+ * startPrefixProxy is a reverse proxy on a free loopback port that serves `upstream` under
+ * `/spillway/` (the prefix stripped, the upstream's Host sent), as nginx's
+ * `location /spillway/ { proxy_pass http://upstream/; }` does. Anything else is 404.
+ */
+async function startPrefixProxy(upstream: string): Promise<{ url: string; server: Server }> {
+  const target = new URL(upstream);
+  const server = createServer((req, res) => {
+    const url = req.url ?? "";
+    if (!url.startsWith("/spillway/")) {
+      res.writeHead(404).end();
+      return;
+    }
+    const forward = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: url.slice("/spillway".length),
+        headers: { ...req.headers, host: target.host },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on("error", () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
 /**
@@ -412,5 +447,23 @@ describe("the browser inspector in Chromium, dev mode", () => {
     expect(await page.$eval("#viewer-name", (p) => p.textContent)).toBe(
       "<U+202E>txt.exe<U+001B>[31m · res_x · no type · 2 B",
     );
+  });
+
+  it("works behind a reverse proxy that serves it under a path prefix", async () => {
+    const proxy = await startPrefixProxy(server.url);
+    try {
+      const page = await browser.newPage();
+      // The address without its slash redirects within the prefix.
+      await page.goto(`${proxy.url}/spillway/inspector`, { waitUntil: "load" });
+      expect(page.url()).toBe(`${proxy.url}/spillway/inspector/`);
+      await page.waitForSelector('#runs tr[data-run="local-1"]');
+      await page.click('#runs tr[data-run="local-1"]');
+      await page.waitForSelector('#outputs li[data-handle="res_ls"]');
+      await page.click('#outputs li[data-handle="res_ls"]');
+      await waitForText(page, "#position", "lines 1–2 of 2");
+    } finally {
+      proxy.server.closeAllConnections();
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
   });
 });

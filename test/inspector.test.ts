@@ -383,6 +383,9 @@ describe("the browser inspector in Chromium, dev mode", () => {
       name: "empty json",
       contentType: "application/json",
     });
+    for (let i = 0; i < 101; i++) {
+      await dev.offload({ tenant: "dev", runId: "wide", callId: `c${i}` }, `${i}\n`);
+    }
     // A right-to-left override makes "\u202Egnp.exe" read as "exe.png", and reverses whatever
     // follows it on the same line; an escape sequence is invisible.
     await dev.offload({ tenant: "dev", runId: "\u202Egnp.exe", callId: "x" }, "x\n", {
@@ -465,5 +468,28 @@ describe("the browser inspector in Chromium, dev mode", () => {
       proxy.server.closeAllConnections();
       await new Promise((resolve) => proxy.server.close(resolve));
     }
+  });
+
+  it("lists each run and output once, however fast Reload and More are clicked", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="wide"]');
+    // Two clicks before the first answer arrives.
+    await page.evaluate(
+      'document.getElementById("runs-reload").click(); document.getElementById("runs-reload").click()',
+    );
+    await page.waitForSelector('#runs tr[data-run="wide"]');
+    await page.click('#runs tr[data-run="wide"]');
+    await page.waitForSelector("#outputs-more:not([hidden])");
+    await page.evaluate(
+      'document.getElementById("outputs-more").click(); document.getElementById("outputs-more").click()',
+    );
+    await page.waitForSelector("#outputs-more[hidden]");
+    await page.waitForFunction('document.getElementById("status").textContent === ""');
+    const runs = await page.$$eval("#runs tbody tr", (trs) => trs.map((tr) => tr.dataset.run));
+    expect([...runs].sort()).toEqual(["local-1", "wide", "\u202Egnp.exe"]);
+    const handles = await page.$$eval("#outputs li", (lis) => lis.map((li) => li.dataset.handle));
+    expect(handles).toHaveLength(101);
+    expect(new Set(handles).size).toBe(101);
   });
 });

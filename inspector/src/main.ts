@@ -24,6 +24,31 @@ let runsToken = "";
 let outputsToken = "";
 let currentRun = "";
 
+/**
+ * One list (runs, or a run's outputs) loaded page by page. A fresh load supersedes any page
+ * still in flight, whose answer is then dropped; a request for the next page while one is in
+ * flight is ignored, as it would ask for the same page again.
+ */
+function createListLoads() {
+  let generation = 0;
+  let busy = false;
+  return {
+    /** Starts a load; returns undefined when a next page is already coming. */
+    begin(more: boolean): (() => boolean) | undefined {
+      if (more && busy) return undefined;
+      const mine = ++generation;
+      busy = true;
+      return () => mine === generation;
+    },
+    /** Ends the load that `isCurrent` belongs to. */
+    end(isCurrent: () => boolean): void {
+      if (isCurrent()) busy = false;
+    },
+  };
+}
+const runsLoads = createListLoads();
+const outputsLoads = createListLoads();
+
 function when(ts: Timestamp | undefined): string {
   if (ts === undefined) return "—";
   return new Date(Number(ts.seconds) * 1000).toISOString().replace("T", " ").slice(0, 16);
@@ -54,6 +79,8 @@ function runRow(run: RunInfo): HTMLTableRowElement {
 }
 
 async function loadRuns(more: boolean): Promise<void> {
+  const isCurrent = runsLoads.begin(more);
+  if (isCurrent === undefined) return;
   if (!more) {
     runsToken = "";
     runsBody.replaceChildren();
@@ -61,18 +88,22 @@ async function loadRuns(more: boolean): Promise<void> {
   status.busy("listing runs…");
   try {
     const page = await client.listRuns({ pageSize, pageToken: runsToken });
+    if (!isCurrent()) return;
     runsBody.append(...page.runs.map(runRow));
     runsToken = page.nextPageToken;
     runsMore.hidden = runsToken === "";
     if (runsBody.childElementCount === 0) status.message("no runs stored for this tenant");
     else status.clear();
   } catch (err) {
+    if (!isCurrent()) return;
     runsMore.hidden = true;
     if (ConnectError.from(err).code === Code.Unimplemented) {
       status.message("this server cannot list runs (UNIMPLEMENTED): open a run by its id");
     } else {
       status.error(err);
     }
+  } finally {
+    runsLoads.end(isCurrent);
   }
 }
 
@@ -106,6 +137,8 @@ function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
 }
 
 async function openRun(runId: string, more = false): Promise<void> {
+  const isCurrent = outputsLoads.begin(more);
+  if (isCurrent === undefined) return;
   if (!more) {
     currentRun = runId;
     outputsToken = "";
@@ -116,14 +149,16 @@ async function openRun(runId: string, more = false): Promise<void> {
   status.busy("listing outputs…");
   try {
     const page = await client.listToolOutputs({ runId, pageSize, pageToken: outputsToken });
-    if (runId !== currentRun) return;
+    if (!isCurrent()) return;
     outputsList.append(...page.attachments.map((a) => outputItem(runId, a)));
     outputsToken = page.nextPageToken;
     outputsMore.hidden = outputsToken === "";
     if (outputsList.childElementCount === 0) status.message(`run ${runId} holds no outputs`);
     else status.clear();
   } catch (err) {
-    status.error(err);
+    if (isCurrent()) status.error(err);
+  } finally {
+    outputsLoads.end(isCurrent);
   }
 }
 

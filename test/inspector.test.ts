@@ -492,4 +492,14 @@ describe("the browser inspector in Chromium, dev mode", () => {
     expect(handles).toHaveLength(101);
     expect(new Set(handles).size).toBe(101);
   });
+
+  // Last: it stops the server.
+  it("says the server cannot be reached when it is gone", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="local-1"]');
+    await server.stop();
+    await page.click("#runs-reload");
+    await waitForText(page, "#status.error", "cannot reach the server");
+  });
 });

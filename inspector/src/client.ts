@@ -103,9 +103,14 @@ export async function readWindow(
 
 /**
  * errorText says what went wrong as the gRPC code and the server's message
- * (`UNAUTHENTICATED: missing or unknown bearer token`), for the status line.
+ * (`UNAUTHENTICATED: missing or unknown bearer token`), for the status line; a call that
+ * never reached a server (fetch itself failed: refused, reset, offline) says so instead of
+ * the UNKNOWN code Connect-Web gives it.
  */
 export function errorText(err: unknown): string {
   const e = ConnectError.from(err);
+  if (e.code === Code.Unknown && e.cause instanceof TypeError) {
+    return `cannot reach the server (${e.rawMessage}): is it running, and at this address?`;
+  }
   return `${codeName(Code[e.code])}: ${e.rawMessage}`;
 }

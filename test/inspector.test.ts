@@ -503,3 +503,62 @@ describe("the browser inspector in Chromium, dev mode", () => {
     await waitForText(page, "#status.error", "cannot reach the server");
   });
 });
+
+/**
+ * A server whose operator capped bytes windows below the page's 4 KiB (--max-bytes-window
+ * 1KiB): every byte is still reachable in Hex, and a JSON output larger than one window says
+ * so instead of failing to parse a cut-off document.
+ */
+describe("the browser inspector in Chromium, bytes windows capped at 1 KiB", () => {
+  let server: SpillwayProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    server = await spawnSpillway([
+      "--backend",
+      "memory",
+      "--inspector",
+      "--max-bytes-window",
+      "1KiB",
+    ]);
+    const dev = createSpillwayClient({ baseUrl: server.url });
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "core" },
+      Uint8Array.from({ length: 3000 }, (_, i) => i % 256),
+      { contentType: "application/octet-stream" },
+    );
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "report" },
+      { json: { items: Array.from({ length: 1000 }, (_, i) => i) } },
+      { contentType: "application/json" },
+    );
+    browser = await launchChromium({});
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  it("pages through every byte in Hex and says a JSON output is larger than a window", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="capped"]');
+    await page.click('#runs tr[data-run="capped"]');
+    await page.waitForSelector('#outputs li[data-handle="res_core"]');
+    await page.click('#outputs li[data-handle="res_core"]');
+    await waitForText(page, "#position", "bytes 0–1024 of 3000");
+    await page.click("#hex-next");
+    await waitForText(page, "#position", "bytes 1024–2048 of 3000");
+    await page.click("#hex-next");
+    await waitForText(page, "#position", "bytes 2048–3000 of 3000");
+    expect((await rows(page))[0]?.[0]).toBe("00000800");
+    await page.click("#hex-prev");
+    await waitForText(page, "#position", "bytes 1024–2048 of 3000");
+
+    await page.click('#outputs li[data-handle="res_report"]');
+    await waitForText(page, "#position", "--max-bytes-window");
+    expect(await page.$eval("#status", (s) => s.textContent)).toBe("");
+    expect(await rows(page)).toEqual([]);
+  });
+});

@@ -58,6 +58,10 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   let lineNext: bigint | undefined;
   let totalLines = 0n;
   let byteStart = 0n;
+  /** Where the bytes shown end: the server may return fewer than asked (--max-bytes-window). */
+  let byteEnd = 0n;
+  /** Bytes a full window holds: a page, or the server's cap once a window shows it lower. */
+  let byteStep = BigInt(pageBytes);
   let totalBytes = 0n;
   let search:
     | { spec: SearchSpec; context: number; shown: number; cursor?: SearchCursor }
@@ -145,6 +149,9 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       if (!isCurrent()) return;
       totalBytes = w.header?.totalBytes ?? 0n;
       byteStart = offset;
+      byteEnd = offset + BigInt(w.data.length);
+      // A window short of a page before the end was cut by the server's cap.
+      if (byteEnd < totalBytes && w.data.length > 0) byteStep = BigInt(w.data.length);
       const rows = hexRows(w.data, offset).map((row) =>
         el("tr", {}, [
           el("td", { className: "n", text: row.offset }),
@@ -180,6 +187,11 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
         window: { case: "bytes", value: { offset: 0n, limit: size } },
       });
       if (!isCurrent()) return;
+      if (BigInt(w.data.length) < size) {
+        view.replaceChildren();
+        position.textContent = `${formatBytes(size)} is more than one bytes window of this server (${formatBytes(w.data.length)}, its --max-bytes-window); read it in Lines or Search`;
+        return;
+      }
       let pretty: string;
       try {
         pretty = prettyJson(new TextDecoder("utf-8", { fatal: true }).decode(w.data));
@@ -315,11 +327,10 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
     if (line !== undefined) void showLines({ offset: BigInt(line) - 1n }, BigInt(line));
   });
   byId("hex-prev").addEventListener("click", () => {
-    const offset = byteStart > BigInt(pageBytes) ? byteStart - BigInt(pageBytes) : 0n;
-    void showHex(offset);
+    void showHex(byteStart > byteStep ? byteStart - byteStep : 0n);
   });
   byId("hex-next").addEventListener("click", () => {
-    if (byteStart + BigInt(pageBytes) < totalBytes) void showHex(byteStart + BigInt(pageBytes));
+    if (byteEnd < totalBytes) void showHex(byteEnd);
   });
 
   return {
@@ -328,6 +339,8 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       output = attachment;
       lineStart = 0n;
       byteStart = 0n;
+      byteEnd = 0n;
+      byteStep = BigInt(pageBytes);
       totalLines = attachment.lineCount;
       search = undefined;
       searchMore.hidden = true;

@@ -532,12 +532,40 @@ describe("the browser inspector in Chromium, bytes windows capped at 1 KiB", () 
       { json: { items: Array.from({ length: 1000 }, (_, i) => i) } },
       { contentType: "application/json" },
     );
+    // 1,900-character lines: the default --max-window-chars (50,000) holds 26 of them, fewer
+    // than the page's 100.
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "wide" },
+      Array.from({ length: 300 }, (_, i) => `${i + 1} ${"w".repeat(1900)}\n`).join(""),
+    );
     browser = await launchChromium({});
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
+  });
+
+  it("pages back through long lines without skipping any", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="capped"]');
+    await page.click('#runs tr[data-run="capped"]');
+    await page.waitForSelector('#outputs li[data-handle="res_wide"]');
+    await page.click('#outputs li[data-handle="res_wide"]');
+    await waitForText(page, "#position", "lines 1–26 of 300");
+    await page.click("#next");
+    await waitForText(page, "#position", "lines 27–52 of 300");
+    await page.click("#next");
+    await waitForText(page, "#position", "lines 53–78 of 300");
+    await page.click("#prev");
+    await waitForText(page, "#position", "lines 27–52 of 300");
+    await page.click("#tail");
+    await waitForText(page, "#position", "lines 275–300 of 300");
+    await page.click("#prev");
+    await waitForText(page, "#position", "lines 249–274 of 300");
+    const shown = await rows(page);
+    expect([shown[0]?.[0], shown.at(-1)?.[0]]).toEqual(["249", "274"]);
   });
 
   it("pages through every byte in Hex and says a JSON output is larger than a window", async () => {

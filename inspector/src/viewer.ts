@@ -284,8 +284,9 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   }
   byId("first").addEventListener("click", () => void showLines({ offset: 0n }));
   byId("prev").addEventListener("click", () => {
-    const offset = lineStart > BigInt(pageLines) ? lineStart - BigInt(pageLines) : 0n;
-    void showLines({ offset });
+    // The window that ends just before the first line shown, counted from the end: the server
+    // may hold fewer than a page of long lines, and then keeps the ones nearest that end.
+    if (lineStart > 0n) void showLines({ offset: totalLines - lineStart, fromEnd: true });
   });
   byId("next").addEventListener("click", () => {
     if (lineNext !== undefined) void showLines({ offset: lineNext });

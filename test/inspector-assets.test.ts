@@ -100,7 +100,7 @@ describe("spillway serve --inspector", () => {
 
   it("redirects /inspector to /inspector/", async () => {
     const answer = await request(on.url, "/inspector");
-    expect([answer.status, answer.headers.location]).toEqual([308, "/inspector/"]);
+    expect([answer.status, answer.headers.location]).toEqual([308, "inspector/"]);
   });
 
   it.each([

@@ -1,5 +1,7 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
@@ -49,6 +51,39 @@ async function waitForText(page: Page, selector: string, text: string): Promise<
   await page.waitForFunction(`document.querySelector(${s})?.textContent?.includes(${t}) === true`, {
     timeout: 15_000,
   });
+}
+
+/**
+ * startPrefixProxy is a reverse proxy on a free loopback port that serves `upstream` under
+ * `/spillway/` (the prefix stripped, the upstream's Host sent), as nginx's
+ * `location /spillway/ { proxy_pass http://upstream/; }` does. Anything else is 404.
+ */
+async function startPrefixProxy(upstream: string): Promise<{ url: string; server: Server }> {
+  const target = new URL(upstream);
+  const server = createServer((req, res) => {
+    const url = req.url ?? "";
+    if (!url.startsWith("/spillway/")) {
+      res.writeHead(404).end();
+      return;
+    }
+    const forward = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: url.slice("/spillway".length),
+        headers: { ...req.headers, host: target.host },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on("error", () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
 /**
@@ -338,10 +373,24 @@ describe("the browser inspector in Chromium, dev mode", () => {
 
   beforeAll(async () => {
     server = await spawnSpillway(["--backend", "memory", "--inspector"]);
-    await createSpillwayClient({ baseUrl: server.url }).offload(
-      { tenant: "dev", runId: "local-1", callId: "ls" },
-      "a.txt\nb.txt\n",
-    );
+    const dev = createSpillwayClient({ baseUrl: server.url });
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "ls" }, "a.txt\nb.txt\n");
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "big" }, "{}".padEnd(2 << 20), {
+      name: "big json",
+      contentType: "application/json",
+    });
+    await dev.offload({ tenant: "dev", runId: "local-1", callId: "none" }, "", {
+      name: "empty json",
+      contentType: "application/json",
+    });
+    for (let i = 0; i < 101; i++) {
+      await dev.offload({ tenant: "dev", runId: "wide", callId: `c${i}` }, `${i}\n`);
+    }
+    // A right-to-left override makes "\u202Egnp.exe" read as "exe.png", and reverses whatever
+    // follows it on the same line; an escape sequence is invisible.
+    await dev.offload({ tenant: "dev", runId: "\u202Egnp.exe", callId: "x" }, "x\n", {
+      name: "\u202Etxt.exe\u001b[31m",
+    });
     browser = await launchChromium({});
   }, 120_000);
 
@@ -363,5 +412,181 @@ describe("the browser inspector in Chromium, dev mode", () => {
       ["1", "a.txt"],
       ["2", "b.txt"],
     ]);
+  });
+
+  it("says an empty JSON output is empty, and shows nothing of the output opened before", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="local-1"]');
+    await page.click('#runs tr[data-run="local-1"]');
+    await page.waitForSelector('#outputs li[data-handle="res_none"]');
+    await page.click('#outputs li[data-handle="res_big"]');
+    await waitForText(page, "#position", "is more than the JSON view parses");
+    await page.click('#outputs li[data-handle="res_none"]');
+    await waitForText(page, "#position", "empty output");
+    expect(await page.$eval("#status", (s) => [s.textContent, s.className])).toEqual([
+      "",
+      "status",
+    ]);
+    expect(await rows(page)).toEqual([]);
+  });
+
+  it("shows bidi overrides and control characters in names and run ids as visible escapes", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    const row = 'tr[data-run="\u202Egnp.exe"]';
+    await page.waitForSelector(`#runs ${row}`);
+    expect(await page.$eval(`#runs ${row} td`, (td) => td.textContent)).toBe("<U+202E>gnp.exe");
+    await page.click(`#runs ${row}`);
+    await page.waitForSelector('#outputs li[data-handle="res_x"]');
+    expect(await page.$eval("#outputs-title", (h) => h.textContent)).toBe(
+      "Outputs of <U+202E>gnp.exe",
+    );
+    expect(await page.$eval('#outputs li[data-handle="res_x"] strong', (s) => s.textContent)).toBe(
+      "<U+202E>txt.exe<U+001B>[31m",
+    );
+    await page.click('#outputs li[data-handle="res_x"]');
+    await waitForText(page, "#position", "lines 1–1 of 1");
+    expect(await page.$eval("#viewer-name", (p) => p.textContent)).toBe(
+      "<U+202E>txt.exe<U+001B>[31m · res_x · no type · 2 B",
+    );
+  });
+
+  it("works behind a reverse proxy that serves it under a path prefix", async () => {
+    const proxy = await startPrefixProxy(server.url);
+    try {
+      const page = await browser.newPage();
+      // The address without its slash redirects within the prefix.
+      await page.goto(`${proxy.url}/spillway/inspector`, { waitUntil: "load" });
+      expect(page.url()).toBe(`${proxy.url}/spillway/inspector/`);
+      await page.waitForSelector('#runs tr[data-run="local-1"]');
+      await page.click('#runs tr[data-run="local-1"]');
+      await page.waitForSelector('#outputs li[data-handle="res_ls"]');
+      await page.click('#outputs li[data-handle="res_ls"]');
+      await waitForText(page, "#position", "lines 1–2 of 2");
+    } finally {
+      proxy.server.closeAllConnections();
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
+  });
+
+  it("lists each run and output once, however fast Reload and More are clicked", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="wide"]');
+    // Two clicks before the first answer arrives.
+    await page.evaluate(
+      'document.getElementById("runs-reload").click(); document.getElementById("runs-reload").click()',
+    );
+    await page.waitForSelector('#runs tr[data-run="wide"]');
+    await page.click('#runs tr[data-run="wide"]');
+    await page.waitForSelector("#outputs-more:not([hidden])");
+    await page.evaluate(
+      'document.getElementById("outputs-more").click(); document.getElementById("outputs-more").click()',
+    );
+    await page.waitForSelector("#outputs-more[hidden]");
+    await page.waitForFunction('document.getElementById("status").textContent === ""');
+    const runs = await page.$$eval("#runs tbody tr", (trs) => trs.map((tr) => tr.dataset.run));
+    expect([...runs].sort()).toEqual(["local-1", "wide", "\u202Egnp.exe"]);
+    const handles = await page.$$eval("#outputs li", (lis) => lis.map((li) => li.dataset.handle));
+    expect(handles).toHaveLength(101);
+    expect(new Set(handles).size).toBe(101);
+  });
+
+  // Last: it stops the server.
+  it("says the server cannot be reached when it is gone", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="local-1"]');
+    await server.stop();
+    await page.click("#runs-reload");
+    await waitForText(page, "#status.error", "cannot reach the server");
+  });
+});
+
+/**
+ * A server whose operator capped bytes windows below the page's 4 KiB (--max-bytes-window
+ * 1KiB): every byte is still reachable in Hex, and a JSON output larger than one window says
+ * so instead of failing to parse a cut-off document.
+ */
+describe("the browser inspector in Chromium, bytes windows capped at 1 KiB", () => {
+  let server: SpillwayProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    server = await spawnSpillway([
+      "--backend",
+      "memory",
+      "--inspector",
+      "--max-bytes-window",
+      "1KiB",
+    ]);
+    const dev = createSpillwayClient({ baseUrl: server.url });
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "core" },
+      Uint8Array.from({ length: 3000 }, (_, i) => i % 256),
+      { contentType: "application/octet-stream" },
+    );
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "report" },
+      { json: { items: Array.from({ length: 1000 }, (_, i) => i) } },
+      { contentType: "application/json" },
+    );
+    // 1,900-character lines: the default --max-window-chars (50,000) holds 26 of them, fewer
+    // than the page's 100.
+    await dev.offload(
+      { tenant: "dev", runId: "capped", callId: "wide" },
+      Array.from({ length: 300 }, (_, i) => `${i + 1} ${"w".repeat(1900)}\n`).join(""),
+    );
+    browser = await launchChromium({});
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  it("pages back through long lines without skipping any", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="capped"]');
+    await page.click('#runs tr[data-run="capped"]');
+    await page.waitForSelector('#outputs li[data-handle="res_wide"]');
+    await page.click('#outputs li[data-handle="res_wide"]');
+    await waitForText(page, "#position", "lines 1–26 of 300");
+    await page.click("#next");
+    await waitForText(page, "#position", "lines 27–52 of 300");
+    await page.click("#next");
+    await waitForText(page, "#position", "lines 53–78 of 300");
+    await page.click("#prev");
+    await waitForText(page, "#position", "lines 27–52 of 300");
+    await page.click("#tail");
+    await waitForText(page, "#position", "lines 275–300 of 300");
+    await page.click("#prev");
+    await waitForText(page, "#position", "lines 249–274 of 300");
+    const shown = await rows(page);
+    expect([shown[0]?.[0], shown.at(-1)?.[0]]).toEqual(["249", "274"]);
+  });
+
+  it("pages through every byte in Hex and says a JSON output is larger than a window", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/inspector/`, { waitUntil: "load" });
+    await page.waitForSelector('#runs tr[data-run="capped"]');
+    await page.click('#runs tr[data-run="capped"]');
+    await page.waitForSelector('#outputs li[data-handle="res_core"]');
+    await page.click('#outputs li[data-handle="res_core"]');
+    await waitForText(page, "#position", "bytes 0–1024 of 3000");
+    await page.click("#hex-next");
+    await waitForText(page, "#position", "bytes 1024–2048 of 3000");
+    await page.click("#hex-next");
+    await waitForText(page, "#position", "bytes 2048–3000 of 3000");
+    expect((await rows(page))[0]?.[0]).toBe("00000800");
+    await page.click("#hex-prev");
+    await waitForText(page, "#position", "bytes 1024–2048 of 3000");
+
+    await page.click('#outputs li[data-handle="res_report"]');
+    await waitForText(page, "#position", "--max-bytes-window");
+    expect(await page.$eval("#status", (s) => s.textContent)).toBe("");
+    expect(await rows(page)).toEqual([]);
   });
 });

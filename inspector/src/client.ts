@@ -16,6 +16,7 @@ import {
   type WindowTrailer,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { codeName } from "./format.js";
+import { rpcBaseUrl } from "./rpc-base-url.js";
 
 /** Where the page keeps the token: this tab's session only, never a URL or a cookie. */
 const tokenKey = "spillway.inspector.token";
@@ -40,14 +41,15 @@ const bearer: Interceptor = (next) => (req) => {
 export type SpillwayWebClient = Client<typeof SpillwayService>;
 
 /**
- * createSpillwayWebClient talks to the server that served the page (its origin), with the
- * Connect protocol in binary over fetch (HTTP/1.1 or HTTP/2, whichever the browser negotiated).
+ * createSpillwayWebClient talks to the server that served the page (the folder above the
+ * page's, so a path prefix added by a reverse proxy is kept), with the Connect protocol in
+ * binary over fetch (HTTP/1.1 or HTTP/2, whichever the browser negotiated).
  */
 export function createSpillwayWebClient(): SpillwayWebClient {
   return createClient(
     SpillwayService,
     createConnectTransport({
-      baseUrl: location.origin,
+      baseUrl: rpcBaseUrl(location.href),
       useBinaryFormat: true,
       interceptors: [bearer],
     }),
@@ -101,9 +103,14 @@ export async function readWindow(
 
 /**
  * errorText says what went wrong as the gRPC code and the server's message
- * (`UNAUTHENTICATED: missing or unknown bearer token`), for the status line.
+ * (`UNAUTHENTICATED: missing or unknown bearer token`), for the status line; a call that
+ * never reached a server (fetch itself failed: refused, reset, offline) says so instead of
+ * the UNKNOWN code Connect-Web gives it.
  */
 export function errorText(err: unknown): string {
   const e = ConnectError.from(err);
+  if (e.code === Code.Unknown && e.cause instanceof TypeError) {
+    return `cannot reach the server (${e.rawMessage}): is it running, and at this address?`;
+  }
   return `${codeName(Code[e.code])}: ${e.rawMessage}`;
 }

@@ -6,6 +6,7 @@ import {
   highlightSegments,
   isJsonType,
   prettyJson,
+  visibleText,
 } from "./format.js";
 
 describe("the inspector's formatting", () => {
@@ -94,5 +95,16 @@ describe("the inspector's formatting", () => {
       '{\n  "a": [\n    1,\n    {\n      "b": null\n    }\n  ]\n}',
     );
     expect(() => prettyJson("{not json")).toThrow(SyntaxError);
+  });
+
+  it("shows control and bidi formatting characters as code points, keeping all else", () => {
+    expect(visibleText("\u202Egnp.exe")).toBe("<U+202E>gnp.exe");
+    expect(visibleText("\u001b[31mred\u001b[0m")).toBe("<U+001B>[31mred<U+001B>[0m");
+    expect(visibleText("a\u2066b\u2069\u200f\u061c\u0085\u007f\n")).toBe(
+      "a<U+2066>b<U+2069><U+200F><U+061C><U+0085><U+007F><U+000A>",
+    );
+    expect(visibleText("tab\there · ünï cødé 日本 🙂 <b>&amp;")).toBe(
+      "tab\there · ünï cødé 日本 🙂 <b>&amp;",
+    );
   });
 });

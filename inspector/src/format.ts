@@ -106,3 +106,24 @@ export function isJsonType(contentType: string): boolean {
 export function prettyJson(text: string): string {
   return JSON.stringify(JSON.parse(text), null, 2);
 }
+
+/**
+ * Control characters (C0 but tab, DEL, C1) and the Unicode bidirectional formatting characters
+ * (marks, embeddings, overrides, isolates).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const invisible =
+  /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * visibleText shows every control character and bidi formatting character of `text` as its
+ * code point (`<U+202E>`), so a name or run id cannot read as something else: a right-to-left
+ * override would make "\u202Egnp.exe" read as "exe.png" and reverse whatever follows it on the
+ * line, and a terminal escape would be invisible. Every other character is kept.
+ */
+export function visibleText(text: string): string {
+  return text.replace(
+    invisible,
+    (c) => `<U+${(c.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, "0")}>`,
+  );
+}

@@ -4,7 +4,7 @@ import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import { createSpillwayWebClient, tokenStore } from "./client.js";
 import { byId, el } from "./dom.js";
-import { formatBytes } from "./format.js";
+import { formatBytes, visibleText } from "./format.js";
 import { createStatusLine } from "./status.js";
 import { createViewer } from "./viewer.js";
 
@@ -24,6 +24,31 @@ let runsToken = "";
 let outputsToken = "";
 let currentRun = "";
 
+/**
+ * One list (runs, or a run's outputs) loaded page by page. A fresh load supersedes any page
+ * still in flight, whose answer is then dropped; a request for the next page while one is in
+ * flight is ignored, as it would ask for the same page again.
+ */
+function createListLoads() {
+  let generation = 0;
+  let busy = false;
+  return {
+    /** Starts a load; returns undefined when a next page is already coming. */
+    begin(more: boolean): (() => boolean) | undefined {
+      if (more && busy) return undefined;
+      const mine = ++generation;
+      busy = true;
+      return () => mine === generation;
+    },
+    /** Ends the load that `isCurrent` belongs to. */
+    end(isCurrent: () => boolean): void {
+      if (isCurrent()) busy = false;
+    },
+  };
+}
+const runsLoads = createListLoads();
+const outputsLoads = createListLoads();
+
 function when(ts: Timestamp | undefined): string {
   if (ts === undefined) return "—";
   return new Date(Number(ts.seconds) * 1000).toISOString().replace("T", " ").slice(0, 16);
@@ -35,14 +60,17 @@ function select(container: Element, selected: Element): void {
 }
 
 function runRow(run: RunInfo): HTMLTableRowElement {
-  const row = el("tr", { attrs: { "data-run": run.runId, title: run.runId } }, [
-    el("td", { text: run.runId }),
+  const shownId = visibleText(run.runId);
+  const row = el("tr", { attrs: { "data-run": run.runId, title: shownId } }, [
+    el("td", { text: shownId }),
     el("td", { text: run.outputCount.toString() }),
     el("td", { text: formatBytes(run.sizeBytes) }),
     el("td", { text: when(run.updateTime) }),
     el("td", { text: run.expireTime === undefined ? "never" : when(run.expireTime) }),
   ]);
-  if (run.parentRunId !== "") row.title = `${run.runId} (forked from ${run.parentRunId})`;
+  if (run.parentRunId !== "") {
+    row.title = `${shownId} (forked from ${visibleText(run.parentRunId)})`;
+  }
   row.addEventListener("click", () => {
     select(runsBody, row);
     void openRun(run.runId);
@@ -51,6 +79,8 @@ function runRow(run: RunInfo): HTMLTableRowElement {
 }
 
 async function loadRuns(more: boolean): Promise<void> {
+  const isCurrent = runsLoads.begin(more);
+  if (isCurrent === undefined) return;
   if (!more) {
     runsToken = "";
     runsBody.replaceChildren();
@@ -58,18 +88,22 @@ async function loadRuns(more: boolean): Promise<void> {
   status.busy("listing runs…");
   try {
     const page = await client.listRuns({ pageSize, pageToken: runsToken });
+    if (!isCurrent()) return;
     runsBody.append(...page.runs.map(runRow));
     runsToken = page.nextPageToken;
     runsMore.hidden = runsToken === "";
     if (runsBody.childElementCount === 0) status.message("no runs stored for this tenant");
     else status.clear();
   } catch (err) {
+    if (!isCurrent()) return;
     runsMore.hidden = true;
     if (ConnectError.from(err).code === Code.Unimplemented) {
       status.message("this server cannot list runs (UNIMPLEMENTED): open a run by its id");
     } else {
       status.error(err);
     }
+  } finally {
+    runsLoads.end(isCurrent);
   }
 }
 
@@ -82,12 +116,12 @@ function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
         ? `${preview.head}\n… ${formatBytes(preview.omittedBytes)} omitted …\n${preview.tail}`
         : preview.head;
   const item = el("li", { attrs: { "data-handle": a.handle } }, [
-    el("strong", { text: a.name || a.handle }),
+    el("strong", { text: visibleText(a.name || a.handle) }),
     el("div", {
       className: "meta",
       text: [
-        a.handle,
-        a.contentType || "no type",
+        visibleText(a.handle),
+        visibleText(a.contentType || "no type"),
         formatBytes(a.sizeBytes),
         a.lineCount === 1n ? "1 line" : `${a.lineCount} lines`,
         ...(a.truncated ? ["truncated"] : []),
@@ -103,24 +137,28 @@ function outputItem(runId: string, a: ResultAttachment): HTMLLIElement {
 }
 
 async function openRun(runId: string, more = false): Promise<void> {
+  const isCurrent = outputsLoads.begin(more);
+  if (isCurrent === undefined) return;
   if (!more) {
     currentRun = runId;
     outputsToken = "";
     outputsList.replaceChildren();
-    outputsTitle.textContent = `Outputs of ${runId}`;
+    outputsTitle.textContent = `Outputs of ${visibleText(runId)}`;
     viewer.clear();
   }
   status.busy("listing outputs…");
   try {
     const page = await client.listToolOutputs({ runId, pageSize, pageToken: outputsToken });
-    if (runId !== currentRun) return;
+    if (!isCurrent()) return;
     outputsList.append(...page.attachments.map((a) => outputItem(runId, a)));
     outputsToken = page.nextPageToken;
     outputsMore.hidden = outputsToken === "";
     if (outputsList.childElementCount === 0) status.message(`run ${runId} holds no outputs`);
     else status.clear();
   } catch (err) {
-    status.error(err);
+    if (isCurrent()) status.error(err);
+  } finally {
+    outputsLoads.end(isCurrent);
   }
 }
 

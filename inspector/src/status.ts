@@ -1,5 +1,6 @@
 import { errorText } from "./client.js";
 import { byId } from "./dom.js";
+import { visibleText } from "./format.js";
 
 /** StatusLine is the page's one line of progress and errors, read out to screen readers. */
 export interface StatusLine {
@@ -17,7 +18,8 @@ export interface StatusLine {
 export function createStatusLine(): StatusLine {
   const line = byId<HTMLParagraphElement>("status");
   const show = (text: string, error: boolean) => {
-    line.textContent = text;
+    // Messages quote run ids and handles, which may hold bidi overrides or escapes.
+    line.textContent = visibleText(text);
     line.classList.toggle("error", error);
   };
   return {

@@ -9,6 +9,7 @@ import {
   isJsonType,
   prettyJson,
   type SearchSpec,
+  visibleText,
 } from "./format.js";
 import type { StatusLine } from "./status.js";
 
@@ -57,6 +58,10 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   let lineNext: bigint | undefined;
   let totalLines = 0n;
   let byteStart = 0n;
+  /** Where the bytes shown end: the server may return fewer than asked (--max-bytes-window). */
+  let byteEnd = 0n;
+  /** Bytes a full window holds: a page, or the server's cap once a window shows it lower. */
+  let byteStep = BigInt(pageBytes);
   let totalBytes = 0n;
   let search:
     | { spec: SearchSpec; context: number; shown: number; cursor?: SearchCursor }
@@ -144,6 +149,9 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       if (!isCurrent()) return;
       totalBytes = w.header?.totalBytes ?? 0n;
       byteStart = offset;
+      byteEnd = offset + BigInt(w.data.length);
+      // A window short of a page before the end was cut by the server's cap.
+      if (byteEnd < totalBytes && w.data.length > 0) byteStep = BigInt(w.data.length);
       const rows = hexRows(w.data, offset).map((row) =>
         el("tr", {}, [
           el("td", { className: "n", text: row.offset }),
@@ -161,9 +169,15 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   async function showJson(): Promise<void> {
     setMode("json");
     const size = output?.sizeBytes ?? 0n;
-    if (size > BigInt(maxJsonBytes)) {
+    if (size === 0n || size > BigInt(maxJsonBytes)) {
+      // No read: drop any window still in flight for what was shown before.
+      generation++;
+      status.clear();
       view.replaceChildren();
-      position.textContent = `${formatBytes(size)} is more than the JSON view parses (${formatBytes(maxJsonBytes)}); read it in Lines or Search`;
+      position.textContent =
+        size === 0n
+          ? "empty output (0 B): no JSON to show"
+          : `${formatBytes(size)} is more than the JSON view parses (${formatBytes(maxJsonBytes)}); read it in Lines or Search`;
       return;
     }
     await act(async (isCurrent) => {
@@ -173,6 +187,11 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
         window: { case: "bytes", value: { offset: 0n, limit: size } },
       });
       if (!isCurrent()) return;
+      if (BigInt(w.data.length) < size) {
+        view.replaceChildren();
+        position.textContent = `${formatBytes(size)} is more than one bytes window of this server (${formatBytes(w.data.length)}, its --max-bytes-window); read it in Lines or Search`;
+        return;
+      }
       let pretty: string;
       try {
         pretty = prettyJson(new TextDecoder("utf-8", { fatal: true }).decode(w.data));
@@ -265,8 +284,9 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
   }
   byId("first").addEventListener("click", () => void showLines({ offset: 0n }));
   byId("prev").addEventListener("click", () => {
-    const offset = lineStart > BigInt(pageLines) ? lineStart - BigInt(pageLines) : 0n;
-    void showLines({ offset });
+    // The window that ends just before the first line shown, counted from the end: the server
+    // may hold fewer than a page of long lines, and then keeps the ones nearest that end.
+    if (lineStart > 0n) void showLines({ offset: totalLines - lineStart, fromEnd: true });
   });
   byId("next").addEventListener("click", () => {
     if (lineNext !== undefined) void showLines({ offset: lineNext });
@@ -308,11 +328,10 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
     if (line !== undefined) void showLines({ offset: BigInt(line) - 1n }, BigInt(line));
   });
   byId("hex-prev").addEventListener("click", () => {
-    const offset = byteStart > BigInt(pageBytes) ? byteStart - BigInt(pageBytes) : 0n;
-    void showHex(offset);
+    void showHex(byteStart > byteStep ? byteStart - byteStep : 0n);
   });
   byId("hex-next").addEventListener("click", () => {
-    if (byteStart + BigInt(pageBytes) < totalBytes) void showHex(byteStart + BigInt(pageBytes));
+    if (byteEnd < totalBytes) void showHex(byteEnd);
   });
 
   return {
@@ -321,11 +340,23 @@ export function createViewer(client: SpillwayWebClient, status: StatusLine): Vie
       output = attachment;
       lineStart = 0n;
       byteStart = 0n;
+      byteEnd = 0n;
+      byteStep = BigInt(pageBytes);
       totalLines = attachment.lineCount;
       search = undefined;
       searchMore.hidden = true;
-      name.textContent = `${attachment.name || attachment.handle} · ${attachment.handle} · ${attachment.contentType || "no type"} · ${formatBytes(attachment.sizeBytes)}`;
+      name.textContent = [
+        attachment.name || attachment.handle,
+        attachment.handle,
+        attachment.contentType || "no type",
+      ]
+        .map(visibleText)
+        .concat(formatBytes(attachment.sizeBytes))
+        .join(" · ");
       modes.hidden = false;
+      // Nothing of the output shown before stays on screen, should this one fail to load.
+      view.replaceChildren();
+      position.textContent = "";
       if (isJsonType(attachment.contentType)) void showJson();
       else void showLines({ offset: 0n });
     },

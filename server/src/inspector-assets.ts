@@ -142,7 +142,8 @@ export function loadInspectorAssets(dir: string = inspectorDistDir()): Inspector
         return true;
       }
       if (path === "/inspector") {
-        plain(res, 308, `${inspectorPath}\n`, { location: inspectorPath });
+        // Relative, so a reverse proxy's path prefix is kept: /p/inspector -> /p/inspector/.
+        plain(res, 308, `${inspectorPath}\n`, { location: "inspector/" });
         return true;
       }
       const asset = assets.get(path);

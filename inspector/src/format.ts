@@ -111,8 +111,8 @@ export function prettyJson(text: string): string {
  * Control characters (C0 but tab, DEL, C1) and the Unicode bidirectional formatting characters
  * (marks, embeddings, overrides, isolates).
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
 const invisible =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
   /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**

@@ -41,6 +41,11 @@ func TestMain(m *testing.M) {
 // startServer runs the compiled `spillway serve --backend memory` with extra flags on a free
 // port and returns the URL it logs and how to stop it.
 func startServer(flags ...string) (string, func(), error) {
+	return startServerWithEnv(nil, flags...)
+}
+
+// startServerWithEnv is startServer with extra environment variables ("NAME=value").
+func startServerWithEnv(env []string, flags ...string) (string, func(), error) {
 	cli, err := filepath.Abs(filepath.Join("..", "..", "server", "dist", "entry.cjs"))
 	if err != nil {
 		return "", nil, err
@@ -49,7 +54,7 @@ func startServer(flags ...string) (string, func(), error) {
 		return "", nil, fmt.Errorf("%s is missing; build it with `npx tsc -b tsconfig.build.json`", cli)
 	}
 	cmd := exec.Command("node", append([]string{cli, "serve", "--backend", "memory", "--port", "0"}, flags...)...)
-	cmd.Env = append(os.Environ(), "SPILLWAY_DRAIN_DELAY_MS=0")
+	cmd.Env = append(append(os.Environ(), "SPILLWAY_DRAIN_DELAY_MS=0"), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -30,15 +30,15 @@ def _build_if_stale() -> None:
 
 
 @contextlib.contextmanager
-def spillway_server(*flags: str, backend: str = "memory") -> Iterator[str]:
-    """Runs `spillway serve --backend <backend>` with extra flags on a free port; yields its URL."""
-    with spillway_process(*flags, backend=backend) as (url, _):
+def spillway_server(*flags: str, backend: str = "memory", env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Runs `spillway serve --backend <backend>` with extra flags (and environment) on a free port; yields its URL."""
+    with spillway_process(*flags, backend=backend, env=env) as (url, _):
         yield url
 
 
 @contextlib.contextmanager
 def spillway_process(
-    *flags: str, backend: str = "memory", port: int = 0
+    *flags: str, backend: str = "memory", port: int = 0, env: Mapping[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """spillway_server that also yields the process (to kill it) and takes a fixed port (0: a free one)."""
     _build_if_stale()
@@ -48,7 +48,7 @@ def spillway_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "SPILLWAY_LOG_LEVEL": "info"},
+        env={**os.environ, "SPILLWAY_LOG_LEVEL": "info", **(env or {})},
     )
     found: dict[str, str] = {}
     ready = threading.Event()

@@ -30,18 +30,9 @@ if found=$(find_chromium); then
   exit 0
 fi
 
-command -v apt-get >/dev/null || fail "Chromium is not installed and apt-get is unavailable; install Chromium yourself or set SPILLWAY_CHROMIUM"
-sudo=()
-if [[ "$(id -u)" != "0" ]]; then
-  command -v sudo >/dev/null || fail "installing Chromium needs root (or sudo)"
-  sudo=(sudo)
-fi
-export DEBIAN_FRONTEND=noninteractive
-if ! "${sudo[@]}" apt-get install -y -qq chromium >/dev/null 2>&1; then
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq chromium >/dev/null ||
-    "${sudo[@]}" apt-get install -y -qq chromium-browser >/dev/null ||
-    fail "apt-get install chromium (or chromium-browser) failed"
-fi
+# shellcheck source=apt-install.sh
+source "$(dirname "$0")/apt-install.sh"
+apt_install_one_of install-chromium chromium chromium-browser ||
+  fail "install Chromium yourself or set SPILLWAY_CHROMIUM"
 found=$(find_chromium) || fail "Chromium is not on PATH after installing it"
 echo "install-chromium: chromium=$found"

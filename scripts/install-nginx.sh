@@ -16,18 +16,8 @@ if command -v nginx >/dev/null; then
   exit 0
 fi
 
-command -v apt-get >/dev/null || fail "nginx is not installed and apt-get is unavailable; install nginx (1.22+) yourself"
-sudo=()
-if [[ "$(id -u)" != "0" ]]; then
-  command -v sudo >/dev/null || fail "installing nginx needs root (or sudo)"
-  sudo=(sudo)
-fi
-export DEBIAN_FRONTEND=noninteractive
-if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends nginx-light >/dev/null 2>&1; then
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends nginx-light >/dev/null ||
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends nginx >/dev/null ||
-    fail "apt-get install nginx-light (or nginx) failed"
-fi
+# shellcheck source=apt-install.sh
+source "$(dirname "$0")/apt-install.sh"
+apt_install_one_of install-nginx nginx-light nginx || exit 1
 command -v nginx >/dev/null || fail "nginx is not on PATH after installing it"
 echo "install-nginx: nginx=$(command -v nginx)"

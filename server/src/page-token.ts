@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { isStoredRunSegment } from "./keys.js";
 
 /** Bytes of SHA-256 a token keeps: enough that no edit or other run's token passes by chance. */
 const digestBytes = 16;
@@ -32,23 +33,18 @@ function parseToken(token: string): { a?: unknown; d?: unknown } {
 }
 
 /**
- * The cursor of a token encodeToken made for `scope`, if it is one and the cursor is a segment
- * (no "/"; non-empty when `nonEmpty`); otherwise INVALID_ARGUMENT with `message`.
+ * The cursor of a token encodeToken made for `scope`, if it is one and `accepts` the cursor;
+ * otherwise INVALID_ARGUMENT with `message`.
  */
 function decodeToken(
   scope: readonly string[],
   token: string,
-  nonEmpty: boolean,
+  accepts: (cursor: string) => boolean,
   message: string,
 ): string {
   try {
     const value = parseToken(token);
-    if (
-      typeof value.a === "string" &&
-      (!nonEmpty || value.a !== "") &&
-      !value.a.includes("/") &&
-      value.d === bindingOf(scope, value.a)
-    ) {
+    if (typeof value.a === "string" && accepts(value.a) && value.d === bindingOf(scope, value.a)) {
       return value.a;
     }
   } catch {
@@ -79,7 +75,7 @@ export function decodePageToken(tenant: string, runId: string, token: string): s
   return decodeToken(
     [tenant, runId],
     token,
-    false,
+    (cursor) => !cursor.includes("/"),
     "page_token: not a token this server issued for this run; start again without one",
   );
 }
@@ -96,14 +92,15 @@ export function encodeRunsPageToken(tenant: string, after: string): string {
 /**
  * decodeRunsPageToken returns the cursor of a token encodeRunsPageToken made for this tenant,
  * undefined for an empty token, and INVALID_ARGUMENT (`page_token: …`) for anything else: a
- * token of another tenant, a ListToolOutputs token, an edited one, or one no server made.
+ * token of another tenant, a ListToolOutputs token, an edited one, or one no server made. A
+ * cursor it returns is always a segment runPrefix could have made (isStoredRunSegment).
  */
 export function decodeRunsPageToken(tenant: string, token: string): string | undefined {
   if (token === "") return undefined;
   return decodeToken(
     [tenant],
     token,
-    true,
+    isStoredRunSegment,
     "page_token: not a token this server issued for this tenant's runs; start again without one",
   );
 }

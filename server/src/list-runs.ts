@@ -9,13 +9,16 @@ import {
   decodeSegment,
   encodeSegment,
   isStoredRunSegment,
+  runMetaSuffix,
   runPrefix,
+  runRegistrySuffix,
+  runTtlSuffix,
   tenantRunsPrefix,
 } from "./keys.js";
 import { decodeRunsPageToken, encodeRunsPageToken } from "./page-token.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
-import { type RunMeta, runTtlSuffix } from "./runs.js";
+import type { RunMeta } from "./runs.js";
 
 /** Runs a page holds when the request leaves page_size at 0. */
 export const DEFAULT_RUNS_PAGE_SIZE = 100;
@@ -302,7 +305,9 @@ async function summarise(
   try {
     [ttl, meta] = await Promise.all([
       readIfStored(prefix + runTtlSuffix),
-      readIfStored(`${prefix}meta`) as Promise<(RunMeta & Record<string, unknown>) | undefined>,
+      readIfStored(prefix + runMetaSuffix) as Promise<
+        (RunMeta & Record<string, unknown>) | undefined
+      >,
     ]);
   } catch (err) {
     if (signal?.aborted === true) throw err;
@@ -330,7 +335,13 @@ async function summarise(
     bytes += record.sizeBytes;
   };
 
-  for await (const keys of registryKeys(deps.backend, `${prefix}h/`, listed, signal, refused)) {
+  for await (const keys of registryKeys(
+    deps.backend,
+    prefix + runRegistrySuffix,
+    listed,
+    signal,
+    refused,
+  )) {
     for (let i = 0; i < keys.length; i += recordReadsInFlight) {
       const batch = keys.slice(i, i + recordReadsInFlight);
       const read = await Promise.all(

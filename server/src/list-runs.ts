@@ -21,17 +21,17 @@ import type { Registry } from "./registry.js";
 import type { RunMeta } from "./runs.js";
 
 /** Runs a page holds when the request leaves page_size at 0. */
-export const DEFAULT_RUNS_PAGE_SIZE = 100;
+const DEFAULT_RUNS_PAGE_SIZE = 100;
 /**
  * Records one call reads at most before it ends its page early (it always finishes the run it
  * is summarising, and lists at least one run): what bounds a call over runs of many outputs.
  */
-export const LIST_RUNS_RECORD_BUDGET = 2_000;
+const LIST_RUNS_RECORD_BUDGET = 2_000;
 /**
  * Run prefixes one call passes over without listing them (expired, deleted, emptied) before
  * it ends its page early, so a tenant full of deleted runs still answers in bounded time.
  */
-export const LIST_RUNS_SKIP_BUDGET = 1_000;
+const LIST_RUNS_SKIP_BUDGET = 1_000;
 /** Keys one listing of the tenant's runs returns at most (a run takes at least one). */
 const keysPerRunListing = 1000;
 /** Runs summarised at once. */

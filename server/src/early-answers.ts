@@ -15,7 +15,7 @@ export interface EarlyAnswerBudget {
  * cannot change it), at the same rate: every early answer may cost one client reset, and the
  * other half is left for the resets the server does not cause (cancelled calls).
  */
-export const defaultEarlyAnswerBudget: EarlyAnswerBudget = { burst: 500, perSecond: 33 };
+const defaultEarlyAnswerBudget: EarlyAnswerBudget = { burst: 500, perSecond: 33 };
 
 /** EarlyAnswers tracks, per HTTP/2 connection, the calls answered before their request ended. */
 export interface EarlyAnswers {

@@ -6,7 +6,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 
 /** Where the inspector is served: the page at `/inspector/`, its files beside it. */
-export const inspectorPath = "/inspector/";
+const inspectorPath = "/inspector/";
 
 /**
  * The policy every inspector response carries: the page runs only its own script and
@@ -75,7 +75,7 @@ export interface InspectorAssets {
  * @spillway/inspector package installed beside the server. It throws, naming the package,
  * when that is not installed.
  */
-export function inspectorDistDir(): string {
+function inspectorDistDir(): string {
   try {
     return join(
       dirname(createRequire(import.meta.url).resolve("@spillway/inspector/package.json")),

@@ -140,9 +140,16 @@ export function isStoredRunSegment(segment: string): boolean {
   );
 }
 
+/** What follows a run's prefix in the keys of its handle records (registryPrefix). */
+export const runRegistrySuffix = "h/";
+/** What follows a run's prefix in the key of its metadata object (runMetaKey). */
+export const runMetaSuffix = "meta";
+/** What follows a run's prefix in the key of its TTL object (runTtlKey). */
+export const runTtlSuffix = "ttl";
+
 /** registryPrefix is where a run's handle records live, one object per handle. */
 export function registryPrefix(tenant: string, runId: string): string {
-  return `${runPrefix(tenant, runId)}h/`;
+  return runPrefix(tenant, runId) + runRegistrySuffix;
 }
 
 /** recordKey is the storage key of one handle's record in a run's registry. */
@@ -152,7 +159,12 @@ export function recordKey(tenant: string, runId: string, handle: string): string
 
 /** runMetaKey stores a run's metadata (expiry, fork origin). */
 export function runMetaKey(tenant: string, runId: string): string {
-  return `${runPrefix(tenant, runId)}meta`;
+  return runPrefix(tenant, runId) + runMetaSuffix;
+}
+
+/** runTtlKey stores a run's expiry as `{expiresMs, tenant, runId}`. */
+export function runTtlKey(tenant: string, runId: string): string {
+  return runPrefix(tenant, runId) + runTtlSuffix;
 }
 
 /** forkMarkerPrefix lists the runs still referring to this run's blobs. */

@@ -9,26 +9,29 @@ import {
   decodeSegment,
   encodeSegment,
   isStoredRunSegment,
+  runMetaSuffix,
   runPrefix,
+  runRegistrySuffix,
+  runTtlSuffix,
   tenantRunsPrefix,
 } from "./keys.js";
 import { decodeRunsPageToken, encodeRunsPageToken } from "./page-token.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
-import { type RunMeta, runTtlSuffix } from "./runs.js";
+import type { RunMeta } from "./runs.js";
 
 /** Runs a page holds when the request leaves page_size at 0. */
-export const DEFAULT_RUNS_PAGE_SIZE = 100;
+const DEFAULT_RUNS_PAGE_SIZE = 100;
 /**
  * Records one call reads at most before it ends its page early (it always finishes the run it
  * is summarising, and lists at least one run): what bounds a call over runs of many outputs.
  */
-export const LIST_RUNS_RECORD_BUDGET = 2_000;
+const LIST_RUNS_RECORD_BUDGET = 2_000;
 /**
  * Run prefixes one call passes over without listing them (expired, deleted, emptied) before
  * it ends its page early, so a tenant full of deleted runs still answers in bounded time.
  */
-export const LIST_RUNS_SKIP_BUDGET = 1_000;
+const LIST_RUNS_SKIP_BUDGET = 1_000;
 /** Keys one listing of the tenant's runs returns at most (a run takes at least one). */
 const keysPerRunListing = 1000;
 /** Runs summarised at once. */
@@ -85,12 +88,6 @@ export async function listRuns(
   log: ListRunsLog | undefined,
 ): Promise<RunsPage> {
   const after = decodeRunsPageToken(tenant, req.pageToken);
-  if (after !== undefined && !isStoredRunSegment(after)) {
-    throw new ConnectError(
-      "page_token: not a token this server issued for this tenant's runs; start again without one",
-      Code.InvalidArgument,
-    );
-  }
   const pageSize = req.pageSize === 0 ? DEFAULT_RUNS_PAGE_SIZE : req.pageSize;
   const nowMs = deps.now();
   const base = tenantRunsPrefix(tenant);
@@ -308,7 +305,9 @@ async function summarise(
   try {
     [ttl, meta] = await Promise.all([
       readIfStored(prefix + runTtlSuffix),
-      readIfStored(`${prefix}meta`) as Promise<(RunMeta & Record<string, unknown>) | undefined>,
+      readIfStored(prefix + runMetaSuffix) as Promise<
+        (RunMeta & Record<string, unknown>) | undefined
+      >,
     ]);
   } catch (err) {
     if (signal?.aborted === true) throw err;
@@ -336,7 +335,13 @@ async function summarise(
     bytes += record.sizeBytes;
   };
 
-  for await (const keys of registryKeys(deps.backend, `${prefix}h/`, listed, signal, refused)) {
+  for await (const keys of registryKeys(
+    deps.backend,
+    prefix + runRegistrySuffix,
+    listed,
+    signal,
+    refused,
+  )) {
     for (let i = 0; i < keys.length; i += recordReadsInFlight) {
       const batch = keys.slice(i, i + recordReadsInFlight);
       const read = await Promise.all(

@@ -7,12 +7,12 @@ import { routePreface } from "./preface-router.js";
  * How long an accepted plaintext connection has to show whether it speaks HTTP/2 or HTTP/1.1,
  * and an HTTP/1.1 request to deliver its headers: real clients send both at once.
  */
-export const http1HeadersMs = 10_000;
+const http1HeadersMs = 10_000;
 /**
  * How long an HTTP/1.1 request (headers and body) may take to arrive before it is answered 408
  * and its connection closed (Node's default). Large offloads belong on HTTP/2.
  */
-export const http1RequestMs = 300_000;
+const http1RequestMs = 300_000;
 
 /** PlaintextListener is one plaintext port serving HTTP/2 (h2c) and HTTP/1.1. */
 export interface PlaintextListener {

@@ -5,10 +5,7 @@ import { ServerReflection as ServerReflectionV1 } from "@spillway/proto/grpc/ref
 import { ServerReflection as ServerReflectionV1alpha } from "@spillway/proto/grpc/reflection/v1alpha/reflection_pb.js";
 
 /** The two versions of the reflection service, which grpcurl, buf curl and grpcui ask for. */
-export const reflectionServices: readonly DescService[] = [
-  ServerReflectionV1,
-  ServerReflectionV1alpha,
-];
+const reflectionServices: readonly DescService[] = [ServerReflectionV1, ServerReflectionV1alpha];
 
 /** A reflection request of either version: v1alpha's messages are v1's under another name. */
 interface Request {

@@ -10,6 +10,7 @@ import {
   registryPrefix,
   runMetaKey,
   runPrefix,
+  runTtlKey,
   truncateForMessage,
 } from "./keys.js";
 import { isExpired, recommit, type StoredRecord } from "./record.js";
@@ -61,9 +62,6 @@ export interface RunMeta {
   readonly ownerRefs?: boolean;
 }
 
-/** What follows a run's prefix in the key of its TTL object (`{expiresMs, tenant, runId}`). */
-export const runTtlSuffix = "ttl";
-const ttlSuffix = runTtlSuffix;
 const deletedSuffix = "deleted";
 /** Records a fork commits at once (the most a record pack holds). */
 const forkCommitsInFlight = 64;
@@ -170,7 +168,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   };
 
   const expiresMs: Runs["expiresMs"] = async (tenant, runId, signal) => {
-    const value = (await readJson(runPrefix(tenant, runId) + ttlSuffix, signal)) as
+    const value = (await readJson(runTtlKey(tenant, runId), signal)) as
       | { expiresMs?: unknown }
       | undefined;
     return typeof value?.expiresMs === "number" ? value.expiresMs : undefined;
@@ -193,7 +191,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         );
       }
       const expires = now() + ttlMs;
-      const key = runPrefix(tenant, runId) + ttlSuffix;
+      const key = runTtlKey(tenant, runId);
       // Objects are create-only, so a TTL change replaces the object; the last writer wins.
       for (let attempt = 0; ; attempt++) {
         await backend.delete(key, opt(signal));
@@ -228,7 +226,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         throw err;
       }
       if (ttlMs !== undefined) {
-        await putJson(runPrefix(tenant, childRunId) + ttlSuffix, {
+        await putJson(runTtlKey(tenant, childRunId), {
           expiresMs: now() + ttlMs,
           tenant,
           runId: childRunId,
@@ -277,7 +275,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         });
       }
       const removed = await deleteAll(registryPrefix(tenant, runId), signal);
-      await backend.delete(runPrefix(tenant, runId) + ttlSuffix, opt(signal));
+      await backend.delete(runTtlKey(tenant, runId), opt(signal));
       await backend.delete(runMetaKey(tenant, runId), opt(signal));
       if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
         await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);

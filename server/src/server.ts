@@ -226,7 +226,7 @@ export function isLoopback(host: string): boolean {
  * isLoopbackHostHeader tells whether an HTTP/1.1 `Host` header names this machine by a loopback
  * name or address (`127.0.0.1`, `localhost`, `app.localhost`, `[::1]`, with or without a port).
  */
-export function isLoopbackHostHeader(host: string | undefined): boolean {
+function isLoopbackHostHeader(host: string | undefined): boolean {
   if (host === undefined) return false;
   let hostname: string;
   try {

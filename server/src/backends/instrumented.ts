@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { grpcCode, type Metrics } from "../metrics.js";
-import { observeIterable } from "../observe-iterable.js";
-import type { Backend, BackendCallOptions } from "./backend.js";
+import type { Backend } from "./backend.js";
+import { onCallFailure } from "./on-call-failure.js";
 
 /** Codes the Backend contract uses for ordinary answers: a missing key, a key already taken. */
 const contractOutcomes: ReadonlySet<Code> = new Set([Code.NotFound, Code.AlreadyExists]);
@@ -16,66 +16,13 @@ const contractOutcomes: ReadonlySet<Code> = new Set([Code.NotFound, Code.Already
  * caller's upload — failed.
  */
 export function instrumentBackend(base: Backend, metrics: Metrics): Backend {
-  const count = (err: unknown, opts: BackendCallOptions | undefined) => {
-    const code = ConnectError.from(err).code;
-    if (contractOutcomes.has(code) || opts?.signal?.aborted === true) return;
-    metrics.backendErrors.inc({ backend: base.kind, grpc_code: grpcCode(code) });
-  };
-  // A thunk, so a backend that throws synchronously is counted too.
-  const counted = async <T>(call: () => Promise<T>, opts?: BackendCallOptions): Promise<T> => {
-    try {
-      return await call();
-    } catch (err) {
-      count(err, opts);
-      throw err;
-    }
-  };
-  // A write counts unless its body — the caller's upload — is what failed.
-  const uploaded = async <T>(
-    body: AsyncIterable<Uint8Array>,
-    opts: BackendCallOptions | undefined,
-    write: (observed: AsyncIterable<Uint8Array>) => Promise<T>,
-  ): Promise<T> => {
-    let bodyFailed = false;
-    const observed = observeIterable(body, {
-      onEnd: (ending) => {
-        bodyFailed ||= ending.kind === "failed";
-      },
-    });
-    try {
-      return await write(observed);
-    } catch (err) {
-      if (!bodyFailed) count(err, opts);
-      throw err;
-    }
-  };
-  const { putMany } = base;
-  return {
-    ...base,
-    put: (key, body, opts) => uploaded(body, opts, (observed) => base.put(key, observed, opts)),
-    async get(key, opts) {
-      const stream = await counted(() => base.get(key, opts), opts);
-      return observeIterable(stream, {
-        onEnd: (ending) => {
-          if (ending.kind === "failed") count(ending.error, opts);
-        },
-      });
+  return onCallFailure(
+    base,
+    (err, opts) => {
+      const code = ConnectError.from(err).code;
+      if (contractOutcomes.has(code) || opts?.signal?.aborted === true) return;
+      metrics.backendErrors.inc({ backend: base.kind, grpc_code: grpcCode(code) });
     },
-    head: (key, opts) => counted(() => base.head(key, opts), opts),
-    list: (prefix, opts) => counted(() => base.list(prefix, opts), opts),
-    delete: (key, opts) => counted(() => base.delete(key, opts), opts),
-    deleteMany: (keys, opts) => counted(() => base.deleteMany(keys, opts), opts),
-    ...(putMany === undefined
-      ? {}
-      : {
-          async putMany(keys, body, opts) {
-            const results = await uploaded(body, opts, (observed) => putMany(keys, observed, opts));
-            for (const result of results) {
-              if (result instanceof ConnectError) count(result, opts);
-            }
-            return results;
-          },
-        }),
-    close: () => counted(() => base.close()),
-  };
+    { streams: true },
+  );
 }

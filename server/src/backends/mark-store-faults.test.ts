@@ -58,4 +58,17 @@ describe("markStoreFaults", () => {
     expect(faultOf(taken)).toBe("client");
     expect(faultOf(await rejection(backend.get("t/missing")))).toBe("client");
   });
+
+  it("marks a store's refusal when it is closed as the server's fault", async () => {
+    const base = createMemoryBackend();
+    const backend = markStoreFaults({
+      ...base,
+      close: async () => {
+        throw new ConnectError("credentials revoked", Code.PermissionDenied);
+      },
+    });
+    const err = await rejection(backend.close());
+    expect(err.code).toBe(Code.PermissionDenied);
+    expect(faultOf(err)).toBe("server");
+  });
 });

@@ -10,6 +10,7 @@ import { defaultLimits } from "./limits.js";
 import {
   CLIENT_COMMAND_NAMES,
   clientCommandAt,
+  MCP_COMMANDS,
   packageCommandFor,
   runPackageCommand,
 } from "./package-command.js";
@@ -66,9 +67,8 @@ const COMMANDS = [
   "sweep",
   "help",
   "version",
-  "mcp",
-  "mcp-proxy",
   "token",
+  ...MCP_COMMANDS.map((c) => c.command),
   ...CLIENT_COMMAND_NAMES,
 ];
 

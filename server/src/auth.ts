@@ -5,7 +5,7 @@ import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { BlobKeySchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import { readConfigFile } from "./config-files.js";
 import type { TenantLimits } from "./limits.js";
-import { parseSize } from "./size-option.js";
+import { parseSize, parseWholeNumber } from "./size-option.js";
 import { validateRequest } from "./validation.js";
 
 /** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
@@ -47,13 +47,6 @@ export const TOKEN_LIMIT_ATTRIBUTES = Object.keys(
   LIMIT_ATTRIBUTES,
 ) as readonly (keyof typeof LIMIT_ATTRIBUTES)[];
 
-/** wholeNumber reads decimal digits as a safe integer; anything else throws. */
-function wholeNumber(raw: string): number {
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
-  return n;
-}
-
 /**
  * parseTokenLimit reads the value of one limit attribute as the token file holds it: a whole
  * number for `max_calls`, a size for the byte limits (`10GiB`, `500MB`: parseSize). It returns
@@ -61,7 +54,7 @@ function wholeNumber(raw: string): number {
  * attribute's name): the server reads 0 as "no limit", so a tenant's 0 would lift the server's.
  */
 export function parseTokenLimit(attribute: keyof typeof LIMIT_ATTRIBUTES, raw: string): number {
-  const n = attribute === "max_calls" ? wholeNumber(raw) : parseSize(raw);
+  const n = attribute === "max_calls" ? parseWholeNumber(raw) : parseSize(raw);
   if (n === 0) {
     throw new Error(
       "a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)",

@@ -5,7 +5,7 @@ import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { BlobKeySchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import { readConfigFile } from "./config-files.js";
 import type { TenantLimits } from "./limits.js";
-import { parseSize } from "./size-option.js";
+import { parseSize, parseWholeNumber } from "./size-option.js";
 import { validateRequest } from "./validation.js";
 
 /** DEV_TENANT is the single tenant of a server started without a token file (loopback only). */
@@ -42,10 +42,24 @@ const LIMIT_ATTRIBUTES = {
 const LINE_FORMAT =
   "<sha256 hex> <tenant> [max_blob_bytes=<size>] [max_run_bytes=<size>] [max_inflight_bytes=<size>] [max_calls=<n>]";
 
-/** wholeNumber reads decimal digits as a safe integer; anything else throws. */
-function wholeNumber(raw: string): number {
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
+/** The limit attributes a token file line may carry, e.g. `max_blob_bytes`. */
+export const TOKEN_LIMIT_ATTRIBUTES = Object.keys(
+  LIMIT_ATTRIBUTES,
+) as readonly (keyof typeof LIMIT_ATTRIBUTES)[];
+
+/**
+ * parseTokenLimit reads the value of one limit attribute as the token file holds it: a whole
+ * number for `max_calls`, a size for the byte limits (`10GiB`, `500MB`: parseSize). It returns
+ * a safe integer of at least 1, or throws an Error saying in words what is wrong (without the
+ * attribute's name): the server reads 0 as "no limit", so a tenant's 0 would lift the server's.
+ */
+export function parseTokenLimit(attribute: keyof typeof LIMIT_ATTRIBUTES, raw: string): number {
+  const n = attribute === "max_calls" ? parseWholeNumber(raw) : parseSize(raw);
+  if (n === 0) {
+    throw new Error(
+      "a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)",
+    );
+  }
   return n;
 }
 
@@ -88,16 +102,10 @@ export function parseTokenFile(
       }
       let n: number;
       try {
-        n = field === "maxCalls" ? wholeNumber(value) : parseSize(value);
+        n = parseTokenLimit(name as keyof typeof LIMIT_ATTRIBUTES, value);
       } catch (err) {
         throw new Error(
           `token file line ${index + 1}: ${name}=${value}: ${(err as Error).message}`,
-        );
-      }
-      // The server reads 0 as "no limit", so a tenant's 0 would lift the server's limit.
-      if (n === 0) {
-        throw new Error(
-          `token file line ${index + 1}: ${name}=0: a tenant's limit must be at least 1; it only lowers the server's (leave it out to use the server's)`,
         );
       }
       const least = opts.minInflightBytes ?? 0;

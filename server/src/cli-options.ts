@@ -1,4 +1,4 @@
-import { parseDuration, parseSize } from "./size-option.js";
+import { parseDuration, parseSize, parseWholeNumber } from "./size-option.js";
 
 /** A whole-number option's bounds, both inclusive. */
 export interface OptionRange {
@@ -79,11 +79,4 @@ export function createOptionReader<F extends string>(
       );
     },
   };
-}
-
-/** parseWholeNumber reads decimal digits as a safe integer; anything else throws. */
-function parseWholeNumber(raw: string): number {
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
-  return n;
 }

@@ -10,6 +10,7 @@ import { defaultLimits } from "./limits.js";
 import {
   CLIENT_COMMAND_NAMES,
   clientCommandAt,
+  MCP_COMMANDS,
   packageCommandFor,
   runPackageCommand,
 } from "./package-command.js";
@@ -20,6 +21,7 @@ import { runTokenCommand } from "./token-command.js";
 import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { spillwayUsage } from "./usage.js";
 import { createWindowCaps } from "./window/caps.js";
+import { escapeControls } from "./window/render.js";
 
 const usage = spillwayUsage(SPILLWAY_VERSION);
 
@@ -65,9 +67,8 @@ const COMMANDS = [
   "sweep",
   "help",
   "version",
-  "mcp",
-  "mcp-proxy",
   "token",
+  ...MCP_COMMANDS.map((c) => c.command),
   ...CLIENT_COMMAND_NAMES,
 ];
 
@@ -345,17 +346,12 @@ function usageError(problem: string): void {
 }
 
 /**
- * shownControls escapes the control characters (C0 but newline, DEL, C1) of a message that may
- * echo an argument, so a hostile flag or command name cannot drive the terminal it is shown on.
+ * shownControls escapes the control characters of a message that may echo an argument (as
+ * escapeControls does for model text), keeping its line breaks, so a hostile flag or command
+ * name cannot drive the terminal it is shown on.
  */
 function shownControls(text: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
-  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x80
-      ? `\\x${code.toString(16).padStart(2, "0")}`
-      : `\\u${code.toString(16).padStart(4, "0")}`;
-  });
+  return text.split("\n").map(escapeControls).join("\n");
 }
 
 function defined<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {

@@ -70,9 +70,24 @@ export interface TlsCredentials {
   readonly ca?: Buffer;
 }
 
-/** The PEM certificates in `pem`, as text blocks. */
-function pemCertificates(pem: string): string[] {
-  return pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+/**
+ * checkCertificates throws `<name>: <path>: <reason>` unless `pem` holds at least one PEM
+ * certificate (`ifNone` finishes that message) and every one of them parses.
+ */
+function checkCertificates(pem: Buffer, path: string, name: string, ifNone: string): void {
+  const blocks =
+    pem.toString("utf8").match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ??
+    [];
+  if (blocks.length === 0) throw new Error(`${name}: ${path}: holds no PEM certificate${ifNone}`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (err) {
+      throw new Error(
+        `${name}: ${path}: a certificate in it does not parse (${(err as Error).message})`,
+      );
+    }
+  }
 }
 
 /**
@@ -90,19 +105,7 @@ export function loadTlsCredentials(
 ): TlsCredentials {
   const cert = readConfigFile(files.certFile, names.cert);
   const key = readConfigFile(files.keyFile, names.key);
-  const chain = pemCertificates(cert.toString("utf8"));
-  if (chain.length === 0) {
-    throw new Error(`${names.cert}: ${files.certFile}: holds no PEM certificate`);
-  }
-  for (const pem of chain) {
-    try {
-      new X509Certificate(pem);
-    } catch (err) {
-      throw new Error(
-        `${names.cert}: ${files.certFile}: a certificate in it does not parse (${(err as Error).message})`,
-      );
-    }
-  }
+  checkCertificates(cert, files.certFile, names.cert, "");
   try {
     createSecureContext({ key });
   } catch (err) {
@@ -119,21 +122,7 @@ export function loadTlsCredentials(
   }
   if (files.clientCaFile === undefined) return { cert, key };
   const ca = readConfigFile(files.clientCaFile, names.clientCa);
-  const authorities = pemCertificates(ca.toString("utf8"));
-  if (authorities.length === 0) {
-    throw new Error(
-      `${names.clientCa}: ${files.clientCaFile}: holds no PEM certificate, so no client could connect`,
-    );
-  }
-  for (const pem of authorities) {
-    try {
-      new X509Certificate(pem);
-    } catch (err) {
-      throw new Error(
-        `${names.clientCa}: ${files.clientCaFile}: a certificate in it does not parse (${(err as Error).message})`,
-      );
-    }
-  }
+  checkCertificates(ca, files.clientCaFile, names.clientCa, ", so no client could connect");
   return { cert, key, ca };
 }
 

@@ -83,3 +83,10 @@ export function parseSize(raw: string): number {
 export function parseDuration(raw: string): number {
   return scaled(raw, DURATION_UNITS, { unit: "milliseconds", syntax: DURATION_SYNTAX });
 }
+
+/** parseWholeNumber reads decimal digits as a safe integer; anything else throws an Error in words. */
+export function parseWholeNumber(raw: string): number {
+  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new Error("expected a whole number");
+  return n;
+}

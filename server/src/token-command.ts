@@ -1,16 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { hashToken, parseTokenFile } from "./auth.js";
-import { parseSize } from "./size-option.js";
+import { hashToken, parseTokenFile, parseTokenLimit, TOKEN_LIMIT_ATTRIBUTES } from "./auth.js";
 
-/** The limit flags `token add` takes, by the token file attribute each writes. */
-const LIMIT_FLAGS = {
-  "max-blob-bytes": "max_blob_bytes",
-  "max-run-bytes": "max_run_bytes",
-  "max-inflight-bytes": "max_inflight_bytes",
-  "max-calls": "max_calls",
-} as const;
+/** The limit flags `token add` takes (`--max-blob-bytes`), by the token file attribute each writes. */
+const LIMIT_FLAGS = new Map(TOKEN_LIMIT_ATTRIBUTES.map((a) => [a.replaceAll("_", "-"), a]));
 
 /** TOKEN_USAGE is the help of `spillway token`. */
 export const TOKEN_USAGE = `Usage: spillway token add <tenant> --token-file <path> [--max-blob-bytes <size>]
@@ -64,10 +58,14 @@ export function runTokenCommand(args: readonly string[]): number {
       throw usage("token add: --token-file (or SPILLWAY_TOKEN_FILE) is required");
     }
     const limits: string[] = [];
-    for (const [flag, attribute] of Object.entries(LIMIT_FLAGS)) {
-      const raw = values[flag as keyof typeof LIMIT_FLAGS];
-      if (raw === undefined) continue;
-      limits.push(`${attribute}=${limitValue(flag, raw)}`);
+    for (const [flag, attribute] of LIMIT_FLAGS) {
+      const raw = (values as Record<string, string | boolean | undefined>)[flag];
+      if (typeof raw !== "string") continue;
+      try {
+        limits.push(`${attribute}=${parseTokenLimit(attribute, raw)}`);
+      } catch (err) {
+        throw usage(`--${flag}: ${(err as Error).message}, got ${JSON.stringify(raw)}`);
+      }
     }
     const token = randomBytes(32).toString("base64url");
     const line = [hashToken(token), tenant, ...limits].join(" ");
@@ -104,29 +102,6 @@ export function runTokenCommand(args: readonly string[]): number {
   }
 }
 
-/**
- * A limit flag's value in the token file: a count for --max-calls, a size (`10GiB`, `1.5MB`, as
- * serve's flags and the file itself take it: parseSize) for the byte limits, written in bytes;
- * at least 1 either way.
- */
-function limitValue(flag: string, raw: string): number {
-  let n: number;
-  if (flag === "max-calls") {
-    n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  } else {
-    try {
-      n = parseSize(raw);
-    } catch (err) {
-      throw usage(`--${flag}: ${(err as Error).message}`);
-    }
-  }
-  if (!Number.isSafeInteger(n) || n < 1) {
-    const what = flag === "max-calls" ? "a whole number" : "a size";
-    throw usage(`--${flag}: expected ${what} of at least 1, got ${JSON.stringify(raw)}`);
-  }
-  return n;
-}
-
 function parseTokenArgs(args: readonly string[]) {
   try {
     return parseArgs({
@@ -134,12 +109,8 @@ function parseTokenArgs(args: readonly string[]) {
       allowPositionals: true,
       options: {
         "token-file": { type: "string" },
-        ...Object.fromEntries(
-          Object.keys(LIMIT_FLAGS).map((f) => [f, { type: "string" as const }]),
-        ),
+        ...Object.fromEntries([...LIMIT_FLAGS.keys()].map((f) => [f, { type: "string" as const }])),
         help: { type: "boolean", short: "h" },
-      } as Record<keyof typeof LIMIT_FLAGS | "token-file", { type: "string" }> & {
-        help: { type: "boolean"; short: "h" };
       },
     });
   } catch (err) {

@@ -1,15 +1,10 @@
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spillwayClientCli } from "./support/package-bins.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
-
-/** The compiled `spillway-cli` bin, as npm links it (test/global-setup/build.ts builds dist/). */
-const spillwayClientCli = createRequire(import.meta.url)
-  .resolve("@spillway/cli/package.json")
-  .replace(/package\.json$/, "bin/spillway-cli.js");
 
 /** ESC, CSI as one C1 character, BEL, and DEL: what rewrites a terminal's title, screen, colours. */
 const ESC = "\u001b";

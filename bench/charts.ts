@@ -93,6 +93,27 @@ const config = {
   legend: { labelFontSize: 12, titleFontSize: 12, labelLimit: 320, orient: "bottom" as const },
 };
 
+/** The category axis down a chart's side: one row per value of `field`, in `sort`'s order. */
+function rowAxis(field: string, sort: string[], labelLimit = 320) {
+  return {
+    field,
+    type: "nominal" as const,
+    sort,
+    title: null,
+    axis: { labelFontSize: 12, labelLimit },
+  };
+}
+
+/** What every chart's spec starts with: the schema, its title and subtitle, and the shared look. */
+function specHead(text: string, subtitle: string, chartWidth = width) {
+  return {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title: { text, subtitle },
+    width: chartWidth,
+    config,
+  };
+}
+
 /**
  * benchCharts turns bench/results.json's rows into Vega-Lite specs: one chart of medians,
  * ranges and samples per group of scenarios sharing a unit, one of every scenario's ratio
@@ -141,14 +162,10 @@ function valueChart(group: ValueGroup, rows: readonly BenchResult[]): BenchChart
     // The target is on Spillway's figure: drawn on Spillway's row.
     return [{ scenario: r.name, side: spillway, target: target.value, label }];
   });
-  const order = rows.map((r) => r.name);
-  const y = {
-    field: "scenario",
-    type: "nominal" as const,
-    sort: order,
-    title: null,
-    axis: { labelFontSize: 12, labelLimit: 320 },
-  };
+  const y = rowAxis(
+    "scenario",
+    rows.map((r) => r.name),
+  );
   const yOffset = { field: "side", type: "nominal" as const, sort: sides };
   const color = {
     field: "side",
@@ -168,16 +185,13 @@ function valueChart(group: ValueGroup, rows: readonly BenchResult[]): BenchChart
     file: `bench-${group.id}.svg`,
     title,
     spec: {
-      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      title: {
-        text: title,
-        subtitle: `dots: each timed run · line: range over runs · bar and label: median${
+      ...specHead(
+        title,
+        `dots: each timed run · line: range over runs · bar and label: median${
           targets.length > 0 ? " · red: the target on the figure itself" : ""
         }`,
-      },
-      width,
+      ),
       height: { step: 26 },
-      config,
       layer: [
         ...(targets.length === 0
           ? []
@@ -262,13 +276,10 @@ function ratioChart(results: readonly BenchResult[]): BenchChart {
       label: `${formatNumber(r.ratio)} (target: ${targetText(r.target)})`,
     };
   });
-  const y = {
-    field: "scenario",
-    type: "nominal" as const,
-    sort: results.map((r) => r.name),
-    title: null,
-    axis: { labelFontSize: 12, labelLimit: 320 },
-  };
+  const y = rowAxis(
+    "scenario",
+    results.map((r) => r.name),
+  );
   const x = {
     type: "quantitative" as const,
     title: "ratio against the baseline, as each target states it (log scale)",
@@ -280,15 +291,11 @@ function ratioChart(results: readonly BenchResult[]): BenchChart {
     file: "bench-ratios.svg",
     title,
     spec: {
-      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      title: {
-        text: title,
-        subtitle:
-          "dot: the ratio of the medians · black bar: the ratio the target asks for · dashed: parity",
-      },
-      width,
+      ...specHead(
+        title,
+        "dot: the ratio of the medians · black bar: the ratio the target asks for · dashed: parity",
+      ),
       height: { step: 24 },
-      config,
       data: { values: rows },
       layer: [
         {
@@ -349,28 +356,23 @@ function cpuChart(rows: readonly BenchResult[]): BenchChart {
     sidesOf(r).map(([side, seconds]) => ({ row: rowOf(r.name, side), seconds: seconds.wall ?? 0 })),
   );
   const processes = [...new Set(cpu.map((c) => c.process))];
-  const y = {
-    field: "row",
-    type: "nominal" as const,
-    sort: wall.map((w) => w.row),
-    title: null,
-    axis: { labelFontSize: 12, labelLimit: 300 },
-  };
+  const y = rowAxis(
+    "row",
+    wall.map((w) => w.row),
+    300,
+  );
   const x = { type: "quantitative" as const, title: "seconds per timed run (medians)" };
   const title = "Where the time went, in the scenarios that meter each process's CPU";
   return {
     file: "bench-cpu.svg",
     title,
     spec: {
-      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      title: {
-        text: title,
-        subtitle:
-          "bars: each process's CPU seconds, stacked · black tick: the run's elapsed seconds",
-      },
-      width: width - 100,
+      ...specHead(
+        title,
+        "bars: each process's CPU seconds, stacked · black tick: the run's elapsed seconds",
+        width - 100,
+      ),
       height: { step: 22 },
-      config,
       layer: [
         {
           data: { values: cpu },

@@ -1,15 +1,11 @@
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spillwayClientCli } from "./support/package-bins.js";
+import { runCli } from "./support/run-cli.js";
 import { scratchDir } from "./support/scratch-dir.js";
-import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
-
-/** The compiled `spillway-cli` bin, as npm links it (test/global-setup/build.ts builds dist/). */
-const spillwayClientCli = createRequire(import.meta.url)
-  .resolve("@spillway/cli/package.json")
-  .replace(/package\.json$/, "bin/spillway-cli.js");
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 /** ESC, CSI as one C1 character, BEL, and DEL: what rewrites a terminal's title, screen, colours. */
 const ESC = "\u001b";
@@ -98,18 +94,15 @@ describe("spillway-cli shows control characters escaped to a person", () => {
     expect(piped.stdout).toBe(lines.split("\n").slice(1).join("\n"));
   });
 
-  it("error messages show a hostile argument escaped", () => {
+  it("error messages show a hostile argument escaped", async () => {
     const flag = cli(["ls", `--bogus${ESC}[2J`]);
     expect(flag.status).toBe(2);
     expect(flag.stderr).not.toMatch(TERMINAL_CONTROL);
     const command = cli([`b${ESC}[2Jad`]);
     expect(command.status).toBe(2);
     expect(command.stderr).not.toMatch(TERMINAL_CONTROL);
-    const viaServer = spawnSync(process.execPath, [spillwayCli, `b${ESC}[2Jad`], {
-      encoding: "utf8",
-      env: env(),
-    });
-    expect(viaServer.status).toBe(2);
+    const viaServer = await runCli([`b${ESC}[2Jad`], { SPILLWAY_URL: spillway.url });
+    expect(viaServer.code).toBe(2);
     expect(viaServer.stderr).not.toMatch(TERMINAL_CONTROL);
     // A message of several lines keeps them: only what could drive the terminal is escaped.
     const ambiguous = cli(["tail", "-n", "-1", "r", "res_h"]);

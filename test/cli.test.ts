@@ -2,19 +2,14 @@ import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { COMMAND_NAMES } from "@spillway/cli";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENT_COMMAND_NAMES } from "../server/src/package-command.js";
+import { spillwayClientCli } from "./support/package-bins.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { writeSelfSigned } from "./support/self-signed.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
-
-/** The compiled `spillway-cli` bin, as npm links it (test/global-setup/build.ts builds dist/). */
-const spillwayClientCli = createRequire(import.meta.url)
-  .resolve("@spillway/cli/package.json")
-  .replace(/package\.json$/, "bin/spillway-cli.js");
 
 const token = "cli-test-token";
 const tenant = "cli-tenant";

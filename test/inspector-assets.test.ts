@@ -1,11 +1,11 @@
-import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inspectorContentSecurityPolicy } from "../server/src/inspector-assets.js";
-import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
+import { runCli } from "./support/run-cli.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const dist = fileURLToPath(new URL("../inspector/dist/", import.meta.url));
 
@@ -156,16 +156,10 @@ describe("spillway serve --inspector", () => {
     } finally {
       await viaEnv.stop();
     }
-    const bad = spawnSync(
-      process.execPath,
-      [spillwayCli, "serve", "--backend", "memory", "--port", "0"],
-      {
-        env: { ...process.env, SPILLWAY_INSPECTOR: "yes" },
-        encoding: "utf8",
-        timeout: 30_000,
-      },
-    );
-    expect(bad.status).toBe(1);
+    const bad = await runCli(["serve", "--backend", "memory", "--port", "0"], {
+      SPILLWAY_INSPECTOR: "yes",
+    });
+    expect(bad.code).toBe(1);
     expect(bad.stderr).toBe(
       'spillway: SPILLWAY_INSPECTOR: expected 1, true, 0 or false, got "yes"\n',
     );

@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import type { Browser, Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "./support/chromium.js";
+import { listenLoopback } from "./support/listen-loopback.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { writeSelfSigned } from "./support/self-signed.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
@@ -82,8 +82,7 @@ async function startPrefixProxy(upstream: string): Promise<{ url: string; server
     forward.on("error", () => res.destroy());
     req.pipe(forward);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+  return { url: await listenLoopback(server), server };
 }
 
 /**

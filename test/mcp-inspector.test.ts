@@ -1,5 +1,4 @@
 import { execFile } from "node:child_process";
-import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -8,17 +7,11 @@ import {
   type SpillwayClient,
 } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { packageFile, spillwayMcp } from "./support/package-bins.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
-const require = createRequire(import.meta.url);
-/** The compiled `spillway-mcp` bin (test/global-setup/build.ts builds dist/). */
-const spillwayMcp = require
-  .resolve("@spillway/mcp/package.json")
-  .replace(/package\.json$/, "bin/spillway-mcp.js");
 /** The MCP Inspector's command-line client, as its package's bin names it. */
-const inspectorCli = require
-  .resolve("@modelcontextprotocol/inspector-cli/package.json")
-  .replace(/package\.json$/, "build/cli.js");
+const inspectorCli = packageFile("@modelcontextprotocol/inspector-cli", "build/cli.js");
 
 const runId = "run-inspector";
 const payload = Array.from({ length: 5_000 }, (_, i) => `inspector line ${i + 1}`).join("\n");

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
@@ -15,18 +14,12 @@ import {
 } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runPipeHost } from "./support/mcp-pipe-host.js";
+import { packageFile, spillwayMcpProxy } from "./support/package-bins.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
-const require = createRequire(import.meta.url);
-/** The compiled `spillway-mcp-proxy` bin (test/global-setup/build.ts builds dist/). */
-const proxyBin = require
-  .resolve("@spillway/mcp/package.json")
-  .replace(/package\.json$/, "bin/spillway-mcp-proxy.js");
 /** The reference filesystem MCP server from npm, a server nobody here wrote. */
-const filesystemServer = require
-  .resolve("@modelcontextprotocol/server-filesystem/package.json")
-  .replace(/package\.json$/, "dist/index.js");
+const filesystemServer = packageFile("@modelcontextprotocol/server-filesystem", "dist/index.js");
 
 const token = "proxy-test-token";
 const tenant = "proxy-tenant";
@@ -64,7 +57,7 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
   let proxied: Client;
   /** The proxy's command line in front of the filesystem server, `extra` flags before `--`. */
   const proxyArgs = (extra: readonly string[]) => [
-    proxyBin,
+    spillwayMcpProxy,
     "--url",
     spillway.url,
     ...extra,

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
@@ -18,13 +17,9 @@ import {
 } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runPipeHost } from "./support/mcp-pipe-host.js";
+import { spillwayMcp } from "./support/package-bins.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
-
-/** The compiled `spillway-mcp` bin, as npm links it (test/global-setup/build.ts builds dist/). */
-const spillwayMcp = createRequire(import.meta.url)
-  .resolve("@spillway/mcp/package.json")
-  .replace(/package\.json$/, "bin/spillway-mcp.js");
 
 const token = "mcp-test-token";
 const tenant = "mcp-tenant";

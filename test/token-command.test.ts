@@ -1,17 +1,15 @@
-import { spawnSync } from "node:child_process";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createSpillwayClient } from "@spillway/client";
 import { afterAll, describe, expect, it } from "vitest";
 import { hashToken } from "../server/src/auth.js";
+import { runCli } from "./support/run-cli.js";
 import { scratchDir } from "./support/scratch-dir.js";
-import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 /** Runs `spillway token <args>`, the compiled server executable. */
-function token(args: readonly string[]) {
-  return spawnSync(process.execPath, [spillwayCli, "token", ...args], { encoding: "utf8" });
-}
+const token = (args: readonly string[]) => runCli(["token", ...args]);
 
 /** The tenant a token authenticates as, or the gRPC code that refuses it. */
 async function tenantOf(url: string, bearer: string): Promise<string> {
@@ -33,8 +31,8 @@ describe("spillway token add", () => {
   afterAll(() => spillway?.stop());
 
   it("prints a new 256-bit token once and appends its hash to a 0600 file the server loads", async () => {
-    const first = token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
-    expect(first.status).toBe(0);
+    const first = await token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
+    expect(first.code).toBe(0);
     expect(first.stdout).toMatch(/^[A-Za-z0-9_-]{43}\n$/);
     expect(first.stderr).toContain("SIGHUP");
     const alice = first.stdout.trim();
@@ -43,15 +41,15 @@ describe("spillway token add", () => {
     expect(readFileSync(file, "utf8")).toBe(`${hashToken(alice)} alice max_calls=8\n`);
     expect(readFileSync(file, "utf8")).not.toContain(alice);
     // A second token for the same tenant is a different one.
-    const again = token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
+    const again = await token(["add", "alice", "--token-file", file, "--max-calls", "8"]);
     expect(again.stdout.trim()).not.toBe(alice);
 
     spillway = await spawnSpillway(["--backend", "memory", "--token-file", file]);
     expect(await tenantOf(spillway.url, alice)).toBe("alice");
     expect(await tenantOf(spillway.url, again.stdout.trim())).toBe("alice");
 
-    const added = token(["add", "bob", "--token-file", file]);
-    expect(added.status).toBe(0);
+    const added = await token(["add", "bob", "--token-file", file]);
+    expect(added.code).toBe(0);
     const bob = added.stdout.trim();
     expect(await tenantOf(spillway.url, bob)).toBe("Unauthenticated");
     spillway.kill("SIGHUP");
@@ -63,9 +61,9 @@ describe("spillway token add", () => {
     expect(await tenantOf(spillway.url, alice)).toBe("alice");
   });
 
-  it("takes sizes with units, as serve's flags and the token file do, and writes them in bytes", () => {
+  it("takes sizes with units, as serve's flags and the token file do, and writes them in bytes", async () => {
     const path = join(dir, "units");
-    const run = token([
+    const run = await token([
       "add",
       "erin",
       "--token-file",
@@ -78,13 +76,13 @@ describe("spillway token add", () => {
       "65536",
     ]);
     expect(run.stderr).toContain("SIGHUP");
-    expect(run.status).toBe(0);
+    expect(run.code).toBe(0);
     expect(readFileSync(path, "utf8")).toBe(
       `${hashToken(run.stdout.trim())} erin max_blob_bytes=1500000 max_run_bytes=10737418240 max_inflight_bytes=65536\n`,
     );
   });
 
-  it("refuses a tenant or limits the token file parser would refuse, leaving the file as it was", () => {
+  it("refuses a tenant or limits the token file parser would refuse, leaving the file as it was", async () => {
     const path = join(dir, "refusals");
     writeFileSync(path, `${hashToken("x")} carol max_calls=4\n`);
     const before = readFileSync(path, "utf8");
@@ -100,13 +98,15 @@ describe("spillway token add", () => {
       ["add"],
       ["remove", "dave"],
     ]) {
-      const run = token([...args, "--token-file", path]);
-      expect(run.status, args.join(" ")).toBe(2);
+      const run = await token([...args, "--token-file", path]);
+      expect(run.code, args.join(" ")).toBe(2);
       expect(run.stdout, args.join(" ")).toBe("");
       expect(run.stderr).toMatch(/^spillway: /);
     }
     expect(readFileSync(path, "utf8")).toBe(before);
-    expect(token(["add", "dave"]).stderr).toContain("--token-file (or SPILLWAY_TOKEN_FILE)");
+    expect((await token(["add", "dave"])).stderr).toContain(
+      "--token-file (or SPILLWAY_TOKEN_FILE)",
+    );
     // The file's fields are split on whitespace, so a tenant containing some would come back as
     // another tenant (with limits the operator never asked for) when the server reads the line.
     for (const tenant of [
@@ -115,14 +115,14 @@ describe("spillway token add", () => {
       "carol\u00a0max_calls=4",
       "a b",
     ]) {
-      const run = token(["add", tenant, "--token-file", path]);
-      expect(run.status, JSON.stringify(tenant)).toBe(2);
+      const run = await token(["add", tenant, "--token-file", path]);
+      expect(run.code, JSON.stringify(tenant)).toBe(2);
       expect(run.stdout).toBe("");
       expect(run.stderr).toContain("whitespace");
     }
     expect(readFileSync(path, "utf8")).toBe(before);
-    const isDir = token(["add", "dave", "--token-file", dir]);
-    expect(isDir.status).toBe(1);
+    const isDir = await token(["add", "dave", "--token-file", dir]);
+    expect(isDir.code).toBe(1);
     expect(isDir.stderr).toBe(`spillway: --token-file ${dir}: not a regular file\n`);
   });
 });

@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,6 +12,7 @@ import { createSpillwayClient } from "@spillway/client";
 import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf } from "./support/code-of.js";
+import { listenLoopback } from "./support/listen-loopback.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 import { waitFor } from "./support/wait-for.js";
 
@@ -73,9 +73,7 @@ async function startOtlpReceiver(): Promise<{ url: string; spans: OtlpSpan[]; se
       res.writeHead(200, { "content-type": "application/json" }).end("{}");
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/v1/traces`, spans, server };
+  return { url: `${await listenLoopback(server)}/v1/traces`, spans, server };
 }
 
 const hex = (bytes: number) => randomBytes(bytes).toString("hex");

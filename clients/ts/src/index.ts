@@ -3,6 +3,7 @@
  * `read_tool_output` model tool and the retry helper, as named re-exports. The generated
  * messages come from `@spillway/proto`.
  */
+export { type AttachmentJson, attachmentJson } from "./attachment-json.js";
 export {
   type ByteRange,
   createSpillwayClient,

@@ -4,7 +4,7 @@ import { usageError } from "./exit-codes.js";
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
 /** GLOBAL_OPTIONS are the flags every command takes, before or after the command's name. */
-export const GLOBAL_OPTIONS = {
+const GLOBAL_OPTIONS = {
   url: { type: "string" },
   token: { type: "string" },
   "token-file": { type: "string" },

@@ -4,7 +4,7 @@ import { type ParsedCommandLine, stringFlag } from "./command-line.js";
 import { usageError } from "./exit-codes.js";
 
 /** DEFAULT_URL is the server a command talks to without `--url` or `SPILLWAY_URL`. */
-export const DEFAULT_URL = "http://127.0.0.1:50051";
+const DEFAULT_URL = "http://127.0.0.1:50051";
 
 /** Connection is where and as whom the CLI calls the server. */
 export interface Connection {

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { statusName } from "@spillway/wire";
 
 /** EXIT_OK: the command did what it was asked. */
 export const EXIT_OK = 0;
@@ -47,11 +48,11 @@ export function exitCodeOf(err: unknown): number {
 
 /** The gRPC codes a user most often meets, as their exit status, for the usage text and docs. */
 export const COMMON_EXIT_CODES: readonly [string, number][] = [
-  ["INVALID_ARGUMENT", exitCodeOfCode(Code.InvalidArgument)],
-  ["NOT_FOUND", exitCodeOfCode(Code.NotFound)],
-  ["ALREADY_EXISTS", exitCodeOfCode(Code.AlreadyExists)],
-  ["PERMISSION_DENIED", exitCodeOfCode(Code.PermissionDenied)],
-  ["RESOURCE_EXHAUSTED", exitCodeOfCode(Code.ResourceExhausted)],
-  ["UNAVAILABLE", exitCodeOfCode(Code.Unavailable)],
-  ["UNAUTHENTICATED", exitCodeOfCode(Code.Unauthenticated)],
-];
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.AlreadyExists,
+  Code.PermissionDenied,
+  Code.ResourceExhausted,
+  Code.Unavailable,
+  Code.Unauthenticated,
+].map((code) => [statusName(code), exitCodeOfCode(code)]);

@@ -14,13 +14,13 @@ import {
 import type { StatusLine } from "./status.js";
 
 /** Lines one page of the lines view asks for (the server may cap it lower). */
-export const pageLines = 100;
+const pageLines = 100;
 /** Bytes one page of the hex view asks for: 256 rows of 16. */
-export const pageBytes = 4096;
+const pageBytes = 4096;
 /** Matches one page of search results asks for. */
-export const pageMatches = 50;
+const pageMatches = 50;
 /** Largest output the JSON view parses; a larger one is read in the lines view instead. */
-export const maxJsonBytes = 1024 * 1024;
+const maxJsonBytes = 1024 * 1024;
 
 type Mode = "lines" | "search" | "hex" | "json";
 

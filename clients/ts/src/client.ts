@@ -330,6 +330,14 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     return { attachments: res.attachments, nextPageToken: res.nextPageToken };
   }
 
+  async function listRuns(options: ListOptions = {}): Promise<RunsPage> {
+    const res = await raw.listRuns(
+      { pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+      callOptions(options),
+    );
+    return { runs: res.runs, nextPageToken: res.nextPageToken };
+  }
+
   async function stat(
     runId: string,
     handle: string,
@@ -487,22 +495,13 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         pageToken = page.nextPageToken;
       } while (pageToken !== "");
     },
-    async listRuns(options = {}) {
-      const res = await raw.listRuns(
-        { pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
-        callOptions(options),
-      );
-      return { runs: res.runs, nextPageToken: res.nextPageToken };
-    },
+    listRuns,
     async *listAllRuns(options = {}) {
       let pageToken = "";
       do {
-        const res = await raw.listRuns(
-          { pageSize: options.pageSize ?? 0, pageToken },
-          callOptions(options),
-        );
-        yield* res.runs;
-        pageToken = res.nextPageToken;
+        const page = await listRuns({ ...options, pageToken });
+        yield* page.runs;
+        pageToken = page.nextPageToken;
       } while (pageToken !== "");
     },
     deleteRun(runId, call = {}) {

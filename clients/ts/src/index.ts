@@ -3,6 +3,7 @@
  * `read_tool_output` model tool and the retry helper, as named re-exports. The generated
  * messages come from `@spillway/proto`.
  */
+
 export {
   type ByteRange,
   createSpillwayClient,
@@ -40,6 +41,12 @@ export {
   readToolOutputToolName,
   type ToolDefinition,
 } from "./read-tool-output-tool.js";
+export {
+  type AttachmentJson,
+  attachmentJson,
+  type RunInfoJson,
+  runInfoJson,
+} from "./record-json.js";
 export {
   isTransientError,
   type RetryBudget,

@@ -15,7 +15,6 @@ export {
   exitCodeOfCode,
 } from "./exit-codes.js";
 export { formatBytes, parseDuration } from "./format.js";
-export type { OutputJson, RunJson } from "./json-shapes.js";
 export { runMain } from "./main.js";
 export { renderProgress } from "./progress-bar.js";
 export { runCli } from "./run-cli.js";

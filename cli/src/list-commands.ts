@@ -1,9 +1,9 @@
+import { attachmentJson, runInfoJson } from "@spillway/client";
 import type { RunInfo } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { type Command, printJson } from "./command.js";
 import { expectArgs } from "./command-line.js";
 import { EXIT_OK } from "./exit-codes.js";
 import { formatBytes, humanTime, table, visible } from "./format.js";
-import { outputJson, runJson } from "./json-shapes.js";
 
 /** runsCommand lists the calling tenant's runs (ListRuns), every page. */
 export const runsCommand: Command = {
@@ -16,7 +16,7 @@ export const runsCommand: Command = {
     const runs: RunInfo[] = [];
     for await (const run of ctx.client.listAllRuns({ pageSize: 1000 })) runs.push(run);
     if (ctx.json) {
-      await printJson(ctx, { runs: runs.map(runJson) });
+      await printJson(ctx, { runs: runs.map(runInfoJson) });
       return EXIT_OK;
     }
     await ctx.out.write(
@@ -47,7 +47,7 @@ export const lsCommand: Command = {
     const outputs = [];
     for await (const a of ctx.client.listAll(runId, { pageSize: 1000 })) outputs.push(a);
     if (ctx.json) {
-      await printJson(ctx, { run_id: runId, outputs: outputs.map(outputJson) });
+      await printJson(ctx, { run_id: runId, outputs: outputs.map(attachmentJson) });
       return EXIT_OK;
     }
     await ctx.out.write(
@@ -75,7 +75,7 @@ export const statCommand: Command = {
   options: {},
   async run(ctx) {
     const [runId = "", handle = ""] = expectArgs("stat", ctx.args, ["<run>", "<handle>"]);
-    const record = outputJson(await ctx.client.stat(runId, handle));
+    const record = attachmentJson(await ctx.client.stat(runId, handle));
     if (ctx.json) {
       await printJson(ctx, record);
       return EXIT_OK;

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { createReadStream, statSync } from "node:fs";
 import { basename } from "node:path";
+import { attachmentJson } from "@spillway/client";
 import { type Command, printJson } from "./command.js";
 import { expectArgs, stringFlag } from "./command-line.js";
 import { EXIT_OK, usageError } from "./exit-codes.js";
 import { parseDuration, visible } from "./format.js";
-import { outputJson } from "./json-shapes.js";
 import { createProgressBar, type ProgressBar } from "./progress-bar.js";
 
 /** Bytes read from the file per chunk: the client sends 1 MiB messages. */
@@ -85,7 +85,7 @@ export const putCommand: Command = {
     );
     bar?.finish();
     if (ctx.json) {
-      await printJson(ctx, outputJson(attachment));
+      await printJson(ctx, attachmentJson(attachment));
     } else {
       await ctx.out.write(`${attachment.handle}\n`);
     }

@@ -19,7 +19,6 @@ export {
   runMcpProxy,
   runProxyMain,
 } from "./proxy-cli.js";
-export { type RunSummary, summarizeRun } from "./run-json.js";
 export {
   createSpillwayMcpServer,
   createSpillwayToolHandler,

@@ -16,12 +16,12 @@ import {
   createReadToolOutputRunner,
   type ReadToolOutputOutcome,
   readToolOutputTool,
+  runInfoJson,
   type SpillwayClient,
 } from "@spillway/client";
 import { statusName } from "@spillway/wire";
 import { parseResourceUri, resourceUri, summarizeAttachment } from "./attachment-json.js";
 import { describeConnectError, grpcStatusLine } from "./grpc-error-text.js";
-import { summarizeRun } from "./run-json.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
@@ -241,7 +241,7 @@ export function createSpillwayToolHandler(
       if (name === "list_runs") {
         const page = await client.listRuns(pageArgs(args, []));
         return jsonResult({
-          runs: page.runs.map(summarizeRun),
+          runs: page.runs.map(runInfoJson),
           next_page_token: page.nextPageToken,
         });
       }

@@ -256,6 +256,14 @@ function refuseForeignHost(res: http.ServerResponse): void {
   res.end(body);
 }
 
+/**
+ * What one HTTP/2 session may hold in memory, in megabytes (Node's unit). Node's default of 10
+ * is below the 32 MiB a client may have in flight under the flow-control window above, and past
+ * it Node refuses every new stream on the connection with ENHANCE_YOUR_CALM: a client whose
+ * refused offloads were still arriving saw a call reset that way.
+ */
+const maxSessionMemoryMb = 2 * (FLOW_CONTROL_WINDOW / (1024 * 1024)) + 16;
+
 /** The HTTP/2 settings Spillway's server sends its clients. */
 export const serverHttp2Settings: http2.Settings = {
   initialWindowSize: FLOW_CONTROL_WINDOW,
@@ -496,10 +504,11 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
   const server =
     tlsFiles === undefined
-      ? http2.createServer({ settings }, servedHandler)
+      ? http2.createServer({ settings, maxSessionMemory: maxSessionMemoryMb }, servedHandler)
       : http2.createSecureServer(
           {
             settings,
+            maxSessionMemory: maxSessionMemoryMb,
             ...loadTlsCredentials(tlsFiles, tlsNames),
             allowHTTP1: true,
             ...(tlsFiles.clientCaFile === undefined

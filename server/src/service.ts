@@ -180,6 +180,10 @@ export function createSpillwayService(
       return { forkedAttachments: BigInt(forked) };
     },
 
+    mergeRun() {
+      throw new ConnectError("MergeRun is not implemented by this server", Code.Unimplemented);
+    },
+
     async setRunTtl(req, ctx) {
       validateRequest(SetRunTtlRequestSchema, req);
       if (req.ttl === undefined) throw new ConnectError("ttl: required", Code.InvalidArgument);

@@ -66,8 +66,11 @@ export type OffloadOptions = Omit<
   "key" | "$typeName"
 >;
 
-/** OffloadKey is the address of an offload: tenant, run and call. */
-export type OffloadKey = Omit<BlobKey, "$typeName">;
+/**
+ * OffloadKey is the address of an offload: tenant, run, call and, for a retried call, the
+ * attempt (unset or 1 for the first).
+ */
+export type OffloadKey = Omit<BlobKey, "$typeName" | "attempt"> & { readonly attempt?: number };
 
 /** OffloadResult is a committed record and whether this call created it. */
 export interface OffloadResult {

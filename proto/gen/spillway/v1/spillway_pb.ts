@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/spillway.proto.
  */
 export const file_spillway_v1_spillway: GenFile = /*@__PURE__*/
-  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMiegoOUHJldmlld09wdGlvbnMSJAoKaGVhZF9jaGFycxgBIAEoBUILukgIGgYYoJwBKABIAIgBARIkCgp0YWlsX2NoYXJzGAIgASgFQgu6SAgaBhignAEoAEgBiAEBQg0KC19oZWFkX2NoYXJzQg0KC190YWlsX2NoYXJzIlUKD09mZmxvYWRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIPCgdjcmVhdGVkGAIgASgIIlAKE09mZmxvYWRCYXRjaFJlcXVlc3QSOQoFaXRlbXMYASADKAsyHS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hJdGVtQgu6SAiSAQUIARDoByJUChBPZmZsb2FkQmF0Y2hJdGVtEjIKBmhlYWRlchgBIAEoCzIaLnNwaWxsd2F5LnYxLk9mZmxvYWRIZWFkZXJCBrpIA8gBARIMCgRkYXRhGAIgASgMIkgKFE9mZmxvYWRCYXRjaFJlc3BvbnNlEjAKB3Jlc3VsdHMYASADKAsyHy5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXN1bHQiggEKEk9mZmxvYWRCYXRjaFJlc3VsdBIxCglvZmZsb2FkZWQYASABKAsyHC5zcGlsbHdheS52MS5PZmZsb2FkUmVzcG9uc2VIABIvCgVlcnJvchgCIAEoCzIeLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEVycm9ySABCCAoGcmVzdWx0IjIKEU9mZmxvYWRCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKxAgoVUmVhZFRvb2xPdXRwdXRSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI0CgZoYW5kbGUYAiABKAlCJLpIIXIfEAEogBAyGF5bXlx4MDAtXHgxZlx4N2YtXHg5Zl0qJBIpCgVsaW5lcxgDIAEoCzIYLnNwaWxsd2F5LnYxLkxpbmVzV2luZG93SAASKQoFYnl0ZXMYBCABKAsyGC5zcGlsbHdheS52MS5CeXRlc1dpbmRvd0gAEisKBnNlYXJjaBgFIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAhCCAoGd2luZG93Il8KC0xpbmVzV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJNCgtCeXRlc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKANCB7pIBCICKAFIAIgBAUIICgZfbGltaXQi5QEKDFNlYXJjaFdpbmRvdxIbCgdwYXR0ZXJuGAEgASgJQgq6SAdyBRABKIAIEg0KBXJlZ2V4GAIgASgIEhMKC2lnbm9yZV9jYXNlGAMgASgIEiEKC21heF9tYXRjaGVzGAQgASgFQge6SAQaAigBSACIAQESFQoEc2tpcBgFIAEoA0IHukgEIgIoABIgCg1jb250ZXh0X2xpbmVzGAYgASgFQgm6SAYaBBgUKAASKAoFYWZ0ZXIYByABKAsyGS5zcGlsbHdheS52MS5TZWFyY2hDdXJzb3JCDgoMX21heF9tYXRjaGVzInwKDFNlYXJjaEN1cnNvchIcCgtieXRlX29mZnNldBgBIAEoA0IHukgEIgIoABIVCgRsaW5lGAIgASgDQge6SAQiAigAEh8KDm1hdGNoZXNfYmVmb3JlGAMgASgDQge6SAQiAigAEhYKBWNoZWNrGAQgASgJQge6SARyAihAIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSJ9CgxXaW5kb3dIZWFkZXISDgoGaGFuZGxlGAEgASgJEhMKC3RvdGFsX2J5dGVzGAIgASgDEhMKC3RvdGFsX2xpbmVzGAMgASgDEg4KBmJpbmFyeRgEIAEoCBIUCgxjb250ZW50X3R5cGUYBSABKAkSDQoFc3RhcnQYBiABKAMidQoNV2luZG93Q29udGVudBIOCgRkYXRhGAEgASgMSAASIwoFbGluZXMYAiABKAsyEi5zcGlsbHdheS52MS5MaW5lc0gAEicKB21hdGNoZXMYAyABKAsyFC5zcGlsbHdheS52MS5NYXRjaGVzSABCBgoEYm9keSIpCgVMaW5lcxIgCgVsaW5lcxgBIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUiSgoETGluZRIOCgZudW1iZXIYASABKAMSDAoEdGV4dBgCIAEoCRIPCgdjbGlwcGVkGAMgASgIEhMKC2J5dGVfb2Zmc2V0GAQgASgDIi4KB01hdGNoZXMSIwoHbWF0Y2hlcxgBIAMoCzISLnNwaWxsd2F5LnYxLk1hdGNoIm0KBU1hdGNoEh8KBGxpbmUYASABKAsyES5zcGlsbHdheS52MS5MaW5lEiEKBmJlZm9yZRgCIAMoCzIRLnNwaWxsd2F5LnYxLkxpbmUSIAoFYWZ0ZXIYAyADKAsyES5zcGlsbHdheS52MS5MaW5lIpMCCg1XaW5kb3dUcmFpbGVyEhYKDnJldHVybmVkX2xpbmVzGAEgASgDEhYKDnJldHVybmVkX2J5dGVzGAIgASgDEhgKEHJldHVybmVkX21hdGNoZXMYAyABKAMSGAoLbmV4dF9vZmZzZXQYBCABKANIAIgBARIPCgdjbGlwcGVkGAUgASgIEgsKA2VvZhgGIAEoCBIaCg10b3RhbF9tYXRjaGVzGAcgASgDSAGIAQESEAoIcmVuZGVyZWQYCCABKAkSMAoNc2VhcmNoX2N1cnNvchgJIAEoCzIZLnNwaWxsd2F5LnYxLlNlYXJjaEN1cnNvckIOCgxfbmV4dF9vZmZzZXRCEAoOX3RvdGFsX21hdGNoZXMijQEKFVN0YXRUb29sT3V0cHV0UmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNAoGaGFuZGxlGAIgASgJQiS6SCFyHxABKIAQMhheW15ceDAwLVx4MWZceDdmLVx4OWZdKiQiSwoWU3RhdFRvb2xPdXRwdXRSZXNwb25zZRIxCgphdHRhY2htZW50GAEgASgLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudCKVAQoWTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SHQoJcGFnZV9zaXplGAIgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDKIAQImYKF0xpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEjIKC2F0dGFjaG1lbnRzGAEgAygLMh0uc3BpbGx3YXkudjEuUmVzdWx0QXR0YWNobWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTgoPTGlzdFJ1bnNSZXF1ZXN0Eh0KCXBhZ2Vfc2l6ZRgBIAEoBUIKukgHGgUY6AcoABIcCgpwYWdlX3Rva2VuGAIgASgJQgi6SAVyAyiAECJPChBMaXN0UnVuc1Jlc3BvbnNlEiIKBHJ1bnMYASADKAsyFC5zcGlsbHdheS52MS5SdW5JbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLtAQoHUnVuSW5mbxIOCgZydW5faWQYASABKAkSFAoMb3V0cHV0X2NvdW50GAIgASgDEhIKCnNpemVfYnl0ZXMYAyABKAMSLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcGFyZW50X3J1bl9pZBgHIAEoCSJSChBEZWxldGVSdW5SZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLiIwChFEZWxldGVSdW5SZXNwb25zZRIbChNkZWxldGVkX2F0dGFjaG1lbnRzGAEgASgDItYBCg5Gb3JrUnVuUmVxdWVzdBJFCg1wYXJlbnRfcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEkQKDGNoaWxkX3J1bl9pZBgCIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI3CgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACItCg9Gb3JrUnVuUmVzcG9uc2USGgoSZm9ya2VkX2F0dGFjaG1lbnRzGAEgASgDIosBChBTZXRSdW5UdGxSZXF1ZXN0Ej4KBnJ1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhI3CgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CD7pIDKoBCSIFCICKig8qACJEChFTZXRSdW5UdGxSZXNwb25zZRIvCgtleHBpcmVfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QipwEKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEg8KB2JhY2tlbmQYAiABKAkSIwoGbGltaXRzGAMgASgLMhMuc3BpbGx3YXkudjEuTGltaXRzEiUKBGNhcHMYBCABKAsyFy5zcGlsbHdheS52MS5XaW5kb3dDYXBzEhAKCGZlYXR1cmVzGAUgAygJEg4KBnRlbmFudBgGIAEoCSKqBAoGTGltaXRzEhYKDm1heF9ibG9iX2J5dGVzGAEgASgDEhcKD21heF9jaHVua19ieXRlcxgCIAEoAxIUCgxpbmxpbmVfYnl0ZXMYAyABKAMSGQoRbWF4X3BhdHRlcm5fYnl0ZXMYBCABKAMSGAoQbWF4X2J5dGVzX3dpbmRvdxgFIAEoAxIaCg1tYXhfcnVuX2J5dGVzGAYgASgDSACIAQESGgoSbWF4X2luZmxpZ2h0X2J5dGVzGAcgASgDEhwKFG1heF9jYWxsc19wZXJfdGVuYW50GAggASgFEjMKEHJlcXVlc3RfZGVhZGxpbmUYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUb2ZmbG9hZF9pZGxlX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJQodbWF4X2luZmxpZ2h0X2J5dGVzX3Blcl90ZW5hbnQYCyABKAMSOgoXY29ubmVjdGlvbl9pZGxlX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNQoSa2VlcGFsaXZlX2ludGVydmFsGA0gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWtlZXBhbGl2ZV90aW1lb3V0GA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQhAKDl9tYXhfcnVuX2J5dGVzIm0KCldpbmRvd0NhcHMSGAoQbWF4X3dpbmRvd19saW5lcxgBIAEoBRIYChBtYXhfd2luZG93X2NoYXJzGAIgASgFEhYKDm1heF9saW5lX2NoYXJzGAMgASgFEhMKC21heF9tYXRjaGVzGAQgASgFMsMGCg9TcGlsbHdheVNlcnZpY2USRgoHT2ZmbG9hZBIbLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXF1ZXN0Ghwuc3BpbGx3YXkudjEuT2ZmbG9hZFJlc3BvbnNlKAESUwoMT2ZmbG9hZEJhdGNoEiAuc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoUmVxdWVzdBohLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlc3BvbnNlElsKDlJlYWRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuUmVhZFRvb2xPdXRwdXRSZXNwb25zZTABElkKDlN0YXRUb29sT3V0cHV0EiIuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXF1ZXN0GiMuc3BpbGx3YXkudjEuU3RhdFRvb2xPdXRwdXRSZXNwb25zZRJcCg9MaXN0VG9vbE91dHB1dHMSIy5zcGlsbHdheS52MS5MaXN0VG9vbE91dHB1dHNSZXF1ZXN0GiQuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVzcG9uc2USRwoITGlzdFJ1bnMSHC5zcGlsbHdheS52MS5MaXN0UnVuc1JlcXVlc3QaHS5zcGlsbHdheS52MS5MaXN0UnVuc1Jlc3BvbnNlEkoKCURlbGV0ZVJ1bhIdLnNwaWxsd2F5LnYxLkRlbGV0ZVJ1blJlcXVlc3QaHi5zcGlsbHdheS52MS5EZWxldGVSdW5SZXNwb25zZRJECgdGb3JrUnVuEhsuc3BpbGx3YXkudjEuRm9ya1J1blJlcXVlc3QaHC5zcGlsbHdheS52MS5Gb3JrUnVuUmVzcG9uc2USSgoJU2V0UnVuVHRsEh0uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVxdWVzdBoeLnNwaWxsd2F5LnYxLlNldFJ1blR0bFJlc3BvbnNlElYKDUdldFNlcnZlckluZm8SIS5zcGlsbHdheS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBoiLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXNwb25zZUJIWkZnaXRodWIuY29tL3NwaWxsd2F5LWRldi9zcGlsbHdheS9jbGllbnRzL2dvL2dlbi9zcGlsbHdheS92MTtzcGlsbHdheXYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
+  fileDesc("ChpzcGlsbHdheS92MS9zcGlsbHdheS5wcm90bxILc3BpbGx3YXkudjEiXQoOT2ZmbG9hZFJlcXVlc3QSLAoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCDAoDbXNnEgW6SAIIASKjBAoNT2ZmbG9hZEhlYWRlchIpCgNrZXkYASABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5Qga6SAPIAQESVAoEc2xvdBgCIAEoCUJBukg+cjwQASiABDI1XihzdGRvdXR8c3RkZXJyfHZhbHVlfGZpbGU6W15ceDAwLVx4MWZceDdmLVx4OWZcXF0rKSRIAIgBARIWCgRuYW1lGAMgASgJQgi6SAVyAyiAAhIeCgxjb250ZW50X3R5cGUYBCABKAlCCLpIBXIDKIACEiMKDWV4cGVjdGVkX3NpemUYBSABKANCB7pIBCICKABIAYgBARIzCg9leHBlY3RlZF9zaGEyNTYYBiABKAlCFbpIEnIQMg5eWzAtOWEtZl17NjR9JEgCiAEBEi0KDm9ic2VydmVkX2J5dGVzGAcgASgDQhC6SA0iCxj/////////DygASAOIAQESEQoJdHJ1bmNhdGVkGAggASgIEjcKA3R0bBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIPukgMqgEJIgUIgIqKDyoAEiwKB3ByZXZpZXcYCiABKAsyGy5zcGlsbHdheS52MS5QcmV2aWV3T3B0aW9ucxIUCgxwcmV2aWV3X29ubHkYCyABKAhCBwoFX3Nsb3RCEAoOX2V4cGVjdGVkX3NpemVCEgoQX2V4cGVjdGVkX3NoYTI1NkIRCg9fb2JzZXJ2ZWRfYnl0ZXMijQEKDlByZXZpZXdPcHRpb25zEiQKCmhlYWRfY2hhcnMYASABKAVCC7pICBoGGKCcASgASACIAQESJAoKdGFpbF9jaGFycxgCIAEoBUILukgIGgYYoJwBKABIAYgBARIRCglrZWVwX2Fuc2kYAyABKAhCDQoLX2hlYWRfY2hhcnNCDQoLX3RhaWxfY2hhcnMiVQoPT2ZmbG9hZFJlc3BvbnNlEjEKCmF0dGFjaG1lbnQYASABKAsyHS5zcGlsbHdheS52MS5SZXN1bHRBdHRhY2htZW50Eg8KB2NyZWF0ZWQYAiABKAgiUAoTT2ZmbG9hZEJhdGNoUmVxdWVzdBI5CgVpdGVtcxgBIAMoCzIdLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaEl0ZW1CC7pICJIBBQgBEOgHIlQKEE9mZmxvYWRCYXRjaEl0ZW0SMgoGaGVhZGVyGAEgASgLMhouc3BpbGx3YXkudjEuT2ZmbG9hZEhlYWRlckIGukgDyAEBEgwKBGRhdGEYAiABKAwiSAoUT2ZmbG9hZEJhdGNoUmVzcG9uc2USMAoHcmVzdWx0cxgBIAMoCzIfLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlc3VsdCKCAQoST2ZmbG9hZEJhdGNoUmVzdWx0EjEKCW9mZmxvYWRlZBgBIAEoCzIcLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXNwb25zZUgAEi8KBWVycm9yGAIgASgLMh4uc3BpbGx3YXkudjEuT2ZmbG9hZEJhdGNoRXJyb3JIAEIICgZyZXN1bHQiMgoRT2ZmbG9hZEJhdGNoRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJIp8DChVSZWFkVG9vbE91dHB1dFJlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEjQKBmhhbmRsZRgCIAEoCUIkukghch8QASiAEDIYXlteXHgwMC1ceDFmXHg3Zi1ceDlmXSokEikKBWxpbmVzGAMgASgLMhguc3BpbGx3YXkudjEuTGluZXNXaW5kb3dIABIpCgVieXRlcxgEIAEoCzIYLnNwaWxsd2F5LnYxLkJ5dGVzV2luZG93SAASKwoGc2VhcmNoGAUgASgLMhkuc3BpbGx3YXkudjEuU2VhcmNoV2luZG93SAASJwoEanNvbhgHIAEoCzIXLnNwaWxsd2F5LnYxLkpzb25XaW5kb3dIABIwCglqc29uX3BhdGgYCCABKAsyGy5zcGlsbHdheS52MS5Kc29uUGF0aFdpbmRvd0gAEhUKDW9taXRfcmVuZGVyZWQYBiABKAgSEQoJa2VlcF9hbnNpGAkgASgIQggKBndpbmRvdyJfCgtMaW5lc1dpbmRvdxIXCgZvZmZzZXQYASABKANCB7pIBCICKAASGwoFbGltaXQYAiABKAVCB7pIBBoCKAFIAIgBARIQCghmcm9tX2VuZBgDIAEoCEIICgZfbGltaXQiTQoLQnl0ZXNXaW5kb3cSFwoGb2Zmc2V0GAEgASgDQge6SAQiAigAEhsKBWxpbWl0GAIgASgDQge6SAQiAigBSACIAQFCCAoGX2xpbWl0IuUBCgxTZWFyY2hXaW5kb3cSGwoHcGF0dGVybhgBIAEoCUIKukgHcgUQASiACBINCgVyZWdleBgCIAEoCBITCgtpZ25vcmVfY2FzZRgDIAEoCBIhCgttYXhfbWF0Y2hlcxgEIAEoBUIHukgEGgIoAUgAiAEBEhUKBHNraXAYBSABKANCB7pIBCICKAASIAoNY29udGV4dF9saW5lcxgGIAEoBUIJukgGGgQYFCgAEigKBWFmdGVyGAcgASgLMhkuc3BpbGx3YXkudjEuU2VhcmNoQ3Vyc29yQg4KDF9tYXhfbWF0Y2hlcyJeCgpKc29uV2luZG93EhcKBm9mZnNldBgBIAEoA0IHukgEIgIoABIbCgVsaW1pdBgCIAEoBUIHukgEGgIoAUgAiAEBEhAKCGZyb21fZW5kGAMgASgIQggKBl9saW1pdCJ1Cg5Kc29uUGF0aFdpbmRvdxIZCgVxdWVyeRgBIAEoCUIKukgHcgUQASiACBIhCgttYXhfbWF0Y2hlcxgCIAEoBUIHukgEGgIoAUgAiAEBEhUKBHNraXAYAyABKANCB7pIBCICKABCDgoMX21heF9tYXRjaGVzInwKDFNlYXJjaEN1cnNvchIcCgtieXRlX29mZnNldBgBIAEoA0IHukgEIgIoABIVCgRsaW5lGAIgASgDQge6SAQiAigAEh8KDm1hdGNoZXNfYmVmb3JlGAMgASgDQge6SAQiAigAEhYKBWNoZWNrGAQgASgJQge6SARyAihAIqwBChZSZWFkVG9vbE91dHB1dFJlc3BvbnNlEisKBmhlYWRlchgBIAEoCzIZLnNwaWxsd2F5LnYxLldpbmRvd0hlYWRlckgAEi0KB2NvbnRlbnQYAiABKAsyGi5zcGlsbHdheS52MS5XaW5kb3dDb250ZW50SAASLQoHdHJhaWxlchgDIAEoCzIaLnNwaWxsd2F5LnYxLldpbmRvd1RyYWlsZXJIAEIHCgVmcmFtZSKRAQoMV2luZG93SGVhZGVyEg4KBmhhbmRsZRgBIAEoCRITCgt0b3RhbF9ieXRlcxgCIAEoAxITCgt0b3RhbF9saW5lcxgDIAEoAxIOCgZiaW5hcnkYBCABKAgSFAoMY29udGVudF90eXBlGAUgASgJEg0KBXN0YXJ0GAYgASgDEhIKCnZpZXdfbGluZXMYByABKAMingEKDVdpbmRvd0NvbnRlbnQSDgoEZGF0YRgBIAEoDEgAEiMKBWxpbmVzGAIgASgLMhIuc3BpbGx3YXkudjEuTGluZXNIABInCgdtYXRjaGVzGAMgASgLMhQuc3BpbGx3YXkudjEuTWF0Y2hlc0gAEicKBW5vZGVzGAQgASgLMhYuc3BpbGx3YXkudjEuSnNvbk5vZGVzSABCBgoEYm9keSIxCglKc29uTm9kZXMSJAoFbm9kZXMYASADKAsyFS5zcGlsbHdheS52MS5Kc29uTm9kZSJiCghKc29uTm9kZRIMCgRwYXRoGAEgASgJEg0KBXZhbHVlGAIgASgJEg8KB2NsaXBwZWQYAyABKAgSEwoLYnl0ZV9vZmZzZXQYBCABKAMSEwoLYnl0ZV9sZW5ndGgYBSABKAMiKQoFTGluZXMSIAoFbGluZXMYASADKAsyES5zcGlsbHdheS52MS5MaW5lIkoKBExpbmUSDgoGbnVtYmVyGAEgASgDEgwKBHRleHQYAiABKAkSDwoHY2xpcHBlZBgDIAEoCBITCgtieXRlX29mZnNldBgEIAEoAyIuCgdNYXRjaGVzEiMKB21hdGNoZXMYASADKAsyEi5zcGlsbHdheS52MS5NYXRjaCJtCgVNYXRjaBIfCgRsaW5lGAEgASgLMhEuc3BpbGx3YXkudjEuTGluZRIhCgZiZWZvcmUYAiADKAsyES5zcGlsbHdheS52MS5MaW5lEiAKBWFmdGVyGAMgAygLMhEuc3BpbGx3YXkudjEuTGluZSKTAgoNV2luZG93VHJhaWxlchIWCg5yZXR1cm5lZF9saW5lcxgBIAEoAxIWCg5yZXR1cm5lZF9ieXRlcxgCIAEoAxIYChByZXR1cm5lZF9tYXRjaGVzGAMgASgDEhgKC25leHRfb2Zmc2V0GAQgASgDSACIAQESDwoHY2xpcHBlZBgFIAEoCBILCgNlb2YYBiABKAgSGgoNdG90YWxfbWF0Y2hlcxgHIAEoA0gBiAEBEhAKCHJlbmRlcmVkGAggASgJEjAKDXNlYXJjaF9jdXJzb3IYCSABKAsyGS5zcGlsbHdheS52MS5TZWFyY2hDdXJzb3JCDgoMX25leHRfb2Zmc2V0QhAKDl90b3RhbF9tYXRjaGVzIo0BChVTdGF0VG9vbE91dHB1dFJlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEjQKBmhhbmRsZRgCIAEoCUIkukghch8QASiAEDIYXlteXHgwMC1ceDFmXHg3Zi1ceDlmXSokIksKFlN0YXRUb29sT3V0cHV0UmVzcG9uc2USMQoKYXR0YWNobWVudBgBIAEoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQilQEKFkxpc3RUb29sT3V0cHV0c1JlcXVlc3QSPgoGcnVuX2lkGAEgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEh0KCXBhZ2Vfc2l6ZRgCIAEoBUIKukgHGgUY6AcoABIcCgpwYWdlX3Rva2VuGAMgASgJQgi6SAVyAyiAECJmChdMaXN0VG9vbE91dHB1dHNSZXNwb25zZRIyCgthdHRhY2htZW50cxgBIAMoCzIdLnNwaWxsd2F5LnYxLlJlc3VsdEF0dGFjaG1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk4KD0xpc3RSdW5zUmVxdWVzdBIdCglwYWdlX3NpemUYASABKAVCCrpIBxoFGOgHKAASHAoKcGFnZV90b2tlbhgCIAEoCUIIukgFcgMogBAiTwoQTGlzdFJ1bnNSZXNwb25zZRIiCgRydW5zGAEgAygLMhQuc3BpbGx3YXkudjEuUnVuSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki7QEKB1J1bkluZm8SDgoGcnVuX2lkGAEgASgJEhQKDG91dHB1dF9jb3VudBgCIAEoAxISCgpzaXplX2J5dGVzGAMgASgDEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXBhcmVudF9ydW5faWQYByABKAkiUgoQRGVsZXRlUnVuUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4iMAoRRGVsZXRlUnVuUmVzcG9uc2USGwoTZGVsZXRlZF9hdHRhY2htZW50cxgBIAEoAyLWAQoORm9ya1J1blJlcXVlc3QSRQoNcGFyZW50X3J1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhJECgxjaGlsZF9ydW5faWQYAiABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiLQoPRm9ya1J1blJlc3BvbnNlEhoKEmZvcmtlZF9hdHRhY2htZW50cxgBIAEoAyKeAQoPTWVyZ2VSdW5SZXF1ZXN0EkQKDGNoaWxkX3J1bl9pZBgBIAEoCUIuukgrcikQASiAATIbXlteL1xcXHgwMC1ceDFmXHg3Zi1ceDlmXSokWgEuWgIuLhJFCg1wYXJlbnRfcnVuX2lkGAIgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uIk0KEE1lcmdlUnVuUmVzcG9uc2USGgoSbWVyZ2VkX2F0dGFjaG1lbnRzGAEgASgDEh0KFXVuY2hhbmdlZF9hdHRhY2htZW50cxgCIAEoAyKLAQoQU2V0UnVuVHRsUmVxdWVzdBI+CgZydW5faWQYASABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SNwoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQg+6SAyqAQkiBQiAiooPKgAiRAoRU2V0UnVuVHRsUmVzcG9uc2USLwoLZXhwaXJlX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IqcBChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEiMKBmxpbWl0cxgDIAEoCzITLnNwaWxsd2F5LnYxLkxpbWl0cxIlCgRjYXBzGAQgASgLMhcuc3BpbGx3YXkudjEuV2luZG93Q2FwcxIQCghmZWF0dXJlcxgFIAMoCRIOCgZ0ZW5hbnQYBiABKAkiqgQKBkxpbWl0cxIWCg5tYXhfYmxvYl9ieXRlcxgBIAEoAxIXCg9tYXhfY2h1bmtfYnl0ZXMYAiABKAMSFAoMaW5saW5lX2J5dGVzGAMgASgDEhkKEW1heF9wYXR0ZXJuX2J5dGVzGAQgASgDEhgKEG1heF9ieXRlc193aW5kb3cYBSABKAMSGgoNbWF4X3J1bl9ieXRlcxgGIAEoA0gAiAEBEhoKEm1heF9pbmZsaWdodF9ieXRlcxgHIAEoAxIcChRtYXhfY2FsbHNfcGVyX3RlbmFudBgIIAEoBRIzChByZXF1ZXN0X2RlYWRsaW5lGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjcKFG9mZmxvYWRfaWRsZV90aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiUKHW1heF9pbmZsaWdodF9ieXRlc19wZXJfdGVuYW50GAsgASgDEjoKF2Nvbm5lY3Rpb25faWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmtlZXBhbGl2ZV9pbnRlcnZhbBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFrZWVwYWxpdmVfdGltZW91dBgOIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIQCg5fbWF4X3J1bl9ieXRlcyJtCgpXaW5kb3dDYXBzEhgKEG1heF93aW5kb3dfbGluZXMYASABKAUSGAoQbWF4X3dpbmRvd19jaGFycxgCIAEoBRIWCg5tYXhfbGluZV9jaGFycxgDIAEoBRITCgttYXhfbWF0Y2hlcxgEIAEoBTKMBwoPU3BpbGx3YXlTZXJ2aWNlEkYKB09mZmxvYWQSGy5zcGlsbHdheS52MS5PZmZsb2FkUmVxdWVzdBocLnNwaWxsd2F5LnYxLk9mZmxvYWRSZXNwb25zZSgBElMKDE9mZmxvYWRCYXRjaBIgLnNwaWxsd2F5LnYxLk9mZmxvYWRCYXRjaFJlcXVlc3QaIS5zcGlsbHdheS52MS5PZmZsb2FkQmF0Y2hSZXNwb25zZRJbCg5SZWFkVG9vbE91dHB1dBIiLnNwaWxsd2F5LnYxLlJlYWRUb29sT3V0cHV0UmVxdWVzdBojLnNwaWxsd2F5LnYxLlJlYWRUb29sT3V0cHV0UmVzcG9uc2UwARJZCg5TdGF0VG9vbE91dHB1dBIiLnNwaWxsd2F5LnYxLlN0YXRUb29sT3V0cHV0UmVxdWVzdBojLnNwaWxsd2F5LnYxLlN0YXRUb29sT3V0cHV0UmVzcG9uc2USXAoPTGlzdFRvb2xPdXRwdXRzEiMuc3BpbGx3YXkudjEuTGlzdFRvb2xPdXRwdXRzUmVxdWVzdBokLnNwaWxsd2F5LnYxLkxpc3RUb29sT3V0cHV0c1Jlc3BvbnNlEkcKCExpc3RSdW5zEhwuc3BpbGx3YXkudjEuTGlzdFJ1bnNSZXF1ZXN0Gh0uc3BpbGx3YXkudjEuTGlzdFJ1bnNSZXNwb25zZRJKCglEZWxldGVSdW4SHS5zcGlsbHdheS52MS5EZWxldGVSdW5SZXF1ZXN0Gh4uc3BpbGx3YXkudjEuRGVsZXRlUnVuUmVzcG9uc2USRAoHRm9ya1J1bhIbLnNwaWxsd2F5LnYxLkZvcmtSdW5SZXF1ZXN0Ghwuc3BpbGx3YXkudjEuRm9ya1J1blJlc3BvbnNlEkcKCE1lcmdlUnVuEhwuc3BpbGx3YXkudjEuTWVyZ2VSdW5SZXF1ZXN0Gh0uc3BpbGx3YXkudjEuTWVyZ2VSdW5SZXNwb25zZRJKCglTZXRSdW5UdGwSHS5zcGlsbHdheS52MS5TZXRSdW5UdGxSZXF1ZXN0Gh4uc3BpbGx3YXkudjEuU2V0UnVuVHRsUmVzcG9uc2USVgoNR2V0U2VydmVySW5mbxIhLnNwaWxsd2F5LnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiIuc3BpbGx3YXkudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlQkhaRmdpdGh1Yi5jb20vc3BpbGx3YXktZGV2L3NwaWxsd2F5L2NsaWVudHMvZ28vZ2VuL3NwaWxsd2F5L3YxO3NwaWxsd2F5djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_spillway_v1_types]);
 
 /**
  * OffloadRequest is one message of an Offload stream: exactly one header, then chunks.
@@ -164,6 +164,13 @@ export type PreviewOptions = Message<"spillway.v1.PreviewOptions"> & {
    * @generated from field: optional int32 tail_chars = 2;
    */
   tailChars?: number | undefined;
+
+  /**
+   * Keep terminal escape sequences in the preview's text; by default they are removed.
+   *
+   * @generated from field: bool keep_ansi = 3;
+   */
+  keepAnsi: boolean;
 };
 
 /**
@@ -389,6 +396,23 @@ export type ReadToolOutputRequest = Message<"spillway.v1.ReadToolOutputRequest">
      */
     value: SearchWindow;
     case: "search";
+  } | {
+    /**
+     * Lines of the JSON view: the payload's canonical pretty rendering, or its records when it
+     * is JSON Lines.
+     *
+     * @generated from field: spillway.v1.JsonWindow json = 7;
+     */
+    value: JsonWindow;
+    case: "json";
+  } | {
+    /**
+     * Nodes an RFC 9535 JSONPath query selects.
+     *
+     * @generated from field: spillway.v1.JsonPathWindow json_path = 8;
+     */
+    value: JsonPathWindow;
+    case: "jsonPath";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -397,6 +421,16 @@ export type ReadToolOutputRequest = Message<"spillway.v1.ReadToolOutputRequest">
    * @generated from field: bool omit_rendered = 6;
    */
   omitRendered: boolean;
+
+  /**
+   * Keep terminal escape sequences (CSI, OSC and other ESC sequences) in the model-facing text:
+   * the rendered text and the text of lines and matches. By default they are removed there, so
+   * colour codes never reach a model; line numbers, byte offsets, bytes mode and the stored
+   * bytes are the same either way.
+   *
+   * @generated from field: bool keep_ansi = 9;
+   */
+  keepAnsi: boolean;
 };
 
 /**
@@ -537,6 +571,83 @@ export const SearchWindowSchema: GenMessage<SearchWindow> = /*@__PURE__*/
   messageDesc(file_spillway_v1_spillway, 12);
 
 /**
+ * JsonWindow selects lines of the JSON view. For a JSON document the view is its canonical
+ * pretty rendering (two-space indent, one member or element per line, members in document
+ * order, scalars as written); for JSON Lines it is one line per record, each record rendered
+ * compact. Line numbers are stable: the view is indexed when the output is offloaded, so a
+ * window costs the same at any depth. A payload that is neither is FAILED_PRECONDITION.
+ *
+ * @generated from message spillway.v1.JsonWindow
+ */
+export type JsonWindow = Message<"spillway.v1.JsonWindow"> & {
+  /**
+   * 0-based line of the view to start at (from the end when from_end is set).
+   *
+   * @generated from field: int64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * Lines to return; the server caps it (max_window_lines). Default: the cap.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Count offset and limit back from the view's last line.
+   *
+   * @generated from field: bool from_end = 3;
+   */
+  fromEnd: boolean;
+};
+
+/**
+ * Describes the message spillway.v1.JsonWindow.
+ * Use `create(JsonWindowSchema)` to create a new message.
+ */
+export const JsonWindowSchema: GenMessage<JsonWindow> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 13);
+
+/**
+ * JsonPathWindow selects the nodes an RFC 9535 JSONPath query matches, in document order.
+ * An invalid query is INVALID_ARGUMENT naming the character position of the error; a payload
+ * that is not JSON (or JSON Lines, queried record by record as an array) is
+ * FAILED_PRECONDITION.
+ *
+ * @generated from message spillway.v1.JsonPathWindow
+ */
+export type JsonPathWindow = Message<"spillway.v1.JsonPathWindow"> & {
+  /**
+   * The query, for example `$.items[?@.status == 'failed'].id`.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * Nodes to return; the server caps it (max_matches). Default 100.
+   *
+   * @generated from field: optional int32 max_matches = 2;
+   */
+  maxMatches?: number | undefined;
+
+  /**
+   * Matched nodes to skip before the first one returned.
+   *
+   * @generated from field: int64 skip = 3;
+   */
+  skip: bigint;
+};
+
+/**
+ * Describes the message spillway.v1.JsonPathWindow.
+ * Use `create(JsonPathWindowSchema)` to create a new message.
+ */
+export const JsonPathWindowSchema: GenMessage<JsonPathWindow> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 14);
+
+/**
  * SearchCursor is a line a search can resume at without rescanning the payload before it.
  * The server checks that byte_offset starts a line (0, right after a `\n`, or the payload's
  * end, where the window is empty) and that the numbers are consistent (matches_before <= line
@@ -584,7 +695,7 @@ export type SearchCursor = Message<"spillway.v1.SearchCursor"> & {
  * Use `create(SearchCursorSchema)` to create a new message.
  */
 export const SearchCursorSchema: GenMessage<SearchCursor> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 13);
+  messageDesc(file_spillway_v1_spillway, 15);
 
 /**
  * ReadToolOutputResponse is one frame of a window: header first, content, trailer last.
@@ -627,7 +738,7 @@ export type ReadToolOutputResponse = Message<"spillway.v1.ReadToolOutputResponse
  * Use `create(ReadToolOutputResponseSchema)` to create a new message.
  */
 export const ReadToolOutputResponseSchema: GenMessage<ReadToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 14);
+  messageDesc(file_spillway_v1_spillway, 16);
 
 /**
  * WindowHeader describes the payload and the window the server selected.
@@ -671,11 +782,18 @@ export type WindowHeader = Message<"spillway.v1.WindowHeader"> & {
   contentType: string;
 
   /**
-   * 0-based first line (lines mode) or byte (bytes mode) of the window.
+   * 0-based first line (lines and JSON modes) or byte (bytes mode) of the window.
    *
    * @generated from field: int64 start = 6;
    */
   start: bigint;
+
+  /**
+   * JSON mode: lines in the whole JSON view (records for JSON Lines); 0 in other modes.
+   *
+   * @generated from field: int64 view_lines = 7;
+   */
+  viewLines: bigint;
 };
 
 /**
@@ -683,7 +801,7 @@ export type WindowHeader = Message<"spillway.v1.WindowHeader"> & {
  * Use `create(WindowHeaderSchema)` to create a new message.
  */
 export const WindowHeaderSchema: GenMessage<WindowHeader> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 15);
+  messageDesc(file_spillway_v1_spillway, 17);
 
 /**
  * WindowContent carries lines, raw bytes or matches.
@@ -718,6 +836,14 @@ export type WindowContent = Message<"spillway.v1.WindowContent"> & {
      */
     value: Matches;
     case: "matches";
+  } | {
+    /**
+     * Nodes (JSONPath mode), in document order.
+     *
+     * @generated from field: spillway.v1.JsonNodes nodes = 4;
+     */
+    value: JsonNodes;
+    case: "nodes";
   } | { case: undefined; value?: undefined };
 };
 
@@ -726,7 +852,77 @@ export type WindowContent = Message<"spillway.v1.WindowContent"> & {
  * Use `create(WindowContentSchema)` to create a new message.
  */
 export const WindowContentSchema: GenMessage<WindowContent> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 16);
+  messageDesc(file_spillway_v1_spillway, 18);
+
+/**
+ * JsonNodes is a batch of nodes a JSONPath query matched.
+ *
+ * @generated from message spillway.v1.JsonNodes
+ */
+export type JsonNodes = Message<"spillway.v1.JsonNodes"> & {
+  /**
+   * The nodes.
+   *
+   * @generated from field: repeated spillway.v1.JsonNode nodes = 1;
+   */
+  nodes: JsonNode[];
+};
+
+/**
+ * Describes the message spillway.v1.JsonNodes.
+ * Use `create(JsonNodesSchema)` to create a new message.
+ */
+export const JsonNodesSchema: GenMessage<JsonNodes> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 19);
+
+/**
+ * JsonNode is one node a JSONPath query matched.
+ *
+ * @generated from message spillway.v1.JsonNode
+ */
+export type JsonNode = Message<"spillway.v1.JsonNode"> & {
+  /**
+   * The node's normalized path (RFC 9535 section 2.7), for example `$['items'][3]['id']`.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The node's value as compact JSON, clipped to max_line_chars.
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * True when value was clipped.
+   *
+   * @generated from field: bool clipped = 3;
+   */
+  clipped: boolean;
+
+  /**
+   * Byte offset of the value's first byte in the payload.
+   *
+   * @generated from field: int64 byte_offset = 4;
+   */
+  byteOffset: bigint;
+
+  /**
+   * Bytes the value spans in the payload.
+   *
+   * @generated from field: int64 byte_length = 5;
+   */
+  byteLength: bigint;
+};
+
+/**
+ * Describes the message spillway.v1.JsonNode.
+ * Use `create(JsonNodeSchema)` to create a new message.
+ */
+export const JsonNodeSchema: GenMessage<JsonNode> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 20);
 
 /**
  * Lines is a batch of numbered lines.
@@ -747,7 +943,7 @@ export type Lines = Message<"spillway.v1.Lines"> & {
  * Use `create(LinesSchema)` to create a new message.
  */
 export const LinesSchema: GenMessage<Lines> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 17);
+  messageDesc(file_spillway_v1_spillway, 21);
 
 /**
  * Line is one line on the `\n` grid, a trailing `\r` removed.
@@ -789,7 +985,7 @@ export type Line = Message<"spillway.v1.Line"> & {
  * Use `create(LineSchema)` to create a new message.
  */
 export const LineSchema: GenMessage<Line> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 18);
+  messageDesc(file_spillway_v1_spillway, 22);
 
 /**
  * Matches is a batch of search matches.
@@ -810,7 +1006,7 @@ export type Matches = Message<"spillway.v1.Matches"> & {
  * Use `create(MatchesSchema)` to create a new message.
  */
 export const MatchesSchema: GenMessage<Matches> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 19);
+  messageDesc(file_spillway_v1_spillway, 23);
 
 /**
  * Match is one matching line with optional context.
@@ -845,7 +1041,7 @@ export type Match = Message<"spillway.v1.Match"> & {
  * Use `create(MatchSchema)` to create a new message.
  */
 export const MatchSchema: GenMessage<Match> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 20);
+  messageDesc(file_spillway_v1_spillway, 24);
 
 /**
  * WindowTrailer ends a window.
@@ -926,7 +1122,7 @@ export type WindowTrailer = Message<"spillway.v1.WindowTrailer"> & {
  * Use `create(WindowTrailerSchema)` to create a new message.
  */
 export const WindowTrailerSchema: GenMessage<WindowTrailer> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 21);
+  messageDesc(file_spillway_v1_spillway, 25);
 
 /**
  * StatToolOutputRequest names a handle in a run.
@@ -955,7 +1151,7 @@ export type StatToolOutputRequest = Message<"spillway.v1.StatToolOutputRequest">
  * Use `create(StatToolOutputRequestSchema)` to create a new message.
  */
 export const StatToolOutputRequestSchema: GenMessage<StatToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 22);
+  messageDesc(file_spillway_v1_spillway, 26);
 
 /**
  * StatToolOutputResponse carries the record.
@@ -976,7 +1172,7 @@ export type StatToolOutputResponse = Message<"spillway.v1.StatToolOutputResponse
  * Use `create(StatToolOutputResponseSchema)` to create a new message.
  */
 export const StatToolOutputResponseSchema: GenMessage<StatToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 23);
+  messageDesc(file_spillway_v1_spillway, 27);
 
 /**
  * ListToolOutputsRequest pages through a run's records.
@@ -1011,7 +1207,7 @@ export type ListToolOutputsRequest = Message<"spillway.v1.ListToolOutputsRequest
  * Use `create(ListToolOutputsRequestSchema)` to create a new message.
  */
 export const ListToolOutputsRequestSchema: GenMessage<ListToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 24);
+  messageDesc(file_spillway_v1_spillway, 28);
 
 /**
  * ListToolOutputsResponse is one page of records.
@@ -1039,7 +1235,7 @@ export type ListToolOutputsResponse = Message<"spillway.v1.ListToolOutputsRespon
  * Use `create(ListToolOutputsResponseSchema)` to create a new message.
  */
 export const ListToolOutputsResponseSchema: GenMessage<ListToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 25);
+  messageDesc(file_spillway_v1_spillway, 29);
 
 /**
  * ListRunsRequest pages through the calling tenant's runs.
@@ -1067,7 +1263,7 @@ export type ListRunsRequest = Message<"spillway.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 26);
+  messageDesc(file_spillway_v1_spillway, 30);
 
 /**
  * ListRunsResponse is one page of runs, in a stable storage order that the next page resumes
@@ -1096,7 +1292,7 @@ export type ListRunsResponse = Message<"spillway.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 27);
+  messageDesc(file_spillway_v1_spillway, 31);
 
 /**
  * RunInfo summarises one run.
@@ -1160,7 +1356,7 @@ export type RunInfo = Message<"spillway.v1.RunInfo"> & {
  * Use `create(RunInfoSchema)` to create a new message.
  */
 export const RunInfoSchema: GenMessage<RunInfo> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 28);
+  messageDesc(file_spillway_v1_spillway, 32);
 
 /**
  * DeleteRunRequest names the run to delete.
@@ -1181,7 +1377,7 @@ export type DeleteRunRequest = Message<"spillway.v1.DeleteRunRequest"> & {
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
 export const DeleteRunRequestSchema: GenMessage<DeleteRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 29);
+  messageDesc(file_spillway_v1_spillway, 33);
 
 /**
  * DeleteRunResponse reports what was removed.
@@ -1202,7 +1398,7 @@ export type DeleteRunResponse = Message<"spillway.v1.DeleteRunResponse"> & {
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
 export const DeleteRunResponseSchema: GenMessage<DeleteRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 30);
+  messageDesc(file_spillway_v1_spillway, 34);
 
 /**
  * ForkRunRequest creates a child run that sees the parent's handles.
@@ -1237,7 +1433,7 @@ export type ForkRunRequest = Message<"spillway.v1.ForkRunRequest"> & {
  * Use `create(ForkRunRequestSchema)` to create a new message.
  */
 export const ForkRunRequestSchema: GenMessage<ForkRunRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 31);
+  messageDesc(file_spillway_v1_spillway, 35);
 
 /**
  * ForkRunResponse reports the fork.
@@ -1258,7 +1454,63 @@ export type ForkRunResponse = Message<"spillway.v1.ForkRunResponse"> & {
  * Use `create(ForkRunResponseSchema)` to create a new message.
  */
 export const ForkRunResponseSchema: GenMessage<ForkRunResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 32);
+  messageDesc(file_spillway_v1_spillway, 36);
+
+/**
+ * MergeRunRequest names a forked child run and the parent it merges into.
+ *
+ * @generated from message spillway.v1.MergeRunRequest
+ */
+export type MergeRunRequest = Message<"spillway.v1.MergeRunRequest"> & {
+  /**
+   * The child run whose own outputs are merged.
+   *
+   * @generated from field: string child_run_id = 1;
+   */
+  childRunId: string;
+
+  /**
+   * The run child_run_id was forked from; any other run is FAILED_PRECONDITION.
+   *
+   * @generated from field: string parent_run_id = 2;
+   */
+  parentRunId: string;
+};
+
+/**
+ * Describes the message spillway.v1.MergeRunRequest.
+ * Use `create(MergeRunRequestSchema)` to create a new message.
+ */
+export const MergeRunRequestSchema: GenMessage<MergeRunRequest> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 37);
+
+/**
+ * MergeRunResponse reports a merge.
+ *
+ * @generated from message spillway.v1.MergeRunResponse
+ */
+export type MergeRunResponse = Message<"spillway.v1.MergeRunResponse"> & {
+  /**
+   * Outputs the parent gained.
+   *
+   * @generated from field: int64 merged_attachments = 1;
+   */
+  mergedAttachments: bigint;
+
+  /**
+   * Outputs the parent already held with the same bytes.
+   *
+   * @generated from field: int64 unchanged_attachments = 2;
+   */
+  unchangedAttachments: bigint;
+};
+
+/**
+ * Describes the message spillway.v1.MergeRunResponse.
+ * Use `create(MergeRunResponseSchema)` to create a new message.
+ */
+export const MergeRunResponseSchema: GenMessage<MergeRunResponse> = /*@__PURE__*/
+  messageDesc(file_spillway_v1_spillway, 38);
 
 /**
  * SetRunTtlRequest sets a run's expiry.
@@ -1286,7 +1538,7 @@ export type SetRunTtlRequest = Message<"spillway.v1.SetRunTtlRequest"> & {
  * Use `create(SetRunTtlRequestSchema)` to create a new message.
  */
 export const SetRunTtlRequestSchema: GenMessage<SetRunTtlRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 33);
+  messageDesc(file_spillway_v1_spillway, 39);
 
 /**
  * SetRunTtlResponse confirms the expiry.
@@ -1307,7 +1559,7 @@ export type SetRunTtlResponse = Message<"spillway.v1.SetRunTtlResponse"> & {
  * Use `create(SetRunTtlResponseSchema)` to create a new message.
  */
 export const SetRunTtlResponseSchema: GenMessage<SetRunTtlResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 34);
+  messageDesc(file_spillway_v1_spillway, 40);
 
 /**
  * GetServerInfoRequest has no fields.
@@ -1322,7 +1574,7 @@ export type GetServerInfoRequest = Message<"spillway.v1.GetServerInfoRequest"> &
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 35);
+  messageDesc(file_spillway_v1_spillway, 41);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -1379,7 +1631,7 @@ export type GetServerInfoResponse = Message<"spillway.v1.GetServerInfoResponse">
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 36);
+  messageDesc(file_spillway_v1_spillway, 42);
 
 /**
  * Limits are the server's bounds on input, as they apply to the calling tenant: where the
@@ -1495,7 +1747,7 @@ export type Limits = Message<"spillway.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 37);
+  messageDesc(file_spillway_v1_spillway, 43);
 
 /**
  * WindowCaps bound every model-facing window, whatever the client asks.
@@ -1537,7 +1789,7 @@ export type WindowCaps = Message<"spillway.v1.WindowCaps"> & {
  * Use `create(WindowCapsSchema)` to create a new message.
  */
 export const WindowCapsSchema: GenMessage<WindowCaps> = /*@__PURE__*/
-  messageDesc(file_spillway_v1_spillway, 38);
+  messageDesc(file_spillway_v1_spillway, 44);
 
 /**
  * SpillwayService stores large tool outputs and serves them back in bounded windows.
@@ -1632,6 +1884,20 @@ export const SpillwayService: GenService<{
     methodKind: "unary";
     input: typeof ForkRunRequestSchema;
     output: typeof ForkRunResponseSchema;
+  },
+  /**
+   * MergeRun brings the outputs a forked child run created (not those it inherited) into its
+   * parent under the same handles, all or nothing: when any of them names a handle the parent
+   * resolves to different bytes, nothing is merged (ALREADY_EXISTS). Outputs the parent already
+   * holds with the same bytes count as unchanged. The child is left as it was; DeleteRun
+   * discards it.
+   *
+   * @generated from rpc spillway.v1.SpillwayService.MergeRun
+   */
+  mergeRun: {
+    methodKind: "unary";
+    input: typeof MergeRunRequestSchema;
+    output: typeof MergeRunResponseSchema;
   },
   /**
    * SetRunTtl sets when a whole run expires.

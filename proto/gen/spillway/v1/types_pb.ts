@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file spillway/v1/types.proto.
  */
 export const file_spillway_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChdzcGlsbHdheS92MS90eXBlcy5wcm90bxILc3BpbGx3YXkudjEiyQEKB0Jsb2JLZXkSPQoGdGVuYW50GAEgASgJQi26SCpyKBABKEAyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SPgoGcnVuX2lkGAIgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEj8KB2NhbGxfaWQYAyABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4ifQoHUHJldmlldxIMCgRoZWFkGAEgASgJEgwKBHRhaWwYAiABKAkSDQoFc2hhcGUYAyABKAkSEgoKbGluZV9jb3VudBgEIAEoAxIVCg1vbWl0dGVkX2J5dGVzGAUgASgDEg4KBmJpbmFyeRgGIAEoCBIMCgR0ZXh0GAcgASgJIqsDChBSZXN1bHRBdHRhY2htZW50EgwKBG5hbWUYASABKAkSDgoGaGFuZGxlGAIgASgJEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgDEhYKDm9ic2VydmVkX2J5dGVzGAUgASgDEhEKCXRydW5jYXRlZBgGIAEoCBIkCgZzdG9yZWQYByABKA4yFC5zcGlsbHdheS52MS5TdG9yYWdlEg4KBnNoYTI1NhgIIAEoCRIQCghyZWFkYWJsZRgJIAEoCBIlCgdwcmV2aWV3GAogASgLMhQuc3BpbGx3YXkudjEuUHJldmlldxISCgpsaW5lX2NvdW50GAsgASgDEi8KC2NyZWF0ZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoDa2V5GA4gASgLMhQuc3BpbGx3YXkudjEuQmxvYktleRIMCgRzbG90GA8gASgJEg4KBmJpbmFyeRgQIAEoCCKEAQoJRXJyb3JJbmZvEg4KBnJlYXNvbhgBIAEoCRI2CghtZXRhZGF0YRgCIAMoCzIkLnNwaWxsd2F5LnYxLkVycm9ySW5mby5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpiCgdTdG9yYWdlEhcKE1NUT1JBR0VfVU5TUEVDSUZJRUQQABISCg5TVE9SQUdFX0lOTElORRABEhAKDFNUT1JBR0VfQkxPQhACEhgKFFNUT1JBR0VfUFJFVklFV19PTkxZEANCSFpGZ2l0aHViLmNvbS9zcGlsbHdheS1kZXYvc3BpbGx3YXkvY2xpZW50cy9nby9nZW4vc3BpbGx3YXkvdjE7c3BpbGx3YXl2MWIGcHJvdG8z", [file_buf_validate_validate, file_google_protobuf_timestamp]);
+  fileDesc("ChdzcGlsbHdheS92MS90eXBlcy5wcm90bxILc3BpbGx3YXkudjEi5gEKB0Jsb2JLZXkSPQoGdGVuYW50GAEgASgJQi26SCpyKBABKEAyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SPgoGcnVuX2lkGAIgASgJQi66SCtyKRABKIABMhteW14vXFxceDAwLVx4MWZceDdmLVx4OWZdKiRaAS5aAi4uEj8KB2NhbGxfaWQYAyABKAlCLrpIK3IpEAEogAEyG15bXi9cXFx4MDAtXHgxZlx4N2YtXHg5Zl0qJFoBLloCLi4SGwoHYXR0ZW1wdBgEIAEoBUIKukgHGgUY6AcoACJ9CgdQcmV2aWV3EgwKBGhlYWQYASABKAkSDAoEdGFpbBgCIAEoCRINCgVzaGFwZRgDIAEoCRISCgpsaW5lX2NvdW50GAQgASgDEhUKDW9taXR0ZWRfYnl0ZXMYBSABKAMSDgoGYmluYXJ5GAYgASgIEgwKBHRleHQYByABKAki/wMKEFJlc3VsdEF0dGFjaG1lbnQSDAoEbmFtZRgBIAEoCRIOCgZoYW5kbGUYAiABKAkSFAoMY29udGVudF90eXBlGAMgASgJEhIKCnNpemVfYnl0ZXMYBCABKAMSFgoOb2JzZXJ2ZWRfYnl0ZXMYBSABKAMSEQoJdHJ1bmNhdGVkGAYgASgIEiQKBnN0b3JlZBgHIAEoDjIULnNwaWxsd2F5LnYxLlN0b3JhZ2USDgoGc2hhMjU2GAggASgJEhAKCHJlYWRhYmxlGAkgASgIEiUKB3ByZXZpZXcYCiABKAsyFC5zcGlsbHdheS52MS5QcmV2aWV3EhIKCmxpbmVfY291bnQYCyABKAMSLwoLY3JlYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgNrZXkYDiABKAsyFC5zcGlsbHdheS52MS5CbG9iS2V5EgwKBHNsb3QYDyABKAkSDgoGYmluYXJ5GBAgASgIEg8KB2F0dGVtcHQYESABKAUSKAoJanNvbl9raW5kGBIgASgOMhUuc3BpbGx3YXkudjEuSnNvbktpbmQSFwoPanNvbl92aWV3X2xpbmVzGBMgASgDIoQBCglFcnJvckluZm8SDgoGcmVhc29uGAEgASgJEjYKCG1ldGFkYXRhGAIgAygLMiQuc3BpbGx3YXkudjEuRXJyb3JJbmZvLk1ldGFkYXRhRW50cnkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKlIKCEpzb25LaW5kEhkKFUpTT05fS0lORF9VTlNQRUNJRklFRBAAEhYKEkpTT05fS0lORF9ET0NVTUVOVBABEhMKD0pTT05fS0lORF9MSU5FUxACKmIKB1N0b3JhZ2USFwoTU1RPUkFHRV9VTlNQRUNJRklFRBAAEhIKDlNUT1JBR0VfSU5MSU5FEAESEAoMU1RPUkFHRV9CTE9CEAISGAoUU1RPUkFHRV9QUkVWSUVXX09OTFkQA0JIWkZnaXRodWIuY29tL3NwaWxsd2F5LWRldi9zcGlsbHdheS9jbGllbnRzL2dvL2dlbi9zcGlsbHdheS92MTtzcGlsbHdheXYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_timestamp]);
 
 /**
  * BlobKey addresses one tool call's output. The tenant must equal the caller's
@@ -49,6 +49,15 @@ export type BlobKey = Message<"spillway.v1.BlobKey"> & {
    * @generated from field: string call_id = 3;
    */
   callId: string;
+
+  /**
+   * Which attempt of the tool call this is: 0 or 1 for the first, 2 and up for retries. Each
+   * attempt is its own output with its own handle (the first keeps the handle it has without
+   * an attempt), so a retried call neither overwrites nor collides with an earlier attempt.
+   *
+   * @generated from field: int32 attempt = 4;
+   */
+  attempt: number;
 };
 
 /**
@@ -137,7 +146,8 @@ export type ResultAttachment = Message<"spillway.v1.ResultAttachment"> & {
 
   /**
    * Opaque handle the model may repeat back: `res_<call_id>` or `out_<call_id>_<slot>`, the
-   * slot's "%" and "_" written "%25" and "%5F" so that no two keys share a handle.
+   * slot's "%" and "_" written "%25" and "%5F" so that no two keys share a handle. A retry
+   * (attempt n >= 2) is `res@<n>_<call_id>` or `out@<n>_<call_id>_<slot>`.
    *
    * @generated from field: string handle = 2;
    */
@@ -240,6 +250,27 @@ export type ResultAttachment = Message<"spillway.v1.ResultAttachment"> & {
    * @generated from field: bool binary = 16;
    */
   binary: boolean;
+
+  /**
+   * The attempt of the tool call, 1 for the first (see BlobKey.attempt).
+   *
+   * @generated from field: int32 attempt = 17;
+   */
+  attempt: number;
+
+  /**
+   * Whether the payload is JSON or JSON Lines, found when it was offloaded.
+   *
+   * @generated from field: spillway.v1.JsonKind json_kind = 18;
+   */
+  jsonKind: JsonKind;
+
+  /**
+   * Lines of the payload's JSON view (JsonWindow); 0 when json_kind is unspecified.
+   *
+   * @generated from field: int64 json_view_lines = 19;
+   */
+  jsonViewLines: bigint;
 };
 
 /**
@@ -279,6 +310,40 @@ export const ErrorInfoSchema: GenMessage<ErrorInfo> = /*@__PURE__*/
   messageDesc(file_spillway_v1_types, 3);
 
 /**
+ * JsonKind says whether a payload has a JSON view.
+ *
+ * @generated from enum spillway.v1.JsonKind
+ */
+export enum JsonKind {
+  /**
+   * Neither JSON nor JSON Lines: no JSON view and no JSONPath queries.
+   *
+   * @generated from enum value: JSON_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * One JSON document (RFC 8259).
+   *
+   * @generated from enum value: JSON_KIND_DOCUMENT = 1;
+   */
+  DOCUMENT = 1,
+
+  /**
+   * JSON Lines: one JSON value per line.
+   *
+   * @generated from enum value: JSON_KIND_LINES = 2;
+   */
+  LINES = 2,
+}
+
+/**
+ * Describes the enum spillway.v1.JsonKind.
+ */
+export const JsonKindSchema: GenEnum<JsonKind> = /*@__PURE__*/
+  enumDesc(file_spillway_v1_types, 0);
+
+/**
  * Storage says where an attachment's bytes are kept.
  *
  * @generated from enum spillway.v1.Storage
@@ -315,5 +380,5 @@ export enum Storage {
  * Describes the enum spillway.v1.Storage.
  */
 export const StorageSchema: GenEnum<Storage> = /*@__PURE__*/
-  enumDesc(file_spillway_v1_types, 0);
+  enumDesc(file_spillway_v1_types, 1);
 

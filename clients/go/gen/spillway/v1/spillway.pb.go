@@ -253,7 +253,9 @@ type PreviewOptions struct {
 	// Characters from the start of the payload; default 400.
 	HeadChars *int32 `protobuf:"varint,1,opt,name=head_chars,json=headChars,proto3,oneof" json:"head_chars,omitempty"`
 	// Characters from the end of the payload; default 200.
-	TailChars     *int32 `protobuf:"varint,2,opt,name=tail_chars,json=tailChars,proto3,oneof" json:"tail_chars,omitempty"`
+	TailChars *int32 `protobuf:"varint,2,opt,name=tail_chars,json=tailChars,proto3,oneof" json:"tail_chars,omitempty"`
+	// Keep terminal escape sequences in the preview's text; by default they are removed.
+	KeepAnsi      bool `protobuf:"varint,3,opt,name=keep_ansi,json=keepAnsi,proto3" json:"keep_ansi,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +302,13 @@ func (x *PreviewOptions) GetTailChars() int32 {
 		return *x.TailChars
 	}
 	return 0
+}
+
+func (x *PreviewOptions) GetKeepAnsi() bool {
+	if x != nil {
+		return x.KeepAnsi
+	}
+	return false
 }
 
 // OffloadResponse carries the committed record.
@@ -664,9 +673,16 @@ type ReadToolOutputRequest struct {
 	//	*ReadToolOutputRequest_Lines
 	//	*ReadToolOutputRequest_Bytes
 	//	*ReadToolOutputRequest_Search
+	//	*ReadToolOutputRequest_Json
+	//	*ReadToolOutputRequest_JsonPath
 	Window isReadToolOutputRequest_Window `protobuf_oneof:"window"`
 	// Leave out the model-facing rendered text (raw bulk reads).
-	OmitRendered  bool `protobuf:"varint,6,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	OmitRendered bool `protobuf:"varint,6,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	// Keep terminal escape sequences (CSI, OSC and other ESC sequences) in the model-facing text:
+	// the rendered text and the text of lines and matches. By default they are removed there, so
+	// colour codes never reach a model; line numbers, byte offsets, bytes mode and the stored
+	// bytes are the same either way.
+	KeepAnsi      bool `protobuf:"varint,9,opt,name=keep_ansi,json=keepAnsi,proto3" json:"keep_ansi,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -749,9 +765,34 @@ func (x *ReadToolOutputRequest) GetSearch() *SearchWindow {
 	return nil
 }
 
+func (x *ReadToolOutputRequest) GetJson() *JsonWindow {
+	if x != nil {
+		if x, ok := x.Window.(*ReadToolOutputRequest_Json); ok {
+			return x.Json
+		}
+	}
+	return nil
+}
+
+func (x *ReadToolOutputRequest) GetJsonPath() *JsonPathWindow {
+	if x != nil {
+		if x, ok := x.Window.(*ReadToolOutputRequest_JsonPath); ok {
+			return x.JsonPath
+		}
+	}
+	return nil
+}
+
 func (x *ReadToolOutputRequest) GetOmitRendered() bool {
 	if x != nil {
 		return x.OmitRendered
+	}
+	return false
+}
+
+func (x *ReadToolOutputRequest) GetKeepAnsi() bool {
+	if x != nil {
+		return x.KeepAnsi
 	}
 	return false
 }
@@ -775,11 +816,26 @@ type ReadToolOutputRequest_Search struct {
 	Search *SearchWindow `protobuf:"bytes,5,opt,name=search,proto3,oneof"`
 }
 
+type ReadToolOutputRequest_Json struct {
+	// Lines of the JSON view: the payload's canonical pretty rendering, or its records when it
+	// is JSON Lines.
+	Json *JsonWindow `protobuf:"bytes,7,opt,name=json,proto3,oneof"`
+}
+
+type ReadToolOutputRequest_JsonPath struct {
+	// Nodes an RFC 9535 JSONPath query selects.
+	JsonPath *JsonPathWindow `protobuf:"bytes,8,opt,name=json_path,json=jsonPath,proto3,oneof"`
+}
+
 func (*ReadToolOutputRequest_Lines) isReadToolOutputRequest_Window() {}
 
 func (*ReadToolOutputRequest_Bytes) isReadToolOutputRequest_Window() {}
 
 func (*ReadToolOutputRequest_Search) isReadToolOutputRequest_Window() {}
+
+func (*ReadToolOutputRequest_Json) isReadToolOutputRequest_Window() {}
+
+func (*ReadToolOutputRequest_JsonPath) isReadToolOutputRequest_Window() {}
 
 // LinesWindow selects lines on the `\n` grid that `wc -l`, `grep -n` and `sed` use.
 type LinesWindow struct {
@@ -1004,6 +1060,141 @@ func (x *SearchWindow) GetAfter() *SearchCursor {
 	return nil
 }
 
+// JsonWindow selects lines of the JSON view. For a JSON document the view is its canonical
+// pretty rendering (two-space indent, one member or element per line, members in document
+// order, scalars as written); for JSON Lines it is one line per record, each record rendered
+// compact. Line numbers are stable: the view is indexed when the output is offloaded, so a
+// window costs the same at any depth. A payload that is neither is FAILED_PRECONDITION.
+type JsonWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0-based line of the view to start at (from the end when from_end is set).
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Lines to return; the server caps it (max_window_lines). Default: the cap.
+	Limit *int32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// Count offset and limit back from the view's last line.
+	FromEnd       bool `protobuf:"varint,3,opt,name=from_end,json=fromEnd,proto3" json:"from_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonWindow) Reset() {
+	*x = JsonWindow{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonWindow) ProtoMessage() {}
+
+func (x *JsonWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonWindow.ProtoReflect.Descriptor instead.
+func (*JsonWindow) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JsonWindow) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *JsonWindow) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *JsonWindow) GetFromEnd() bool {
+	if x != nil {
+		return x.FromEnd
+	}
+	return false
+}
+
+// JsonPathWindow selects the nodes an RFC 9535 JSONPath query matches, in document order.
+// An invalid query is INVALID_ARGUMENT naming the character position of the error; a payload
+// that is not JSON (or JSON Lines, queried record by record as an array) is
+// FAILED_PRECONDITION.
+type JsonPathWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The query, for example `$.items[?@.status == 'failed'].id`.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Nodes to return; the server caps it (max_matches). Default 100.
+	MaxMatches *int32 `protobuf:"varint,2,opt,name=max_matches,json=maxMatches,proto3,oneof" json:"max_matches,omitempty"`
+	// Matched nodes to skip before the first one returned.
+	Skip          int64 `protobuf:"varint,3,opt,name=skip,proto3" json:"skip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonPathWindow) Reset() {
+	*x = JsonPathWindow{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonPathWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonPathWindow) ProtoMessage() {}
+
+func (x *JsonPathWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonPathWindow.ProtoReflect.Descriptor instead.
+func (*JsonPathWindow) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *JsonPathWindow) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *JsonPathWindow) GetMaxMatches() int32 {
+	if x != nil && x.MaxMatches != nil {
+		return *x.MaxMatches
+	}
+	return 0
+}
+
+func (x *JsonPathWindow) GetSkip() int64 {
+	if x != nil {
+		return x.Skip
+	}
+	return 0
+}
+
 // SearchCursor is a line a search can resume at without rescanning the payload before it.
 // The server checks that byte_offset starts a line (0, right after a `\n`, or the payload's
 // end, where the window is empty) and that the numbers are consistent (matches_before <= line
@@ -1029,7 +1220,7 @@ type SearchCursor struct {
 
 func (x *SearchCursor) Reset() {
 	*x = SearchCursor{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[13]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1232,7 @@ func (x *SearchCursor) String() string {
 func (*SearchCursor) ProtoMessage() {}
 
 func (x *SearchCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[13]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1245,7 @@ func (x *SearchCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchCursor.ProtoReflect.Descriptor instead.
 func (*SearchCursor) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{13}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SearchCursor) GetByteOffset() int64 {
@@ -1100,7 +1291,7 @@ type ReadToolOutputResponse struct {
 
 func (x *ReadToolOutputResponse) Reset() {
 	*x = ReadToolOutputResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[14]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1303,7 @@ func (x *ReadToolOutputResponse) String() string {
 func (*ReadToolOutputResponse) ProtoMessage() {}
 
 func (x *ReadToolOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[14]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1316,7 @@ func (x *ReadToolOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadToolOutputResponse.ProtoReflect.Descriptor instead.
 func (*ReadToolOutputResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{14}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadToolOutputResponse) GetFrame() isReadToolOutputResponse_Frame {
@@ -1200,15 +1391,17 @@ type WindowHeader struct {
 	Binary bool `protobuf:"varint,4,opt,name=binary,proto3" json:"binary,omitempty"`
 	// Declared MIME type.
 	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	// 0-based first line (lines mode) or byte (bytes mode) of the window.
-	Start         int64 `protobuf:"varint,6,opt,name=start,proto3" json:"start,omitempty"`
+	// 0-based first line (lines and JSON modes) or byte (bytes mode) of the window.
+	Start int64 `protobuf:"varint,6,opt,name=start,proto3" json:"start,omitempty"`
+	// JSON mode: lines in the whole JSON view (records for JSON Lines); 0 in other modes.
+	ViewLines     int64 `protobuf:"varint,7,opt,name=view_lines,json=viewLines,proto3" json:"view_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WindowHeader) Reset() {
 	*x = WindowHeader{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[15]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1413,7 @@ func (x *WindowHeader) String() string {
 func (*WindowHeader) ProtoMessage() {}
 
 func (x *WindowHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[15]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1426,7 @@ func (x *WindowHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowHeader.ProtoReflect.Descriptor instead.
 func (*WindowHeader) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{15}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WindowHeader) GetHandle() string {
@@ -1278,6 +1471,13 @@ func (x *WindowHeader) GetStart() int64 {
 	return 0
 }
 
+func (x *WindowHeader) GetViewLines() int64 {
+	if x != nil {
+		return x.ViewLines
+	}
+	return 0
+}
+
 // WindowContent carries lines, raw bytes or matches.
 type WindowContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1286,6 +1486,7 @@ type WindowContent struct {
 	//	*WindowContent_Data
 	//	*WindowContent_Lines
 	//	*WindowContent_Matches
+	//	*WindowContent_Nodes
 	Body          isWindowContent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1293,7 +1494,7 @@ type WindowContent struct {
 
 func (x *WindowContent) Reset() {
 	*x = WindowContent{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[16]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1506,7 @@ func (x *WindowContent) String() string {
 func (*WindowContent) ProtoMessage() {}
 
 func (x *WindowContent) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[16]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1519,7 @@ func (x *WindowContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowContent.ProtoReflect.Descriptor instead.
 func (*WindowContent) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{16}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WindowContent) GetBody() isWindowContent_Body {
@@ -1355,6 +1556,15 @@ func (x *WindowContent) GetMatches() *Matches {
 	return nil
 }
 
+func (x *WindowContent) GetNodes() *JsonNodes {
+	if x != nil {
+		if x, ok := x.Body.(*WindowContent_Nodes); ok {
+			return x.Nodes
+		}
+	}
+	return nil
+}
+
 type isWindowContent_Body interface {
 	isWindowContent_Body()
 }
@@ -1374,11 +1584,146 @@ type WindowContent_Matches struct {
 	Matches *Matches `protobuf:"bytes,3,opt,name=matches,proto3,oneof"`
 }
 
+type WindowContent_Nodes struct {
+	// Nodes (JSONPath mode), in document order.
+	Nodes *JsonNodes `protobuf:"bytes,4,opt,name=nodes,proto3,oneof"`
+}
+
 func (*WindowContent_Data) isWindowContent_Body() {}
 
 func (*WindowContent_Lines) isWindowContent_Body() {}
 
 func (*WindowContent_Matches) isWindowContent_Body() {}
+
+func (*WindowContent_Nodes) isWindowContent_Body() {}
+
+// JsonNodes is a batch of nodes a JSONPath query matched.
+type JsonNodes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nodes.
+	Nodes         []*JsonNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonNodes) Reset() {
+	*x = JsonNodes{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonNodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonNodes) ProtoMessage() {}
+
+func (x *JsonNodes) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonNodes.ProtoReflect.Descriptor instead.
+func (*JsonNodes) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *JsonNodes) GetNodes() []*JsonNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// JsonNode is one node a JSONPath query matched.
+type JsonNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's normalized path (RFC 9535 section 2.7), for example `$['items'][3]['id']`.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The node's value as compact JSON, clipped to max_line_chars.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// True when value was clipped.
+	Clipped bool `protobuf:"varint,3,opt,name=clipped,proto3" json:"clipped,omitempty"`
+	// Byte offset of the value's first byte in the payload.
+	ByteOffset int64 `protobuf:"varint,4,opt,name=byte_offset,json=byteOffset,proto3" json:"byte_offset,omitempty"`
+	// Bytes the value spans in the payload.
+	ByteLength    int64 `protobuf:"varint,5,opt,name=byte_length,json=byteLength,proto3" json:"byte_length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonNode) Reset() {
+	*x = JsonNode{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonNode) ProtoMessage() {}
+
+func (x *JsonNode) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonNode.ProtoReflect.Descriptor instead.
+func (*JsonNode) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JsonNode) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JsonNode) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *JsonNode) GetClipped() bool {
+	if x != nil {
+		return x.Clipped
+	}
+	return false
+}
+
+func (x *JsonNode) GetByteOffset() int64 {
+	if x != nil {
+		return x.ByteOffset
+	}
+	return 0
+}
+
+func (x *JsonNode) GetByteLength() int64 {
+	if x != nil {
+		return x.ByteLength
+	}
+	return 0
+}
 
 // Lines is a batch of numbered lines.
 type Lines struct {
@@ -1391,7 +1736,7 @@ type Lines struct {
 
 func (x *Lines) Reset() {
 	*x = Lines{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[17]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1748,7 @@ func (x *Lines) String() string {
 func (*Lines) ProtoMessage() {}
 
 func (x *Lines) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[17]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1761,7 @@ func (x *Lines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lines.ProtoReflect.Descriptor instead.
 func (*Lines) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{17}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lines) GetLines() []*Line {
@@ -1443,7 +1788,7 @@ type Line struct {
 
 func (x *Line) Reset() {
 	*x = Line{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[18]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1800,7 @@ func (x *Line) String() string {
 func (*Line) ProtoMessage() {}
 
 func (x *Line) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[18]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1813,7 @@ func (x *Line) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Line.ProtoReflect.Descriptor instead.
 func (*Line) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{18}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Line) GetNumber() int64 {
@@ -1510,7 +1855,7 @@ type Matches struct {
 
 func (x *Matches) Reset() {
 	*x = Matches{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[19]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1867,7 @@ func (x *Matches) String() string {
 func (*Matches) ProtoMessage() {}
 
 func (x *Matches) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[19]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1880,7 @@ func (x *Matches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Matches.ProtoReflect.Descriptor instead.
 func (*Matches) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{19}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Matches) GetMatches() []*Match {
@@ -1560,7 +1905,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[20]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1917,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[20]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1930,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{20}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Match) GetLine() *Line {
@@ -1640,7 +1985,7 @@ type WindowTrailer struct {
 
 func (x *WindowTrailer) Reset() {
 	*x = WindowTrailer{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[21]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1997,7 @@ func (x *WindowTrailer) String() string {
 func (*WindowTrailer) ProtoMessage() {}
 
 func (x *WindowTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[21]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +2010,7 @@ func (x *WindowTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowTrailer.ProtoReflect.Descriptor instead.
 func (*WindowTrailer) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{21}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WindowTrailer) GetReturnedLines() int64 {
@@ -1745,7 +2090,7 @@ type StatToolOutputRequest struct {
 
 func (x *StatToolOutputRequest) Reset() {
 	*x = StatToolOutputRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[22]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +2102,7 @@ func (x *StatToolOutputRequest) String() string {
 func (*StatToolOutputRequest) ProtoMessage() {}
 
 func (x *StatToolOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[22]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +2115,7 @@ func (x *StatToolOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatToolOutputRequest.ProtoReflect.Descriptor instead.
 func (*StatToolOutputRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{22}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatToolOutputRequest) GetRunId() string {
@@ -1798,7 +2143,7 @@ type StatToolOutputResponse struct {
 
 func (x *StatToolOutputResponse) Reset() {
 	*x = StatToolOutputResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[23]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2155,7 @@ func (x *StatToolOutputResponse) String() string {
 func (*StatToolOutputResponse) ProtoMessage() {}
 
 func (x *StatToolOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[23]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2168,7 @@ func (x *StatToolOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatToolOutputResponse.ProtoReflect.Descriptor instead.
 func (*StatToolOutputResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{23}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatToolOutputResponse) GetAttachment() *ResultAttachment {
@@ -1848,7 +2193,7 @@ type ListToolOutputsRequest struct {
 
 func (x *ListToolOutputsRequest) Reset() {
 	*x = ListToolOutputsRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[24]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2205,7 @@ func (x *ListToolOutputsRequest) String() string {
 func (*ListToolOutputsRequest) ProtoMessage() {}
 
 func (x *ListToolOutputsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[24]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2218,7 @@ func (x *ListToolOutputsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolOutputsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolOutputsRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{24}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListToolOutputsRequest) GetRunId() string {
@@ -1910,7 +2255,7 @@ type ListToolOutputsResponse struct {
 
 func (x *ListToolOutputsResponse) Reset() {
 	*x = ListToolOutputsResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[25]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2267,7 @@ func (x *ListToolOutputsResponse) String() string {
 func (*ListToolOutputsResponse) ProtoMessage() {}
 
 func (x *ListToolOutputsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[25]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2280,7 @@ func (x *ListToolOutputsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolOutputsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolOutputsResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{25}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListToolOutputsResponse) GetAttachments() []*ResultAttachment {
@@ -1965,7 +2310,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2322,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[26]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2335,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{26}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRunsRequest) GetPageSize() int32 {
@@ -2021,7 +2366,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2378,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[27]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2391,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{27}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunInfo {
@@ -2087,7 +2432,7 @@ type RunInfo struct {
 
 func (x *RunInfo) Reset() {
 	*x = RunInfo{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2444,7 @@ func (x *RunInfo) String() string {
 func (*RunInfo) ProtoMessage() {}
 
 func (x *RunInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[28]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2457,7 @@ func (x *RunInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInfo.ProtoReflect.Descriptor instead.
 func (*RunInfo) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{28}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RunInfo) GetRunId() string {
@@ -2175,7 +2520,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2532,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[29]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2545,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{29}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteRunRequest) GetRunId() string {
@@ -2221,7 +2566,7 @@ type DeleteRunResponse struct {
 
 func (x *DeleteRunResponse) Reset() {
 	*x = DeleteRunResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2578,7 @@ func (x *DeleteRunResponse) String() string {
 func (*DeleteRunResponse) ProtoMessage() {}
 
 func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[30]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2591,7 @@ func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRunResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{30}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteRunResponse) GetDeletedAttachments() int64 {
@@ -2271,7 +2616,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2628,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[31]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2641,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{31}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ForkRunRequest) GetParentRunId() string {
@@ -2331,7 +2676,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2688,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[32]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,12 +2701,122 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{32}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ForkRunResponse) GetForkedAttachments() int64 {
 	if x != nil {
 		return x.ForkedAttachments
+	}
+	return 0
+}
+
+// MergeRunRequest names a forked child run and the parent it merges into.
+type MergeRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child run whose own outputs are merged.
+	ChildRunId string `protobuf:"bytes,1,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
+	// The run child_run_id was forked from; any other run is FAILED_PRECONDITION.
+	ParentRunId   string `protobuf:"bytes,2,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRunRequest) Reset() {
+	*x = MergeRunRequest{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRunRequest) ProtoMessage() {}
+
+func (x *MergeRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRunRequest.ProtoReflect.Descriptor instead.
+func (*MergeRunRequest) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MergeRunRequest) GetChildRunId() string {
+	if x != nil {
+		return x.ChildRunId
+	}
+	return ""
+}
+
+func (x *MergeRunRequest) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+// MergeRunResponse reports a merge.
+type MergeRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Outputs the parent gained.
+	MergedAttachments int64 `protobuf:"varint,1,opt,name=merged_attachments,json=mergedAttachments,proto3" json:"merged_attachments,omitempty"`
+	// Outputs the parent already held with the same bytes.
+	UnchangedAttachments int64 `protobuf:"varint,2,opt,name=unchanged_attachments,json=unchangedAttachments,proto3" json:"unchanged_attachments,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *MergeRunResponse) Reset() {
+	*x = MergeRunResponse{}
+	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRunResponse) ProtoMessage() {}
+
+func (x *MergeRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRunResponse.ProtoReflect.Descriptor instead.
+func (*MergeRunResponse) Descriptor() ([]byte, []int) {
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MergeRunResponse) GetMergedAttachments() int64 {
+	if x != nil {
+		return x.MergedAttachments
+	}
+	return 0
+}
+
+func (x *MergeRunResponse) GetUnchangedAttachments() int64 {
+	if x != nil {
+		return x.UnchangedAttachments
 	}
 	return 0
 }
@@ -2379,7 +2834,7 @@ type SetRunTtlRequest struct {
 
 func (x *SetRunTtlRequest) Reset() {
 	*x = SetRunTtlRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2846,7 @@ func (x *SetRunTtlRequest) String() string {
 func (*SetRunTtlRequest) ProtoMessage() {}
 
 func (x *SetRunTtlRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[33]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2859,7 @@ func (x *SetRunTtlRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRunTtlRequest.ProtoReflect.Descriptor instead.
 func (*SetRunTtlRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{33}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetRunTtlRequest) GetRunId() string {
@@ -2432,7 +2887,7 @@ type SetRunTtlResponse struct {
 
 func (x *SetRunTtlResponse) Reset() {
 	*x = SetRunTtlResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2899,7 @@ func (x *SetRunTtlResponse) String() string {
 func (*SetRunTtlResponse) ProtoMessage() {}
 
 func (x *SetRunTtlResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[34]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2912,7 @@ func (x *SetRunTtlResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRunTtlResponse.ProtoReflect.Descriptor instead.
 func (*SetRunTtlResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{34}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetRunTtlResponse) GetExpireTime() *timestamppb.Timestamp {
@@ -2476,7 +2931,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2943,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[35]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2956,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{35}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{41}
 }
 
 // GetServerInfoResponse describes the server.
@@ -2526,7 +2981,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2993,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[36]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +3006,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{36}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2637,7 +3092,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +3104,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[37]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +3117,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{37}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Limits) GetMaxBlobBytes() int64 {
@@ -2780,7 +3235,7 @@ type WindowCaps struct {
 
 func (x *WindowCaps) Reset() {
 	*x = WindowCaps{}
-	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3247,7 @@ func (x *WindowCaps) String() string {
 func (*WindowCaps) ProtoMessage() {}
 
 func (x *WindowCaps) ProtoReflect() protoreflect.Message {
-	mi := &file_spillway_v1_spillway_proto_msgTypes[38]
+	mi := &file_spillway_v1_spillway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3260,7 @@ func (x *WindowCaps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowCaps.ProtoReflect.Descriptor instead.
 func (*WindowCaps) Descriptor() ([]byte, []int) {
-	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{38}
+	return file_spillway_v1_spillway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WindowCaps) GetMaxWindowLines() int32 {
@@ -2861,12 +3316,13 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x05_slotB\x10\n" +
 	"\x0e_expected_sizeB\x12\n" +
 	"\x10_expected_sha256B\x11\n" +
-	"\x0f_observed_bytes\"\x90\x01\n" +
+	"\x0f_observed_bytes\"\xad\x01\n" +
 	"\x0ePreviewOptions\x12/\n" +
 	"\n" +
 	"head_chars\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xa0\x9c\x01(\x00H\x00R\theadChars\x88\x01\x01\x12/\n" +
 	"\n" +
-	"tail_chars\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xa0\x9c\x01(\x00H\x01R\ttailChars\x88\x01\x01B\r\n" +
+	"tail_chars\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xa0\x9c\x01(\x00H\x01R\ttailChars\x88\x01\x01\x12\x1b\n" +
+	"\tkeep_ansi\x18\x03 \x01(\bR\bkeepAnsiB\r\n" +
 	"\v_head_charsB\r\n" +
 	"\v_tail_chars\"j\n" +
 	"\x0fOffloadResponse\x12=\n" +
@@ -2887,14 +3343,17 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x06result\"A\n" +
 	"\x11OffloadBatchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x03\n" +
 	"\x15ReadToolOutputRequest\x12E\n" +
 	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12<\n" +
 	"\x06handle\x18\x02 \x01(\tB$\xbaH!r\x1f\x10\x01(\x80\x102\x18^[^\\x00-\\x1f\\x7f-\\x9f]*$R\x06handle\x120\n" +
 	"\x05lines\x18\x03 \x01(\v2\x18.spillway.v1.LinesWindowH\x00R\x05lines\x120\n" +
 	"\x05bytes\x18\x04 \x01(\v2\x18.spillway.v1.BytesWindowH\x00R\x05bytes\x123\n" +
-	"\x06search\x18\x05 \x01(\v2\x19.spillway.v1.SearchWindowH\x00R\x06search\x12#\n" +
-	"\romit_rendered\x18\x06 \x01(\bR\fomitRenderedB\b\n" +
+	"\x06search\x18\x05 \x01(\v2\x19.spillway.v1.SearchWindowH\x00R\x06search\x12-\n" +
+	"\x04json\x18\a \x01(\v2\x17.spillway.v1.JsonWindowH\x00R\x04json\x12:\n" +
+	"\tjson_path\x18\b \x01(\v2\x1b.spillway.v1.JsonPathWindowH\x00R\bjsonPath\x12#\n" +
+	"\romit_rendered\x18\x06 \x01(\bR\fomitRendered\x12\x1b\n" +
+	"\tkeep_ansi\x18\t \x01(\bR\bkeepAnsiB\b\n" +
 	"\x06window\"w\n" +
 	"\vLinesWindow\x12\x1f\n" +
 	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +
@@ -2916,6 +3375,19 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x04skip\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04skip\x12.\n" +
 	"\rcontext_lines\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x14(\x00R\fcontextLines\x12/\n" +
 	"\x05after\x18\a \x01(\v2\x19.spillway.v1.SearchCursorR\x05afterB\x0e\n" +
+	"\f_max_matches\"v\n" +
+	"\n" +
+	"JsonWindow\x12\x1f\n" +
+	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +
+	"\x05limit\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\x05limit\x88\x01\x01\x12\x19\n" +
+	"\bfrom_end\x18\x03 \x01(\bR\afromEndB\b\n" +
+	"\x06_limit\"\x8e\x01\n" +
+	"\x0eJsonPathWindow\x12 \n" +
+	"\x05query\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01(\x80\bR\x05query\x12-\n" +
+	"\vmax_matches\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\n" +
+	"maxMatches\x88\x01\x01\x12\x1b\n" +
+	"\x04skip\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04skipB\x0e\n" +
 	"\f_max_matches\"\xa4\x01\n" +
 	"\fSearchCursor\x12(\n" +
 	"\vbyte_offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\n" +
@@ -2927,7 +3399,7 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x19.spillway.v1.WindowHeaderH\x00R\x06header\x126\n" +
 	"\acontent\x18\x02 \x01(\v2\x1a.spillway.v1.WindowContentH\x00R\acontent\x126\n" +
 	"\atrailer\x18\x03 \x01(\v2\x1a.spillway.v1.WindowTrailerH\x00R\atrailerB\a\n" +
-	"\x05frame\"\xb9\x01\n" +
+	"\x05frame\"\xd8\x01\n" +
 	"\fWindowHeader\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x1f\n" +
 	"\vtotal_bytes\x18\x02 \x01(\x03R\n" +
@@ -2936,12 +3408,25 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"totalLines\x12\x16\n" +
 	"\x06binary\x18\x04 \x01(\bR\x06binary\x12!\n" +
 	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12\x14\n" +
-	"\x05start\x18\x06 \x01(\x03R\x05start\"\x8b\x01\n" +
+	"\x05start\x18\x06 \x01(\x03R\x05start\x12\x1d\n" +
+	"\n" +
+	"view_lines\x18\a \x01(\x03R\tviewLines\"\xbb\x01\n" +
 	"\rWindowContent\x12\x14\n" +
 	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12*\n" +
 	"\x05lines\x18\x02 \x01(\v2\x12.spillway.v1.LinesH\x00R\x05lines\x120\n" +
-	"\amatches\x18\x03 \x01(\v2\x14.spillway.v1.MatchesH\x00R\amatchesB\x06\n" +
-	"\x04body\"0\n" +
+	"\amatches\x18\x03 \x01(\v2\x14.spillway.v1.MatchesH\x00R\amatches\x12.\n" +
+	"\x05nodes\x18\x04 \x01(\v2\x16.spillway.v1.JsonNodesH\x00R\x05nodesB\x06\n" +
+	"\x04body\"8\n" +
+	"\tJsonNodes\x12+\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x15.spillway.v1.JsonNodeR\x05nodes\"\x90\x01\n" +
+	"\bJsonNode\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x18\n" +
+	"\aclipped\x18\x03 \x01(\bR\aclipped\x12\x1f\n" +
+	"\vbyte_offset\x18\x04 \x01(\x03R\n" +
+	"byteOffset\x12\x1f\n" +
+	"\vbyte_length\x18\x05 \x01(\x03R\n" +
+	"byteLength\"0\n" +
 	"\x05Lines\x12'\n" +
 	"\x05lines\x18\x01 \x03(\v2\x11.spillway.v1.LineR\x05lines\"m\n" +
 	"\x04Line\x12\x16\n" +
@@ -3015,7 +3500,14 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"childRunId\x12<\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x8a\x8a\x0f*\x00R\x03ttl\"@\n" +
 	"\x0fForkRunResponse\x12-\n" +
-	"\x12forked_attachments\x18\x01 \x01(\x03R\x11forkedAttachments\"\x97\x01\n" +
+	"\x12forked_attachments\x18\x01 \x01(\x03R\x11forkedAttachments\"\xb7\x01\n" +
+	"\x0fMergeRunRequest\x12P\n" +
+	"\fchild_run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\n" +
+	"childRunId\x12R\n" +
+	"\rparent_run_id\x18\x02 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\vparentRunId\"v\n" +
+	"\x10MergeRunResponse\x12-\n" +
+	"\x12merged_attachments\x18\x01 \x01(\x03R\x11mergedAttachments\x123\n" +
+	"\x15unchanged_attachments\x18\x02 \x01(\x03R\x14unchangedAttachments\"\x97\x01\n" +
 	"\x10SetRunTtlRequest\x12E\n" +
 	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12<\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x8a\x8a\x0f*\x00R\x03ttl\"P\n" +
@@ -3053,7 +3545,7 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x10max_window_chars\x18\x02 \x01(\x05R\x0emaxWindowChars\x12$\n" +
 	"\x0emax_line_chars\x18\x03 \x01(\x05R\fmaxLineChars\x12\x1f\n" +
 	"\vmax_matches\x18\x04 \x01(\x05R\n" +
-	"maxMatches2\xc3\x06\n" +
+	"maxMatches2\x8c\a\n" +
 	"\x0fSpillwayService\x12F\n" +
 	"\aOffload\x12\x1b.spillway.v1.OffloadRequest\x1a\x1c.spillway.v1.OffloadResponse(\x01\x12S\n" +
 	"\fOffloadBatch\x12 .spillway.v1.OffloadBatchRequest\x1a!.spillway.v1.OffloadBatchResponse\x12[\n" +
@@ -3062,7 +3554,8 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x0fListToolOutputs\x12#.spillway.v1.ListToolOutputsRequest\x1a$.spillway.v1.ListToolOutputsResponse\x12G\n" +
 	"\bListRuns\x12\x1c.spillway.v1.ListRunsRequest\x1a\x1d.spillway.v1.ListRunsResponse\x12J\n" +
 	"\tDeleteRun\x12\x1d.spillway.v1.DeleteRunRequest\x1a\x1e.spillway.v1.DeleteRunResponse\x12D\n" +
-	"\aForkRun\x12\x1b.spillway.v1.ForkRunRequest\x1a\x1c.spillway.v1.ForkRunResponse\x12J\n" +
+	"\aForkRun\x12\x1b.spillway.v1.ForkRunRequest\x1a\x1c.spillway.v1.ForkRunResponse\x12G\n" +
+	"\bMergeRun\x12\x1c.spillway.v1.MergeRunRequest\x1a\x1d.spillway.v1.MergeRunResponse\x12J\n" +
 	"\tSetRunTtl\x12\x1d.spillway.v1.SetRunTtlRequest\x1a\x1e.spillway.v1.SetRunTtlResponse\x12V\n" +
 	"\rGetServerInfo\x12!.spillway.v1.GetServerInfoRequest\x1a\".spillway.v1.GetServerInfoResponseBHZFgithub.com/spillway-dev/spillway/clients/go/gen/spillway/v1;spillwayv1b\x06proto3"
 
@@ -3078,7 +3571,7 @@ func file_spillway_v1_spillway_proto_rawDescGZIP() []byte {
 	return file_spillway_v1_spillway_proto_rawDescData
 }
 
-var file_spillway_v1_spillway_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_spillway_v1_spillway_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_spillway_v1_spillway_proto_goTypes = []any{
 	(*OffloadRequest)(nil),          // 0: spillway.v1.OffloadRequest
 	(*OffloadHeader)(nil),           // 1: spillway.v1.OffloadHeader
@@ -3093,43 +3586,49 @@ var file_spillway_v1_spillway_proto_goTypes = []any{
 	(*LinesWindow)(nil),             // 10: spillway.v1.LinesWindow
 	(*BytesWindow)(nil),             // 11: spillway.v1.BytesWindow
 	(*SearchWindow)(nil),            // 12: spillway.v1.SearchWindow
-	(*SearchCursor)(nil),            // 13: spillway.v1.SearchCursor
-	(*ReadToolOutputResponse)(nil),  // 14: spillway.v1.ReadToolOutputResponse
-	(*WindowHeader)(nil),            // 15: spillway.v1.WindowHeader
-	(*WindowContent)(nil),           // 16: spillway.v1.WindowContent
-	(*Lines)(nil),                   // 17: spillway.v1.Lines
-	(*Line)(nil),                    // 18: spillway.v1.Line
-	(*Matches)(nil),                 // 19: spillway.v1.Matches
-	(*Match)(nil),                   // 20: spillway.v1.Match
-	(*WindowTrailer)(nil),           // 21: spillway.v1.WindowTrailer
-	(*StatToolOutputRequest)(nil),   // 22: spillway.v1.StatToolOutputRequest
-	(*StatToolOutputResponse)(nil),  // 23: spillway.v1.StatToolOutputResponse
-	(*ListToolOutputsRequest)(nil),  // 24: spillway.v1.ListToolOutputsRequest
-	(*ListToolOutputsResponse)(nil), // 25: spillway.v1.ListToolOutputsResponse
-	(*ListRunsRequest)(nil),         // 26: spillway.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),        // 27: spillway.v1.ListRunsResponse
-	(*RunInfo)(nil),                 // 28: spillway.v1.RunInfo
-	(*DeleteRunRequest)(nil),        // 29: spillway.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),       // 30: spillway.v1.DeleteRunResponse
-	(*ForkRunRequest)(nil),          // 31: spillway.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),         // 32: spillway.v1.ForkRunResponse
-	(*SetRunTtlRequest)(nil),        // 33: spillway.v1.SetRunTtlRequest
-	(*SetRunTtlResponse)(nil),       // 34: spillway.v1.SetRunTtlResponse
-	(*GetServerInfoRequest)(nil),    // 35: spillway.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 36: spillway.v1.GetServerInfoResponse
-	(*Limits)(nil),                  // 37: spillway.v1.Limits
-	(*WindowCaps)(nil),              // 38: spillway.v1.WindowCaps
-	(*BlobKey)(nil),                 // 39: spillway.v1.BlobKey
-	(*durationpb.Duration)(nil),     // 40: google.protobuf.Duration
-	(*ResultAttachment)(nil),        // 41: spillway.v1.ResultAttachment
-	(*timestamppb.Timestamp)(nil),   // 42: google.protobuf.Timestamp
+	(*JsonWindow)(nil),              // 13: spillway.v1.JsonWindow
+	(*JsonPathWindow)(nil),          // 14: spillway.v1.JsonPathWindow
+	(*SearchCursor)(nil),            // 15: spillway.v1.SearchCursor
+	(*ReadToolOutputResponse)(nil),  // 16: spillway.v1.ReadToolOutputResponse
+	(*WindowHeader)(nil),            // 17: spillway.v1.WindowHeader
+	(*WindowContent)(nil),           // 18: spillway.v1.WindowContent
+	(*JsonNodes)(nil),               // 19: spillway.v1.JsonNodes
+	(*JsonNode)(nil),                // 20: spillway.v1.JsonNode
+	(*Lines)(nil),                   // 21: spillway.v1.Lines
+	(*Line)(nil),                    // 22: spillway.v1.Line
+	(*Matches)(nil),                 // 23: spillway.v1.Matches
+	(*Match)(nil),                   // 24: spillway.v1.Match
+	(*WindowTrailer)(nil),           // 25: spillway.v1.WindowTrailer
+	(*StatToolOutputRequest)(nil),   // 26: spillway.v1.StatToolOutputRequest
+	(*StatToolOutputResponse)(nil),  // 27: spillway.v1.StatToolOutputResponse
+	(*ListToolOutputsRequest)(nil),  // 28: spillway.v1.ListToolOutputsRequest
+	(*ListToolOutputsResponse)(nil), // 29: spillway.v1.ListToolOutputsResponse
+	(*ListRunsRequest)(nil),         // 30: spillway.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),        // 31: spillway.v1.ListRunsResponse
+	(*RunInfo)(nil),                 // 32: spillway.v1.RunInfo
+	(*DeleteRunRequest)(nil),        // 33: spillway.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),       // 34: spillway.v1.DeleteRunResponse
+	(*ForkRunRequest)(nil),          // 35: spillway.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),         // 36: spillway.v1.ForkRunResponse
+	(*MergeRunRequest)(nil),         // 37: spillway.v1.MergeRunRequest
+	(*MergeRunResponse)(nil),        // 38: spillway.v1.MergeRunResponse
+	(*SetRunTtlRequest)(nil),        // 39: spillway.v1.SetRunTtlRequest
+	(*SetRunTtlResponse)(nil),       // 40: spillway.v1.SetRunTtlResponse
+	(*GetServerInfoRequest)(nil),    // 41: spillway.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 42: spillway.v1.GetServerInfoResponse
+	(*Limits)(nil),                  // 43: spillway.v1.Limits
+	(*WindowCaps)(nil),              // 44: spillway.v1.WindowCaps
+	(*BlobKey)(nil),                 // 45: spillway.v1.BlobKey
+	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
+	(*ResultAttachment)(nil),        // 47: spillway.v1.ResultAttachment
+	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
 }
 var file_spillway_v1_spillway_proto_depIdxs = []int32{
 	1,  // 0: spillway.v1.OffloadRequest.header:type_name -> spillway.v1.OffloadHeader
-	39, // 1: spillway.v1.OffloadHeader.key:type_name -> spillway.v1.BlobKey
-	40, // 2: spillway.v1.OffloadHeader.ttl:type_name -> google.protobuf.Duration
+	45, // 1: spillway.v1.OffloadHeader.key:type_name -> spillway.v1.BlobKey
+	46, // 2: spillway.v1.OffloadHeader.ttl:type_name -> google.protobuf.Duration
 	2,  // 3: spillway.v1.OffloadHeader.preview:type_name -> spillway.v1.PreviewOptions
-	41, // 4: spillway.v1.OffloadResponse.attachment:type_name -> spillway.v1.ResultAttachment
+	47, // 4: spillway.v1.OffloadResponse.attachment:type_name -> spillway.v1.ResultAttachment
 	5,  // 5: spillway.v1.OffloadBatchRequest.items:type_name -> spillway.v1.OffloadBatchItem
 	1,  // 6: spillway.v1.OffloadBatchItem.header:type_name -> spillway.v1.OffloadHeader
 	7,  // 7: spillway.v1.OffloadBatchResponse.results:type_name -> spillway.v1.OffloadBatchResult
@@ -3138,59 +3637,65 @@ var file_spillway_v1_spillway_proto_depIdxs = []int32{
 	10, // 10: spillway.v1.ReadToolOutputRequest.lines:type_name -> spillway.v1.LinesWindow
 	11, // 11: spillway.v1.ReadToolOutputRequest.bytes:type_name -> spillway.v1.BytesWindow
 	12, // 12: spillway.v1.ReadToolOutputRequest.search:type_name -> spillway.v1.SearchWindow
-	13, // 13: spillway.v1.SearchWindow.after:type_name -> spillway.v1.SearchCursor
-	15, // 14: spillway.v1.ReadToolOutputResponse.header:type_name -> spillway.v1.WindowHeader
-	16, // 15: spillway.v1.ReadToolOutputResponse.content:type_name -> spillway.v1.WindowContent
-	21, // 16: spillway.v1.ReadToolOutputResponse.trailer:type_name -> spillway.v1.WindowTrailer
-	17, // 17: spillway.v1.WindowContent.lines:type_name -> spillway.v1.Lines
-	19, // 18: spillway.v1.WindowContent.matches:type_name -> spillway.v1.Matches
-	18, // 19: spillway.v1.Lines.lines:type_name -> spillway.v1.Line
-	20, // 20: spillway.v1.Matches.matches:type_name -> spillway.v1.Match
-	18, // 21: spillway.v1.Match.line:type_name -> spillway.v1.Line
-	18, // 22: spillway.v1.Match.before:type_name -> spillway.v1.Line
-	18, // 23: spillway.v1.Match.after:type_name -> spillway.v1.Line
-	13, // 24: spillway.v1.WindowTrailer.search_cursor:type_name -> spillway.v1.SearchCursor
-	41, // 25: spillway.v1.StatToolOutputResponse.attachment:type_name -> spillway.v1.ResultAttachment
-	41, // 26: spillway.v1.ListToolOutputsResponse.attachments:type_name -> spillway.v1.ResultAttachment
-	28, // 27: spillway.v1.ListRunsResponse.runs:type_name -> spillway.v1.RunInfo
-	42, // 28: spillway.v1.RunInfo.create_time:type_name -> google.protobuf.Timestamp
-	42, // 29: spillway.v1.RunInfo.update_time:type_name -> google.protobuf.Timestamp
-	42, // 30: spillway.v1.RunInfo.expire_time:type_name -> google.protobuf.Timestamp
-	40, // 31: spillway.v1.ForkRunRequest.ttl:type_name -> google.protobuf.Duration
-	40, // 32: spillway.v1.SetRunTtlRequest.ttl:type_name -> google.protobuf.Duration
-	42, // 33: spillway.v1.SetRunTtlResponse.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 34: spillway.v1.GetServerInfoResponse.limits:type_name -> spillway.v1.Limits
-	38, // 35: spillway.v1.GetServerInfoResponse.caps:type_name -> spillway.v1.WindowCaps
-	40, // 36: spillway.v1.Limits.request_deadline:type_name -> google.protobuf.Duration
-	40, // 37: spillway.v1.Limits.offload_idle_timeout:type_name -> google.protobuf.Duration
-	40, // 38: spillway.v1.Limits.connection_idle_timeout:type_name -> google.protobuf.Duration
-	40, // 39: spillway.v1.Limits.keepalive_interval:type_name -> google.protobuf.Duration
-	40, // 40: spillway.v1.Limits.keepalive_timeout:type_name -> google.protobuf.Duration
-	0,  // 41: spillway.v1.SpillwayService.Offload:input_type -> spillway.v1.OffloadRequest
-	4,  // 42: spillway.v1.SpillwayService.OffloadBatch:input_type -> spillway.v1.OffloadBatchRequest
-	9,  // 43: spillway.v1.SpillwayService.ReadToolOutput:input_type -> spillway.v1.ReadToolOutputRequest
-	22, // 44: spillway.v1.SpillwayService.StatToolOutput:input_type -> spillway.v1.StatToolOutputRequest
-	24, // 45: spillway.v1.SpillwayService.ListToolOutputs:input_type -> spillway.v1.ListToolOutputsRequest
-	26, // 46: spillway.v1.SpillwayService.ListRuns:input_type -> spillway.v1.ListRunsRequest
-	29, // 47: spillway.v1.SpillwayService.DeleteRun:input_type -> spillway.v1.DeleteRunRequest
-	31, // 48: spillway.v1.SpillwayService.ForkRun:input_type -> spillway.v1.ForkRunRequest
-	33, // 49: spillway.v1.SpillwayService.SetRunTtl:input_type -> spillway.v1.SetRunTtlRequest
-	35, // 50: spillway.v1.SpillwayService.GetServerInfo:input_type -> spillway.v1.GetServerInfoRequest
-	3,  // 51: spillway.v1.SpillwayService.Offload:output_type -> spillway.v1.OffloadResponse
-	6,  // 52: spillway.v1.SpillwayService.OffloadBatch:output_type -> spillway.v1.OffloadBatchResponse
-	14, // 53: spillway.v1.SpillwayService.ReadToolOutput:output_type -> spillway.v1.ReadToolOutputResponse
-	23, // 54: spillway.v1.SpillwayService.StatToolOutput:output_type -> spillway.v1.StatToolOutputResponse
-	25, // 55: spillway.v1.SpillwayService.ListToolOutputs:output_type -> spillway.v1.ListToolOutputsResponse
-	27, // 56: spillway.v1.SpillwayService.ListRuns:output_type -> spillway.v1.ListRunsResponse
-	30, // 57: spillway.v1.SpillwayService.DeleteRun:output_type -> spillway.v1.DeleteRunResponse
-	32, // 58: spillway.v1.SpillwayService.ForkRun:output_type -> spillway.v1.ForkRunResponse
-	34, // 59: spillway.v1.SpillwayService.SetRunTtl:output_type -> spillway.v1.SetRunTtlResponse
-	36, // 60: spillway.v1.SpillwayService.GetServerInfo:output_type -> spillway.v1.GetServerInfoResponse
-	51, // [51:61] is the sub-list for method output_type
-	41, // [41:51] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	13, // 13: spillway.v1.ReadToolOutputRequest.json:type_name -> spillway.v1.JsonWindow
+	14, // 14: spillway.v1.ReadToolOutputRequest.json_path:type_name -> spillway.v1.JsonPathWindow
+	15, // 15: spillway.v1.SearchWindow.after:type_name -> spillway.v1.SearchCursor
+	17, // 16: spillway.v1.ReadToolOutputResponse.header:type_name -> spillway.v1.WindowHeader
+	18, // 17: spillway.v1.ReadToolOutputResponse.content:type_name -> spillway.v1.WindowContent
+	25, // 18: spillway.v1.ReadToolOutputResponse.trailer:type_name -> spillway.v1.WindowTrailer
+	21, // 19: spillway.v1.WindowContent.lines:type_name -> spillway.v1.Lines
+	23, // 20: spillway.v1.WindowContent.matches:type_name -> spillway.v1.Matches
+	19, // 21: spillway.v1.WindowContent.nodes:type_name -> spillway.v1.JsonNodes
+	20, // 22: spillway.v1.JsonNodes.nodes:type_name -> spillway.v1.JsonNode
+	22, // 23: spillway.v1.Lines.lines:type_name -> spillway.v1.Line
+	24, // 24: spillway.v1.Matches.matches:type_name -> spillway.v1.Match
+	22, // 25: spillway.v1.Match.line:type_name -> spillway.v1.Line
+	22, // 26: spillway.v1.Match.before:type_name -> spillway.v1.Line
+	22, // 27: spillway.v1.Match.after:type_name -> spillway.v1.Line
+	15, // 28: spillway.v1.WindowTrailer.search_cursor:type_name -> spillway.v1.SearchCursor
+	47, // 29: spillway.v1.StatToolOutputResponse.attachment:type_name -> spillway.v1.ResultAttachment
+	47, // 30: spillway.v1.ListToolOutputsResponse.attachments:type_name -> spillway.v1.ResultAttachment
+	32, // 31: spillway.v1.ListRunsResponse.runs:type_name -> spillway.v1.RunInfo
+	48, // 32: spillway.v1.RunInfo.create_time:type_name -> google.protobuf.Timestamp
+	48, // 33: spillway.v1.RunInfo.update_time:type_name -> google.protobuf.Timestamp
+	48, // 34: spillway.v1.RunInfo.expire_time:type_name -> google.protobuf.Timestamp
+	46, // 35: spillway.v1.ForkRunRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 36: spillway.v1.SetRunTtlRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 37: spillway.v1.SetRunTtlResponse.expire_time:type_name -> google.protobuf.Timestamp
+	43, // 38: spillway.v1.GetServerInfoResponse.limits:type_name -> spillway.v1.Limits
+	44, // 39: spillway.v1.GetServerInfoResponse.caps:type_name -> spillway.v1.WindowCaps
+	46, // 40: spillway.v1.Limits.request_deadline:type_name -> google.protobuf.Duration
+	46, // 41: spillway.v1.Limits.offload_idle_timeout:type_name -> google.protobuf.Duration
+	46, // 42: spillway.v1.Limits.connection_idle_timeout:type_name -> google.protobuf.Duration
+	46, // 43: spillway.v1.Limits.keepalive_interval:type_name -> google.protobuf.Duration
+	46, // 44: spillway.v1.Limits.keepalive_timeout:type_name -> google.protobuf.Duration
+	0,  // 45: spillway.v1.SpillwayService.Offload:input_type -> spillway.v1.OffloadRequest
+	4,  // 46: spillway.v1.SpillwayService.OffloadBatch:input_type -> spillway.v1.OffloadBatchRequest
+	9,  // 47: spillway.v1.SpillwayService.ReadToolOutput:input_type -> spillway.v1.ReadToolOutputRequest
+	26, // 48: spillway.v1.SpillwayService.StatToolOutput:input_type -> spillway.v1.StatToolOutputRequest
+	28, // 49: spillway.v1.SpillwayService.ListToolOutputs:input_type -> spillway.v1.ListToolOutputsRequest
+	30, // 50: spillway.v1.SpillwayService.ListRuns:input_type -> spillway.v1.ListRunsRequest
+	33, // 51: spillway.v1.SpillwayService.DeleteRun:input_type -> spillway.v1.DeleteRunRequest
+	35, // 52: spillway.v1.SpillwayService.ForkRun:input_type -> spillway.v1.ForkRunRequest
+	37, // 53: spillway.v1.SpillwayService.MergeRun:input_type -> spillway.v1.MergeRunRequest
+	39, // 54: spillway.v1.SpillwayService.SetRunTtl:input_type -> spillway.v1.SetRunTtlRequest
+	41, // 55: spillway.v1.SpillwayService.GetServerInfo:input_type -> spillway.v1.GetServerInfoRequest
+	3,  // 56: spillway.v1.SpillwayService.Offload:output_type -> spillway.v1.OffloadResponse
+	6,  // 57: spillway.v1.SpillwayService.OffloadBatch:output_type -> spillway.v1.OffloadBatchResponse
+	16, // 58: spillway.v1.SpillwayService.ReadToolOutput:output_type -> spillway.v1.ReadToolOutputResponse
+	27, // 59: spillway.v1.SpillwayService.StatToolOutput:output_type -> spillway.v1.StatToolOutputResponse
+	29, // 60: spillway.v1.SpillwayService.ListToolOutputs:output_type -> spillway.v1.ListToolOutputsResponse
+	31, // 61: spillway.v1.SpillwayService.ListRuns:output_type -> spillway.v1.ListRunsResponse
+	34, // 62: spillway.v1.SpillwayService.DeleteRun:output_type -> spillway.v1.DeleteRunResponse
+	36, // 63: spillway.v1.SpillwayService.ForkRun:output_type -> spillway.v1.ForkRunResponse
+	38, // 64: spillway.v1.SpillwayService.MergeRun:output_type -> spillway.v1.MergeRunResponse
+	40, // 65: spillway.v1.SpillwayService.SetRunTtl:output_type -> spillway.v1.SetRunTtlResponse
+	42, // 66: spillway.v1.SpillwayService.GetServerInfo:output_type -> spillway.v1.GetServerInfoResponse
+	56, // [56:67] is the sub-list for method output_type
+	45, // [45:56] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_spillway_v1_spillway_proto_init() }
@@ -3213,29 +3718,34 @@ func file_spillway_v1_spillway_proto_init() {
 		(*ReadToolOutputRequest_Lines)(nil),
 		(*ReadToolOutputRequest_Bytes)(nil),
 		(*ReadToolOutputRequest_Search)(nil),
+		(*ReadToolOutputRequest_Json)(nil),
+		(*ReadToolOutputRequest_JsonPath)(nil),
 	}
 	file_spillway_v1_spillway_proto_msgTypes[10].OneofWrappers = []any{}
 	file_spillway_v1_spillway_proto_msgTypes[11].OneofWrappers = []any{}
 	file_spillway_v1_spillway_proto_msgTypes[12].OneofWrappers = []any{}
-	file_spillway_v1_spillway_proto_msgTypes[14].OneofWrappers = []any{
+	file_spillway_v1_spillway_proto_msgTypes[13].OneofWrappers = []any{}
+	file_spillway_v1_spillway_proto_msgTypes[14].OneofWrappers = []any{}
+	file_spillway_v1_spillway_proto_msgTypes[16].OneofWrappers = []any{
 		(*ReadToolOutputResponse_Header)(nil),
 		(*ReadToolOutputResponse_Content)(nil),
 		(*ReadToolOutputResponse_Trailer)(nil),
 	}
-	file_spillway_v1_spillway_proto_msgTypes[16].OneofWrappers = []any{
+	file_spillway_v1_spillway_proto_msgTypes[18].OneofWrappers = []any{
 		(*WindowContent_Data)(nil),
 		(*WindowContent_Lines)(nil),
 		(*WindowContent_Matches)(nil),
+		(*WindowContent_Nodes)(nil),
 	}
-	file_spillway_v1_spillway_proto_msgTypes[21].OneofWrappers = []any{}
-	file_spillway_v1_spillway_proto_msgTypes[37].OneofWrappers = []any{}
+	file_spillway_v1_spillway_proto_msgTypes[25].OneofWrappers = []any{}
+	file_spillway_v1_spillway_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_spillway_v1_spillway_proto_rawDesc), len(file_spillway_v1_spillway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	SpillwayService_ListRuns_FullMethodName        = "/spillway.v1.SpillwayService/ListRuns"
 	SpillwayService_DeleteRun_FullMethodName       = "/spillway.v1.SpillwayService/DeleteRun"
 	SpillwayService_ForkRun_FullMethodName         = "/spillway.v1.SpillwayService/ForkRun"
+	SpillwayService_MergeRun_FullMethodName        = "/spillway.v1.SpillwayService/MergeRun"
 	SpillwayService_SetRunTtl_FullMethodName       = "/spillway.v1.SpillwayService/SetRunTtl"
 	SpillwayService_GetServerInfo_FullMethodName   = "/spillway.v1.SpillwayService/GetServerInfo"
 )
@@ -61,6 +62,12 @@ type SpillwayServiceClient interface {
 	DeleteRun(ctx context.Context, in *DeleteRunRequest, opts ...grpc.CallOption) (*DeleteRunResponse, error)
 	// ForkRun gives a new child run the parent's handles without copying bytes.
 	ForkRun(ctx context.Context, in *ForkRunRequest, opts ...grpc.CallOption) (*ForkRunResponse, error)
+	// MergeRun brings the outputs a forked child run created (not those it inherited) into its
+	// parent under the same handles, all or nothing: when any of them names a handle the parent
+	// resolves to different bytes, nothing is merged (ALREADY_EXISTS). Outputs the parent already
+	// holds with the same bytes count as unchanged. The child is left as it was; DeleteRun
+	// discards it.
+	MergeRun(ctx context.Context, in *MergeRunRequest, opts ...grpc.CallOption) (*MergeRunResponse, error)
 	// SetRunTtl sets when a whole run expires.
 	SetRunTtl(ctx context.Context, in *SetRunTtlRequest, opts ...grpc.CallOption) (*SetRunTtlResponse, error)
 	// GetServerInfo describes this server: version, backend, limits and window caps.
@@ -167,6 +174,16 @@ func (c *spillwayServiceClient) ForkRun(ctx context.Context, in *ForkRunRequest,
 	return out, nil
 }
 
+func (c *spillwayServiceClient) MergeRun(ctx context.Context, in *MergeRunRequest, opts ...grpc.CallOption) (*MergeRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeRunResponse)
+	err := c.cc.Invoke(ctx, SpillwayService_MergeRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *spillwayServiceClient) SetRunTtl(ctx context.Context, in *SetRunTtlRequest, opts ...grpc.CallOption) (*SetRunTtlResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetRunTtlResponse)
@@ -217,6 +234,12 @@ type SpillwayServiceServer interface {
 	DeleteRun(context.Context, *DeleteRunRequest) (*DeleteRunResponse, error)
 	// ForkRun gives a new child run the parent's handles without copying bytes.
 	ForkRun(context.Context, *ForkRunRequest) (*ForkRunResponse, error)
+	// MergeRun brings the outputs a forked child run created (not those it inherited) into its
+	// parent under the same handles, all or nothing: when any of them names a handle the parent
+	// resolves to different bytes, nothing is merged (ALREADY_EXISTS). Outputs the parent already
+	// holds with the same bytes count as unchanged. The child is left as it was; DeleteRun
+	// discards it.
+	MergeRun(context.Context, *MergeRunRequest) (*MergeRunResponse, error)
 	// SetRunTtl sets when a whole run expires.
 	SetRunTtl(context.Context, *SetRunTtlRequest) (*SetRunTtlResponse, error)
 	// GetServerInfo describes this server: version, backend, limits and window caps.
@@ -254,6 +277,9 @@ func (UnimplementedSpillwayServiceServer) DeleteRun(context.Context, *DeleteRunR
 }
 func (UnimplementedSpillwayServiceServer) ForkRun(context.Context, *ForkRunRequest) (*ForkRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForkRun not implemented")
+}
+func (UnimplementedSpillwayServiceServer) MergeRun(context.Context, *MergeRunRequest) (*MergeRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeRun not implemented")
 }
 func (UnimplementedSpillwayServiceServer) SetRunTtl(context.Context, *SetRunTtlRequest) (*SetRunTtlResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRunTtl not implemented")
@@ -408,6 +434,24 @@ func _SpillwayService_ForkRun_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SpillwayService_MergeRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpillwayServiceServer).MergeRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpillwayService_MergeRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpillwayServiceServer).MergeRun(ctx, req.(*MergeRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SpillwayService_SetRunTtl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetRunTtlRequest)
 	if err := dec(in); err != nil {
@@ -474,6 +518,10 @@ var SpillwayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForkRun",
 			Handler:    _SpillwayService_ForkRun_Handler,
+		},
+		{
+			MethodName: "MergeRun",
+			Handler:    _SpillwayService_MergeRun_Handler,
 		},
 		{
 			MethodName: "SetRunTtl",

@@ -23,6 +23,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// JsonKind says whether a payload has a JSON view.
+type JsonKind int32
+
+const (
+	// Neither JSON nor JSON Lines: no JSON view and no JSONPath queries.
+	JsonKind_JSON_KIND_UNSPECIFIED JsonKind = 0
+	// One JSON document (RFC 8259).
+	JsonKind_JSON_KIND_DOCUMENT JsonKind = 1
+	// JSON Lines: one JSON value per line.
+	JsonKind_JSON_KIND_LINES JsonKind = 2
+)
+
+// Enum value maps for JsonKind.
+var (
+	JsonKind_name = map[int32]string{
+		0: "JSON_KIND_UNSPECIFIED",
+		1: "JSON_KIND_DOCUMENT",
+		2: "JSON_KIND_LINES",
+	}
+	JsonKind_value = map[string]int32{
+		"JSON_KIND_UNSPECIFIED": 0,
+		"JSON_KIND_DOCUMENT":    1,
+		"JSON_KIND_LINES":       2,
+	}
+)
+
+func (x JsonKind) Enum() *JsonKind {
+	p := new(JsonKind)
+	*p = x
+	return p
+}
+
+func (x JsonKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JsonKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_spillway_v1_types_proto_enumTypes[0].Descriptor()
+}
+
+func (JsonKind) Type() protoreflect.EnumType {
+	return &file_spillway_v1_types_proto_enumTypes[0]
+}
+
+func (x JsonKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JsonKind.Descriptor instead.
+func (JsonKind) EnumDescriptor() ([]byte, []int) {
+	return file_spillway_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
 // Storage says where an attachment's bytes are kept.
 type Storage int32
 
@@ -63,11 +116,11 @@ func (x Storage) String() string {
 }
 
 func (Storage) Descriptor() protoreflect.EnumDescriptor {
-	return file_spillway_v1_types_proto_enumTypes[0].Descriptor()
+	return file_spillway_v1_types_proto_enumTypes[1].Descriptor()
 }
 
 func (Storage) Type() protoreflect.EnumType {
-	return &file_spillway_v1_types_proto_enumTypes[0]
+	return &file_spillway_v1_types_proto_enumTypes[1]
 }
 
 func (x Storage) Number() protoreflect.EnumNumber {
@@ -76,7 +129,7 @@ func (x Storage) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Storage.Descriptor instead.
 func (Storage) EnumDescriptor() ([]byte, []int) {
-	return file_spillway_v1_types_proto_rawDescGZIP(), []int{0}
+	return file_spillway_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
 // BlobKey addresses one tool call's output. The tenant must equal the caller's
@@ -95,7 +148,11 @@ type BlobKey struct {
 	// The agent run (conversation) the output belongs to.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The tool call that produced the output.
-	CallId        string `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Which attempt of the tool call this is: 0 or 1 for the first, 2 and up for retries. Each
+	// attempt is its own output with its own handle (the first keeps the handle it has without
+	// an attempt), so a retried call neither overwrites nor collides with an earlier attempt.
+	Attempt       int32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +206,13 @@ func (x *BlobKey) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *BlobKey) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 // Preview is the server-computed summary shown to a model in place of the payload.
@@ -258,7 +322,8 @@ type ResultAttachment struct {
 	// Display name of the output (for example `stdout` or the tool's name).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Opaque handle the model may repeat back: `res_<call_id>` or `out_<call_id>_<slot>`, the
-	// slot's "%" and "_" written "%25" and "%5F" so that no two keys share a handle.
+	// slot's "%" and "_" written "%25" and "%5F" so that no two keys share a handle. A retry
+	// (attempt n >= 2) is `res@<n>_<call_id>` or `out@<n>_<call_id>_<slot>`.
 	Handle string `protobuf:"bytes,2,opt,name=handle,proto3" json:"handle,omitempty"`
 	// MIME type declared by the producer.
 	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
@@ -287,7 +352,13 @@ type ResultAttachment struct {
 	// The attachment slot (`stdout`, `stderr`, `value`, `file:<path>`), empty for a plain result.
 	Slot string `protobuf:"bytes,15,opt,name=slot,proto3" json:"slot,omitempty"`
 	// True when the payload is not valid UTF-8 text.
-	Binary        bool `protobuf:"varint,16,opt,name=binary,proto3" json:"binary,omitempty"`
+	Binary bool `protobuf:"varint,16,opt,name=binary,proto3" json:"binary,omitempty"`
+	// The attempt of the tool call, 1 for the first (see BlobKey.attempt).
+	Attempt int32 `protobuf:"varint,17,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Whether the payload is JSON or JSON Lines, found when it was offloaded.
+	JsonKind JsonKind `protobuf:"varint,18,opt,name=json_kind,json=jsonKind,proto3,enum=spillway.v1.JsonKind" json:"json_kind,omitempty"`
+	// Lines of the payload's JSON view (JsonWindow); 0 when json_kind is unspecified.
+	JsonViewLines int64 `protobuf:"varint,19,opt,name=json_view_lines,json=jsonViewLines,proto3" json:"json_view_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +505,27 @@ func (x *ResultAttachment) GetBinary() bool {
 	return false
 }
 
+func (x *ResultAttachment) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ResultAttachment) GetJsonKind() JsonKind {
+	if x != nil {
+		return x.JsonKind
+	}
+	return JsonKind_JSON_KIND_UNSPECIFIED
+}
+
+func (x *ResultAttachment) GetJsonViewLines() int64 {
+	if x != nil {
+		return x.JsonViewLines
+	}
+	return 0
+}
+
 // ErrorInfo is attached to error responses that carry a machine-readable reason, such as
 // `invalid_deferred_handle`.
 type ErrorInfo struct {
@@ -494,11 +586,13 @@ var File_spillway_v1_types_proto protoreflect.FileDescriptor
 
 const file_spillway_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x17spillway/v1/types.proto\x12\vspillway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x01\n" +
+	"\x17spillway/v1/types.proto\x12\vspillway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x02\n" +
 	"\aBlobKey\x12E\n" +
 	"\x06tenant\x18\x01 \x01(\tB-\xbaH*r(\x10\x01(@2\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x06tenant\x12E\n" +
 	"\x06run_id\x18\x02 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12G\n" +
-	"\acall_id\x18\x03 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x06callId\"\xb7\x01\n" +
+	"\acall_id\x18\x03 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x06callId\x12$\n" +
+	"\aattempt\x18\x04 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\aattempt\"\xb7\x01\n" +
 	"\aPreview\x12\x12\n" +
 	"\x04head\x18\x01 \x01(\tR\x04head\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\tR\x04tail\x12\x14\n" +
@@ -507,7 +601,7 @@ const file_spillway_v1_types_proto_rawDesc = "" +
 	"line_count\x18\x04 \x01(\x03R\tlineCount\x12#\n" +
 	"\romitted_bytes\x18\x05 \x01(\x03R\fomittedBytes\x12\x16\n" +
 	"\x06binary\x18\x06 \x01(\bR\x06binary\x12\x12\n" +
-	"\x04text\x18\a \x01(\tR\x04text\"\xc4\x04\n" +
+	"\x04text\x18\a \x01(\tR\x04text\"\xba\x05\n" +
 	"\x10ResultAttachment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12!\n" +
@@ -529,13 +623,20 @@ const file_spillway_v1_types_proto_rawDesc = "" +
 	"expireTime\x12&\n" +
 	"\x03key\x18\x0e \x01(\v2\x14.spillway.v1.BlobKeyR\x03key\x12\x12\n" +
 	"\x04slot\x18\x0f \x01(\tR\x04slot\x12\x16\n" +
-	"\x06binary\x18\x10 \x01(\bR\x06binary\"\xa2\x01\n" +
+	"\x06binary\x18\x10 \x01(\bR\x06binary\x12\x18\n" +
+	"\aattempt\x18\x11 \x01(\x05R\aattempt\x122\n" +
+	"\tjson_kind\x18\x12 \x01(\x0e2\x15.spillway.v1.JsonKindR\bjsonKind\x12&\n" +
+	"\x0fjson_view_lines\x18\x13 \x01(\x03R\rjsonViewLines\"\xa2\x01\n" +
 	"\tErrorInfo\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12@\n" +
 	"\bmetadata\x18\x02 \x03(\v2$.spillway.v1.ErrorInfo.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*R\n" +
+	"\bJsonKind\x12\x19\n" +
+	"\x15JSON_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12JSON_KIND_DOCUMENT\x10\x01\x12\x13\n" +
+	"\x0fJSON_KIND_LINES\x10\x02*b\n" +
 	"\aStorage\x12\x17\n" +
 	"\x13STORAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTORAGE_INLINE\x10\x01\x12\x10\n" +
@@ -554,29 +655,31 @@ func file_spillway_v1_types_proto_rawDescGZIP() []byte {
 	return file_spillway_v1_types_proto_rawDescData
 }
 
-var file_spillway_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_spillway_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_spillway_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_spillway_v1_types_proto_goTypes = []any{
-	(Storage)(0),                  // 0: spillway.v1.Storage
-	(*BlobKey)(nil),               // 1: spillway.v1.BlobKey
-	(*Preview)(nil),               // 2: spillway.v1.Preview
-	(*ResultAttachment)(nil),      // 3: spillway.v1.ResultAttachment
-	(*ErrorInfo)(nil),             // 4: spillway.v1.ErrorInfo
-	nil,                           // 5: spillway.v1.ErrorInfo.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(JsonKind)(0),                 // 0: spillway.v1.JsonKind
+	(Storage)(0),                  // 1: spillway.v1.Storage
+	(*BlobKey)(nil),               // 2: spillway.v1.BlobKey
+	(*Preview)(nil),               // 3: spillway.v1.Preview
+	(*ResultAttachment)(nil),      // 4: spillway.v1.ResultAttachment
+	(*ErrorInfo)(nil),             // 5: spillway.v1.ErrorInfo
+	nil,                           // 6: spillway.v1.ErrorInfo.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_spillway_v1_types_proto_depIdxs = []int32{
-	0, // 0: spillway.v1.ResultAttachment.stored:type_name -> spillway.v1.Storage
-	2, // 1: spillway.v1.ResultAttachment.preview:type_name -> spillway.v1.Preview
-	6, // 2: spillway.v1.ResultAttachment.create_time:type_name -> google.protobuf.Timestamp
-	6, // 3: spillway.v1.ResultAttachment.expire_time:type_name -> google.protobuf.Timestamp
-	1, // 4: spillway.v1.ResultAttachment.key:type_name -> spillway.v1.BlobKey
-	5, // 5: spillway.v1.ErrorInfo.metadata:type_name -> spillway.v1.ErrorInfo.MetadataEntry
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	1, // 0: spillway.v1.ResultAttachment.stored:type_name -> spillway.v1.Storage
+	3, // 1: spillway.v1.ResultAttachment.preview:type_name -> spillway.v1.Preview
+	7, // 2: spillway.v1.ResultAttachment.create_time:type_name -> google.protobuf.Timestamp
+	7, // 3: spillway.v1.ResultAttachment.expire_time:type_name -> google.protobuf.Timestamp
+	2, // 4: spillway.v1.ResultAttachment.key:type_name -> spillway.v1.BlobKey
+	0, // 5: spillway.v1.ResultAttachment.json_kind:type_name -> spillway.v1.JsonKind
+	6, // 6: spillway.v1.ErrorInfo.metadata:type_name -> spillway.v1.ErrorInfo.MetadataEntry
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_spillway_v1_types_proto_init() }
@@ -589,7 +692,7 @@ func file_spillway_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_spillway_v1_types_proto_rawDesc), len(file_spillway_v1_types_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -47,12 +47,14 @@ class OffloadHeader(_message.Message):
     def __init__(self, key: _Optional[_Union[_types_pb2.BlobKey, _Mapping]] = ..., slot: _Optional[str] = ..., name: _Optional[str] = ..., content_type: _Optional[str] = ..., expected_size: _Optional[int] = ..., expected_sha256: _Optional[str] = ..., observed_bytes: _Optional[int] = ..., truncated: _Optional[bool] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., preview: _Optional[_Union[PreviewOptions, _Mapping]] = ..., preview_only: _Optional[bool] = ...) -> None: ...
 
 class PreviewOptions(_message.Message):
-    __slots__ = ("head_chars", "tail_chars")
+    __slots__ = ("head_chars", "tail_chars", "keep_ansi")
     HEAD_CHARS_FIELD_NUMBER: _ClassVar[int]
     TAIL_CHARS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ANSI_FIELD_NUMBER: _ClassVar[int]
     head_chars: int
     tail_chars: int
-    def __init__(self, head_chars: _Optional[int] = ..., tail_chars: _Optional[int] = ...) -> None: ...
+    keep_ansi: bool
+    def __init__(self, head_chars: _Optional[int] = ..., tail_chars: _Optional[int] = ..., keep_ansi: _Optional[bool] = ...) -> None: ...
 
 class OffloadResponse(_message.Message):
     __slots__ = ("attachment", "created")
@@ -99,20 +101,26 @@ class OffloadBatchError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ReadToolOutputRequest(_message.Message):
-    __slots__ = ("run_id", "handle", "lines", "bytes", "search", "omit_rendered")
+    __slots__ = ("run_id", "handle", "lines", "bytes", "search", "json", "json_path", "omit_rendered", "keep_ansi")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     LINES_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     SEARCH_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    JSON_PATH_FIELD_NUMBER: _ClassVar[int]
     OMIT_RENDERED_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ANSI_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     handle: str
     lines: LinesWindow
     bytes: BytesWindow
     search: SearchWindow
+    json: JsonWindow
+    json_path: JsonPathWindow
     omit_rendered: bool
-    def __init__(self, run_id: _Optional[str] = ..., handle: _Optional[str] = ..., lines: _Optional[_Union[LinesWindow, _Mapping]] = ..., bytes: _Optional[_Union[BytesWindow, _Mapping]] = ..., search: _Optional[_Union[SearchWindow, _Mapping]] = ..., omit_rendered: _Optional[bool] = ...) -> None: ...
+    keep_ansi: bool
+    def __init__(self, run_id: _Optional[str] = ..., handle: _Optional[str] = ..., lines: _Optional[_Union[LinesWindow, _Mapping]] = ..., bytes: _Optional[_Union[BytesWindow, _Mapping]] = ..., search: _Optional[_Union[SearchWindow, _Mapping]] = ..., json: _Optional[_Union[JsonWindow, _Mapping]] = ..., json_path: _Optional[_Union[JsonPathWindow, _Mapping]] = ..., omit_rendered: _Optional[bool] = ..., keep_ansi: _Optional[bool] = ...) -> None: ...
 
 class LinesWindow(_message.Message):
     __slots__ = ("offset", "limit", "from_end")
@@ -150,6 +158,26 @@ class SearchWindow(_message.Message):
     after: SearchCursor
     def __init__(self, pattern: _Optional[str] = ..., regex: _Optional[bool] = ..., ignore_case: _Optional[bool] = ..., max_matches: _Optional[int] = ..., skip: _Optional[int] = ..., context_lines: _Optional[int] = ..., after: _Optional[_Union[SearchCursor, _Mapping]] = ...) -> None: ...
 
+class JsonWindow(_message.Message):
+    __slots__ = ("offset", "limit", "from_end")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_END_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    limit: int
+    from_end: bool
+    def __init__(self, offset: _Optional[int] = ..., limit: _Optional[int] = ..., from_end: _Optional[bool] = ...) -> None: ...
+
+class JsonPathWindow(_message.Message):
+    __slots__ = ("query", "max_matches", "skip")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    MAX_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    SKIP_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    max_matches: int
+    skip: int
+    def __init__(self, query: _Optional[str] = ..., max_matches: _Optional[int] = ..., skip: _Optional[int] = ...) -> None: ...
+
 class SearchCursor(_message.Message):
     __slots__ = ("byte_offset", "line", "matches_before", "check")
     BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -173,30 +201,54 @@ class ReadToolOutputResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[WindowHeader, _Mapping]] = ..., content: _Optional[_Union[WindowContent, _Mapping]] = ..., trailer: _Optional[_Union[WindowTrailer, _Mapping]] = ...) -> None: ...
 
 class WindowHeader(_message.Message):
-    __slots__ = ("handle", "total_bytes", "total_lines", "binary", "content_type", "start")
+    __slots__ = ("handle", "total_bytes", "total_lines", "binary", "content_type", "start", "view_lines")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_LINES_FIELD_NUMBER: _ClassVar[int]
     BINARY_FIELD_NUMBER: _ClassVar[int]
     CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
+    VIEW_LINES_FIELD_NUMBER: _ClassVar[int]
     handle: str
     total_bytes: int
     total_lines: int
     binary: bool
     content_type: str
     start: int
-    def __init__(self, handle: _Optional[str] = ..., total_bytes: _Optional[int] = ..., total_lines: _Optional[int] = ..., binary: _Optional[bool] = ..., content_type: _Optional[str] = ..., start: _Optional[int] = ...) -> None: ...
+    view_lines: int
+    def __init__(self, handle: _Optional[str] = ..., total_bytes: _Optional[int] = ..., total_lines: _Optional[int] = ..., binary: _Optional[bool] = ..., content_type: _Optional[str] = ..., start: _Optional[int] = ..., view_lines: _Optional[int] = ...) -> None: ...
 
 class WindowContent(_message.Message):
-    __slots__ = ("data", "lines", "matches")
+    __slots__ = ("data", "lines", "matches", "nodes")
     DATA_FIELD_NUMBER: _ClassVar[int]
     LINES_FIELD_NUMBER: _ClassVar[int]
     MATCHES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     lines: Lines
     matches: Matches
-    def __init__(self, data: _Optional[bytes] = ..., lines: _Optional[_Union[Lines, _Mapping]] = ..., matches: _Optional[_Union[Matches, _Mapping]] = ...) -> None: ...
+    nodes: JsonNodes
+    def __init__(self, data: _Optional[bytes] = ..., lines: _Optional[_Union[Lines, _Mapping]] = ..., matches: _Optional[_Union[Matches, _Mapping]] = ..., nodes: _Optional[_Union[JsonNodes, _Mapping]] = ...) -> None: ...
+
+class JsonNodes(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[JsonNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[JsonNode, _Mapping]]] = ...) -> None: ...
+
+class JsonNode(_message.Message):
+    __slots__ = ("path", "value", "clipped", "byte_offset", "byte_length")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    CLIPPED_FIELD_NUMBER: _ClassVar[int]
+    BYTE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BYTE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    value: str
+    clipped: bool
+    byte_offset: int
+    byte_length: int
+    def __init__(self, path: _Optional[str] = ..., value: _Optional[str] = ..., clipped: _Optional[bool] = ..., byte_offset: _Optional[int] = ..., byte_length: _Optional[int] = ...) -> None: ...
 
 class Lines(_message.Message):
     __slots__ = ("lines",)
@@ -347,6 +399,22 @@ class ForkRunResponse(_message.Message):
     FORKED_ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     forked_attachments: int
     def __init__(self, forked_attachments: _Optional[int] = ...) -> None: ...
+
+class MergeRunRequest(_message.Message):
+    __slots__ = ("child_run_id", "parent_run_id")
+    CHILD_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    child_run_id: str
+    parent_run_id: str
+    def __init__(self, child_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ...) -> None: ...
+
+class MergeRunResponse(_message.Message):
+    __slots__ = ("merged_attachments", "unchanged_attachments")
+    MERGED_ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
+    merged_attachments: int
+    unchanged_attachments: int
+    def __init__(self, merged_attachments: _Optional[int] = ..., unchanged_attachments: _Optional[int] = ...) -> None: ...
 
 class SetRunTtlRequest(_message.Message):
     __slots__ = ("run_id", "ttl")

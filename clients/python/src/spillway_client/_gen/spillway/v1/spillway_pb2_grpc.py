@@ -76,6 +76,11 @@ class SpillwayServiceStub:
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.ForkRunRequest.SerializeToString,
                 response_deserializer=spillway_dot_v1_dot_spillway__pb2.ForkRunResponse.FromString,
                 _registered_method=True)
+        self.MergeRun = channel.unary_unary(
+                '/spillway.v1.SpillwayService/MergeRun',
+                request_serializer=spillway_dot_v1_dot_spillway__pb2.MergeRunRequest.SerializeToString,
+                response_deserializer=spillway_dot_v1_dot_spillway__pb2.MergeRunResponse.FromString,
+                _registered_method=True)
         self.SetRunTtl = channel.unary_unary(
                 '/spillway.v1.SpillwayService/SetRunTtl',
                 request_serializer=spillway_dot_v1_dot_spillway__pb2.SetRunTtlRequest.SerializeToString,
@@ -156,6 +161,17 @@ class SpillwayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MergeRun(self, request, context):
+        """MergeRun brings the outputs a forked child run created (not those it inherited) into its
+        parent under the same handles, all or nothing: when any of them names a handle the parent
+        resolves to different bytes, nothing is merged (ALREADY_EXISTS). Outputs the parent already
+        holds with the same bytes count as unchanged. The child is left as it was; DeleteRun
+        discards it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetRunTtl(self, request, context):
         """SetRunTtl sets when a whole run expires.
         """
@@ -212,6 +228,11 @@ def add_SpillwayServiceServicer_to_server(servicer, server):
                     servicer.ForkRun,
                     request_deserializer=spillway_dot_v1_dot_spillway__pb2.ForkRunRequest.FromString,
                     response_serializer=spillway_dot_v1_dot_spillway__pb2.ForkRunResponse.SerializeToString,
+            ),
+            'MergeRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeRun,
+                    request_deserializer=spillway_dot_v1_dot_spillway__pb2.MergeRunRequest.FromString,
+                    response_serializer=spillway_dot_v1_dot_spillway__pb2.MergeRunResponse.SerializeToString,
             ),
             'SetRunTtl': grpc.unary_unary_rpc_method_handler(
                     servicer.SetRunTtl,
@@ -442,6 +463,33 @@ class SpillwayService:
             '/spillway.v1.SpillwayService/ForkRun',
             spillway_dot_v1_dot_spillway__pb2.ForkRunRequest.SerializeToString,
             spillway_dot_v1_dot_spillway__pb2.ForkRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spillway.v1.SpillwayService/MergeRun',
+            spillway_dot_v1_dot_spillway__pb2.MergeRunRequest.SerializeToString,
+            spillway_dot_v1_dot_spillway__pb2.MergeRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

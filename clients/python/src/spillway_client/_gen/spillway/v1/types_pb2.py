@@ -26,7 +26,7 @@ from spillway_client._gen.buf.validate import validate_pb2 as buf_dot_validate_d
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17spillway/v1/types.proto\x12\x0bspillway.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x01\n\x07\x42lobKey\x12=\n\x06tenant\x18\x01 \x01(\tB-\xbaH*r(\x10\x01(@2\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\x12>\n\x06run_id\x18\x02 \x01(\tB.\xbaH+r)\x10\x01(\x80\x01\x32\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\x12?\n\x07\x63\x61ll_id\x18\x03 \x01(\tB.\xbaH+r)\x10\x01(\x80\x01\x32\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\"}\n\x07Preview\x12\x0c\n\x04head\x18\x01 \x01(\t\x12\x0c\n\x04tail\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x01(\t\x12\x12\n\nline_count\x18\x04 \x01(\x03\x12\x15\n\romitted_bytes\x18\x05 \x01(\x03\x12\x0e\n\x06\x62inary\x18\x06 \x01(\x08\x12\x0c\n\x04text\x18\x07 \x01(\t\"\xab\x03\n\x10ResultAttachment\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x16\n\x0eobserved_bytes\x18\x05 \x01(\x03\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12$\n\x06stored\x18\x07 \x01(\x0e\x32\x14.spillway.v1.Storage\x12\x0e\n\x06sha256\x18\x08 \x01(\t\x12\x10\n\x08readable\x18\t \x01(\x08\x12%\n\x07preview\x18\n \x01(\x0b\x32\x14.spillway.v1.Preview\x12\x12\n\nline_count\x18\x0b \x01(\x03\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12!\n\x03key\x18\x0e \x01(\x0b\x32\x14.spillway.v1.BlobKey\x12\x0c\n\x04slot\x18\x0f \x01(\t\x12\x0e\n\x06\x62inary\x18\x10 \x01(\x08\"\x84\x01\n\tErrorInfo\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x36\n\x08metadata\x18\x02 \x03(\x0b\x32$.spillway.v1.ErrorInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*b\n\x07Storage\x12\x17\n\x13STORAGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTORAGE_INLINE\x10\x01\x12\x10\n\x0cSTORAGE_BLOB\x10\x02\x12\x18\n\x14STORAGE_PREVIEW_ONLY\x10\x03\x42HZFgithub.com/spillway-dev/spillway/clients/go/gen/spillway/v1;spillwayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17spillway/v1/types.proto\x12\x0bspillway.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x01\n\x07\x42lobKey\x12=\n\x06tenant\x18\x01 \x01(\tB-\xbaH*r(\x10\x01(@2\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\x12>\n\x06run_id\x18\x02 \x01(\tB.\xbaH+r)\x10\x01(\x80\x01\x32\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\x12?\n\x07\x63\x61ll_id\x18\x03 \x01(\tB.\xbaH+r)\x10\x01(\x80\x01\x32\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..\x12\x1b\n\x07\x61ttempt\x18\x04 \x01(\x05\x42\n\xbaH\x07\x1a\x05\x18\xe8\x07(\x00\"}\n\x07Preview\x12\x0c\n\x04head\x18\x01 \x01(\t\x12\x0c\n\x04tail\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x01(\t\x12\x12\n\nline_count\x18\x04 \x01(\x03\x12\x15\n\romitted_bytes\x18\x05 \x01(\x03\x12\x0e\n\x06\x62inary\x18\x06 \x01(\x08\x12\x0c\n\x04text\x18\x07 \x01(\t\"\xff\x03\n\x10ResultAttachment\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x16\n\x0eobserved_bytes\x18\x05 \x01(\x03\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12$\n\x06stored\x18\x07 \x01(\x0e\x32\x14.spillway.v1.Storage\x12\x0e\n\x06sha256\x18\x08 \x01(\t\x12\x10\n\x08readable\x18\t \x01(\x08\x12%\n\x07preview\x18\n \x01(\x0b\x32\x14.spillway.v1.Preview\x12\x12\n\nline_count\x18\x0b \x01(\x03\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12!\n\x03key\x18\x0e \x01(\x0b\x32\x14.spillway.v1.BlobKey\x12\x0c\n\x04slot\x18\x0f \x01(\t\x12\x0e\n\x06\x62inary\x18\x10 \x01(\x08\x12\x0f\n\x07\x61ttempt\x18\x11 \x01(\x05\x12(\n\tjson_kind\x18\x12 \x01(\x0e\x32\x15.spillway.v1.JsonKind\x12\x17\n\x0fjson_view_lines\x18\x13 \x01(\x03\"\x84\x01\n\tErrorInfo\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x36\n\x08metadata\x18\x02 \x03(\x0b\x32$.spillway.v1.ErrorInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*R\n\x08JsonKind\x12\x19\n\x15JSON_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12JSON_KIND_DOCUMENT\x10\x01\x12\x13\n\x0fJSON_KIND_LINES\x10\x02*b\n\x07Storage\x12\x17\n\x13STORAGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTORAGE_INLINE\x10\x01\x12\x10\n\x0cSTORAGE_BLOB\x10\x02\x12\x18\n\x14STORAGE_PREVIEW_ONLY\x10\x03\x42HZFgithub.com/spillway-dev/spillway/clients/go/gen/spillway/v1;spillwayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,18 +40,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BLOBKEY'].fields_by_name['run_id']._serialized_options = b'\272H+r)\020\001(\200\0012\033^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\001.Z\002..'
   _globals['_BLOBKEY'].fields_by_name['call_id']._loaded_options = None
   _globals['_BLOBKEY'].fields_by_name['call_id']._serialized_options = b'\272H+r)\020\001(\200\0012\033^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\001.Z\002..'
+  _globals['_BLOBKEY'].fields_by_name['attempt']._loaded_options = None
+  _globals['_BLOBKEY'].fields_by_name['attempt']._serialized_options = b'\272H\007\032\005\030\350\007(\000'
   _globals['_ERRORINFO_METADATAENTRY']._loaded_options = None
   _globals['_ERRORINFO_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_STORAGE']._serialized_start=998
-  _globals['_STORAGE']._serialized_end=1096
+  _globals['_JSONKIND']._serialized_start=1111
+  _globals['_JSONKIND']._serialized_end=1193
+  _globals['_STORAGE']._serialized_start=1195
+  _globals['_STORAGE']._serialized_end=1293
   _globals['_BLOBKEY']._serialized_start=103
-  _globals['_BLOBKEY']._serialized_end=304
-  _globals['_PREVIEW']._serialized_start=306
-  _globals['_PREVIEW']._serialized_end=431
-  _globals['_RESULTATTACHMENT']._serialized_start=434
-  _globals['_RESULTATTACHMENT']._serialized_end=861
-  _globals['_ERRORINFO']._serialized_start=864
-  _globals['_ERRORINFO']._serialized_end=996
-  _globals['_ERRORINFO_METADATAENTRY']._serialized_start=949
-  _globals['_ERRORINFO_METADATAENTRY']._serialized_end=996
+  _globals['_BLOBKEY']._serialized_end=333
+  _globals['_PREVIEW']._serialized_start=335
+  _globals['_PREVIEW']._serialized_end=460
+  _globals['_RESULTATTACHMENT']._serialized_start=463
+  _globals['_RESULTATTACHMENT']._serialized_end=974
+  _globals['_ERRORINFO']._serialized_start=977
+  _globals['_ERRORINFO']._serialized_end=1109
+  _globals['_ERRORINFO_METADATAENTRY']._serialized_start=1062
+  _globals['_ERRORINFO_METADATAENTRY']._serialized_end=1109
 # @@protoc_insertion_point(module_scope)

@@ -3,8 +3,8 @@ import { join } from "node:path";
 
 /**
  * buildWorkspace runs the workspace build (`npm run build`'s commands) in the repository at
- * `dir`: `tsc -b tsconfig.build.json` and the tsconfigs in `extra`, then the browser
- * inspector's bundle (inspector/build.mjs, esbuild). It returns the exit status of the first
+ * `dir`: `tsc -b tsconfig.build.json` and the tsconfigs in `extra`, then the CLI's bundle
+ * (cli/build.mjs) and the browser inspector's (inspector/build.mjs), both esbuild. It returns the exit status of the first
  * step that failed, or 0, and everything the steps printed; a build with nothing to report
  * prints nothing.
  */
@@ -14,6 +14,7 @@ export function buildWorkspace(
 ): { status: number | null; output: string } {
   const steps: [string, string[]][] = [
     [join(dir, "node_modules/.bin/tsc"), ["-b", "tsconfig.build.json", ...extra]],
+    [process.execPath, [join(dir, "cli/build.mjs")]],
     [process.execPath, [join(dir, "inspector/build.mjs")]],
   ];
   let output = "";

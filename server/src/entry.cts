@@ -19,4 +19,5 @@ if (!process.execArgv.some((arg) => arg.startsWith("--heap-growing-percent"))) {
   const v8 = require("node:v8") as typeof import("node:v8");
   v8.setFlagsFromString("--heap-growing-percent=200");
 }
-void import("./cli.js");
+// Before @bufbuild/protobuf loads, which picks its base64 encoder once (uint8array-to-base64.ts).
+void import("./install-to-base64.js").then(() => import("./cli.js"));

@@ -3,6 +3,10 @@
  * the server, the backends it stores on, the window caps and limits it enforces, and its
  * Prometheus metrics. The `spillway` executable is built from the same parts.
  */
+// First, before anything loads @bufbuild/protobuf: its JSON encoding of bytes fields picks
+// the native base64 encoder only when one exists as it loads (uint8array-to-base64.ts).
+import "./install-to-base64.js";
+
 export type {
   Backend,
   BackendCallOptions,

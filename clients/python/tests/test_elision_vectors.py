@@ -125,7 +125,9 @@ def test_the_file_has_vectors_of_every_kind() -> None:
 
 
 @pytest.mark.parametrize(("vector", "flavour"), CASES)
-async def test_elision_vector_renders_identically(aclient: AsyncSpillwayClient, vector: dict[str, Any], flavour: str) -> None:
+async def test_elision_vector_renders_identically(
+    aclient: AsyncSpillwayClient, vector: dict[str, Any], flavour: str
+) -> None:
     run_id = f"vec-{uuid.uuid4().hex[:12]}"
     given = content(vector["content"])
     r = await policy(vector["policy"], flavour).apply(

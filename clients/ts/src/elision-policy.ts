@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import { createPerToolPolicy, hasToolRules } from "./per-tool-policy.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
 import {
   isSummarizeAction,
@@ -10,7 +11,6 @@ import {
   summarizedText,
   validateSummarizeAction,
 } from "./summarize-action.js";
-import { createToolFilter, pickToolPattern, validateToolPattern } from "./tool-name-pattern.js";
 import { countChars, type TruncateMode, truncateText } from "./truncate-text.js";
 
 /**
@@ -44,6 +44,16 @@ export interface ElisionPolicyOptions {
   /** Bands in ascending upTo order; the last one must have no upTo. */
   readonly bands: readonly ElisionBand[];
   /**
+   * Overrides per tool, keyed by tool name or glob pattern (`*` any run of characters, `?` one).
+   * The exact name wins, then the matching pattern with the most literal characters, then the
+   * one that sorts first. A tool no key matches uses bands and truncateBudget.
+   */
+  readonly perTool?: Readonly<Record<string, ToolElisionOverride>>;
+  /** Only tools matching one of these names or patterns are elided; default every tool. */
+  readonly include?: readonly string[];
+  /** Tools matching one of these names or patterns pass through untouched; wins over include. */
+  readonly exclude?: readonly string[];
+  /**
    * Unit of upTo and truncateBudget: `chars` (Unicode code points) or `tokens`, estimated as
    * ceil(chars / 4) — a cheap, tokenizer-free estimate that every SDK computes the same way.
    * Default `chars`.
@@ -61,16 +71,6 @@ export interface ElisionPolicyOptions {
   readonly preservation?: "best_effort" | "required";
   /** Characters (or tokens) a truncation keeps, marker excluded; default 2000. */
   readonly truncateBudget?: number;
-  /**
-   * Overrides per tool, keyed by tool name or glob pattern (`*` any run of characters, `?` one).
-   * The exact name wins, then the matching pattern with the most literal characters, then the
-   * one that sorts first. A tool no key matches uses bands and truncateBudget.
-   */
-  readonly perTool?: Readonly<Record<string, ToolElisionOverride>>;
-  /** Only tools matching one of these names or patterns are elided; default every tool. */
-  readonly include?: readonly string[];
-  /** Tools matching one of these names or patterns pass through untouched; wins over include. */
-  readonly exclude?: readonly string[];
 }
 
 /** ElisionInput is one tool result for ElisionPolicy.apply. */
@@ -120,25 +120,21 @@ export interface ElisionPolicy {
 
 /**
  * createElisionPolicy validates opts (INVALID_ARGUMENT for no bands, bands out of order, a last
- * band with an upTo, a bad summarize action, an empty tool pattern or include list) and returns
- * the policy.
+ * band with an upTo, a bad summarize action or truncateBudget, an empty tool pattern or include
+ * list) and returns the policy.
  */
 export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
+  // perTool, include and exclude pick, per tool, one of several policies without them.
+  if (hasToolRules(opts)) return createPerToolPolicy(opts, createElisionPolicy);
   validateBands(opts.bands);
-  const perTool = opts.perTool ?? {};
-  for (const [pattern, override] of Object.entries(perTool)) {
-    validateToolPattern(pattern);
-    if (override.bands !== undefined) validateBands(override.bands);
-    validateBudget(override.truncateBudget);
-  }
-  validateBudget(opts.truncateBudget);
-  const toolFilter = createToolFilter(opts.include, opts.exclude);
+  validateTruncateBudget(opts.truncateBudget);
   const measure = opts.measure ?? "chars";
   const fallback: TruncateMode =
     opts.fallback === undefined || opts.fallback === "truncate"
       ? "head+tail"
       : opts.fallback.truncate;
-  const toChars = (units: number) => (measure === "tokens" ? units * 4 : units);
+  const budgetUnits = opts.truncateBudget ?? 2000;
+  const budgetChars = measure === "tokens" ? budgetUnits * 4 : budgetUnits;
   const measureText = (text: string) => {
     const chars = countChars(text);
     return measure === "tokens" ? Math.ceil(chars / 4) : chars;
@@ -150,12 +146,7 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
         typeof input.content === "string" ? input.content : JSON.stringify(input.content.json);
       const size = measureText(text);
       if (input.toolName === readToolOutputToolName) return { kind: "passthrough", text, size };
-      if (!toolFilter.applies(input.toolName)) return { kind: "passthrough", text, size };
-      const pattern = pickToolPattern(Object.keys(perTool), input.toolName ?? "");
-      const override = pattern === undefined ? undefined : perTool[pattern];
-      const bands = override?.bands ?? opts.bands;
-      const budgetChars = toChars(override?.truncateBudget ?? opts.truncateBudget ?? 2000);
-      const band = bands.find((b) => b.upTo === undefined || size <= b.upTo);
+      const band = opts.bands.find((b) => b.upTo === undefined || size <= b.upTo);
       const action = band?.action ?? "spill";
       if (action === "passthrough") return { kind: "passthrough", text, size };
       if (action !== "spill" && !isSummarizeAction(action)) {
@@ -233,7 +224,7 @@ function validateBands(bands: readonly ElisionBand[]): void {
   }
 }
 
-function validateBudget(budget: number | undefined): void {
+function validateTruncateBudget(budget: number | undefined): void {
   if (budget !== undefined && !(Number.isFinite(budget) && budget >= 0)) {
     throw new ConnectError(
       "elision policy: truncateBudget must be a non-negative number",

@@ -82,12 +82,6 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     `read_tool_output_tool`), always in that same run, so a handle can only name this run's
     outputs. When Spillway cannot take the output (unreachable, refused), the model is shown the
     first `over_chars` characters and a line saying the rest was not kept; the run goes on.
-
-    With `policy`, a `str` return is decided by that ElisionPolicy instead of `over_chars`: its
-    bands (per tool too), include/exclude and summarize actions, keyed the same way and named
-    after the tool. A summarizer's failure never ends the run (the model sees the spilled view);
-    a spill Spillway refuses is shown cut as above, and one it cannot take under `required`
-    preservation ends the run with the policy's `blob_store_required` error.
     """
 
     client: AsyncSpillwayClient
@@ -100,9 +94,15 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     """Returns longer than this (characters, or bytes for `bytes`) are offloaded."""
     timeout: float | None = DEFAULT_TIMEOUT
     """Deadline, in seconds, of each call the capability makes (its retries included); None waits forever."""
-    policy: ElisionPolicy | None = None
-    """Decides what the model sees of `str` returns in place of `over_chars` (bytes keep `over_chars`)."""
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
+    policy: ElisionPolicy | None = None
+    """Decides what the model sees of a `str` return in place of `over_chars` (`bytes` keep it).
+
+    Its bands (per tool too), include/exclude and summarize actions apply, keyed as above and
+    named after the tool. A summarizer's failure never ends the run (the model sees the spilled
+    view); a spill Spillway refuses is shown cut as above, and one it cannot take under
+    `required` preservation ends the run with the policy's `blob_store_required` error.
+    """
 
     def run_for(self, ctx: RunContext[Any]) -> str:
         """The Spillway run this agent run's outputs are kept in."""
@@ -125,10 +125,11 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         result: Any,
     ) -> Any:
         """Offloads a return over the band and returns the server's preview in its place."""
+        if self.policy is not None and isinstance(result, str):
+            # The policy passes read_tool_output's windows through itself.
+            return await self._apply_policy(self.policy, ctx, call, result)
         if call.tool_name == READ_TOOL_OUTPUT_NAME or not isinstance(result, str | bytes):
             return result
-        if self.policy is not None and isinstance(result, str):
-            return await self._apply_policy(self.policy, ctx, call, result)
         if len(result) <= self.over_chars:
             return result
         data = result.encode() if isinstance(result, str) else result
@@ -141,24 +142,32 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
                 timeout=self.timeout,
             )
         except grpc.RpcError as err:
-            return self._not_stored(result, err)
+            shown = result[: self.over_chars] if isinstance(result, str) else repr(result[: self.over_chars])
+            return (
+                f"{shown}\n[output cut at {self.over_chars} of {len(result)}: it could not be stored "
+                f"for reading back ({describe_error(err)})]"
+            )
         return attachment.preview.text
 
-    async def _apply_policy(self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str) -> str:
-        key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": f"{call.tool_call_id or 'call'}.{ctx.retry}"}
+    async def _apply_policy(
+        self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str
+    ) -> str:
+        call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
+        key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id}
         try:
             shown = await policy.apply(
-                self.client, key, result, tool_name=call.tool_name, offload={"name": call.tool_name}, timeout=self.timeout
+                self.client,
+                key,
+                result,
+                tool_name=call.tool_name,
+                offload={"name": call.tool_name},
+                timeout=self.timeout,
             )
         except grpc.RpcError as err:
             if policy.preservation == "required" and err.code() == grpc.StatusCode.UNAVAILABLE:
                 raise
-            return self._not_stored(result, err)
+            return (
+                f"{result[: self.over_chars]}\n[output cut at {self.over_chars} of {len(result)}: it could not be "
+                f"stored for reading back ({describe_error(err)})]"
+            )
         return shown.text
-
-    def _not_stored(self, result: str | bytes, err: grpc.RpcError) -> str:
-        shown = result[: self.over_chars] if isinstance(result, str) else repr(result[: self.over_chars])
-        return (
-            f"{shown}\n[output cut at {self.over_chars} of {len(result)}: it could not be stored "
-            f"for reading back ({describe_error(err)})]"
-        )

@@ -30,6 +30,16 @@ def summarize_all(fn: Any, **extra: Any) -> ElisionPolicy:
     return ElisionPolicy(bands=[Band(Summarize(fn, **extra))])
 
 
+def recording(calls: list[str]) -> Any:
+    """A summarizer that notes each text it is given and answers "s"."""
+
+    def summarize(tool: str, text: str) -> str:
+        calls.append(text)
+        return "s"
+
+    return summarize
+
+
 def key(run_id: str, call: str) -> dict[str, str]:
     return {"tenant": "dev", "run_id": run_id, "call_id": call}
 
@@ -102,7 +112,7 @@ async def test_a_huge_summary_leaves_a_bounded_spilled_view(aclient: AsyncSpillw
 
 async def test_a_refused_spill_is_raised_before_any_summary(aclient: AsyncSpillwayClient, run_id: str) -> None:
     calls: list[str] = []
-    policy = summarize_all(lambda tool, text: calls.append(text) or "s")
+    policy = summarize_all(recording(calls))
     await policy.apply(aclient, key(run_id, "twice"), "first")
     with pytest.raises(grpc.RpcError) as err:
         await policy.apply(aclient, key(run_id, "twice"), "different")
@@ -115,7 +125,7 @@ async def test_with_the_service_down() -> None:
         pass
     calls: list[str] = []
     async with AsyncSpillwayClient(url, retry=RetryPolicy(base_delay=0.001)) as down:
-        best_effort = ElisionPolicy(bands=[Band(Summarize(lambda t, x: calls.append(x) or "s"))], truncate_budget=20)
+        best_effort = ElisionPolicy(bands=[Band(Summarize(recording(calls)))], truncate_budget=20)
         r = await best_effort.apply(down, key("down", "c"), lines(1000))
         assert r.kind == "preview_only"
         assert "full output not stored" in r.text
@@ -135,7 +145,6 @@ async def test_with_the_service_down() -> None:
         lambda: ElisionPolicy(bands=[Band("passthrough", 50), Band("passthrough", 10), Band("spill")]),
         lambda: ElisionPolicy(bands=[Band(Summarize(lambda t, x: "s", max_chars=0))]),
         lambda: ElisionPolicy(bands=[Band(Summarize(lambda t, x: "s", timeout=0))]),
-        lambda: ElisionPolicy(bands=[Band(Summarize("nope"))]),  # type: ignore[arg-type]
         lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"": ToolOverride(truncate_budget=1)}),
         lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"x": ToolOverride(bands=[])}),
         lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"x": ToolOverride(truncate_budget=-1)}),
@@ -147,6 +156,11 @@ async def test_with_the_service_down() -> None:
 def test_bad_options_are_refused(build: Any) -> None:
     with pytest.raises(ValueError, match="elision policy"):
         build()
+
+
+def test_a_summarizer_that_is_not_callable_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="summarize must be callable"):
+        Summarize("nope")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

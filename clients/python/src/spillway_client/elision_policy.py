@@ -78,7 +78,7 @@ class ElisionPolicy:
     """ElisionPolicy decides, per tool result, what the model sees.
 
     Construction validates (ValueError for no bands, bands out of order, a last band with an
-    `up_to`, a bad Summarize, an empty tool pattern or include list).
+    `up_to`, an unknown action, a negative budget, an empty tool pattern or include list).
     """
 
     bands: Sequence[Band]

@@ -149,9 +149,7 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
             )
         return attachment.preview.text
 
-    async def _apply_policy(
-        self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str
-    ) -> str:
+    async def _apply_policy(self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str) -> str:
         call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
         key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id}
         try:

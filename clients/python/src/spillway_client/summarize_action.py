@@ -33,7 +33,8 @@ class Summarize:
     runs past `timeout`, or returns anything but a non-blank `str` of at most `max_chars`
     characters is ignored: the model sees the plain spilled view and the result says why
     (`summary_failure`). An async summarizer is awaited (and cancelled at its timeout); a sync
-    one runs in a worker thread, so its timeout holds even when it blocks.
+    one runs in a worker thread, so its timeout holds even when it blocks. Construction raises
+    TypeError for a `summarize` that is not callable, ValueError for a bad `max_chars` or `timeout`.
     """
 
     summarize: Summarizer
@@ -45,7 +46,7 @@ class Summarize:
 
     def __post_init__(self) -> None:
         if not callable(self.summarize):
-            raise ValueError("elision policy: summarize must be callable")
+            raise TypeError("elision policy: summarize must be callable")
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars <= 0:
             raise ValueError("elision policy: summarize max_chars must be a positive integer")
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float) or not self.timeout > 0:
@@ -69,7 +70,7 @@ async def run_summarizer(action: Summarize, tool_name: str, text: str) -> str | 
         summary: Any = await asyncio.wait_for(_call(action.summarize, tool_name, text), action.timeout)
     except asyncio.TimeoutError:
         return SummaryFailure("timeout", f"no summary within {round(action.timeout * 1000)} ms")
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - whatever the summarizer raises, the spilled view stands
         return SummaryFailure("threw", f"the summarizer threw: {_describe(err)}")
     if not isinstance(summary, str):
         return SummaryFailure("not_text", f"the summarizer returned {type(summary).__name__}, not a str")

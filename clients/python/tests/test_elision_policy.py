@@ -149,6 +149,7 @@ async def test_with_the_service_down() -> None:
         lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"x": ToolOverride(bands=[])}),
         lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"x": ToolOverride(truncate_budget=-1)}),
         lambda: ElisionPolicy(bands=[Band("spill")], include=[]),
+        lambda: ElisionPolicy(bands=[Band("spill")], per_tool={"x": [Band("spill")]}),  # type: ignore[dict-item]
         lambda: ElisionPolicy(bands=[Band("spill")], exclude=[""]),
         lambda: ElisionPolicy(bands=[Band("drop")]),  # type: ignore[arg-type]
     ],

@@ -1,3 +1,4 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { ElisionPolicy, ElisionPolicyOptions } from "./elision-policy.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
 import { createToolFilter, pickToolPattern, validateToolPattern } from "./tool-name-pattern.js";
@@ -26,6 +27,12 @@ export function createPerToolPolicy(
   const byPattern = new Map<string, ElisionPolicy>();
   for (const [pattern, override] of Object.entries(perTool ?? {})) {
     validateToolPattern(pattern);
+    if (typeof override !== "object" || override === null || Array.isArray(override)) {
+      throw new ConnectError(
+        `elision policy: perTool["${pattern}"] must be { bands?, truncateBudget? }`,
+        Code.InvalidArgument,
+      );
+    }
     byPattern.set(
       pattern,
       create({

@@ -140,6 +140,7 @@ describe("summarize against a live server", () => {
       },
       { bands: [{ action: "spill" }], perTool: { x: { truncateBudget: -1 } } },
       { bands: [{ action: "spill" }], include: [] },
+      { bands: [{ action: "spill" }], perTool: { x: [{ action: "spill" }] as unknown as object } },
       { bands: [{ action: "spill" }], exclude: [""] },
     ];
     for (const opts of bad) {

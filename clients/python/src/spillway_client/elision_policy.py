@@ -104,6 +104,8 @@ class ElisionPolicy:
         _validate_budget(self.truncate_budget)
         for pattern, override in self.per_tool.items():
             validate_tool_pattern(pattern)
+            if not isinstance(override, ToolOverride):
+                raise ValueError(f"elision policy: per_tool[{pattern!r}] must be a ToolOverride")
             if override.bands is not None:
                 _validate_bands(override.bands)
             if override.truncate_budget is not None:

@@ -15,7 +15,8 @@ cd clients/python
 ../../.venv-python/bin/python -m pytest -q -p no:cacheprovider
 echo "oldest: $(../../.venv-python-oldest/bin/pip list 2>/dev/null | grep -E '^pydantic-ai-(harness|slim) ' | tr -s ' ' | paste -sd, -)"
 ../../.venv-python-oldest/bin/python -m pytest -q -p no:cacheprovider tests/test_pydantic_ai.py \
-  tests/test_harness.py tests/test_harness_windows.py tests/test_docs_examples.py
+  tests/test_harness.py tests/test_harness_windows.py tests/test_docs_examples.py tests/test_elision_policy.py
 echo "newest: $(../../.venv-python-newest/bin/pip list 2>/dev/null | grep -E '^pydantic-ai-slim ' | tr -s ' ')"
 exec ../../.venv-python-newest/bin/python -m pytest -q -p no:cacheprovider tests/test_pydantic_ai.py \
-  "tests/test_docs_examples.py::test_pydantic_ai_example_shows_the_servers_preview"
+  tests/test_elision_policy.py "tests/test_docs_examples.py::test_pydantic_ai_example_shows_the_servers_preview" \
+  "tests/test_docs_examples.py::test_elision_policy_example_shows_the_summary_with_the_handle"

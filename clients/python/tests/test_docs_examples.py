@@ -32,9 +32,17 @@ def run_example(code: str, server_url: str) -> str:
 
 
 def test_pydantic_ai_example_shows_the_servers_preview(server_url: str) -> None:
-    out = run_example(example("from spillway_client.pydantic_ai import"), server_url)
+    out = run_example(example("capabilities=[SpillwayToolOutputs(spillway)]"), server_url)
     assert re.search(r"^\[res_[^\]]+\.0\]", out), out
     assert "200000" in out and "step 200000: compiled" in out
+
+
+def test_elision_policy_example_shows_the_summary_with_the_handle(server_url: str) -> None:
+    out = run_example(example("ElisionPolicy("), server_url)
+    handle = re.match(r"^\[(res_[^\]]+\.0)\] \d+ bytes · 200000 lines · summary of the \"build_log\" output\n", out)
+    assert handle, out
+    assert "200000 steps, 4 failed: step 8: FAIL, step 50008: FAIL, step 100008: FAIL, step 150008: FAIL\n" in out
+    assert f'[full output stored: read_tool_output(handle="{handle.group(1)}", offset=0)]' in out
 
 
 def test_harness_example_spills_to_spillway(server_url: str) -> None:

@@ -1,11 +1,27 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import { createPerToolPolicy, hasToolRules } from "./per-tool-policy.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
+import {
+  isSummarizeAction,
+  runSummarizer,
+  type SummarizeAction,
+  type SummaryFailure,
+  summarizedText,
+  validateSummarizeAction,
+} from "./summarize-action.js";
 import { countChars, type TruncateMode, truncateText } from "./truncate-text.js";
 
-/** ElisionAction is what a band does with a tool result: keep it, cut it, or offload it. */
-export type ElisionAction = "passthrough" | "spill" | { readonly truncate: TruncateMode };
+/**
+ * ElisionAction is what a band does with a tool result: keep it, cut it, offload it, or offload
+ * it and show a summary (SummarizeAction).
+ */
+export type ElisionAction =
+  | "passthrough"
+  | "spill"
+  | { readonly truncate: TruncateMode }
+  | SummarizeAction;
 
 /** ElisionBand applies action to results whose measured size is at most upTo (no upTo: any size). */
 export interface ElisionBand {
@@ -15,10 +31,28 @@ export interface ElisionBand {
   readonly action: ElisionAction;
 }
 
+/** ToolElisionOverride replaces the policy's bands and/or truncateBudget for some tools. */
+export interface ToolElisionOverride {
+  /** Bands for these tools, in place of the policy's (same rules). */
+  readonly bands?: readonly ElisionBand[];
+  /** Truncation budget for these tools, in the policy's measure. */
+  readonly truncateBudget?: number;
+}
+
 /** ElisionPolicyOptions configure createElisionPolicy. */
 export interface ElisionPolicyOptions {
   /** Bands in ascending upTo order; the last one must have no upTo. */
   readonly bands: readonly ElisionBand[];
+  /**
+   * Overrides per tool, keyed by tool name or glob pattern (`*` any run of characters, `?` one).
+   * The exact name wins, then the matching pattern with the most literal characters, then the
+   * one that sorts first. A tool no key matches uses bands and truncateBudget.
+   */
+  readonly perTool?: Readonly<Record<string, ToolElisionOverride>>;
+  /** Only tools matching one of these names or patterns are elided; default every tool. */
+  readonly include?: readonly string[];
+  /** Tools matching one of these names or patterns pass through untouched; wins over include. */
+  readonly exclude?: readonly string[];
   /**
    * Unit of upTo and truncateBudget: `chars` (Unicode code points) or `tokens`, estimated as
    * ceil(chars / 4) — a cheap, tokenizer-free estimate that every SDK computes the same way.
@@ -60,15 +94,18 @@ export interface ElisionResult {
   /**
    * `passthrough`: text is the content; `truncated`: a cut version with a marker; `spilled`:
    * the server's preview text naming the handle; `preview_only`: the service was down, so a
-   * locally cut version, with no handle, stands in for the result.
+   * locally cut version, with no handle, stands in for the result; `summarized`: the output
+   * was stored and text is a line naming the handle followed by the summarizer's summary.
    */
-  readonly kind: "passthrough" | "truncated" | "spilled" | "preview_only";
+  readonly kind: "passthrough" | "truncated" | "spilled" | "summarized" | "preview_only";
   /** The text to give the model. */
   readonly text: string;
-  /** The committed record, for `spilled` only. */
+  /** The committed record, for `spilled` and `summarized`. */
   readonly attachment?: ResultAttachment;
   /** The content's size in the policy's measure. */
   readonly size: number;
+  /** Why a summarize band showed the spilled view (kind `spilled`) instead of a summary. */
+  readonly summaryFailure?: SummaryFailure;
 }
 
 /** ElisionPolicy decides, per tool result, what the model sees. */
@@ -82,11 +119,15 @@ export interface ElisionPolicy {
 }
 
 /**
- * createElisionPolicy validates opts (INVALID_ARGUMENT for no bands, bands out of order, or a
- * last band with an upTo) and returns the policy.
+ * createElisionPolicy validates opts (INVALID_ARGUMENT for no bands, bands out of order, a last
+ * band with an upTo, a bad summarize action or truncateBudget, an empty tool pattern or include
+ * list) and returns the policy.
  */
 export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
+  // perTool, include and exclude pick, per tool, one of several policies without them.
+  if (hasToolRules(opts)) return createPerToolPolicy(opts, createElisionPolicy);
   validateBands(opts.bands);
+  validateTruncateBudget(opts.truncateBudget);
   const measure = opts.measure ?? "chars";
   const fallback: TruncateMode =
     opts.fallback === undefined || opts.fallback === "truncate"
@@ -108,7 +149,7 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
       const band = opts.bands.find((b) => b.upTo === undefined || size <= b.upTo);
       const action = band?.action ?? "spill";
       if (action === "passthrough") return { kind: "passthrough", text, size };
-      if (action !== "spill") {
+      if (action !== "spill" && !isSummarizeAction(action)) {
         return { kind: "truncated", text: truncateText(text, action.truncate, budgetChars), size };
       }
       const isJson = typeof input.content !== "string";
@@ -116,14 +157,14 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
         ...(isJson ? { contentType: "application/json" } : {}),
         ...input.offload,
       };
+      let attachment: ResultAttachment;
       try {
-        const attachment = await input.client.offload(
+        attachment = await input.client.offload(
           input.key,
           typeof input.content === "string" ? input.content : { json: input.content.json },
           offloadOptions,
           input.call,
         );
-        return { kind: "spilled", text: attachment.preview?.text ?? "", attachment, size };
       } catch (err) {
         if (!(err instanceof ConnectError) || err.code !== Code.Unavailable) throw err;
         if (opts.preservation === "required") {
@@ -139,6 +180,21 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
         const note = "[full output not stored: the output store is unavailable; no handle to read]";
         return { kind: "preview_only", text: `${cut}\n${note}`, size };
       }
+      const preview = attachment.preview?.text ?? "";
+      const spilled: ElisionResult = { kind: "spilled", text: preview, attachment, size };
+      if (action === "spill") return spilled;
+      // The output is stored before the summarizer runs, so whatever it does nothing is lost.
+      const tool = input.toolName ?? "";
+      const outcome = await runSummarizer(
+        action,
+        tool,
+        text,
+        attachment.handle,
+        input.call?.signal,
+      );
+      if ("failure" in outcome) return { ...spilled, summaryFailure: outcome.failure };
+      const shown = summarizedText(attachment, input.toolName, outcome.summary);
+      return { kind: "summarized", text: shown, attachment, size };
     },
   };
 }
@@ -154,6 +210,8 @@ function validateBands(bands: readonly ElisionBand[]): void {
       Code.InvalidArgument,
     );
   }
+  for (const band of bands)
+    if (isSummarizeAction(band.action)) validateSummarizeAction(band.action);
   let previous = -1;
   for (const band of bands.slice(0, -1)) {
     if (band.upTo === undefined || !(band.upTo > previous)) {
@@ -163,5 +221,14 @@ function validateBands(bands: readonly ElisionBand[]): void {
       );
     }
     previous = band.upTo;
+  }
+}
+
+function validateTruncateBudget(budget: number | undefined): void {
+  if (budget !== undefined && !(Number.isFinite(budget) && budget >= 0)) {
+    throw new ConnectError(
+      "elision policy: truncateBudget must be a non-negative number",
+      Code.InvalidArgument,
+    );
   }
 }

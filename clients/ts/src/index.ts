@@ -30,6 +30,7 @@ export {
   type ElisionPolicy,
   type ElisionPolicyOptions,
   type ElisionResult,
+  type ToolElisionOverride,
 } from "./elision-policy.js";
 export { createGrpcTransport, type GrpcTransportOptions } from "./grpc-transport.js";
 export {
@@ -56,4 +57,12 @@ export {
   retryUnavailable,
 } from "./retry.js";
 export { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
+export {
+  type SummarizeAction,
+  type Summarizer,
+  type SummaryFailure,
+  type SummaryFailureReason,
+  summarizeDefaults,
+} from "./summarize-action.js";
+export { matchesToolPattern } from "./tool-name-pattern.js";
 export { countChars, type TruncateMode, truncateText } from "./truncate-text.js";

@@ -21,6 +21,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
 from spillway_client.client import AsyncSpillwayClient
+from spillway_client.elision_policy import ElisionPolicy
 from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_NAME,
     READ_TOOL_OUTPUT_TOOL,
@@ -94,6 +95,14 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     timeout: float | None = DEFAULT_TIMEOUT
     """Deadline, in seconds, of each call the capability makes (its retries included); None waits forever."""
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
+    policy: ElisionPolicy | None = None
+    """Decides what the model sees of a `str` return in place of `over_chars` (`bytes` keep it).
+
+    Its bands (per tool too), include/exclude and summarize actions apply, keyed as above and
+    named after the tool. A summarizer's failure never ends the run (the model sees the spilled
+    view); a spill Spillway refuses is shown cut as above, and one it cannot take under
+    `required` preservation ends the run with the policy's `blob_store_required` error.
+    """
 
     def run_for(self, ctx: RunContext[Any]) -> str:
         """The Spillway run this agent run's outputs are kept in."""
@@ -116,6 +125,9 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         result: Any,
     ) -> Any:
         """Offloads a return over the band and returns the server's preview in its place."""
+        if self.policy is not None and isinstance(result, str):
+            # The policy passes read_tool_output's windows through itself.
+            return await self._apply_policy(self.policy, ctx, call, result)
         if call.tool_name == READ_TOOL_OUTPUT_NAME or not isinstance(result, str | bytes):
             return result
         if len(result) <= self.over_chars:
@@ -136,3 +148,24 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
                 f"for reading back ({describe_error(err)})]"
             )
         return attachment.preview.text
+
+    async def _apply_policy(self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str) -> str:
+        call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
+        key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id}
+        try:
+            shown = await policy.apply(
+                self.client,
+                key,
+                result,
+                tool_name=call.tool_name,
+                offload={"name": call.tool_name},
+                timeout=self.timeout,
+            )
+        except grpc.RpcError as err:
+            if policy.preservation == "required" and err.code() == grpc.StatusCode.UNAVAILABLE:
+                raise
+            return (
+                f"{result[: self.over_chars]}\n[output cut at {self.over_chars} of {len(result)}: it could not be "
+                f"stored for reading back ({describe_error(err)})]"
+            )
+        return shown.text

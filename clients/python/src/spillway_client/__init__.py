@@ -8,6 +8,7 @@ runs on grpc.aio. The generated stubs are in `spillway_client._gen` (e.g.
 pydantic-ai-harness's ToolOutputLimits `spillway_client.harness` (the `harness` extra).
 """
 
+from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
 from spillway_client.errors import BatchItemError, DataLossError, error_info, error_reason
 from spillway_client.read_tool_output import (
@@ -24,6 +25,7 @@ __all__ = [
     "READ_TOOL_OUTPUT_NAME",
     "READ_TOOL_OUTPUT_TOOL",
     "AsyncSpillwayClient",
+    "AttemptTracker",
     "BatchItemError",
     "DataLossError",
     "RetryPolicy",
@@ -34,5 +36,6 @@ __all__ = [
     "execute_read_tool_output",
     "execute_read_tool_output_async",
     "is_transient_error",
+    "offload_next_attempt",
     "parse_read_tool_output_args",
 ]

@@ -240,7 +240,7 @@ func TestWindowsReturnRenderedTextAndTrailer(t *testing.T) {
 	}
 }
 
-// TestStatAndListPageThroughARun: Stat returns a record, List pages in handle order, ListAll
+// TestStatAndListPageThroughARun: Stat returns a record, List pages in the server's order, ListAll
 // yields every record.
 func TestStatAndListPageThroughARun(t *testing.T) {
 	c, ctx, runID := dial(t), testContext(t), newRunID()

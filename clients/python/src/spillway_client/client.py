@@ -273,7 +273,7 @@ class SpillwayClient:
     def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListToolOutputsResponse:
-        """list returns one page of a run's records, ordered by handle."""
+        """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
         return self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 
@@ -483,7 +483,7 @@ class AsyncSpillwayClient:
     async def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListToolOutputsResponse:
-        """list returns one page of a run's records, ordered by handle."""
+        """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
         return await self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 

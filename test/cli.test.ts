@@ -143,6 +143,29 @@ describe("spillway-cli against spillway serve", () => {
     expect(cli(["cat", "logs", "res_piped"]).stdout).toBe("from stdin\n");
   });
 
+  it("puts a retry with --attempt as its own output beside the first attempt", () => {
+    const first = cli(["put", "--call-id", "retried", "attempts", "-"], { input: "try one\n" });
+    const second = cli(["put", "--call-id", "retried", "--attempt", "2", "attempts", "-"], {
+      input: "try two\n",
+    });
+    expect([first.stdout, second.stdout]).toEqual(["res_retried\n", "res@2_retried\n"]);
+    expect(cli(["cat", "attempts", "res@2_retried"]).stdout).toBe("try two\n");
+    expect(cli(["cat", "attempts", "res_retried"]).stdout).toBe("try one\n");
+    const again = cli(["put", "--call-id", "retried", "--attempt", "2", "attempts", "-"], {
+      input: "other\n",
+    });
+    expect(again.status).toBe(16);
+    const stat = JSON.parse(cli(["--json", "stat", "attempts", "res@2_retried"]).stdout);
+    expect(stat).toMatchObject({ handle: "res@2_retried", attempt: 2 });
+    for (const bad of ["0", "1001", "2x", "-1", "01.5"]) {
+      const refused = cli(["put", "--call-id", "x", "--attempt", bad, "attempts", "-"], {
+        input: "x",
+      });
+      expect(refused.status, bad).toBe(2);
+      expect(refused.stderr).toContain("--attempt");
+    }
+  });
+
   it.each([
     ["head", []],
     ["head", ["-n", "3"]],

@@ -63,6 +63,24 @@ describe("max bytes per run", () => {
     expect(sha256(await readBack(sdk, "r", "res_two"))).toBe(sha256(second));
   });
 
+  it("counts every attempt of a call, and replays of an attempt are never refused", async () => {
+    const sdk = t.sdk();
+    const key = (attempt: number) => ({ tenant: "dev", runId: "attempts", callId: "c", attempt });
+    await sdk.offload(key(1), "a".repeat(40_000));
+    const second = "b".repeat(40_000);
+    await sdk.offload(key(2), second);
+    // Attempt 3 would make 110,000 bytes: the retries count as outputs of their own.
+    const refused = await errorOf(sdk.offload(key(3), "c".repeat(30_000)));
+    expect(refused?.code).toBe(Code.ResourceExhausted);
+    expect(refused?.rawMessage).toBe(
+      'run "attempts" holds 80000 bytes; storing 30000 more would exceed max_run_bytes 100000',
+    );
+    expect(await codeOf(sdk.stat("attempts", "res@3_c"))).toBe(Code.PermissionDenied);
+    expect((await sdk.offloadResult(key(2), second)).created).toBe(false);
+    expect((await t.backend.list(blobPrefix("dev", "attempts"))).keys).toHaveLength(2);
+    expect(sha256(await readBack(sdk, "attempts", "res@2_c"))).toBe(sha256(second));
+  });
+
   it("refuses while streaming, before the client has sent the whole payload", async () => {
     await t.sdk().offload({ tenant: "dev", runId: "stream", callId: "full" }, "a".repeat(95_000));
     let release: () => void = () => {};

@@ -36,7 +36,7 @@ export const runsCommand: Command = {
   },
 };
 
-/** lsCommand lists a run's outputs (ListToolOutputs), every page, ordered by handle. */
+/** lsCommand lists a run's outputs (ListToolOutputs), every page, in the server's order (each output's attempts together). */
 export const lsCommand: Command = {
   name: "ls",
   synopsis: "ls <run>",

@@ -33,10 +33,11 @@ async function* counted(
 export const putCommand: Command = {
   name: "put",
   synopsis:
-    "put [--call-id <id>] [--name <name>] [--content-type <type>] [--ttl <duration>] [-q] <run> [<file> | -]",
+    "put [--call-id <id>] [--attempt <n>] [--name <name>] [--content-type <type>] [--ttl <duration>] [-q] <run> [<file> | -]",
   summary: "store a file or stdin as an output of a run; prints its handle",
   options: {
     "call-id": { type: "string" },
+    attempt: { type: "string" },
     name: { type: "string" },
     "content-type": { type: "string" },
     ttl: { type: "string" },
@@ -51,6 +52,8 @@ export const putCommand: Command = {
         `--ttl: expected a duration such as 3600, 90s, 15m, 2h or 7d, got ${JSON.stringify(ttlText)}`,
       );
     }
+    const attemptText = stringFlag(ctx.values, "attempt");
+    const attempt = attemptText === undefined ? undefined : parseAttempt(attemptText);
     const fromStdin = file === "-";
     let size: number | undefined;
     if (!fromStdin) {
@@ -74,7 +77,7 @@ export const putCommand: Command = {
       `put-${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
     const contentType = stringFlag(ctx.values, "content-type");
     const attachment = await ctx.client.offload(
-      { tenant, runId, callId },
+      { tenant, runId, callId, ...(attempt === undefined ? {} : { attempt }) },
       counted(source as AsyncIterable<Buffer | string>, bar),
       {
         name: stringFlag(ctx.values, "name") ?? (fromStdin ? "stdin" : basename(file)),
@@ -92,3 +95,14 @@ export const putCommand: Command = {
     return EXIT_OK;
   },
 };
+
+/** parseAttempt reads `--attempt`: a whole number from 1 to 1000 (1 is the first attempt). */
+function parseAttempt(text: string): number {
+  const n = /^[0-9]{1,4}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(n >= 1 && n <= 1000)) {
+    throw usageError(
+      `--attempt: expected a whole number from 1 to 1000, got ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
+}

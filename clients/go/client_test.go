@@ -92,6 +92,58 @@ func TestOffloadIsIdempotentAndRefusesOtherBytes(t *testing.T) {
 	}
 }
 
+// TestRetriesAreTheirOwnAttempts: an attempt of 2 or more commits its own output under
+// `res@<n>_<call>`, readable beside the first attempt and listed right after it; the same bytes
+// for the same attempt replay, other bytes are AlreadyExists.
+func TestRetriesAreTheirOwnAttempts(t *testing.T) {
+	c, ctx, runID := dial(t), testContext(t), newRunID()
+	first, err := c.Offload(ctx, spillway.Key{Tenant: "dev", RunID: runID, CallID: "c"}, strings.NewReader("first\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := spillway.Key{Tenant: "dev", RunID: runID, CallID: "c", Attempt: 2}
+	second, err := c.Offload(ctx, retry, strings.NewReader("second\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Attachment.GetHandle() != "res_c" || first.Attachment.GetAttempt() != 1 {
+		t.Fatalf("first attempt: handle %q attempt %d", first.Attachment.GetHandle(), first.Attachment.GetAttempt())
+	}
+	if second.Attachment.GetHandle() != "res@2_c" || second.Attachment.GetAttempt() != 2 || !second.Created {
+		t.Fatalf("retry: handle %q attempt %d created %v", second.Attachment.GetHandle(), second.Attachment.GetAttempt(), second.Created)
+	}
+	if !strings.Contains(second.Attachment.GetPreview().GetText(), "attempt 2") {
+		t.Fatalf("retry preview does not name its attempt: %q", second.Attachment.GetPreview().GetText())
+	}
+	again, err := c.Offload(ctx, retry, strings.NewReader("second\n"), nil)
+	if err != nil || again.Created {
+		t.Fatalf("replay of the retry: %v (created %v)", err, again != nil && again.Created)
+	}
+	if _, err := c.Offload(ctx, retry, strings.NewReader("other\n"), nil); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("other bytes for a committed attempt: %v, want AlreadyExists", err)
+	}
+	for handle, want := range map[string]string{"res_c": "first", "res@2_c": "second"} {
+		w, err := c.ReadToolOutput(ctx, &spillwayv1.ReadToolOutputRequest{RunId: runID, Handle: handle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(w.Rendered, want) {
+			t.Fatalf("%s renders %q, want %q in it", handle, w.Rendered, want)
+		}
+	}
+	page, err := c.List(ctx, runID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handles []string
+	for _, a := range page.Attachments {
+		handles = append(handles, a.GetHandle())
+	}
+	if strings.Join(handles, ",") != "res_c,res@2_c" {
+		t.Fatalf("listed %v, want [res_c res@2_c]", handles)
+	}
+}
+
 // TestOffloadChecksExpectedSizeAndDigest: a declared size or SHA-256 the bytes do not match
 // commits nothing, with the documented codes; a reader's failure is returned and commits
 // nothing either.
@@ -188,7 +240,7 @@ func TestWindowsReturnRenderedTextAndTrailer(t *testing.T) {
 	}
 }
 
-// TestStatAndListPageThroughARun: Stat returns a record, List pages in handle order, ListAll
+// TestStatAndListPageThroughARun: Stat returns a record, List pages in the server's order, ListAll
 // yields every record.
 func TestStatAndListPageThroughARun(t *testing.T) {
 	c, ctx, runID := dial(t), testContext(t), newRunID()

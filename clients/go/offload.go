@@ -16,7 +16,8 @@ import (
 // ChunkBytes is the size of the chunks Offload streams, as the TypeScript SDK sends them.
 const ChunkBytes = 1 << 20
 
-// Key is the address of an offload: the caller's tenant, the run and the tool call.
+// Key is the address of an offload: the caller's tenant, the run, the tool call and, for a
+// retried call, the attempt.
 type Key struct {
 	// Tenant must equal the tenant of the caller's token ("dev" for a dev-mode server).
 	Tenant string
@@ -24,6 +25,10 @@ type Key struct {
 	RunID string
 	// CallID is the tool call that produced the output.
 	CallID string
+	// Attempt is which attempt of the call this is: 0 or 1 for the first, 2 to 1000 for
+	// retries. Each attempt is its own output with its own handle (`res@<n>_<call_id>` from 2
+	// on; the first keeps `res_<call_id>`), so a retry never collides with an earlier attempt.
+	Attempt int32
 }
 
 // OffloadOptions are the header fields besides the key; the zero value offloads a plain tool
@@ -162,7 +167,7 @@ func fill(ctx context.Context, r io.Reader, buf []byte) (int, error) {
 
 func offloadHeader(key Key, opts *OffloadOptions) *spillwayv1.OffloadHeader {
 	header := &spillwayv1.OffloadHeader{
-		Key:           &spillwayv1.BlobKey{Tenant: key.Tenant, RunId: key.RunID, CallId: key.CallID},
+		Key:           &spillwayv1.BlobKey{Tenant: key.Tenant, RunId: key.RunID, CallId: key.CallID, Attempt: key.Attempt},
 		Name:          opts.Name,
 		ContentType:   opts.ContentType,
 		ExpectedSize:  opts.ExpectedSize,

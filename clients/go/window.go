@@ -139,7 +139,7 @@ func (c *Client) Search(ctx context.Context, runID, handle string, window *spill
 	})
 }
 
-// ListPage is one page of a run's records, ordered by handle.
+// ListPage is one page of a run's records, in the server's listing order (see List).
 type ListPage struct {
 	// Attachments are the page's records.
 	Attachments []*spillwayv1.ResultAttachment
@@ -148,7 +148,9 @@ type ListPage struct {
 }
 
 // List returns one page of run runID's records: pageSize records (0: the server's default of
-// 100; at most 1000) from pageToken ("" for the first page).
+// 100; at most 1000) from pageToken ("" for the first page). Records come in the order of their
+// stored keys: by escaped handle, each output's retries right after its first attempt, in
+// attempt order.
 func (c *Client) List(ctx context.Context, runID string, pageSize int32, pageToken string) (*ListPage, error) {
 	res, err := c.raw.ListToolOutputs(ctx, &spillwayv1.ListToolOutputsRequest{
 		RunId: runID, PageSize: pageSize, PageToken: pageToken,
@@ -159,7 +161,7 @@ func (c *Client) List(ctx context.Context, runID string, pageSize int32, pageTok
 	return &ListPage{Attachments: res.GetAttachments(), NextPageToken: res.GetNextPageToken()}, nil
 }
 
-// ListAll yields every record of run runID in handle order, fetching pages of pageSize as it
+// ListAll yields every record of run runID in List's order, fetching pages of pageSize as it
 // goes. A failed page yields its error once and ends the sequence.
 func (c *Client) ListAll(ctx context.Context, runID string, pageSize int32) iter.Seq2[*spillwayv1.ResultAttachment, error] {
 	return func(yield func(*spillwayv1.ResultAttachment, error) bool) {

@@ -13,6 +13,8 @@ export interface RunRef {
 export interface OffloadSpec extends RunRef {
   readonly call: string;
   readonly slot?: string;
+  /** BlobKey.attempt: 0 or 1 (or unset) for the first attempt, 2 and up for retries. */
+  readonly attempt?: number;
   /** Actor whose tenant goes into the key; default the calling actor. */
   readonly tenant?: string;
   /** A literal tenant for the key, overriding `tenant`. */

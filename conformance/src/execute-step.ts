@@ -251,7 +251,12 @@ async function offload(
     msg: {
       case: "header",
       value: {
-        key: { tenant, runId: runId(spec, ctx), callId: spec.call },
+        key: {
+          tenant,
+          runId: runId(spec, ctx),
+          callId: spec.call,
+          ...(spec.attempt === undefined ? {} : { attempt: spec.attempt }),
+        },
         ...(spec.slot === undefined ? {} : { slot: spec.slot }),
         name: spec.name ?? "",
         contentType: spec.contentType ?? "",

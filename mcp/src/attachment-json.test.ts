@@ -7,6 +7,8 @@ describe("resource URIs", () => {
     ["run/with/slashes", "out_call_stdout"],
     ["ünïcode run", "out_c_file:%2Fetc%25x%5Fy"],
     ["a%2Fb", "res_%25"],
+    ["run-1", "res@2_call-1"],
+    ["run-1", "out@1000_call_1_file:a%5Fb"],
   ])("round-trip run %j and handle %j", (runId, handle) => {
     const uri = resourceUri(runId, handle);
     expect(uri).toMatch(/^spillway:\/\/[^/]+\/[^/]+$/);

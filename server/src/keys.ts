@@ -69,31 +69,72 @@ export function checkSlotPath(slot: string): void {
   }
 }
 
-/** HandleKey is what a handle names inside its run: a call and, for an attachment, its slot. */
+/** The highest attempt number a key may carry (BlobKey.attempt). */
+export const MAX_ATTEMPT = 1000;
+
+/**
+ * HandleKey is what a handle names inside its run: a call, for an attachment its slot, and
+ * for a retry its attempt (2 and up; absent for the first attempt, which 0 and 1 both name).
+ */
 export interface HandleKey {
   readonly callId: string;
   readonly slot?: string;
+  readonly attempt?: number;
+}
+
+/**
+ * attemptOf normalizes BlobKey.attempt: 0 (unset) and 1 are the first attempt, returned as 1.
+ * Anything outside 0..MAX_ATTEMPT is INVALID_ARGUMENT (the proto's rule, checked again here
+ * because a key must never carry an attempt its handle cannot name).
+ */
+export function attemptOf(attempt: number | undefined): number {
+  const n = attempt ?? 0;
+  if (!Number.isInteger(n) || n < 0 || n > MAX_ATTEMPT) {
+    throw new ConnectError(
+      `header.key.attempt: ${n} is outside 0..${MAX_ATTEMPT}`,
+      Code.InvalidArgument,
+    );
+  }
+  return Math.max(n, 1);
 }
 
 /**
  * handleFor returns the model-facing handle of a call's result (`res_<call_id>`) or one of its
- * attachments (`out_<call_id>_<slot>`).
+ * attachments (`out_<call_id>_<slot>`); a retry (attempt n >= 2) is `res@<n>_<call_id>` or
+ * `out@<n>_<call_id>_<slot>`, n in decimal without leading zeros. Attempts 0, 1 and undefined
+ * all name the first attempt, whose handle is the one a key without an attempt always had.
  *
  * The mapping is injective: in the slot part `%` becomes `%25` and `_` becomes `%5F`, so that
  * part never contains `_` and an attachment handle splits at its last `_` (call ids keep every
  * `_`, as provider ids like `call_abc_123` need). Slots without `_` or `%` (`stdout`, `stderr`,
- * `value` and most file paths) read exactly as they always did. parseHandle inverts it.
+ * `value` and most file paths) read exactly as they always did. A first attempt's handle starts
+ * `res_` or `out_`, a retry's `res@` or `out@`, so no retry shares a handle with a first
+ * attempt, and the attempt ends at the first `_` after the `@`. parseHandle inverts it.
  */
-export function handleFor(callId: string, slot: string | undefined): string {
-  return slot === undefined ? `res_${callId}` : `out_${callId}_${encodeSlot(slot)}`;
+export function handleFor(callId: string, slot: string | undefined, attempt?: number): string {
+  const n = attempt === undefined || attempt <= 1 ? "" : `@${attempt}`;
+  return slot === undefined ? `res${n}_${callId}` : `out${n}_${callId}_${encodeSlot(slot)}`;
 }
 
+/** `res@<n>_` / `out@<n>_` of a retry's handle, n in 2..1000 without leading zeros. */
+const ATTEMPT_PREFIX = /^(res|out)@([1-9][0-9]{0,3})_/;
+
 /**
- * parseHandle returns the call and slot a handle was made for by handleFor, or undefined when
- * handleFor makes no such handle (so `handleFor(parseHandle(h)) === h` whenever it is defined).
- * It describes a handle; it never replaces resolving one through its run's registry.
+ * parseHandle returns the call, slot and attempt a handle was made for by handleFor, or
+ * undefined when handleFor makes no such handle (so `handleFor(parseHandle(h)) === h` whenever
+ * it is defined). Retry handles with attempt 0 or 1, a leading zero, no digits, digits not
+ * followed by `_`, or an attempt over 1000 are not handles (`res@1_x`, `res@01_x`,
+ * `res@1001_x`, `res@_x`, `res@2x_y`). It describes a handle; it never replaces resolving one
+ * through its run's registry.
  */
 export function parseHandle(handle: string): HandleKey | undefined {
+  if (handle.startsWith("res@") || handle.startsWith("out@")) {
+    const match = ATTEMPT_PREFIX.exec(handle);
+    const attempt = match === null ? 0 : Number(match[2]);
+    if (match === null || attempt < 2 || attempt > MAX_ATTEMPT) return undefined;
+    const first = parseHandle(`${match[1]}_${handle.slice(match[0].length)}`);
+    return first === undefined ? undefined : { ...first, attempt };
+  }
   if (handle.startsWith("res_")) {
     const callId = handle.slice("res_".length);
     return callId === "" ? undefined : { callId };
@@ -105,6 +146,46 @@ export function parseHandle(handle: string): HandleKey | undefined {
   if (split < "out_".length || callId === "" || encoded === "") return undefined;
   const slot = encoded.replace(/%(25|5F)/g, (code) => (code === "%25" ? "%" : "_"));
   return encodeSlot(slot) === encoded ? { callId, slot } : undefined;
+}
+
+/**
+ * isRetryHandle tells whether a handle is written in a retry's form (`res@…` or `out@…`),
+ * well-formed or not: no first attempt's handle and no handle made before attempts existed
+ * has that form, so one parseHandle refuses names no record.
+ */
+export function isRetryHandle(handle: string): boolean {
+  return handle.startsWith("res@") || handle.startsWith("out@");
+}
+
+/**
+ * ATTEMPT_MARK joins an attempt number to a stored segment. It sorts before every character an
+ * encoded segment or a digest holds (`%`, `-`, `0-9`, `A-Z`, `_`, `a-z`, `~`) and none of them
+ * is `!`, so `<segment>!<nnnn>` can neither equal another key's segment nor sort between a
+ * segment and its own retries.
+ */
+const ATTEMPT_MARK = "!";
+
+/** The attempt suffix of a retry's stored segment: `!` and four digits, empty for the first. */
+function attemptSuffix(attempt: number | undefined): string {
+  return attempt === undefined || attempt <= 1
+    ? ""
+    : `${ATTEMPT_MARK}${String(attempt).padStart(4, "0")}`;
+}
+
+/**
+ * recordSegment is the last segment of a handle's registry key. A first attempt's is its
+ * encoded handle (digested when long), exactly as before attempts existed. A retry's is the
+ * first attempt's segment followed by `!` and the attempt in four digits (`res_x!0002` for
+ * `res@2_x`): `!` occurs in no encoded segment or digest, so no two handles share a segment,
+ * and since it sorts before all of their characters and the digits are padded, a listing in
+ * key order shows each output's attempts together, first attempt first, in attempt order.
+ * A retry-form handle parseHandle refuses keeps its plain encoding, where no record is ever
+ * written (`@` is always encoded, and only parsed retry handles are committed).
+ */
+export function recordSegment(handle: string): string {
+  const key = isRetryHandle(handle) ? parseHandle(handle) : undefined;
+  if (key === undefined) return segment(handle);
+  return segment(handleFor(key.callId, key.slot)) + attemptSuffix(key.attempt);
 }
 
 const encodeSlot = (slot: string) => slot.replace(/[%_]/g, (c) => (c === "%" ? "%25" : "%5F"));
@@ -154,7 +235,7 @@ export function registryPrefix(tenant: string, runId: string): string {
 
 /** recordKey is the storage key of one handle's record in a run's registry. */
 export function recordKey(tenant: string, runId: string, handle: string): string {
-  return `${registryPrefix(tenant, runId)}${segment(handle)}`;
+  return `${registryPrefix(tenant, runId)}${recordSegment(handle)}`;
 }
 
 /** runMetaKey stores a run's metadata (expiry, fork origin). */
@@ -195,9 +276,13 @@ export function blobPrefix(tenant: string, runId: string): string {
 /**
  * blobKey is the storage key of one upload of a call's output.
  *
- * The slot is folded into the call segment (`<call>.<slot>`, both encoded), and each upload
- * gets its own object named by uploadId, so concurrent uploads never write the same object;
- * the registry record, written create-only, is the commit point.
+ * The slot is folded into the call segment (`<call>.<slot>`, both encoded), a retry's attempt
+ * after it (`<call>[.<slot>]!<nnnn>`, attempt 2 and up; the first attempt's segment is what it
+ * always was), and the whole is digested when long. Encoded values hold neither `.` nor `!`,
+ * so the undigested segment splits back into call, slot and attempt in one way only, and a
+ * digest (`~` and hex) never equals an undigested segment. Each upload gets its own object
+ * named by uploadId, so concurrent uploads never write the same object; the registry record,
+ * written create-only, is the commit point.
  */
 export function blobKey(
   tenant: string,
@@ -205,10 +290,11 @@ export function blobKey(
   callId: string,
   slot: string | undefined,
   uploadId: string,
+  attempt?: number,
 ): string {
   const call =
     slot === undefined ? encodeSegment(callId) : `${encodeSegment(callId)}.${encodeSegment(slot)}`;
-  return `${blobPrefix(tenant, runId)}${storedSegment(call)}/${uploadId}`;
+  return `${blobPrefix(tenant, runId)}${storedSegment(call + attemptSuffix(attempt))}/${uploadId}`;
 }
 
 /** lineIndexKey stores the line index beside its blob. */

@@ -13,7 +13,14 @@ import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
 import { markFault } from "./call-fault.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
-import { blobKey, checkSlotPath, handleFor, lineIndexKey, truncateForMessage } from "./keys.js";
+import {
+  attemptOf,
+  blobKey,
+  checkSlotPath,
+  handleFor,
+  lineIndexKey,
+  truncateForMessage,
+} from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
@@ -135,7 +142,9 @@ async function offloadFrom(
     );
   }
   if (header.slot !== undefined) checkSlotPath(header.slot);
-  const handle = handleFor(key.callId, header.slot);
+  // Each attempt of a call is its own output under its own handle; 0 and 1 are the first.
+  const attempt = attemptOf(key.attempt);
+  const handle = handleFor(key.callId, header.slot, attempt);
 
   const limits = limitsForTenant(deps.limits, tenantLimits);
   // A payload announced as too large is refused before any of it is sent or anything is read.
@@ -182,7 +191,7 @@ async function offloadFrom(
     );
   }
 
-  const pass = createPass(deps.limits, header, handle);
+  const pass = createPass(deps.limits, header, handle, attempt);
   const keepsBytes = recorded === undefined && !header.previewOnly;
   const runRoom =
     maxRunBytes === undefined || !keepsBytes
@@ -240,7 +249,7 @@ async function offloadFrom(
     return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
   }
   const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
-  const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId);
+  const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId, attempt);
   let indexKey: string | undefined;
   try {
     await deps.backend.put(key_, concatStreams(head, stream), { signal });
@@ -289,7 +298,12 @@ interface Pass {
 }
 
 /** The single pass over the payload: digest, size, line index, sniffing and preview. */
-function createPass(limits: ServerLimits, header: OffloadHeader, handle: string): Pass {
+function createPass(
+  limits: ServerLimits,
+  header: OffloadHeader,
+  handle: string,
+  attempt: number,
+): Pass {
   const hash = createHash("sha256");
   const indexer = createLineIndexer(limits.indexStride);
   const sniffer = createTextSniffer();
@@ -323,6 +337,7 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
           size,
           handle,
           name: header.name,
+          attempt,
         }),
       };
     },
@@ -426,6 +441,7 @@ async function commit(
     header.ttl === undefined
       ? undefined
       : Number(header.ttl.seconds) * 1000 + Math.floor(header.ttl.nanos / 1e6);
+  const attempt = attemptOf(key.attempt);
   const record: NewRecord = {
     v: 1,
     handle,
@@ -433,6 +449,7 @@ async function commit(
     runId: key.runId,
     callId: key.callId,
     ...(header.slot === undefined ? {} : { slot: header.slot }),
+    ...(attempt === 1 ? {} : { attempt }),
     name: header.name,
     contentType: header.contentType,
     sizeBytes: facts.size,
@@ -475,7 +492,7 @@ async function commit(
 
 /**
  * replay answers an offload whose handle is already committed: with that record when it is
- * this key's and holds the same bytes, ALREADY_EXISTS otherwise. A record of another key can
+ * this key's (call, slot and attempt) and holds the same bytes, ALREADY_EXISTS otherwise. A record of another key can
  * hold the handle only if it was committed before handles escaped `_` and `%` in file slots
  * (`out_a_file:x_stdout` was then both call `a` + `file:x_stdout` and call `a_file:x` +
  * `stdout`); it is never handed to this key.
@@ -486,7 +503,11 @@ function replay(
   sha256: string,
   size: number,
 ): OffloadResponse {
-  if (existing.callId !== header.key?.callId || existing.slot !== header.slot) {
+  if (
+    existing.callId !== header.key?.callId ||
+    existing.slot !== header.slot ||
+    (existing.attempt ?? 1) !== attemptOf(header.key.attempt)
+  ) {
     throw new ConnectError(
       `handle "${existing.handle}" is held by an output committed under another key, before file slots escaped "_"; use another call_id`,
       Code.AlreadyExists,

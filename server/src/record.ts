@@ -42,6 +42,8 @@ export interface StoredRecord {
   readonly runId: string;
   readonly callId: string;
   readonly slot?: string;
+  /** The call's attempt, 2 and up; absent for the first attempt (records before attempts too). */
+  readonly attempt?: number;
   readonly name: string;
   readonly contentType: string;
   readonly sizeBytes: number;
@@ -162,9 +164,15 @@ export function toAttachment(record: StoredRecord, runExpiresMs?: number): Resul
     lineCount: BigInt(record.lineCount),
     createTime: timestampFromMs(record.createdMs),
     ...(expires === undefined ? {} : { expireTime: timestampFromMs(expires) }),
-    key: { tenant: record.tenant, runId: record.runId, callId: record.callId },
+    key: {
+      tenant: record.tenant,
+      runId: record.runId,
+      callId: record.callId,
+      ...(record.attempt === undefined ? {} : { attempt: record.attempt }),
+    },
     slot: record.slot ?? "",
     binary: record.binary,
+    attempt: record.attempt ?? 1,
   });
 }
 

@@ -4,11 +4,10 @@ import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
 import {
   blobPrefix,
-  encodeSegment,
   lineIndexKey,
   recordKey,
+  recordSegment,
   registryPrefix,
-  storedSegment,
   tenantPrefix,
 } from "./keys.js";
 import { decodeRecord, encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
@@ -37,7 +36,7 @@ const firstReadBytes = 16 * 1024;
  * another tenant's or another run's objects). Anything else is DATA_LOSS.
  */
 function checkStored(key: string, record: StoredRecord): StoredRecord {
-  const handleSegment = storedSegment(encodeSegment(record.handle));
+  const handleSegment = recordSegment(record.handle);
   if (
     typeof record.tenant !== "string" ||
     !key.startsWith(tenantPrefix(record.tenant)) ||

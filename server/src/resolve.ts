@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { Backend } from "./backends/backend.js";
 import { readAllBytes } from "./backends/body.js";
-import { truncateForMessage } from "./keys.js";
+import { isRetryHandle, parseHandle, truncateForMessage } from "./keys.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import type { Runs } from "./runs.js";
@@ -36,7 +36,9 @@ export function invalidHandle(handle: string, runId: string): ConnectError {
  * resolveHandle turns an untrusted handle into a record through the reading run's own
  * registry, and nothing else: a handle never becomes a storage key. Unknown, foreign, forged
  * and expired handles all get the same PERMISSION_DENIED (`invalid_deferred_handle`), so the
- * answer says nothing about other runs or tenants.
+ * answer says nothing about other runs or tenants. A retry-form handle no key makes
+ * (`res@1_x`, `res@01_x`, `res@1001_x`, `res@_x`, `res@2x_y`: see parseHandle) gets that same
+ * answer without a store read, since no record can hold it.
  */
 export async function resolveHandle(
   registry: Registry,
@@ -47,6 +49,9 @@ export async function resolveHandle(
   nowMs: number,
   signal?: AbortSignal,
 ): Promise<ResolvedHandle> {
+  if (isRetryHandle(handle) && parseHandle(handle) === undefined) {
+    throw invalidHandle(handle, runId);
+  }
   const [record, runExpiresMs] = await Promise.all([
     registry.get(tenant, runId, handle, signal),
     runs.expiresMs(tenant, runId, signal),

@@ -93,6 +93,22 @@ async def test_agent_spills_to_spillway_and_reads_windows_back(aclient: AsyncSpi
     assert "build step 100000: compiled module_345.o" in window.rendered
 
 
+async def test_store_keeps_a_rewritten_key_as_its_next_attempt(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    """A run replayed into a pinned Spillway run writes the harness's keys again: other bytes become
+    the call's next attempt instead of failing the spill, the same bytes the same handle."""
+    store = SpillwayOverflowStore(aclient, run_id=run_id)
+    first = await store.write("agent-run/call-1.0", b"first run\n")
+    same = await store.write("agent-run/call-1.0", b"first run\n")
+    second = await store.write("agent-run/call-1.0", b"replayed run\n")
+    assert (first, same, second) == ("res_call-1.0", "res_call-1.0", "res@2_call-1.0")
+    assert await store.read(first) == b"first run\n"
+    assert await store.read(second) == b"replayed run\n"
+    unpinned = SpillwayOverflowStore(aclient)
+    assert await unpinned.write(f"{run_id}-own/call-1.0", b"a\n") == f"{run_id}-own/res_call-1.0"
+    again = await unpinned.write(f"{run_id}-own/call-1.0", b"b\n")
+    assert again == f"{run_id}-own/res@2_call-1.0" and await unpinned.read(again) == b"b\n"
+
+
 async def test_store_refuses_foreign_and_malformed_handles(aclient: AsyncSpillwayClient, run_id: str) -> None:
     store = SpillwayOverflowStore(aclient)
     handle = await store.write(f"{run_id}/call-1.0", b"payload\n")

@@ -10,8 +10,12 @@ import signal
 import time
 from typing import Any
 
-from pydantic_ai import Agent
+from dataclasses import dataclass
+
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent_script import read_calls, returns
@@ -78,7 +82,7 @@ async def test_large_returns_are_offloaded_and_read_in_server_windows(
     ]
     shown, status, got = await run(SpillwayToolOutputs(aclient, run_id=run_id), reads)
     handle = HANDLE.search(shown).group(1)  # type: ignore[union-attr]
-    assert handle == "res_call-tests.0"
+    assert handle == "res_call-tests"
     record = await aclient.stat(run_id, handle)
     assert record.size_bytes == len(LOG.encode())
     # The model is shown the server's own preview of the stored output, and small returns pass.
@@ -103,7 +107,7 @@ async def test_agent_run_ids_keep_outputs_apart(aclient: AsyncSpillwayClient) ->
     first, _, _ = await run(capability, [{"handle": "{handle}", "limit": 1}])
     second, _, got = await run(capability, [{"handle": "{handle}", "limit": 1}])
     # Each agent run keeps its outputs in a Spillway run of its own, under the same handle.
-    assert HANDLE.search(first).group(1) == HANDLE.search(second).group(1) == "res_call-tests.0"  # type: ignore[union-attr]
+    assert HANDLE.search(first).group(1) == HANDLE.search(second).group(1) == "res_call-tests"  # type: ignore[union-attr]
     assert got[0].splitlines()[1].strip() == "1\ttest 1: ok"
 
 
@@ -112,7 +116,7 @@ async def test_unreachable_service_shows_a_cut_output_and_the_run_goes_on(run_id
         pass
     async with AsyncSpillwayClient(url) as client:
         shown, status, got = await run(
-            SpillwayToolOutputs(client, run_id=run_id, over_chars=2_000, timeout=5), [{"handle": "res_call-tests.0"}]
+            SpillwayToolOutputs(client, run_id=run_id, over_chars=2_000, timeout=5), [{"handle": "res_call-tests"}]
         )
     assert shown.startswith(LOG[:2_000] + f"\n[output cut at 2000 of {len(LOG)}: it could not be stored")
     assert status == "all services up"
@@ -131,7 +135,7 @@ async def test_a_hung_service_ends_each_call_at_the_default_deadline(run_id: str
                 if returns(messages, "read_tool_output"):
                     return ModelResponse(parts=[TextPart("done")])
                 proc.send_signal(signal.SIGSTOP)
-                return ModelResponse(parts=[ToolCallPart("read_tool_output", {"handle": "res_call-tests.0"})])
+                return ModelResponse(parts=[ToolCallPart("read_tool_output", {"handle": "res_call-tests"})])
 
             agent = Agent(FunctionModel(model), capabilities=[SpillwayToolOutputs(client, run_id=run_id)])
 
@@ -149,3 +153,57 @@ async def test_a_hung_service_ends_each_call_at_the_default_deadline(run_id: str
     got = str(returns(result.all_messages(), "read_tool_output")[0].content)
     assert got.startswith("error: deadline_exceeded"), got
     assert DEFAULT_TIMEOUT <= elapsed < DEFAULT_TIMEOUT + 20, elapsed
+
+
+@dataclass
+class _RejectFirstResult(AbstractCapability[Any]):
+    """Rejects run_tests' first result with ModelRetry, as a validating capability would."""
+
+    rejected: list[str]
+
+    async def after_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any, result: Any
+    ) -> Any:
+        if call.tool_name == "run_tests" and not self.rejected:
+            self.rejected.append(str(result))
+            raise ModelRetry("the run was flaky: run the tests again")
+        return result
+
+
+async def test_a_retried_call_is_kept_as_its_next_attempt(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    """pydantic-ai re-runs a call whose result a capability rejected with ModelRetry; the model repeats
+    the call under the same id. The retry's output is the call's attempt 2, and attempt 1 stays readable."""
+    runs: list[int] = []
+    rejected: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        # The first call, and its retry once the result was rejected, under the same call id.
+        if all(p.outcome == "retried" for p in returns(messages, "run_tests")):
+            return ModelResponse(parts=[ToolCallPart("run_tests", {}, tool_call_id="call-tests")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    # after_tool_execute runs last capability first: Spillway stores the result, then it is rejected.
+    agent = Agent(
+        FunctionModel(model),
+        capabilities=[_RejectFirstResult(rejected), SpillwayToolOutputs(aclient, run_id=run_id, over_chars=1_000)],
+    )
+
+    @agent.tool_plain
+    def run_tests() -> str:
+        """Run the test suite."""
+        runs.append(len(runs) + 1)
+        return f"run {len(runs)}\n" + LOG[:50_000]
+
+    result = await agent.run("test it")
+    assert result.output == "done" and runs == [1, 2]
+    messages = result.all_messages()
+    answered = returns(messages, "run_tests")
+    assert [(p.tool_call_id, p.outcome) for p in answered] == [("call-tests", "retried"), ("call-tests", "success")]
+    shown = str(answered[1].content)
+    assert rejected[0].startswith("[res_call-tests] run_tests")
+    assert shown.startswith("[res@2_call-tests] run_tests · ") and " · attempt 2 · " in shown.splitlines()[0]
+    first = await aclient.read_tool_output(run_id, "res_call-tests", lines={"offset": 0, "limit": 1})
+    second = await aclient.read_tool_output(run_id, "res@2_call-tests", lines={"offset": 0, "limit": 1})
+    assert "run 1" in first.rendered and "run 2" in second.rendered
+    listed = [a.handle for a in (await aclient.list(run_id)).attachments]
+    assert listed == ["res_call-tests", "res@2_call-tests"]

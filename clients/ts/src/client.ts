@@ -115,7 +115,7 @@ export interface ByteRange {
 
 /** ListPage is one page of a run's records. */
 export interface ListPage {
-  /** Records, ordered by handle. */
+  /** Records, by escaped handle, each output's attempts together in attempt order (ListToolOutputsResponse). */
   readonly attachments: ResultAttachment[];
   /** Token for the next page; empty on the last page. */
   readonly nextPageToken: string;
@@ -203,7 +203,7 @@ export interface SpillwayClient {
    * retried under the client's retry policy within `timeoutMs`.
    */
   stat(runId: string, handle: string, call?: SpillwayCallOptions): Promise<ResultAttachment>;
-  /** list returns one page of run runId's records, ordered by handle. */
+  /** list returns one page of run runId's records, by escaped handle, each output's attempts together in attempt order. */
   list(runId: string, options?: ListOptions): Promise<ListPage>;
   /** listAll yields every record of run runId, fetching pages as it goes. */
   listAll(

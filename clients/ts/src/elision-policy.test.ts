@@ -90,12 +90,44 @@ describe("ElisionPolicy against a live server", () => {
 
   it("rethrows a spill the service refused", async () => {
     const policy = createElisionPolicy({ bands: [{ action: "spill" }] });
-    await policy.apply({ key: key("once"), content: "first", client });
+    await policy.apply({ key: { ...key("once"), attempt: 1 }, content: "first", client });
     const err = await policy
-      .apply({ key: key("once"), content: "different", client })
+      .apply({ key: { ...key("once"), attempt: 1 }, content: "different", client })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.AlreadyExists);
+  });
+
+  it("spills a call id spilled again with other bytes as the call's next attempt", async () => {
+    const policy = createElisionPolicy({ bands: [{ action: "spill" }] });
+    const spill = (content: string, p = policy) =>
+      p.apply({ key: key("retried"), content, client, offload: { name: "run_tests" } });
+    const first = await spill("first run\nFAIL\n");
+    const same = await spill("first run\nFAIL\n");
+    const second = await spill("second run\nok\n");
+    // Another policy (another process) finds the attempts through the server's answers.
+    const third = await spill(
+      "third run\nok\n",
+      createElisionPolicy({ bands: [{ action: "spill" }] }),
+    );
+    expect([first, same, second, third].map((r) => r.attachment?.handle)).toEqual([
+      "res_retried",
+      "res_retried",
+      "res@2_retried",
+      "res@3_retried",
+    ]);
+    expect(second.attachment?.attempt).toBe(2);
+    expect(second.text.split("\n")[0]).toBe(
+      "[res@2_retried] run_tests · 14 bytes · attempt 2 · 2 lines",
+    );
+    expect(first.text).not.toContain("attempt");
+    const read = async (handle: string) =>
+      (await client.readToolOutput({ runId: "elide", handle })).rendered;
+    expect(await read("res_retried")).toContain("first run");
+    expect(await read("res@2_retried")).toContain("second run");
+    const listed = (await client.list("elide")).attachments.map((a) => a.handle);
+    const at = listed.indexOf("res_retried");
+    expect(listed.slice(at, at + 3)).toEqual(["res_retried", "res@2_retried", "res@3_retried"]);
   });
 
   it("refuses invalid bands", () => {

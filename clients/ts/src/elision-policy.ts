@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import { createAttemptTracker, offloadNextAttempt } from "./offload-next-attempt.js";
 import { createPerToolPolicy, hasToolRules } from "./per-tool-policy.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
 import {
@@ -75,7 +76,11 @@ export interface ElisionPolicyOptions {
 
 /** ElisionInput is one tool result for ElisionPolicy.apply. */
 export interface ElisionInput {
-  /** Where a spill offloads the result. */
+  /**
+   * Where a spill offloads the result. Without an attempt, a call id this policy (or anyone)
+   * already spilled with other bytes becomes the call's next attempt (`res@2_<call_id>`, …: see
+   * offloadNextAttempt), so a re-executed tool call keeps every attempt; with one, that attempt.
+   */
   readonly key: OffloadKey;
   /** The result: text, or a JSON value (measured and shown as compact JSON). */
   readonly content: string | { readonly json: unknown };
@@ -112,8 +117,9 @@ export interface ElisionResult {
 export interface ElisionPolicy {
   /**
    * apply measures input.content, picks the first band it fits and applies its action. It
-   * throws only for a spill that the service refused (for example ALREADY_EXISTS), or that was
-   * UNAVAILABLE under `required` preservation (`blob_store_required`).
+   * throws only for a spill that the service refused (for example ALREADY_EXISTS for a key that
+   * names an attempt already holding other bytes), or that was UNAVAILABLE under `required`
+   * preservation (`blob_store_required`).
    */
   apply(input: ElisionInput): Promise<ElisionResult>;
 }
@@ -139,6 +145,7 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
     const chars = countChars(text);
     return measure === "tokens" ? Math.ceil(chars / 4) : chars;
   };
+  const attempts = createAttemptTracker();
 
   return {
     async apply(input) {
@@ -159,9 +166,11 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
       };
       let attachment: ResultAttachment;
       try {
-        attachment = await input.client.offload(
+        attachment = await offloadNextAttempt(
+          input.client,
           input.key,
           typeof input.content === "string" ? input.content : { json: input.content.json },
+          attempts,
           offloadOptions,
           input.call,
         );

@@ -34,6 +34,12 @@ export {
 } from "./elision-policy.js";
 export { createGrpcTransport, type GrpcTransportOptions } from "./grpc-transport.js";
 export {
+  type AttemptTracker,
+  createAttemptTracker,
+  maxAttempt,
+  offloadNextAttempt,
+} from "./offload-next-attempt.js";
+export {
   createReadToolOutputExecutor,
   createReadToolOutputRunner,
   type ReadToolOutputExecutorOptions,

@@ -25,6 +25,7 @@ describe("attachmentJson", () => {
       handle: "res_c1",
       name: "log",
       slot: "stdout",
+      attempt: 1,
       content_type: "text/plain",
       size_bytes: 5_000_000_000,
       observed_bytes: 5_000_000_001,
@@ -37,6 +38,9 @@ describe("attachmentJson", () => {
       create_time: "2026-12-01T21:20:03.000Z",
       expire_time: null,
     });
+    expect(
+      attachmentJson(create(ResultAttachmentSchema, { handle: "res@3_c1", attempt: 3 })).attempt,
+    ).toBe(3);
   });
 });
 

@@ -13,6 +13,8 @@ export interface AttachmentJson {
   readonly handle: string;
   readonly name: string;
   readonly slot: string;
+  /** The tool call's attempt: 1 for the first, 2 and up for retries. */
+  readonly attempt: number;
   readonly content_type: string;
   readonly size_bytes: number;
   readonly observed_bytes: number;
@@ -39,13 +41,14 @@ const STORED = {
 /**
  * attachmentJson is `a`'s record as AttachmentJson, for tools that print or return outputs as
  * JSON. Sizes are exact below 2^53, which no stored output reaches; an unknown storage tier
- * reads as `unspecified`.
+ * reads as `unspecified`; a server that predates attempts (attempt 0) reads as attempt 1.
  */
 export function attachmentJson(a: ResultAttachment): AttachmentJson {
   return {
     handle: a.handle,
     name: a.name,
     slot: a.slot,
+    attempt: Math.max(a.attempt, 1),
     content_type: a.contentType,
     size_bytes: Number(a.sizeBytes),
     observed_bytes: Number(a.observedBytes),

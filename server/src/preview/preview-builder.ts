@@ -28,6 +28,8 @@ export interface PreviewFacts {
   readonly handle: string;
   /** The record's display name. */
   readonly name: string;
+  /** The call's attempt; the text names it from 2 on (absent or 1: the first). */
+  readonly attempt?: number;
 }
 
 /** PreviewBuilder computes a Preview while the payload streams past. */
@@ -302,6 +304,7 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
         name: facts.name,
         contentType: opts.contentType,
         size: facts.size,
+        ...(facts.attempt === undefined ? {} : { attempt: facts.attempt }),
       });
       return preview;
     },

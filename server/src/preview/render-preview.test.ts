@@ -24,6 +24,24 @@ describe("renderPreview", () => {
     );
   });
 
+  it("names a retry's attempt and renders the first attempt as it always did", () => {
+    const preview = create(PreviewSchema, { head: "one\n", lineCount: 1n });
+    const first = renderPreview(preview, { ...meta, size: 4 });
+    expect(renderPreview(preview, { ...meta, size: 4, attempt: 1 })).toBe(first);
+    expect(renderPreview(preview, { ...meta, size: 4, attempt: 0 })).toBe(first);
+    expect(renderPreview(preview, { ...meta, handle: "res@3_call1", size: 4, attempt: 3 })).toBe(
+      [
+        "[res@3_call1] search · text/plain · 4 bytes · attempt 3 · 1 line",
+        "one",
+        '[read more: read_tool_output(handle="res@3_call1", offset=0)]',
+      ].join("\n"),
+    );
+    const binary = create(PreviewSchema, { binary: true });
+    expect(
+      renderPreview(binary, { ...meta, handle: "res@2_call1", size: 4, attempt: 2 }).split("\n")[0],
+    ).toBe("[res@2_call1] search · text/plain · 4 bytes · attempt 2 · binary");
+  });
+
   it("renders a whole payload without marker or tail", () => {
     const preview = create(PreviewSchema, { head: "one\n", lineCount: 1n });
     expect(renderPreview(preview, { ...meta, size: 4 })).toBe(

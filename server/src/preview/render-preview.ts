@@ -11,6 +11,8 @@ export interface PreviewMeta {
   readonly contentType: string;
   /** Bytes stored. */
   readonly size: number;
+  /** The tool call's attempt; 2 and up are named in the text, the first is not. */
+  readonly attempt?: number;
 }
 
 function count(n: number | bigint, unit: string): string {
@@ -34,7 +36,9 @@ function block(text: string): string {
  * <tail>                                      (only when non-empty)
  * [read more: read_tool_output(handle="<handle>", offset=0)]
  * ```
- * A binary payload renders as `[<handle>] <name> · <content type> · <size> bytes · binary`
+ * A retry (attempt n >= 2) adds ` · attempt <n>` after the size on the first line, so the
+ * model knows which attempt it sees; the first attempt's text is exactly what it was before
+ * attempts existed. A binary payload renders as `[<handle>] <name> · <content type> · <size> bytes · binary`
  * followed by the bytes-mode hint `[read bytes: read_tool_output(handle="<handle>",
  * bytes=true, offset=0)]`. Head and tail are shown exactly as given (a single final `\n` is
  * absorbed by the line separator); header fields have control characters escaped; the handle in
@@ -47,7 +51,12 @@ export function renderPreview(preview: Preview, meta: PreviewMeta): string {
   // Unnamed outputs and undeclared content types are left out rather than shown as blanks.
   const ident = [
     `[${handle}]`,
-    [escapeControls(meta.name), escapeControls(meta.contentType), count(meta.size, "byte")]
+    [
+      escapeControls(meta.name),
+      escapeControls(meta.contentType),
+      count(meta.size, "byte"),
+      meta.attempt === undefined || meta.attempt <= 1 ? "" : `attempt ${meta.attempt}`,
+    ]
       .filter((part) => part !== "")
       .join(" · "),
   ].join(" ");

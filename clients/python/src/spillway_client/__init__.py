@@ -9,6 +9,7 @@ tool output (bands, per-tool overrides, include/exclude, summaries), as the TS S
 pydantic-ai-harness's ToolOutputLimits `spillway_client.harness` (the `harness` extra).
 """
 
+from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
 from spillway_client.elision_policy import Band, ElisionPolicy, ElisionResult, ToolOverride, Truncate
 from spillway_client.errors import BatchItemError, DataLossError, error_info, error_reason
@@ -27,6 +28,7 @@ __all__ = [
     "READ_TOOL_OUTPUT_NAME",
     "READ_TOOL_OUTPUT_TOOL",
     "AsyncSpillwayClient",
+    "AttemptTracker",
     "Band",
     "BatchItemError",
     "DataLossError",
@@ -44,5 +46,6 @@ __all__ = [
     "execute_read_tool_output",
     "execute_read_tool_output_async",
     "is_transient_error",
+    "offload_next_attempt",
     "parse_read_tool_output_args",
 ]

@@ -16,8 +16,9 @@ from spillway_client.errors import BatchItemError
 CHUNK_BYTES = 1024 * 1024
 """Payloads are streamed in chunks of this size (the server's default max_chunk_bytes is larger)."""
 
-KeyLike: TypeAlias = types_pb.BlobKey | Mapping[str, str]
-"""A BlobKey message or a mapping with `tenant`, `run_id` and `call_id`."""
+KeyLike: TypeAlias = types_pb.BlobKey | Mapping[str, Any]
+"""A BlobKey message or a mapping with `tenant`, `run_id`, `call_id` and, for a retried call,
+`attempt` (absent, 0 or 1 for the first attempt; 2 to 1000 for retries)."""
 
 TtlLike: TypeAlias = timedelta | float | int | Duration
 """A time to live: a timedelta, seconds, or a Duration message."""
@@ -26,11 +27,21 @@ WindowLike: TypeAlias = Mapping[str, Any] | Any
 """A window message (LinesWindow, BytesWindow, SearchWindow) or a mapping of its fields."""
 
 
-def to_key(key: KeyLike) -> types_pb.BlobKey:
-    """to_key returns `key` as a BlobKey message."""
+def to_key(key: KeyLike, attempt: int | None = None) -> types_pb.BlobKey:
+    """to_key returns `key` as a BlobKey message, with `attempt` in place of the key's own when given."""
     if isinstance(key, types_pb.BlobKey):
-        return key
-    return types_pb.BlobKey(tenant=key["tenant"], run_id=key["run_id"], call_id=key["call_id"])
+        if attempt is None:
+            return key
+        copy = types_pb.BlobKey()
+        copy.CopyFrom(key)
+        copy.attempt = attempt
+        return copy
+    return types_pb.BlobKey(
+        tenant=key["tenant"],
+        run_id=key["run_id"],
+        call_id=key["call_id"],
+        attempt=int(key.get("attempt") or 0) if attempt is None else attempt,
+    )
 
 
 def to_duration(ttl: TtlLike) -> Duration:
@@ -82,15 +93,17 @@ def header(key: KeyLike, options: Mapping[str, Any], *, json_value: bool) -> pb.
 
     `ttl` takes a timedelta or seconds and `preview` a mapping with `head_chars`/`tail_chars`;
     a JSON value defaults `content_type` to `application/json` (which enables the JSON preview).
+    `attempt`, a key field, may be given among the options too: it replaces the key's attempt.
     """
     fields = dict(options)
+    attempt = fields.pop("attempt", None)
     if "ttl" in fields:
         fields["ttl"] = to_duration(fields["ttl"])
     if isinstance(fields.get("preview"), Mapping):
         fields["preview"] = pb.PreviewOptions(**fields["preview"])
     if json_value:
         fields.setdefault("content_type", "application/json")
-    return pb.OffloadRequest(header=pb.OffloadHeader(key=to_key(key), **fields))
+    return pb.OffloadRequest(header=pb.OffloadHeader(key=to_key(key, attempt), **fields))
 
 
 def chunk_requests(data: Payload) -> Iterator[pb.OffloadRequest]:

@@ -148,9 +148,11 @@ class SpillwayClient:
         """offload stores `data` under `key` and returns the committed record.
 
         `data` is bytes, str (UTF-8), an iterator of bytes (streamed as it comes) or any other
-        JSON-able value (sent as compact JSON). `options` are OffloadHeader fields (`slot`,
-        `name`, `content_type`, `expected_size`, `expected_sha256`, `observed_bytes`,
-        `truncated`, `ttl`, `preview`, `preview_only`); a payload given whole is sent with its
+        JSON-able value (sent as compact JSON). `key` may carry `attempt` (absent, 0 or 1: the
+        call's first attempt; 2 to 1000: a retry, committed as its own output under
+        `res@<n>_<call_id>`), and `attempt=` among the options replaces it. `options` are
+        OffloadHeader fields (`slot`, `name`, `content_type`, `expected_size`,
+        `expected_sha256`, `observed_bytes`, `truncated`, `ttl`, `preview`, `preview_only`); a payload given whole is sent with its
         `expected_size`, so one over the server's max_blob_bytes is refused (RESOURCE_EXHAUSTED)
         before its bytes are sent, and streamed in 1 MiB chunks cut as they are sent: bytes, a
         bytearray or a memoryview are never copied whole. A transient failure (a draining or
@@ -271,7 +273,7 @@ class SpillwayClient:
     def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListToolOutputsResponse:
-        """list returns one page of a run's records, ordered by handle."""
+        """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
         return self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 
@@ -481,7 +483,7 @@ class AsyncSpillwayClient:
     async def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListToolOutputsResponse:
-        """list returns one page of a run's records, ordered by handle."""
+        """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
         return await self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 

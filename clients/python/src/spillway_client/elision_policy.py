@@ -17,6 +17,7 @@ from typing import Any, Literal
 import grpc
 
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.errors import StatusError
 from spillway_client.read_tool_output import READ_TOOL_OUTPUT_NAME
@@ -98,6 +99,7 @@ class ElisionPolicy:
     """Only tools matching one of these names or patterns are elided; None: every tool."""
     exclude: Sequence[str] | None = None
     """Tools matching one of these pass through untouched; wins over include."""
+    _attempts: AttemptTracker = field(default_factory=AttemptTracker, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _validate_bands(self.bands)
@@ -121,7 +123,7 @@ class ElisionPolicy:
     async def apply(
         self,
         client: AsyncSpillwayClient,
-        key: Mapping[str, str],
+        key: Mapping[str, Any],
         content: Any,
         *,
         tool_name: str | None = None,
@@ -153,7 +155,14 @@ class ElisionPolicy:
         if isinstance(action, Truncate):
             return ElisionResult("truncated", truncate_text(text, action.mode, budget_chars), size)
         try:
-            attachment = await client.offload(key, content, timeout=timeout, **dict(offload or {}))
+            # Without an attempt in the key, a call id spilled before with other bytes becomes the
+            # call's next attempt (offload_next_attempt), as in the TypeScript policy.
+            if key.get("attempt"):
+                attachment = await client.offload(key, content, timeout=timeout, **dict(offload or {}))
+            else:
+                attachment = await offload_next_attempt(
+                    client, key, content, self._attempts, timeout=timeout, **dict(offload or {})
+                )
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNAVAILABLE:
                 raise

@@ -20,6 +20,7 @@ from pydantic_ai import FunctionToolset, RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai_harness.tool_output_limits import READ_TOOL_RESULT_KIND, ToolOutputLimits
 
+from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, read_tool_output_tool
 
@@ -59,7 +60,9 @@ class SpillwayOverflowStore:
     Pass it as `ToolOutputLimits(store=SpillwayOverflowStore(client))`. Each spill is offloaded
     to `(tenant, run, "<tool_call_id>.<retry><suffix>")`, where run is the agent run's id or
     `run_id` when set. The handle is `"<run>/res_<call>"`, or just `"res_<call>"` with `run_id`
-    set. `read` never lets a failure end the agent run: a handle the model invents (refused by
+    set. A key written again with other bytes (a run replayed into a fixed `run_id`, where the
+    harness repeats its keys) is kept as that call's next attempt, `res@2_<call>` and on (see
+    `offload_next_attempt`), instead of failing the spill. `read` never lets a failure end the agent run: a handle the model invents (refused by
     the server, or malformed: `../c.0`, empty, over-long, control characters), a record that is
     gone, and an unreachable service all surface as an `OSError`, which the harness answers with
     its "No stored tool result ..." guidance for the model, as its own LocalFileStore does. With
@@ -76,6 +79,7 @@ class SpillwayOverflowStore:
     """Keep every spill in this Spillway run instead of one run per agent run."""
     timeout: float | None = DEFAULT_TIMEOUT
     """Deadline, in seconds, of each call the store makes; None waits forever."""
+    _attempts: AttemptTracker = field(default_factory=AttemptTracker, init=False, repr=False, compare=False)
 
     async def write(self, key: str, data: bytes) -> str:
         """write offloads `data` under the spill `key` and returns the handle `read` accepts."""
@@ -83,8 +87,13 @@ class SpillwayOverflowStore:
         if not sep:
             agent_run, call = "run", key
         run = self.run_id or agent_run
-        attachment = await self.client.offload(
-            {"tenant": self.tenant, "run_id": run, "call_id": call}, data, name=call, timeout=self.timeout
+        attachment = await offload_next_attempt(
+            self.client,
+            {"tenant": self.tenant, "run_id": run, "call_id": call},
+            data,
+            self._attempts,
+            name=call,
+            timeout=self.timeout,
         )
         return attachment.handle if self.run_id is not None else f"{run}/{attachment.handle}"
 

@@ -20,6 +20,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
+from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.elision_policy import ElisionPolicy
 from spillway_client.read_tool_output import (
@@ -75,10 +76,14 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     """SpillwayToolOutputs offloads large tool returns to Spillway and reads them back in windows.
 
     A tool return that is a `str` (or `bytes`) of more than `over_chars` characters (bytes) is
-    offloaded to `(tenant, run, "<tool_call_id>.<retry>")`, run being `run_id` or else the agent
-    run's id, and the model is shown the server-rendered preview naming its handle
-    (`res_<tool_call_id>.<retry>`) instead. Smaller returns, other values and `read_tool_output`'s
-    own returns pass through untouched. The model reads with `read_tool_output` (see
+    offloaded to `(tenant, run, "<tool_call_id>")`, run being `run_id` or else the agent run's
+    id, and the model is shown the server-rendered preview naming its handle
+    (`res_<tool_call_id>`) instead. A call executed again with the same tool call id (pydantic-ai
+    re-running a call whose result a capability rejected with `ModelRetry`, or a run replayed
+    into a fixed `run_id`) is offloaded as the call's next attempt when its output differs
+    (`res@2_<tool_call_id>`, `res@3_…`; see `offload_next_attempt`), so every attempt stays
+    readable; the same output again shows the same handle. Smaller returns, other values and
+    `read_tool_output`'s own returns pass through untouched. The model reads with `read_tool_output` (see
     `read_tool_output_tool`), always in that same run, so a handle can only name this run's
     outputs. When Spillway cannot take the output (unreachable, refused), the model is shown the
     first `over_chars` characters and a line saying the rest was not kept; the run goes on.
@@ -103,6 +108,7 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     view); a spill Spillway refuses is shown cut as above, and one it cannot take under
     `required` preservation ends the run with the policy's `blob_store_required` error.
     """
+    _attempts: AttemptTracker = field(default_factory=AttemptTracker, init=False, repr=False, compare=False)
 
     def run_for(self, ctx: RunContext[Any]) -> str:
         """The Spillway run this agent run's outputs are kept in."""
@@ -133,11 +139,13 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         if len(result) <= self.over_chars:
             return result
         data = result.encode() if isinstance(result, str) else result
-        call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
+        call_id = call.tool_call_id or "call"
         try:
-            attachment = await self.client.offload(
+            attachment = await offload_next_attempt(
+                self.client,
                 {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id},
                 data,
+                self._attempts,
                 name=call.tool_name,
                 timeout=self.timeout,
             )
@@ -150,8 +158,7 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         return attachment.preview.text
 
     async def _apply_policy(self, policy: ElisionPolicy, ctx: RunContext[Any], call: ToolCallPart, result: str) -> str:
-        call_id = f"{call.tool_call_id or 'call'}.{ctx.retry}"
-        key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call_id}
+        key = {"tenant": self.tenant, "run_id": self.run_for(ctx), "call_id": call.tool_call_id or "call"}
         try:
             shown = await policy.apply(
                 self.client,

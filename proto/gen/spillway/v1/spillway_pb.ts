@@ -1216,7 +1216,10 @@ export const ListToolOutputsRequestSchema: GenMessage<ListToolOutputsRequest> = 
  */
 export type ListToolOutputsResponse = Message<"spillway.v1.ListToolOutputsResponse"> & {
   /**
-   * Records, ordered by handle.
+   * Records in the order of their stored keys: by handle with every byte outside
+   * [A-Za-z0-9_-] escaped as %XX (a handle whose escaped form is over 200 characters sorts
+   * by its SHA-256 after all others), each output's retries right after its first attempt, in
+   * attempt order (res_c, res@2_c, res@10_c, then res_c-d).
    *
    * @generated from field: repeated spillway.v1.ResultAttachment attachments = 1;
    */
@@ -1845,7 +1848,8 @@ export const SpillwayService: GenService<{
     output: typeof StatToolOutputResponseSchema;
   },
   /**
-   * ListToolOutputs returns a run's records, one page at a time, ordered by handle.
+   * ListToolOutputs returns a run's records, one page at a time, in the order of their stored
+   * keys: by escaped handle, each output's attempts together, first attempt first.
    *
    * @generated from rpc spillway.v1.SpillwayService.ListToolOutputs
    */

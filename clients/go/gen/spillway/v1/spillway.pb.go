@@ -2245,7 +2245,10 @@ func (x *ListToolOutputsRequest) GetPageToken() string {
 // ListToolOutputsResponse is one page of records.
 type ListToolOutputsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Records, ordered by handle.
+	// Records in the order of their stored keys: by handle with every byte outside
+	// [A-Za-z0-9_-] escaped as %XX (a handle whose escaped form is over 200 characters sorts
+	// by its SHA-256 after all others), each output's retries right after its first attempt, in
+	// attempt order (res_c, res@2_c, res@10_c, then res_c-d).
 	Attachments []*ResultAttachment `protobuf:"bytes,1,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	// Token for the next page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`

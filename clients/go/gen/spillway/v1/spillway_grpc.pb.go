@@ -53,7 +53,8 @@ type SpillwayServiceClient interface {
 	ReadToolOutput(ctx context.Context, in *ReadToolOutputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadToolOutputResponse], error)
 	// StatToolOutput returns the record behind a handle.
 	StatToolOutput(ctx context.Context, in *StatToolOutputRequest, opts ...grpc.CallOption) (*StatToolOutputResponse, error)
-	// ListToolOutputs returns a run's records, one page at a time, ordered by handle.
+	// ListToolOutputs returns a run's records, one page at a time, in the order of their stored
+	// keys: by escaped handle, each output's attempts together, first attempt first.
 	ListToolOutputs(ctx context.Context, in *ListToolOutputsRequest, opts ...grpc.CallOption) (*ListToolOutputsResponse, error)
 	// ListRuns returns the calling tenant's runs, one page at a time, each with its output
 	// count, bytes, expiry and fork parent. Expired and deleted runs are not listed.
@@ -225,7 +226,8 @@ type SpillwayServiceServer interface {
 	ReadToolOutput(*ReadToolOutputRequest, grpc.ServerStreamingServer[ReadToolOutputResponse]) error
 	// StatToolOutput returns the record behind a handle.
 	StatToolOutput(context.Context, *StatToolOutputRequest) (*StatToolOutputResponse, error)
-	// ListToolOutputs returns a run's records, one page at a time, ordered by handle.
+	// ListToolOutputs returns a run's records, one page at a time, in the order of their stored
+	// keys: by escaped handle, each output's attempts together, first attempt first.
 	ListToolOutputs(context.Context, *ListToolOutputsRequest) (*ListToolOutputsResponse, error)
 	// ListRuns returns the calling tenant's runs, one page at a time, each with its output
 	// count, bytes, expiry and fork parent. Expired and deleted runs are not listed.

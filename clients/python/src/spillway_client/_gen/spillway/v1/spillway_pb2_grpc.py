@@ -133,7 +133,8 @@ class SpillwayServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListToolOutputs(self, request, context):
-        """ListToolOutputs returns a run's records, one page at a time, ordered by handle.
+        """ListToolOutputs returns a run's records, one page at a time, in the order of their stored
+        keys: by escaped handle, each output's attempts together, first attempt first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -39,7 +39,7 @@ def test_pydantic_ai_example_shows_the_servers_preview(server_url: str) -> None:
 
 def test_elision_policy_example_shows_the_summary_with_the_handle(server_url: str) -> None:
     out = run_example(example("ElisionPolicy("), server_url)
-    handle = re.match(r"^\[(res_[^\]]+\.0)\] \d+ bytes · 200000 lines · summary of the \"build_log\" output\n", out)
+    handle = re.match(r"^\[(res_[^\]@]+)\] \d+ bytes · 200000 lines · summary of the \"build_log\" output\n", out)
     assert handle, out
     assert "200000 steps, 4 failed: step 8: FAIL, step 50008: FAIL, step 100008: FAIL, step 150008: FAIL\n" in out
     assert f'[full output stored: read_tool_output(handle="{handle.group(1)}", offset=0)]' in out

@@ -40,8 +40,8 @@ def recording(calls: list[str]) -> Any:
     return summarize
 
 
-def key(run_id: str, call: str) -> dict[str, str]:
-    return {"tenant": "dev", "run_id": run_id, "call_id": call}
+def key(run_id: str, call: str, **extra: int) -> dict[str, str | int]:
+    return {"tenant": "dev", "run_id": run_id, "call_id": call, **extra}
 
 
 async def test_the_summarizer_gets_the_tool_name_and_full_text(aclient: AsyncSpillwayClient, run_id: str) -> None:
@@ -113,11 +113,21 @@ async def test_a_huge_summary_leaves_a_bounded_spilled_view(aclient: AsyncSpillw
 async def test_a_refused_spill_is_raised_before_any_summary(aclient: AsyncSpillwayClient, run_id: str) -> None:
     calls: list[str] = []
     policy = summarize_all(recording(calls))
-    await policy.apply(aclient, key(run_id, "twice"), "first")
+    await policy.apply(aclient, key(run_id, "twice", attempt=1), "first")
     with pytest.raises(grpc.RpcError) as err:
-        await policy.apply(aclient, key(run_id, "twice"), "different")
+        await policy.apply(aclient, key(run_id, "twice", attempt=1), "different")
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
     assert calls == ["first"]
+
+
+async def test_a_call_id_spilled_again_with_other_bytes_is_its_next_attempt(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    policy = summarize_all(recording([]))
+    first = await policy.apply(aclient, key(run_id, "again"), "first")
+    second = await policy.apply(aclient, key(run_id, "again"), "second")
+    assert first.attachment is not None and first.attachment.handle == "res_again"
+    assert second.attachment is not None and second.attachment.handle == "res@2_again"
 
 
 async def test_with_the_service_down() -> None:
@@ -242,7 +252,7 @@ async def test_an_agent_run_shows_the_summary_per_tool(aclient: AsyncSpillwayCli
     build, env = await agent_run(SpillwayToolOutputs(aclient, run_id=run_id, policy=policy))
     assert build.split("\n")[1] == "20000 steps, all ok"
     handle = build[1 : build.index("]")]
-    assert handle == "res_b.0"
+    assert handle == "res_b"
     stored = b"".join([c async for c in aclient.read_bytes(run_id, handle)])
     assert stored.decode() == LOG
     assert env == "SECRET=" + "x" * 50_000  # excluded: untouched, not stored
@@ -263,6 +273,6 @@ async def test_a_failing_summarizer_never_ends_the_agent_run(
         include=["run_build"],
     )
     build, env = await agent_run(SpillwayToolOutputs(aclient, run_id=run_id, policy=policy))
-    assert build == (await aclient.stat(run_id, "res_b.0")).preview.text
+    assert build == (await aclient.stat(run_id, "res_b")).preview.text
     assert env.startswith("SECRET=") and len(env) == 50_007
-    assert build.startswith("[res_b.0]") and 'read_tool_output(handle="res_b.0"' in build
+    assert build.startswith("[res_b]") and 'read_tool_output(handle="res_b"' in build

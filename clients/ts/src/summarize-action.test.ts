@@ -118,9 +118,11 @@ describe("summarize against a live server", () => {
         return "s";
       }),
     );
-    await policy.apply({ key: key("twice"), content: "first", client });
+    // A key naming its attempt: other bytes for it are refused, not spilled as the next attempt.
+    const twice = { ...key("twice"), attempt: 1 };
+    await policy.apply({ key: twice, content: "first", client });
     const err = await policy
-      .apply({ key: key("twice"), content: "different", client })
+      .apply({ key: twice, content: "different", client })
       .catch((e: unknown) => e);
     expect((err as ConnectError).code).toBe(Code.AlreadyExists);
     expect(calls).toBe(1);

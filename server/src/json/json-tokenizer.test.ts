@@ -280,6 +280,33 @@ describe("createJsonTokenizer", () => {
     expect(record([encoder.encode("\n\n")], { lines: true }).error).toEqual([2, "no value"]);
   });
 
+  it("reports in sequence mode whether values span lines or share one, without failing", () => {
+    const flags = (text: string) => {
+      const tokenizer = createJsonTokenizer(
+        {
+          openObject() {},
+          closeObject() {},
+          openArray() {},
+          closeArray() {},
+          key() {},
+          scalar() {},
+        },
+        { sequence: true },
+      );
+      tokenizer.write(encoder.encode(text));
+      tokenizer.end();
+      return [tokenizer.values, tokenizer.spansLines, tokenizer.sharesLine];
+    };
+    expect(flags('{"a":1}\n[2]\n3')).toEqual([3, false, false]);
+    expect(flags('{\n"a":1}')).toEqual([1, true, false]);
+    expect(flags("1 2\n")).toEqual([2, false, true]);
+    expect(flags("{}{}")).toEqual([2, false, true]);
+    expect(record([encoder.encode("[1,]")], { sequence: true }).error).toEqual([
+      3,
+      "trailing comma",
+    ]);
+  });
+
   it("resumes inside a container at a member or element start", () => {
     const text = '{"a":[1,{"b":2},3],"c":4}';
     const at = text.indexOf("{", 1) + 0; // the element {"b":2} inside the array inside the object

@@ -23,6 +23,10 @@ export interface JsonTokenizer {
   readonly depth: number;
   /** Top-level values completed so far. */
   readonly values: number;
+  /** Sequence mode: a line break was seen inside a top-level value. */
+  readonly spansLines: boolean;
+  /** Sequence mode: a top-level value started on the line where another ended. */
+  readonly sharesLine: boolean;
 }
 
 /** A container on the tokenizer's stack: 1 for an object, 2 for an array. */
@@ -49,6 +53,12 @@ export interface JsonTokenizerOptions {
    * of its own (a `\n` between two values, none inside one; blank lines allowed).
    */
   readonly lines?: boolean;
+  /**
+   * Accept any sequence of top-level values and report, instead of failing, whether one spans
+   * lines (spansLines) or two share one (sharesLine): one pass then tells a document from
+   * JSON Lines. Ignored when `lines` is set.
+   */
+  readonly sequence?: boolean;
   /**
    * Start in the middle of a text that was checked before: at byte `offset`, which is where
    * a member, an element, a top-level value or the close of a container starts (right after
@@ -150,6 +160,10 @@ export function createJsonTokenizer(
   const maxKeyBytes = options.maxKeyBytes ?? jsonMaxKeyBytes;
   const maxNumberBytes = options.maxNumberBytes ?? jsonMaxNumberBytes;
   const lines = options.lines === true;
+  const sequence = !lines && options.sequence === true;
+  const many = lines || sequence;
+  let spansLines = false;
+  let sharesLine = false;
 
   const stack = new Uint8Array(maxDepth + 1);
   let depth = 0;
@@ -210,7 +224,7 @@ export function createJsonTokenizer(
   const afterValue = () => {
     if (depth === 0) {
       values++;
-      return lines ? S_SEP : S_DONE;
+      return many ? S_SEP : S_DONE;
     }
     return S_AFTER;
   };
@@ -373,17 +387,23 @@ export function createJsonTokenizer(
             break;
           }
           if (b === 0x0a) {
-            if (lines) {
+            if (many) {
               if (s === S_SEP) s = S_VALUE;
-              else if (depth > 0 || s !== S_VALUE)
-                fail("a JSON Lines record spans lines", base + i);
+              else if (depth > 0 || s !== S_VALUE) {
+                if (lines) fail("a JSON Lines record spans lines", base + i);
+                spansLines = true;
+              }
             }
             i++;
             break;
           }
           const at = base + i;
           if (s === S_DONE) fail("more than one top-level value", at);
-          if (s === S_SEP) fail("more than one value on a line", at);
+          if (s === S_SEP) {
+            if (lines) fail("more than one value on a line", at);
+            sharesLine = true;
+            s = S_VALUE;
+          }
           if (s === S_COLON) {
             if (b !== 0x3a) fail("expected ':'", at);
             i++;
@@ -503,7 +523,7 @@ export function createJsonTokenizer(
       }
       const complete =
         depth === 0 &&
-        (state === S_DONE || state === S_SEP || (lines && state === S_VALUE)) &&
+        (state === S_DONE || state === S_SEP || (many && state === S_VALUE)) &&
         (values > 0 || options.resume !== undefined);
       if (!complete) {
         const reason =
@@ -525,6 +545,12 @@ export function createJsonTokenizer(
     },
     get values() {
       return values;
+    },
+    get spansLines() {
+      return spansLines;
+    },
+    get sharesLine() {
+      return sharesLine;
     },
   };
 }

@@ -300,6 +300,8 @@ interface PassFacts {
   readonly index: ReturnType<ReturnType<typeof createLineIndexer>["finish"]>;
   /** The JSON view's index; undefined when the payload is neither JSON nor JSON Lines. */
   readonly jsonIndex: ReturnType<ReturnType<typeof createJsonViewIndexer>["finish"]>;
+  /** Why the payload has no JSON view, when it has none. */
+  readonly notJsonReason: string;
   readonly preview: ReturnType<ReturnType<typeof createPreviewBuilder>["finish"]>;
 }
 
@@ -344,6 +346,7 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
         lineCount: index.lineCount,
         index,
         jsonIndex: jsonIndexer.finish(),
+        notJsonReason: jsonIndexer.notJsonReason(),
         preview: preview.finish({
           binary,
           lineCount: index.lineCount,
@@ -484,7 +487,7 @@ async function commit(
     ...(placement.stored === "blob" ? { blob: placement.blob } : {}),
     json:
       facts.jsonIndex === undefined
-        ? { kind: "none", viewLines: 0, stride: 0, checkpoints: 0 }
+        ? { kind: "none", viewLines: 0, stride: 0, checkpoints: 0, reason: facts.notJsonReason }
         : {
             kind: facts.jsonIndex.kind,
             viewLines: facts.jsonIndex.viewLines,

@@ -46,6 +46,8 @@ export interface StoredJson {
   readonly stride: number;
   /** Checkpoints in the index (blob.jsonIndexKey holds them when there are several). */
   readonly checkpoints: number;
+  /** For `none`: why, as the tokenizer or the JSON Lines rule said it. */
+  readonly reason?: string;
 }
 
 /**

@@ -218,8 +218,10 @@ function storedJsonView(
       unavailable: `"${truncateForMessage(record.handle)}" was offloaded before this server indexed JSON views; offload it again to read its JSON view`,
     };
   }
-  if (json.kind === "none")
-    return { unavailable: notJsonReason(truncateForMessage(record.handle)) };
+  if (json.kind === "none") {
+    const why = typeof json.reason === "string" ? truncateForMessage(json.reason, 120) : undefined;
+    return { unavailable: notJsonReason(truncateForMessage(record.handle), why) };
+  }
   const indexKey = record.blob?.jsonIndexKey;
   const start: JsonCheckpoint = { line: 0, offset: 0, stack: [] };
   const entryAt = async (k: number, signal: AbortSignal | undefined) => {

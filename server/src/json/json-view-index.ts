@@ -63,6 +63,11 @@ export interface JsonViewIndexer {
   push(chunk: Uint8Array): void;
   /** Ends the payload: its index, or undefined when it is neither JSON nor JSON Lines. */
   finish(): JsonViewIndex | undefined;
+  /**
+   * After finish returned undefined: why, for example `trailing comma at byte 7` or `two
+   * values share line 3`.
+   */
+  notJsonReason(): string;
 }
 
 /** JsonViewIndexerOptions tune detection and the checkpoint interval. */
@@ -163,6 +168,12 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
   };
   const tokenizer = createJsonTokenizer(events, { sequence: true });
   let failed = false;
+  let reason = "";
+  const syntaxError = (error: unknown) => {
+    if (!isJsonSyntaxError(error)) throw error;
+    failed = true;
+    reason = `${error.jsonReason} at byte ${error.jsonOffset}`;
+  };
 
   return {
     push(chunk) {
@@ -170,16 +181,16 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
       try {
         tokenizer.write(chunk);
       } catch (error) {
-        if (!isJsonSyntaxError(error)) throw error;
-        failed = true;
+        syntaxError(error);
       }
     },
+    notJsonReason: () => reason,
     finish() {
       if (failed) return undefined;
       try {
         tokenizer.end();
       } catch (error) {
-        if (!isJsonSyntaxError(error)) throw error;
+        syntaxError(error);
         return undefined;
       }
       const values = tokenizer.values;
@@ -195,6 +206,9 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
       if (values >= 1 && oneLineEach) {
         return { kind: "lines", viewLines: records, stride, checkpoints: recordCheckpoints };
       }
+      reason = tokenizer.sharesLine
+        ? `${values} top-level values, some sharing a line`
+        : `${values} top-level values, some spanning lines`;
       return undefined;
     },
   };

@@ -157,6 +157,20 @@ describe("JSON view", () => {
     expect(kind(`${"[".repeat(1025)}${"]".repeat(1025)}`)).toBeUndefined();
   });
 
+  it("says why a payload has no JSON view", () => {
+    const why = (text: string) => {
+      const indexer = createJsonViewIndexer({});
+      indexer.push(encoder.encode(text));
+      expect(indexer.finish()).toBeUndefined();
+      return indexer.notJsonReason();
+    };
+    expect(why('{"a": [1, 2,]}')).toBe("trailing comma at byte 12");
+    expect(why("hello")).toBe("unexpected byte at byte 0");
+    expect(why('{"a":1} {"b":2}')).toBe("2 top-level values, some sharing a line");
+    expect(why('{"a":\n1}\n{"b":2}')).toBe("2 top-level values, some spanning lines");
+    expect(why("")).toBe("no value at byte 0");
+  });
+
   it("resumes below the checkpoint depth bound from the nearest shallower line", () => {
     const deep = `${"[".repeat(70)}1,2,3${"]".repeat(70)}`;
     const v = JSON.parse(deep);

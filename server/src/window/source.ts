@@ -96,7 +96,9 @@ export function createBufferWindowSource(
         jsonIndexer.push(bytes);
         const found = jsonIndexer.finish();
         json =
-          found === undefined ? { unavailable: notJsonReason(handle) } : jsonViewFromIndex(found);
+          found === undefined
+            ? { unavailable: notJsonReason(handle, jsonIndexer.notJsonReason()) }
+            : jsonViewFromIndex(found);
       }
       return json;
     },
@@ -146,8 +148,9 @@ export function windowHeaderFrame(source: WindowSource, start: number): ReadTool
 }
 
 /** notJsonReason is what a JSON window over a payload that is neither JSON nor JSON Lines says. */
-export function notJsonReason(handle: string): string {
-  return `"${handle}" is neither a JSON document nor JSON Lines (RFC 8259, at most 1024 levels deep, one value per line for JSON Lines), so it has no JSON view; read it with lines, bytes or search`;
+export function notJsonReason(handle: string, why?: string): string {
+  const detail = why === undefined || why === "" ? "" : ` (${why})`;
+  return `"${handle}" is neither a JSON document nor JSON Lines${detail}, so it has no JSON view: a document is one RFC 8259 value at most 1024 levels deep, JSON Lines one value per line; read it with lines, bytes or search`;
 }
 
 /** jsonViewFromIndex serves a JSON view from an index held in memory. */

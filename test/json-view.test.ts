@@ -1,7 +1,8 @@
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { JsonKind } from "@spillway/proto/spillway/v1/types_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSweeper } from "../server/src/sweeper.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /**
@@ -111,5 +112,39 @@ describe("the JSON view of stored outputs", () => {
     await expect(jsonWindow("res_txt", 0, 5)).rejects.toThrow(
       /neither a JSON document nor JSON Lines/,
     );
+  });
+});
+
+describe("the JSON view index and the sweeper", () => {
+  it("keeps a live output's index and removes an expired run's with its blobs", async () => {
+    let clock = Date.now();
+    const t = await startTestServer({ now: () => clock, limits: { jsonViewStride: 8 } });
+    try {
+      const doc = JSON.stringify(Array.from({ length: 3000 }, (_, i) => ({ i })));
+      const sdk = t.sdk();
+      await sdk.offload({ tenant: "dev", runId: "r", callId: "live" }, doc);
+      await sdk.offload({ tenant: "dev", runId: "temp", callId: "gone" }, doc);
+      await sdk.setRunTtl("temp", 60);
+      const dir = (run: string, call: string) =>
+        join(t.dataDir, "store", "t", "dev", "r", run, "b", call);
+      expect(readdirSync(dir("r", "live")).filter((n) => n.endsWith(".jidx"))).toHaveLength(1);
+      expect(readdirSync(dir("temp", "gone")).filter((n) => n.endsWith(".jidx"))).toHaveLength(1);
+      clock += 3_600_000;
+      const report = await createSweeper(t.server.core, {
+        intervalMs: 60_000,
+        orphanAgeMs: 30_000,
+      }).sweepOnce();
+      expect(report).toMatchObject({ expiredRuns: 1, orphanBlobs: 0 });
+      expect(readdirSync(dir("r", "live")).filter((n) => n.endsWith(".jidx"))).toHaveLength(1);
+      expect(existsSync(dir("temp", "gone"))).toBe(false);
+      const w = await sdk.readToolOutput({
+        runId: "r",
+        handle: "res_live",
+        window: { case: "json", value: { offset: 5000n, limit: 2 } },
+      });
+      expect(w.rendered).toContain(`  5001\t    "i": 1666\n`);
+    } finally {
+      await t.stop();
+    }
   });
 });

@@ -307,6 +307,36 @@ describe("createJsonTokenizer", () => {
     ]);
   });
 
+  it("with bytes off delivers the same events and offsets with empty raws", () => {
+    const text = encoder.encode('{"a": [1, "long string", true, {"b": -2.5e3}], "c": null}');
+    const structure = (events: Recorded[]) => events.map(([kind, offset]) => [kind, offset]);
+    for (const chunks of splits(text)) {
+      const plain: [string, number, number][] = [];
+      const tokenizer = createJsonTokenizer(
+        {
+          openObject: (o) => plain.push(["{", o, 0]),
+          closeObject: (o) => plain.push(["}", o, 0]),
+          openArray: (o) => plain.push(["[", o, 0]),
+          closeArray: (o) => plain.push(["]", o, 0]),
+          key: (raw, o) => plain.push(["key", o, raw.length]),
+          scalar: (kind, raw, o, last) => {
+            if (last)
+              plain.push([kind, o, kind === "string" || kind === "number" ? raw.length : 0]);
+          },
+        },
+        { bytes: false },
+      );
+      for (const chunk of chunks) tokenizer.write(chunk);
+      tokenizer.end();
+      const withBytes = structure(record([text]).events);
+      // A string's last piece starts where it does; compare the starts of whole tokens only.
+      expect(plain.filter(([k]) => k !== "string").map(([k, o]) => [k, o])).toEqual(
+        withBytes.filter(([k]) => k !== "string"),
+      );
+      expect(plain.every(([, , length]) => length === 0)).toBe(true);
+    }
+  });
+
   it("resumes inside a container at a member or element start", () => {
     const text = '{"a":[1,{"b":2},3],"c":4}';
     const at = text.indexOf("{", 1) + 0; // the element {"b":2} inside the array inside the object

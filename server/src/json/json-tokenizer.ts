@@ -60,6 +60,12 @@ export interface JsonTokenizerOptions {
    */
   readonly sequence?: boolean;
   /**
+   * Set false for a consumer that needs only the structure and offsets (an indexer): every
+   * `raw` is then an empty array, which spares an allocation per token. Literals still arrive
+   * as their constant bytes.
+   */
+  readonly bytes?: boolean;
+  /**
    * Start in the middle of a text that was checked before: at byte `offset`, which is where
    * a member, an element, a top-level value or the close of a container starts (right after
    * the `{`, `[` or `,` before it and any whitespace), inside the containers of `stack`
@@ -67,6 +73,9 @@ export interface JsonTokenizerOptions {
    */
   readonly resume?: { readonly offset: number; readonly stack: ArrayLike<JsonContainer> };
 }
+
+/** The raw bytes handed to a consumer that asked for none. */
+const noBytes = new Uint8Array(0);
 
 /** jsonMaxDepth is the default nesting bound: deeper documents are not treated as JSON. */
 export const jsonMaxDepth = 1024;
@@ -160,6 +169,7 @@ export function createJsonTokenizer(
   const maxKeyBytes = options.maxKeyBytes ?? jsonMaxKeyBytes;
   const maxNumberBytes = options.maxNumberBytes ?? jsonMaxNumberBytes;
   const lines = options.lines === true;
+  const withBytes = options.bytes !== false;
   const sequence = !lines && options.sequence === true;
   const many = lines || sequence;
   let spansLines = false;
@@ -240,12 +250,12 @@ export function createJsonTokenizer(
     }
     if (carryLength > 0) {
       appendCarry(chunk, tokenFrom, i, maxNumberBytes, "number");
-      events.scalar("number", carry.slice(0, carryLength), tokenStart, true);
+      events.scalar("number", withBytes ? carry.slice(0, carryLength) : noBytes, tokenStart, true);
       carryLength = 0;
     } else {
       if (i - tokenFrom > maxNumberBytes)
         fail(`number longer than ${maxNumberBytes} bytes`, tokenStart);
-      events.scalar("number", chunk.subarray(tokenFrom, i), tokenStart, true);
+      events.scalar("number", withBytes ? chunk.subarray(tokenFrom, i) : noBytes, tokenStart, true);
     }
     return afterValue();
   };
@@ -272,18 +282,18 @@ export function createJsonTokenizer(
             if (isKey) {
               if (carryLength > 0) {
                 appendCarry(chunk, tokenFrom, i, maxKeyBytes, "member name");
-                events.key(carry.slice(0, carryLength), tokenStart);
+                events.key(withBytes ? carry.slice(0, carryLength) : noBytes, tokenStart);
                 carryLength = 0;
               } else {
                 if (i - tokenFrom > maxKeyBytes)
                   fail(`member name longer than ${maxKeyBytes} bytes`, tokenStart);
-                events.key(chunk.subarray(tokenFrom, i), tokenStart);
+                events.key(withBytes ? chunk.subarray(tokenFrom, i) : noBytes, tokenStart);
               }
               s = S_COLON;
             } else {
               events.scalar(
                 "string",
-                chunk.subarray(tokenFrom, i),
+                withBytes ? chunk.subarray(tokenFrom, i) : noBytes,
                 pieceStarted ? base + tokenFrom : tokenStart,
                 true,
               );
@@ -501,7 +511,7 @@ export function createJsonTokenizer(
       } else if (n > tokenFrom) {
         events.scalar(
           "string",
-          chunk.subarray(tokenFrom, n),
+          withBytes ? chunk.subarray(tokenFrom, n) : noBytes,
           pieceStarted ? base + tokenFrom : tokenStart,
           false,
         );

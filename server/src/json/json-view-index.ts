@@ -166,7 +166,7 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
       inString = !last;
     },
   };
-  const tokenizer = createJsonTokenizer(events, { sequence: true });
+  const tokenizer = createJsonTokenizer(events, { sequence: true, bytes: false });
   let failed = false;
   let reason = "";
   const syntaxError = (error: unknown) => {

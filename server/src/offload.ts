@@ -258,7 +258,7 @@ async function offloadFrom(
       indexKey = lineIndexKey(key_);
       await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
     }
-    if (facts.jsonIndex !== undefined && facts.jsonIndex.checkpoints.length > 1) {
+    if (facts.jsonIndex !== undefined && facts.jsonIndex.count > 1) {
       jsonKey = jsonIndexKey(key_);
       await deps.backend.put(jsonKey, bytesBody(encodeJsonViewIndex(facts.jsonIndex)), { signal });
     }
@@ -492,7 +492,7 @@ async function commit(
             kind: facts.jsonIndex.kind,
             viewLines: facts.jsonIndex.viewLines,
             stride: facts.jsonIndex.stride,
-            checkpoints: facts.jsonIndex.checkpoints.length,
+            checkpoints: facts.jsonIndex.count,
           },
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };

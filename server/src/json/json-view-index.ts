@@ -32,11 +32,114 @@ export interface JsonViewIndex {
   readonly viewLines: number;
   /** View lines between two consecutive checkpoints. */
   readonly stride: number;
+  /** Checkpoints held. */
+  readonly count: number;
   /**
-   * Checkpoint k is at the first view line >= k * stride whose stack is at most
-   * jsonCheckpointMaxDepth deep (so normally at exactly k * stride). Entry 0 is view line 0.
+   * Checkpoint k (0 <= k < count), in view order: checkpoint k is at a view line >= k * stride
+   * whose stack is at most jsonCheckpointMaxDepth deep (normally exactly k * stride, later only
+   * past a deeper stretch). Checkpoint 0 is view line 0.
    */
-  readonly checkpoints: readonly JsonCheckpoint[];
+  checkpoint(k: number): JsonCheckpoint;
+}
+
+/**
+ * jsonViewMaxCheckpoints bounds an index: when a view would need more checkpoints the stride
+ * doubles and every other checkpoint is dropped, so an index never exceeds 8 MiB (and the
+ * indexer's memory the same) whatever the payload, at the price of a longer stretch to render
+ * past in views of over 268 million lines.
+ */
+export const jsonViewMaxCheckpoints = 262_144;
+
+/**
+ * A growable, bounded list of checkpoints in typed arrays (32 bytes each, as stored), so a
+ * view of hundreds of millions of lines costs no object per checkpoint.
+ */
+function createCheckpointList(initialStride: number) {
+  let stride = initialStride;
+  let count = 0;
+  let capacity = 1024;
+  let lines = new Float64Array(capacity);
+  let offsets = new Float64Array(capacity);
+  let depths = new Uint32Array(capacity);
+  let low = new Uint32Array(capacity);
+  let high = new Uint32Array(capacity);
+  let next = 0;
+  const grow = () => {
+    capacity *= 2;
+    const more = <T extends Float64Array | Uint32Array>(old: T, make: (n: number) => T): T => {
+      const bigger = make(capacity);
+      bigger.set(old);
+      return bigger;
+    };
+    lines = more(lines, (n) => new Float64Array(n));
+    offsets = more(offsets, (n) => new Float64Array(n));
+    depths = more(depths, (n) => new Uint32Array(n));
+    low = more(low, (n) => new Uint32Array(n));
+    high = more(high, (n) => new Uint32Array(n));
+  };
+  /** Doubles the stride: checkpoint 2j was the first eligible line >= j * (2 * stride). */
+  const halve = () => {
+    let kept = 0;
+    for (let k = 0; k < count; k += 2, kept++) {
+      lines[kept] = lines[k] as number;
+      offsets[kept] = offsets[k] as number;
+      depths[kept] = depths[k] as number;
+      low[kept] = low[k] as number;
+      high[kept] = high[k] as number;
+    }
+    count = kept;
+    stride *= 2;
+  };
+  return {
+    get stride() {
+      return stride;
+    },
+    get count() {
+      return count;
+    },
+    /** Records `line` when it is due (and its stack shallow enough). */
+    offer(line: number, offset: number, stack: readonly JsonContainer[]) {
+      if (line < next || stack.length > jsonCheckpointMaxDepth) return;
+      if (count === jsonViewMaxCheckpoints) {
+        halve();
+        // The line may no longer be due under the doubled stride.
+        next = (Math.floor((lines[count - 1] as number) / stride) + 1) * stride;
+        if (line < next) return;
+      }
+      if (count === capacity) grow();
+      let lo = 0;
+      let hi = 0;
+      for (let level = 0; level < stack.length; level++) {
+        if (stack[level] !== jsonArray) continue;
+        if (level < 32) lo |= 1 << level;
+        else hi |= 1 << (level - 32);
+      }
+      lines[count] = line;
+      offsets[count] = offset;
+      depths[count] = stack.length;
+      low[count] = lo >>> 0;
+      high[count] = hi >>> 0;
+      count++;
+      next = (Math.floor(line / stride) + 1) * stride;
+    },
+    checkpoint(k: number): JsonCheckpoint {
+      return {
+        line: lines[k] as number,
+        offset: offsets[k] as number,
+        stack: stackOf(depths[k] as number, low[k] as number, high[k] as number),
+      };
+    },
+  };
+}
+
+/** stackOf unpacks a checkpoint's container bits. */
+function stackOf(depth: number, low: number, high: number): JsonContainer[] {
+  const stack: JsonContainer[] = [];
+  for (let level = 0; level < depth; level++) {
+    const bit = level < 32 ? (low >>> level) & 1 : (high >>> (level - 32)) & 1;
+    stack.push(bit === 1 ? jsonArray : jsonObject);
+  }
+  return stack;
 }
 
 /** defaultJsonViewStride is the checkpoint interval offload uses. */
@@ -114,26 +217,23 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
   const stride = options.stride ?? defaultJsonViewStride;
   const declaredLines = isJsonLinesContentType(options.contentType ?? "");
   // Both views are counted in the one pass; finish keeps the one the payload turned out to be.
-  const documentCheckpoints: JsonCheckpoint[] = [];
-  const recordCheckpoints: JsonCheckpoint[] = [];
+  const documentCheckpoints = createCheckpointList(stride);
+  const recordCheckpoints = createCheckpointList(stride);
   const stack: JsonContainer[] = [];
+  const noStack: JsonContainer[] = [];
   let documentLines = 0;
-  let nextDocumentCheckpoint = 0;
   let records = 0;
   let keyOffset = -1;
   let afterOpen = false;
   let inString = false;
 
   const lineStart = (offset: number) => {
-    if (documentLines >= nextDocumentCheckpoint && stack.length <= jsonCheckpointMaxDepth) {
-      documentCheckpoints.push({ line: documentLines, offset, stack: stack.slice() });
-      nextDocumentCheckpoint = (Math.floor(documentLines / stride) + 1) * stride;
-    }
+    documentCheckpoints.offer(documentLines, offset, stack);
     documentLines++;
   };
   const valueStart = (offset: number) => {
     if (stack.length === 0) {
-      if (records % stride === 0) recordCheckpoints.push({ line: records, offset, stack: [] });
+      recordCheckpoints.offer(records, offset, noStack);
       records++;
     }
     lineStart(keyOffset >= 0 ? keyOffset : offset);
@@ -195,17 +295,17 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
       }
       const values = tokenizer.values;
       const oneLineEach = !tokenizer.spansLines && !tokenizer.sharesLine;
+      const view = (kind: JsonViewKind, viewLines: number, list: typeof documentCheckpoints) => ({
+        kind,
+        viewLines,
+        stride: list.stride,
+        count: list.count,
+        checkpoint: list.checkpoint,
+      });
       if (values === 1 && !(declaredLines && oneLineEach)) {
-        return {
-          kind: "document",
-          viewLines: documentLines,
-          stride,
-          checkpoints: documentCheckpoints,
-        };
+        return view("document", documentLines, documentCheckpoints);
       }
-      if (values >= 1 && oneLineEach) {
-        return { kind: "lines", viewLines: records, stride, checkpoints: recordCheckpoints };
-      }
+      if (values >= 1 && oneLineEach) return view("lines", records, recordCheckpoints);
       reason = tokenizer.sharesLine
         ? `${values} top-level values, some sharing a line`
         : `${values} top-level values, some spanning lines`;
@@ -222,15 +322,14 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
  * with a ranged read.
  */
 export function encodeJsonViewIndex(index: JsonViewIndex): Uint8Array {
-  const out = new Uint8Array(
-    jsonViewIndexHeaderBytes + jsonViewIndexEntryBytes * index.checkpoints.length,
-  );
+  const out = new Uint8Array(jsonViewIndexHeaderBytes + jsonViewIndexEntryBytes * index.count);
   const view = new DataView(out.buffer);
   out.set(magic, 0);
   view.setUint32(4, formatVersion, true);
   view.setUint32(8, index.stride, true);
   view.setUint32(12, index.kind === "document" ? 1 : 2, true);
-  index.checkpoints.forEach((checkpoint, k) => {
+  for (let k = 0; k < index.count; k++) {
+    const checkpoint = index.checkpoint(k);
     const at = jsonViewIndexHeaderBytes + jsonViewIndexEntryBytes * k;
     view.setFloat64(at, checkpoint.line, true);
     view.setFloat64(at + 8, checkpoint.offset, true);
@@ -244,7 +343,7 @@ export function encodeJsonViewIndex(index: JsonViewIndex): Uint8Array {
     });
     view.setUint32(at + 24, low >>> 0, true);
     view.setUint32(at + 28, high >>> 0, true);
-  });
+  }
   return out;
 }
 
@@ -269,13 +368,7 @@ export function decodeJsonViewIndexEntry(bytes: Uint8Array): JsonCheckpoint {
   if (depth > jsonCheckpointMaxDepth) {
     throw new ConnectError("JSON view index entry is corrupt", Code.DataLoss);
   }
-  const low = view.getUint32(24, true);
-  const high = view.getUint32(28, true);
-  const stack: JsonContainer[] = [];
-  for (let level = 0; level < depth; level++) {
-    const bit = level < 32 ? (low >>> level) & 1 : (high >>> (level - 32)) & 1;
-    stack.push(bit === 1 ? jsonArray : jsonObject);
-  }
+  const stack = stackOf(depth, view.getUint32(24, true), view.getUint32(28, true));
   return { line: view.getFloat64(0, true), offset: view.getFloat64(8, true), stack };
 }
 
@@ -297,6 +390,7 @@ export function decodeJsonViewIndex(bytes: Uint8Array, viewLines: number): JsonV
     kind: view.getUint32(12, true) === 1 ? "document" : "lines",
     viewLines,
     stride: view.getUint32(8, true),
-    checkpoints,
+    count: checkpoints.length,
+    checkpoint: (k) => checkpoints[k] as JsonCheckpoint,
   };
 }

@@ -5,6 +5,7 @@ import {
   decodeJsonViewIndex,
   encodeJsonViewIndex,
   type JsonViewIndex,
+  jsonViewMaxCheckpoints,
 } from "./json-view-index.js";
 import { createJsonViewRenderer, type JsonViewLine } from "./json-view-renderer.js";
 
@@ -26,7 +27,7 @@ function render(
   maxLineChars = 1000,
   chunk = 5,
 ): JsonViewLine[] {
-  const checkpoint = nearestCheckpoint(index.checkpoints, first);
+  const checkpoint = nearestCheckpoint(index, first);
   const lines: JsonViewLine[] = [];
   const renderer = createJsonViewRenderer({
     kind: index.kind,
@@ -177,7 +178,8 @@ describe("JSON view", () => {
     const expected = JSON.stringify(v, null, 2).split("\n");
     const { bytes, index } = indexOf(deep, 4);
     if (index === undefined) throw new Error("not JSON");
-    expect(index.checkpoints.every((c) => c.stack.length <= 64)).toBe(true);
+    const all = Array.from({ length: index.count }, (_, k) => index.checkpoint(k));
+    expect(all.every((c) => c.stack.length <= 64)).toBe(true);
     for (let first = 0; first < expected.length; first += 3) {
       expect(render(bytes, index, first, 3).map((l) => l.text)).toEqual(
         expected.slice(first, first + 3),
@@ -190,6 +192,39 @@ describe("JSON view", () => {
     const { index } = indexOf(JSON.stringify(v), 3);
     if (index === undefined) throw new Error("not JSON");
     const decoded = decodeJsonViewIndex(encodeJsonViewIndex(index), index.viewLines);
-    expect(decoded).toEqual(index);
+    const all = (ix: JsonViewIndex) => Array.from({ length: ix.count }, (_, k) => ix.checkpoint(k));
+    expect(decoded.count).toBeGreaterThan(10);
+    expect(all(decoded)).toEqual(all(index));
+    expect([decoded.kind, decoded.stride, decoded.viewLines]).toEqual([
+      index.kind,
+      index.stride,
+      index.viewLines,
+    ]);
+  });
+
+  it("bounds the index: past jsonViewMaxCheckpoints the stride doubles", () => {
+    const n = 600_000;
+    const text = `[${Array.from({ length: n }, (_, k) => k % 10).join(",")}]`;
+    const { bytes, index } = indexOf(text, 1, "application/json", 1 << 16);
+    if (index === undefined) throw new Error("not JSON");
+    expect(index.viewLines).toBe(n + 2);
+    expect(index.count).toBeLessThanOrEqual(jsonViewMaxCheckpoints);
+    expect(index.stride).toBe(4);
+    for (let k = 0; k < index.count; k += 9973) {
+      expect(index.checkpoint(k).line).toBeGreaterThanOrEqual(k * index.stride);
+    }
+    for (const first of [0, 1, 262_143, 262_144, 524_289, n - 1]) {
+      expect(render(bytes, index, first, 3, 100, 1 << 16).map((l) => l.text)).toEqual(
+        [first, first + 1, first + 2]
+          .map((line) =>
+            line === 0
+              ? "["
+              : line === n + 1
+                ? "]"
+                : `  ${(line - 1) % 10}${line === n ? "" : ","}`,
+          )
+          .filter((_, j) => first + j < n + 2),
+      );
+    }
   });
 });

@@ -159,22 +159,23 @@ export function jsonViewFromIndex(index: JsonViewIndex): JsonViewSource {
     kind: index.kind,
     viewLines: index.viewLines,
     async seek(line) {
-      return nearestCheckpoint(index.checkpoints, line);
+      return nearestCheckpoint(index, line);
     },
   };
 }
 
 /** nearestCheckpoint returns the last checkpoint at or before 0-based view line `line`. */
 export function nearestCheckpoint(
-  checkpoints: readonly JsonCheckpoint[],
+  index: Pick<JsonViewIndex, "count" | "checkpoint">,
   line: number,
 ): JsonCheckpoint {
+  if (index.count === 0) return { line: 0, offset: 0, stack: [] };
   let lo = 0;
-  let hi = checkpoints.length - 1;
+  let hi = index.count - 1;
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
-    if ((checkpoints[mid] as JsonCheckpoint).line <= line) lo = mid;
+    if (index.checkpoint(mid).line <= line) lo = mid;
     else hi = mid - 1;
   }
-  return checkpoints[lo] ?? { line: 0, offset: 0, stack: [] };
+  return index.checkpoint(lo);
 }

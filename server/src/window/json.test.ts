@@ -5,6 +5,10 @@ import {
   type ReadToolOutputResponse,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { describe, expect, it } from "vitest";
+import { bytesBody } from "../backends/body.js";
+import { createMemoryBackend } from "../backends/memory.js";
+import type { StoredRecord } from "../record.js";
+import { windowSourceFor } from "../resolve.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
@@ -150,5 +154,91 @@ describe("JSON window", () => {
     );
     expect(error?.code).toBe(Code.FailedPrecondition);
     expect(error?.rawMessage).toContain("neither a JSON document nor JSON Lines");
+  });
+});
+
+describe("JSON windows of stored records", () => {
+  const base: StoredRecord = {
+    v: 1,
+    handle: "res_old",
+    tenant: "dev",
+    runId: "r",
+    callId: "old",
+    name: "old",
+    contentType: "application/json",
+    sizeBytes: 0,
+    observedBytes: 0,
+    truncated: false,
+    stored: "inline",
+    sha256: "0".repeat(64),
+    binary: false,
+    lineCount: 1,
+    preview: { head: "", tail: "", shape: "", omittedBytes: 0, text: "" },
+    createdMs: 0,
+  };
+  const json = Buffer.from('{"a":[1,2]}');
+
+  async function refusal(record: StoredRecord): Promise<ConnectError | undefined> {
+    return frames(windowSourceFor(createMemoryBackend(), record), { case: "json", value: {} }).then(
+      () => undefined,
+      (err: unknown) => ConnectError.from(err),
+    );
+  }
+
+  it("refuses a blob offloaded before JSON views were indexed, saying to offload it again", async () => {
+    const backend = createMemoryBackend();
+    await backend.put("t/dev/r/r/b/old/u", bytesBody(json));
+    const record: StoredRecord = {
+      ...base,
+      sizeBytes: json.length,
+      observedBytes: json.length,
+      stored: "blob",
+      blob: { key: "t/dev/r/r/b/old/u", stride: 1024, ownerRunId: "r" },
+    };
+    const error = await frames(windowSourceFor(backend, record), { case: "json", value: {} }).then(
+      () => undefined,
+      (err: unknown) => ConnectError.from(err),
+    );
+    expect(error?.code).toBe(Code.FailedPrecondition);
+    expect(error?.rawMessage).toContain("offloaded before this server indexed JSON views");
+  });
+
+  it("indexes an inline record offloaded before JSON views on demand", async () => {
+    const record: StoredRecord = {
+      ...base,
+      sizeBytes: json.length,
+      observedBytes: json.length,
+      inline: json.toString("base64"),
+    };
+    const out = await frames(windowSourceFor(createMemoryBackend(), record), {
+      case: "json",
+      value: {},
+    });
+    expect(linesOf(out).map((l) => l.text)).toEqual([
+      "{",
+      '  "a": [',
+      "    1,",
+      "    2",
+      "  ]",
+      "}",
+    ]);
+  });
+
+  it("quotes the reason offload recorded for a payload with no view", async () => {
+    const error = await refusal({
+      ...base,
+      inline: "",
+      stored: "blob",
+      blob: { key: "t/dev/r/r/b/old/u", stride: 1024, ownerRunId: "r" },
+      json: {
+        kind: "none",
+        viewLines: 0,
+        stride: 0,
+        checkpoints: 0,
+        reason: "trailing comma at byte 9",
+      },
+    });
+    expect(error?.code).toBe(Code.FailedPrecondition);
+    expect(error?.rawMessage).toContain("(trailing comma at byte 9)");
   });
 });

@@ -57,7 +57,8 @@ export const jsonViewMaxCheckpoints = 262_144;
 function createCheckpointList(initialStride: number) {
   let stride = initialStride;
   let count = 0;
-  let capacity = 1024;
+  // Small at first: most payloads are small, and offload builds one list per view per payload.
+  let capacity = 16;
   let lines = new Float64Array(capacity);
   let offsets = new Float64Array(capacity);
   let depths = new Uint32Array(capacity);

@@ -50,6 +50,9 @@ export interface JsonViewIndex {
  */
 export const jsonViewMaxCheckpoints = 262_144;
 
+const noFloats = new Float64Array(0);
+const noInts = new Uint32Array(0);
+
 /**
  * A growable, bounded list of checkpoints in typed arrays (32 bytes each, as stored), so a
  * view of hundreds of millions of lines costs no object per checkpoint.
@@ -57,16 +60,17 @@ export const jsonViewMaxCheckpoints = 262_144;
 function createCheckpointList(initialStride: number) {
   let stride = initialStride;
   let count = 0;
-  // Small at first: most payloads are small, and offload builds one list per view per payload.
-  let capacity = 16;
-  let lines = new Float64Array(capacity);
-  let offsets = new Float64Array(capacity);
-  let depths = new Uint32Array(capacity);
-  let low = new Uint32Array(capacity);
-  let high = new Uint32Array(capacity);
+  // Empty until the first checkpoint, then small: offload builds one list per view for every
+  // payload, and most payloads are small or not JSON at all.
+  let capacity = 0;
+  let lines = noFloats;
+  let offsets = noFloats;
+  let depths = noInts;
+  let low = noInts;
+  let high = noInts;
   let next = 0;
   const grow = () => {
-    capacity *= 2;
+    capacity = Math.max(16, capacity * 2);
     const more = <T extends Float64Array | Uint32Array>(old: T, make: (n: number) => T): T => {
       const bigger = make(capacity);
       bigger.set(old);
@@ -216,7 +220,7 @@ export function isJsonLinesContentType(contentType: string): boolean {
  */
 export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): JsonViewIndexer {
   const stride = options.stride ?? defaultJsonViewStride;
-  const declaredLines = isJsonLinesContentType(options.contentType ?? "");
+  const declaredLines = () => isJsonLinesContentType(options.contentType ?? "");
   // Both views are counted in the one pass; finish keeps the one the payload turned out to be.
   const documentCheckpoints = createCheckpointList(stride);
   const recordCheckpoints = createCheckpointList(stride);
@@ -267,7 +271,11 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
       inString = !last;
     },
   };
-  const tokenizer = createJsonTokenizer(events, { sequence: true, bytes: false });
+  let tokenizer: ReturnType<typeof createJsonTokenizer> | undefined;
+  const tokenize = () => {
+    tokenizer ??= createJsonTokenizer(events, { sequence: true, bytes: false });
+    return tokenizer;
+  };
   let failed = false;
   let reason = "";
   const syntaxError = (error: unknown) => {
@@ -279,8 +287,19 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
   return {
     push(chunk) {
       if (failed) return;
+      if (tokenizer === undefined) {
+        // Most payloads are not JSON and say so in their first byte: answer those without
+        // building a tokenizer (the reason is the one the tokenizer would give).
+        const at = firstSignificant(chunk);
+        const b = chunk[at] as number;
+        if (at >= 0 && startsValue[b] !== 1) {
+          failed = true;
+          reason = `${b === 0xef && at === 0 ? "byte order mark" : b === 0x2c ? "unexpected ','" : b === 0x7d ? "unexpected '}'" : b === 0x5d ? "unexpected ']'" : "unexpected byte"} at byte ${at}`;
+          return;
+        }
+      }
       try {
-        tokenizer.write(chunk);
+        tokenize().write(chunk);
       } catch (error) {
         syntaxError(error);
       }
@@ -289,13 +308,14 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
     finish() {
       if (failed) return undefined;
       try {
-        tokenizer.end();
+        tokenize().end();
       } catch (error) {
         syntaxError(error);
         return undefined;
       }
-      const values = tokenizer.values;
-      const oneLineEach = !tokenizer.spansLines && !tokenizer.sharesLine;
+      const t = tokenize();
+      const values = t.values;
+      const oneLineEach = !t.spansLines && !t.sharesLine;
       const view = (kind: JsonViewKind, viewLines: number, list: typeof documentCheckpoints) => ({
         kind,
         viewLines,
@@ -303,16 +323,29 @@ export function createJsonViewIndexer(options: JsonViewIndexerOptions = {}): Jso
         count: list.count,
         checkpoint: list.checkpoint,
       });
-      if (values === 1 && !(declaredLines && oneLineEach)) {
+      if (values === 1 && !(oneLineEach && declaredLines())) {
         return view("document", documentLines, documentCheckpoints);
       }
       if (values >= 1 && oneLineEach) return view("lines", records, recordCheckpoints);
-      reason = tokenizer.sharesLine
+      reason = t.sharesLine
         ? `${values} top-level values, some sharing a line`
         : `${values} top-level values, some spanning lines`;
       return undefined;
     },
   };
+}
+
+/** Bytes that may start a JSON value. */
+const startsValue = new Uint8Array(256);
+for (const c of '{["-0123456789tfn') startsValue[c.charCodeAt(0)] = 1;
+
+/** The index of the first byte that is not JSON whitespace, or -1. */
+function firstSignificant(chunk: Uint8Array): number {
+  for (let i = 0; i < chunk.length; i++) {
+    const b = chunk[i] as number;
+    if (b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) return i;
+  }
+  return -1;
 }
 
 /**

@@ -27,7 +27,8 @@ type ToolDefinition struct {
 
 // ReadToolOutputTool returns the `read_tool_output` definition, identical to the TypeScript and
 // Python SDKs': `handle` is required and no other properties are allowed; `mode: "bytes"` is an
-// alias of `bytes: true`, because the server's previews and hints spell bytes reads that way.
+// alias of `bytes: true`, because the server's previews and hints spell bytes reads that way,
+// and `mode: "json"` of `json: true`.
 // Each call returns a fresh copy the caller may change.
 func ReadToolOutputTool() ToolDefinition {
 	prop := func(kv ...any) map[string]any {
@@ -48,7 +49,10 @@ func ReadToolOutputTool() ToolDefinition {
 			"Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
 			"ignore_case, context lines around each match, skip matches already seen, limit matches).",
 			"Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-			"and very long lines. The service caps every window, whatever limit you ask for.",
+			"and very long lines.",
+			"JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+			"Lines: one record per line); offset, limit and from_end then count lines of that view.",
+			"The service caps every window, whatever limit you ask for.",
 		}, " "),
 		Parameters: map[string]any{
 			"type": "object",
@@ -63,7 +67,8 @@ func ReadToolOutputTool() ToolDefinition {
 				"context":     prop("type", "integer", "minimum", 0, "maximum", 20, "description", "Lines of context before and after each match."),
 				"skip":        prop("type", "integer", "minimum", 0, "description", "Matches to skip (to page a search)."),
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
-				"mode":        prop("type", "string", "enum", []any{"lines", "bytes"}, "description", `Same as bytes=true when "bytes".`),
+				"json":        prop("type", "boolean", "description", "Read the JSON view; offset and limit are then lines of that view."),
+				"mode":        prop("type", "string", "enum", []any{"lines", "bytes", "json"}, "description", `Same as bytes=true when "bytes", json=true when "json".`),
 			},
 			"required":             []any{"handle"},
 			"additionalProperties": false,
@@ -73,7 +78,7 @@ func ReadToolOutputTool() ToolDefinition {
 
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
-	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "bytes", "mode",
+	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "bytes", "json", "mode",
 }
 
 // rememberedSearches is how many searches' last cursors an executor keeps.
@@ -229,13 +234,14 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		func() string { return checkBool(a, "regex") },
 		func() string { return checkBool(a, "ignore_case") },
 		func() string { return checkBool(a, "bytes") },
+		func() string { return checkBool(a, "json") },
 	} {
 		if problem := check(); problem != "" {
 			return nil, problem
 		}
 	}
-	if mode, present := a["mode"]; present && mode != "lines" && mode != "bytes" {
-		return nil, `mode must be "lines" or "bytes"`
+	if mode, present := a["mode"]; present && mode != "lines" && mode != "bytes" && mode != "json" {
+		return nil, `mode must be "lines", "bytes" or "json"`
 	}
 	offset, hasOffset := intArg(a, "offset")
 	limit, hasLimit := intArg(a, "limit")
@@ -246,12 +252,19 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		smallLimit = &n
 	}
 	asBytes := a["bytes"] == true || a["mode"] == "bytes"
+	asJSON := a["json"] == true || a["mode"] == "json"
+	if asBytes && asJSON {
+		return nil, "bytes and json cannot be combined"
+	}
 	_, hasFromEnd := a["from_end"]
 	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
 	if pattern, present := a["pattern"]; present {
 		p, ok := pattern.(string)
 		if !ok || p == "" {
 			return nil, "pattern must be a non-empty string"
+		}
+		if asJSON {
+			return nil, "pattern cannot be combined with json"
 		}
 		if asBytes || hasFromEnd || hasOffset {
 			return nil, "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)"
@@ -282,6 +295,12 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 			window.Limit = &limit
 		}
 		req.Window = &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: window}
+		return req, ""
+	}
+	if asJSON {
+		req.Window = &spillwayv1.ReadToolOutputRequest_Json{Json: &spillwayv1.JsonWindow{
+			Offset: offset, Limit: smallLimit, FromEnd: a["from_end"] == true,
+		}}
 		return req, ""
 	}
 	req.Window = &spillwayv1.ReadToolOutputRequest_Lines{Lines: &spillwayv1.LinesWindow{

@@ -20,7 +20,7 @@ export interface WindowVector {
   readonly slot?: string;
   readonly contentType?: string;
   readonly payload: PayloadSpec;
-  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search">;
+  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "json">;
   readonly rendered: string;
 }
 
@@ -56,7 +56,11 @@ export function vectorHandle(v: WindowVector): string {
 export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
   return file.vectors.map((v) => ({
     name: `vectors/${v.name}`,
-    features: [defaultCapsFeature, ...(v.window.search?.regex ? ["regex"] : [])],
+    features: [
+      defaultCapsFeature,
+      ...(v.window.search?.regex ? ["regex"] : []),
+      ...(v.window.json === undefined ? [] : ["json_view"]),
+    ],
     steps: [
       {
         offload: {

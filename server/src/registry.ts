@@ -4,6 +4,7 @@ import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
 import {
   blobPrefix,
+  jsonIndexKey,
   lineIndexKey,
   recordKey,
   recordSegment,
@@ -51,7 +52,8 @@ function checkStored(key: string, record: StoredRecord): StoredRecord {
     typeof blob.ownerRunId === "string" &&
     blob.key.startsWith(blobPrefix(record.tenant, blob.ownerRunId)) &&
     isBlobName(blob.key.slice(blobPrefix(record.tenant, blob.ownerRunId).length)) &&
-    (blob.indexKey === undefined || blob.indexKey === lineIndexKey(blob.key));
+    (blob.indexKey === undefined || blob.indexKey === lineIndexKey(blob.key)) &&
+    (blob.jsonIndexKey === undefined || blob.jsonIndexKey === jsonIndexKey(blob.key));
   if (!inside) {
     throw new ConnectError("stored record points outside its run's blobs", Code.DataLoss);
   }

@@ -21,7 +21,8 @@ export interface ToolDefinition {
 /**
  * readToolOutputTool is the ready `read_tool_output` definition. Its parameters are a JSON
  * Schema object with `handle` required and no other properties allowed; `mode: "bytes"` is an
- * alias of `bytes: true`, because the server's previews and hints spell bytes reads that way.
+ * alias of `bytes: true`, because the server's previews and hints spell bytes reads that way,
+ * and `mode: "json"` of `json: true`.
  */
 export const readToolOutputTool: ToolDefinition = {
   name: readToolOutputToolName,
@@ -34,7 +35,10 @@ export const readToolOutputTool: ToolDefinition = {
     "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
     "ignore_case, context lines around each match, skip matches already seen, limit matches).",
     "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-    "and very long lines. The service caps every window, whatever limit you ask for.",
+    "and very long lines.",
+    "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+    "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+    "The service caps every window, whatever limit you ask for.",
   ].join(" "),
   parameters: {
     type: "object",
@@ -62,10 +66,14 @@ export const readToolOutputTool: ToolDefinition = {
       },
       skip: { type: "integer", minimum: 0, description: "Matches to skip (to page a search)." },
       bytes: { type: "boolean", description: "Read raw bytes; offset and limit are then bytes." },
+      json: {
+        type: "boolean",
+        description: "Read the JSON view; offset and limit are then lines of that view.",
+      },
       mode: {
         type: "string",
-        enum: ["lines", "bytes"],
-        description: 'Same as bytes=true when "bytes".',
+        enum: ["lines", "bytes", "json"],
+        description: 'Same as bytes=true when "bytes", json=true when "json".',
       },
     },
     required: ["handle"],
@@ -221,21 +229,25 @@ function parseArgs(input: unknown): Request | string {
     checkBool(a, "from_end") ??
     checkBool(a, "regex") ??
     checkBool(a, "ignore_case") ??
-    checkBool(a, "bytes");
+    checkBool(a, "bytes") ??
+    checkBool(a, "json");
   if (problem !== undefined) return problem;
-  if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes") {
-    return 'mode must be "lines" or "bytes"';
+  if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes" && a.mode !== "json") {
+    return 'mode must be "lines", "bytes" or "json"';
   }
   const offset = a.offset as number | undefined;
   const limit = a.limit as number | undefined;
   // Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
   const smallLimit = limit === undefined ? undefined : Math.min(limit, 2 ** 31 - 1);
   const bytes = a.bytes === true || a.mode === "bytes";
+  const json = a.json === true || a.mode === "json";
+  if (bytes && json) return "bytes and json cannot be combined";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
   if (a.pattern !== undefined) {
     if (typeof a.pattern !== "string" || a.pattern === "") {
       return "pattern must be a non-empty string";
     }
+    if (json) return "pattern cannot be combined with json";
     if (bytes || a.from_end !== undefined || offset !== undefined) {
       return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)";
     }
@@ -265,6 +277,15 @@ function parseArgs(input: unknown): Request | string {
           offset: BigInt(offset ?? 0),
           limit: limit === undefined ? undefined : BigInt(limit),
         },
+      },
+    };
+  }
+  if (json) {
+    return {
+      handle: a.handle,
+      window: {
+        case: "json",
+        value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },
       },
     };
   }

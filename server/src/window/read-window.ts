@@ -7,6 +7,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { bytesWindow } from "./bytes.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
+import { jsonWindow } from "./json.js";
 import { linesWindow } from "./lines.js";
 import { renderBinary } from "./render.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
@@ -74,6 +75,15 @@ export async function* readWindow(
         limit: window.value.limit === undefined ? undefined : Number(window.value.limit),
       };
       yield* bytesWindow(source, bytes, caps, withText, signal);
+      return;
+    }
+    case "json": {
+      const lines = {
+        offset: count(window.value.offset, "json.offset"),
+        limit: window.value.limit,
+        fromEnd: window.value.fromEnd,
+      };
+      yield* jsonWindow(source, lines, caps, withText, signal);
       return;
     }
     case "search": {

@@ -32,7 +32,10 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
             "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
             "ignore_case, context lines around each match, skip matches already seen, limit matches).",
             "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-            "and very long lines. The service caps every window, whatever limit you ask for.",
+            "and very long lines.",
+            "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+            "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+            "The service caps every window, whatever limit you ask for.",
         ]
     ),
     "parameters": {
@@ -61,7 +64,15 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
             },
             "skip": {"type": "integer", "minimum": 0, "description": "Matches to skip (to page a search)."},
             "bytes": {"type": "boolean", "description": "Read raw bytes; offset and limit are then bytes."},
-            "mode": {"type": "string", "enum": ["lines", "bytes"], "description": 'Same as bytes=true when "bytes".'},
+            "json": {
+                "type": "boolean",
+                "description": "Read the JSON view; offset and limit are then lines of that view.",
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["lines", "bytes", "json"],
+                "description": 'Same as bytes=true when "bytes", json=true when "json".',
+            },
         },
         "required": ["handle"],
         "additionalProperties": False,
@@ -70,7 +81,8 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
 """The ready `read_tool_output` definition (name, description, JSON Schema), identical to the TS SDK's.
 
 `handle` is required and no other properties are allowed; `mode: "bytes"` is an alias of
-`bytes: true`, because the server's previews and hints spell bytes reads that way.
+`bytes: true`, because the server's previews and hints spell bytes reads that way, and
+`mode: "json"` of `json: true`.
 """
 
 _KNOWN = tuple(READ_TOOL_OUTPUT_TOOL["parameters"]["properties"])
@@ -81,7 +93,7 @@ _INT32_MAX = 2**31 - 1
 def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     """parse_read_tool_output_args maps the model's arguments to read_tool_output keyword arguments.
 
-    Returns a dict with `handle` and one window (`lines`, `bytes` or `search`), or a short
+    Returns a dict with `handle` and one window (`lines`, `bytes`, `search` or `json`), or a short
     sentence saying what is wrong, worded exactly as the TS SDK words it.
     """
     if isinstance(args, str):
@@ -107,21 +119,27 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         or _check_bool(a, "regex")
         or _check_bool(a, "ignore_case")
         or _check_bool(a, "bytes")
+        or _check_bool(a, "json")
     )
     if problem is not None:
         return problem
-    if "mode" in a and a["mode"] not in ("lines", "bytes"):
-        return 'mode must be "lines" or "bytes"'
+    if "mode" in a and a["mode"] not in ("lines", "bytes", "json"):
+        return 'mode must be "lines", "bytes" or "json"'
     offset = _int(a.get("offset"))
     limit = _int(a.get("limit"))
     # Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
     small_limit = None if limit is None else min(limit, _INT32_MAX)
     as_bytes = a.get("bytes") is True or a.get("mode") == "bytes"
+    as_json = a.get("json") is True or a.get("mode") == "json"
+    if as_bytes and as_json:
+        return "bytes and json cannot be combined"
     search_only = next((k for k in ("regex", "ignore_case", "context", "skip") if k in a), None)
     if "pattern" in a:
         pattern = a["pattern"]
         if not isinstance(pattern, str) or pattern == "":
             return "pattern must be a non-empty string"
+        if as_json:
+            return "pattern cannot be combined with json"
         if as_bytes or "from_end" in a or offset is not None:
             return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)"
         search: dict[str, Any] = {
@@ -146,7 +164,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     lines: dict[str, Any] = {"offset": offset or 0, "from_end": a.get("from_end") is True}
     if small_limit is not None:
         lines["limit"] = small_limit
-    return {"handle": handle, "lines": lines}
+    return {"handle": handle, "json" if as_json else "lines": lines}
 
 
 _REMEMBERED_SEARCHES = 64

@@ -5,8 +5,10 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { parseJsonPath } from "../json/jsonpath-parse.js";
 import { bytesWindow } from "./bytes.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
+import { jsonPathWindow } from "./json-path.js";
 import { linesWindow } from "./lines.js";
 import { renderBinary } from "./render.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
@@ -100,6 +102,22 @@ export async function* readWindow(
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);
       else yield* searchWindow(source, search, matcher, caps, withText, signal);
+      return;
+    }
+    case "jsonPath": {
+      const query = parseJsonPath(window.value.query);
+      yield* jsonPathWindow(
+        source,
+        {
+          text: window.value.query,
+          query,
+          maxMatches: window.value.maxMatches,
+          skip: count(window.value.skip, "json_path.skip"),
+        },
+        caps,
+        withText,
+        signal,
+      );
       return;
     }
   }

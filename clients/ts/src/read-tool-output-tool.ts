@@ -33,6 +33,8 @@ export const readToolOutputTool: ToolDefinition = {
     "`cat -n`, and every window ends with how to ask for the next one.",
     "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
     "ignore_case, context lines around each match, skip matches already seen, limit matches).",
+    "JSON: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+    "and returns the matched nodes' paths and values; skip and limit page them.",
     "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
     "and very long lines. The service caps every window, whatever limit you ask for.",
   ].join(" "),
@@ -61,6 +63,11 @@ export const readToolOutputTool: ToolDefinition = {
         description: "Lines of context before and after each match.",
       },
       skip: { type: "integer", minimum: 0, description: "Matches to skip (to page a search)." },
+      jsonpath: {
+        type: "string",
+        minLength: 1,
+        description: "An RFC 9535 JSONPath query over a JSON or JSON Lines output.",
+      },
       bytes: { type: "boolean", description: "Read raw bytes; offset and limit are then bytes." },
       mode: {
         type: "string",
@@ -196,6 +203,18 @@ type Request = MessageInitShape<typeof ReadToolOutputRequestSchema> & { handle: 
 
 const known = new Set(Object.keys(readToolOutputTool.parameters.properties as object));
 
+/** Arguments of other windows, which a JSONPath query does not take. */
+const jsonPathExcludes = [
+  "pattern",
+  "regex",
+  "ignore_case",
+  "context",
+  "offset",
+  "from_end",
+  "bytes",
+  "mode",
+];
+
 /** parseArgs maps the model's arguments to a request, or says in a short sentence what is wrong. */
 function parseArgs(input: unknown): Request | string {
   let args = input;
@@ -232,6 +251,26 @@ function parseArgs(input: unknown): Request | string {
   const smallLimit = limit === undefined ? undefined : Math.min(limit, 2 ** 31 - 1);
   const bytes = a.bytes === true || a.mode === "bytes";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
+  if (a.jsonpath !== undefined) {
+    if (typeof a.jsonpath !== "string" || a.jsonpath === "") {
+      return "jsonpath must be a non-empty string";
+    }
+    const other = jsonPathExcludes.find((k) => a[k] !== undefined);
+    if (other !== undefined) {
+      return `jsonpath cannot be combined with ${other} (use skip and limit to page nodes)`;
+    }
+    return {
+      handle: a.handle,
+      window: {
+        case: "jsonPath",
+        value: {
+          query: a.jsonpath,
+          maxMatches: smallLimit,
+          skip: BigInt((a.skip as number | undefined) ?? 0),
+        },
+      },
+    };
+  }
   if (a.pattern !== undefined) {
     if (typeof a.pattern !== "string" || a.pattern === "") {
       return "pattern must be a non-empty string";

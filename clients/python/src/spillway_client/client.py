@@ -204,6 +204,7 @@ class SpillwayClient:
         lines: msg.WindowLike | None = None,
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
+        json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         timeout: float | None = None,
     ) -> Window:
@@ -211,10 +212,13 @@ class SpillwayClient:
 
         Give at most one window, as a message or a mapping of its fields, e.g.
         `lines={"offset": 10, "limit": 5}`, `bytes={"offset": 0, "limit": 4096}`,
-        `search={"pattern": "ERROR", "context_lines": 1}`; none reads lines from the start. A
+        `search={"pattern": "ERROR", "context_lines": 1}`,
+        `json_path={"query": "$.items[?@.status == 'failed'].id", "max_matches": 20}` (an RFC 9535
+        JSONPath query: the matched nodes' paths and values); none reads lines from the start. A
         window read is idempotent: a transient failure is retried from the window's start.
         """
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, json_path=json_path
+        )
         return with_retries(
             self._retry,
             timeout,
@@ -428,11 +432,13 @@ class AsyncSpillwayClient:
         lines: msg.WindowLike | None = None,
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
+        json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, json_path=json_path
+        )
 
         async def attempt(left: float | None) -> Window:
             call = self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata)

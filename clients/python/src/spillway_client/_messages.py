@@ -130,7 +130,8 @@ def read_request(
     elif search is not None:
         req.search.CopyFrom(search if isinstance(search, pb.SearchWindow) else pb.SearchWindow(**search))
     elif json_path is not None:
-        req.json_path.CopyFrom(json_path if isinstance(json_path, pb.JsonPathWindow) else pb.JsonPathWindow(**json_path))
+        window = json_path if isinstance(json_path, pb.JsonPathWindow) else pb.JsonPathWindow(**json_path)
+        req.json_path.CopyFrom(window)
     return req
 
 

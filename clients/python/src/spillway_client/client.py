@@ -217,7 +217,8 @@ class SpillwayClient:
         JSONPath query: the matched nodes' paths and values); none reads lines from the start. A
         window read is idempotent: a transient failure is retried from the window's start.
         """
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, json_path=json_path
+        req = msg.read_request(
+            run_id, handle, lines=lines, bytes_=bytes, search=search, json_path=json_path, omit_rendered=omit_rendered
         )
         return with_retries(
             self._retry,
@@ -437,7 +438,8 @@ class AsyncSpillwayClient:
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, json_path=json_path
+        req = msg.read_request(
+            run_id, handle, lines=lines, bytes_=bytes, search=search, json_path=json_path, omit_rendered=omit_rendered
         )
 
         async def attempt(left: float | None) -> Window:

@@ -8,8 +8,8 @@ export interface JsonSpan {
   readonly start: number;
   /** Offset right after its last byte. */
   end: number;
-  /** Element spans (array) or member spans by name (object; the last duplicate wins). */
-  readonly kids?: JsonSpan[] | Map<string, JsonSpan>;
+  /** Element spans (array) or member spans by name (object, no prototype; the last duplicate wins). */
+  readonly kids?: JsonSpan[] | { [key: string]: JsonSpan };
 }
 
 /** JsonValueBuilder turns the events of one JSON value into the value and its spans. */
@@ -22,11 +22,23 @@ export interface JsonValueBuilder extends JsonEvents {
   readonly span: JsonSpan;
 }
 
+/**
+ * JsonProjection names the parts of a value a consumer reads: the members and elements in
+ * `kids` (each with its own projection), or everything below when `whole` is set.
+ */
+export interface JsonProjection {
+  whole: boolean;
+  readonly kids: Map<string | number, JsonProjection>;
+}
+
 /** A container being built. */
 interface Open {
   readonly value: JsonValue[] | { [key: string]: JsonValue };
   readonly span: JsonSpan;
+  /** What to build below it; undefined builds everything. */
+  readonly projection: JsonProjection | undefined;
   key: string | undefined;
+  index: number;
 }
 
 /** decodeJsonName decodes a member name's raw token (quotes and escapes included). */
@@ -42,10 +54,19 @@ export function decodeJsonName(raw: Uint8Array): string {
  *
  * Guarantees: memory grows with the value's bytes; once the value spans more than `maxBytes`
  * bytes of payload it throws RESOURCE_EXHAUSTED naming `why` (what needed the value whole), so
- * a query cannot buffer without bound. Objects are built without a prototype.
+ * a query cannot buffer without bound. Objects are built without a prototype. With a
+ * `projection` only the parts it names are built (arrays keep their indices, with holes), and
+ * only their spans recorded; the bound still counts every byte of the value.
  */
-export function createJsonValueBuilder(maxBytes: number, why: string): JsonValueBuilder {
+export function createJsonValueBuilder(
+  maxBytes: number,
+  why: string,
+  projection?: JsonProjection,
+): JsonValueBuilder {
   const stack: Open[] = [];
+  // Depth inside a part the projection leaves out; -1 outside one.
+  let skipDepth = -1;
+  let skippingScalar = false;
   let start = -1;
   let result: { value: JsonValue; span: JsonSpan } | undefined;
   let pieces: Uint8Array[] = [];
@@ -61,6 +82,18 @@ export function createJsonValueBuilder(maxBytes: number, why: string): JsonValue
       );
     }
   };
+  /**
+   * Enters the next child of the innermost container: its projection, or null when the
+   * projection leaves it out. Advances the container's element index.
+   */
+  const enter = (): JsonProjection | undefined | null => {
+    const parent = stack[stack.length - 1];
+    if (parent === undefined) return projection;
+    const step: string | number = Array.isArray(parent.value) ? parent.index++ : (parent.key ?? "");
+    const p = parent.projection;
+    if (p === undefined || p.whole) return undefined;
+    return p.kids.get(step) ?? null;
+  };
   const place = (value: JsonValue, span: JsonSpan): void => {
     const parent = stack[stack.length - 1];
     if (parent === undefined) {
@@ -68,25 +101,44 @@ export function createJsonValueBuilder(maxBytes: number, why: string): JsonValue
       return;
     }
     if (Array.isArray(parent.value)) {
-      parent.value.push(value);
-      (parent.span.kids as JsonSpan[]).push(span);
+      const at = parent.index - 1;
+      parent.value[at] = value;
+      (parent.span.kids as JsonSpan[])[at] = span;
     } else {
       const key = parent.key ?? "";
-      Object.defineProperty(parent.value, key, {
-        value,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-      (parent.span.kids as Map<string, JsonSpan>).set(key, span);
+      // Objects and their span maps have no prototype: `__proto__` is a plain member here.
+      parent.value[key] = value;
+      (parent.span.kids as { [key: string]: JsonSpan })[key] = span;
     }
   };
-  const open = (value: Open["value"], kids: JsonSpan["kids"], offset: number): void => {
+  const open = (array: boolean, offset: number): void => {
     check(offset);
-    stack.push({ value, span: { start: offset, end: offset, kids }, key: undefined });
+    if (skipDepth >= 0) {
+      skipDepth++;
+      return;
+    }
+    const p = enter();
+    if (p === null) {
+      skipDepth = 1;
+      return;
+    }
+    const value = array ? [] : (Object.create(null) as { [key: string]: JsonValue });
+    const kids = array ? [] : (Object.create(null) as { [key: string]: JsonSpan });
+    stack.push({
+      value,
+      span: { start: offset, end: offset, kids },
+      projection: p,
+      key: undefined,
+      index: 0,
+    });
   };
   const close = (offset: number): void => {
     check(offset);
+    if (skipDepth >= 0) {
+      skipDepth--;
+      if (skipDepth === 0) skipDepth = -1;
+      return;
+    }
     const done = stack.pop();
     if (done === undefined) return;
     done.span.end = offset + 1;
@@ -103,36 +155,53 @@ export function createJsonValueBuilder(maxBytes: number, why: string): JsonValue
       return result?.span ?? { start: 0, end: 0 };
     },
     openObject(offset) {
-      open(Object.create(null) as { [key: string]: JsonValue }, new Map(), offset);
+      open(false, offset);
     },
     openArray(offset) {
-      open([], [], offset);
+      open(true, offset);
     },
     closeObject: close,
     closeArray: close,
     key(raw, offset) {
       check(offset);
+      if (skipDepth >= 0) return;
       const top = stack[stack.length - 1];
       if (top !== undefined) top.key = decodeJsonName(raw);
     },
     scalar(kind: JsonScalarKind, raw, offset, last) {
-      if (scalarStart < 0) scalarStart = offset;
       check(offset + raw.length);
+      if (skipDepth >= 0) return;
+      if (scalarStart < 0) {
+        scalarStart = offset;
+        skippingScalar = enter() === null;
+        // A left-out scalar at the top completes the (empty) projection at once.
+        if (skippingScalar && stack.length === 0) {
+          result = { value: null, span: { start: offset, end: offset + raw.length } };
+        }
+      }
+      if (skippingScalar) {
+        if (last) {
+          if (result !== undefined && stack.length === 0) result.span.end = offset + raw.length;
+          scalarStart = -1;
+          skippingScalar = false;
+        }
+        return;
+      }
       if (!last || pieces.length > 0) {
         pieces.push(Uint8Array.from(raw));
         pieceBytes += raw.length;
         if (!last) return;
       }
       const bytes = pieces.length > 0 ? Buffer.concat(pieces, pieceBytes) : raw;
-      const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
-      const value: JsonValue =
-        kind === "string"
-          ? (JSON.parse(text) as string)
-          : kind === "number"
-            ? Number(text)
-            : kind === "null"
-              ? null
-              : kind === "true";
+      const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      let value: JsonValue;
+      if (kind === "string") {
+        // Without a backslash the token is its text between the quotes.
+        value = buffer.includes(0x5c)
+          ? (JSON.parse(buffer.toString("utf8")) as string)
+          : buffer.toString("utf8", 1, buffer.length - 1);
+      } else if (kind === "number") value = Number(buffer.toString("latin1"));
+      else value = kind === "null" ? null : kind === "true";
       place(value, { start: scalarStart, end: offset + raw.length });
       pieces = [];
       pieceBytes = 0;

@@ -8,6 +8,7 @@ import type {
   JsonValue,
   LogicalExpr,
 } from "./jsonpath-ast.js";
+import { isSingularQuery } from "./jsonpath-parse.js";
 
 /** A path step: a member name or an array index. */
 export type PathStep = string | number;
@@ -185,6 +186,8 @@ export function testFilter(expr: LogicalExpr, current: JsonValue, root: JsonValu
     case "not":
       return !testFilter(expr.operand, current, root);
     case "exists":
+      if (isSingularQuery(expr.query))
+        return singularValue(expr.query, current, root) !== undefined;
       return evaluateJsonPath(expr.query, root, current).length > 0;
     case "test":
       return callFunction(expr.call, current, root) === true;
@@ -206,13 +209,38 @@ function comparableValue(
   switch (comparable.kind) {
     case "literal":
       return comparable.value;
-    case "singular": {
-      const nodes = evaluateJsonPath(comparable.query, root, current);
-      return nodes.length === 1 ? nodes[0]?.value : undefined;
-    }
+    case "singular":
+      return singularValue(comparable.query, current, root);
     case "call":
       return callFunction(comparable.call, current, root) as JsonValue | undefined;
   }
+}
+
+/**
+ * The value a singular query (names and indices only) selects, or undefined (Nothing): the
+ * same as its one-node nodelist, without building it.
+ */
+function singularValue(
+  query: JsonPathQuery,
+  current: JsonValue,
+  root: JsonValue,
+): JsonValue | undefined {
+  let value: JsonValue | undefined = query.root === "$" ? root : current;
+  for (const segment of query.segments) {
+    const selector = segment.selectors[0];
+    if (selector?.kind === "name") {
+      if (!isObject(value) || !Object.hasOwn(value, selector.name)) return undefined;
+      value = value[selector.name];
+    } else if (selector?.kind === "index") {
+      if (!Array.isArray(value)) return undefined;
+      const i = selector.index >= 0 ? selector.index : value.length + selector.index;
+      if (i < 0 || i >= value.length) return undefined;
+      value = value[i];
+    } else {
+      return undefined;
+    }
+  }
+  return value;
 }
 
 /** Deep equality of JSON values (RFC 9535 section 2.3.5.2.2). */
@@ -286,9 +314,8 @@ function argument(
     case "literal":
       return arg.value;
     case "query": {
-      const nodes = evaluateJsonPath(arg.query, root, current);
-      if (arg.as === "nodes") return nodes;
-      return nodes.length === 1 ? nodes[0]?.value : undefined;
+      if (arg.as === "value") return singularValue(arg.query, current, root);
+      return evaluateJsonPath(arg.query, root, current);
     }
     case "logical":
       return testFilter(arg.expr, current, root);

@@ -43,7 +43,7 @@ function spanOf(root: JsonSpan, path: readonly PathStep[]): JsonSpan {
   let at = root;
   for (const step of path) {
     const kids = at.kids;
-    at = (kids instanceof Map ? kids.get(String(step)) : kids?.[step as number]) as JsonSpan;
+    at = (Array.isArray(kids) ? kids[step as number] : kids?.[step as string]) as JsonSpan;
   }
   return at;
 }

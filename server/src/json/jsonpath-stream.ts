@@ -3,11 +3,20 @@ import type { JsonEvents, JsonScalarKind } from "./json-events.js";
 import {
   createJsonValueBuilder,
   decodeJsonName,
+  type JsonProjection,
   type JsonSpan,
   type JsonValueBuilder,
 } from "./json-value-builder.js";
-import type { JsonPathQuery, JsonPathSelector, LogicalExpr } from "./jsonpath-ast.js";
+import type {
+  Comparable,
+  FunctionArgument,
+  FunctionCall,
+  JsonPathQuery,
+  JsonPathSelector,
+  LogicalExpr,
+} from "./jsonpath-ast.js";
 import { evaluateJsonPath, normalPathStep, type PathStep, testFilter } from "./jsonpath-eval.js";
+import { isSingularQuery } from "./jsonpath-parse.js";
 
 /** StreamedNode is a node the query matched: its normalized path and where its value lies. */
 export interface StreamedNode {
@@ -80,7 +89,7 @@ function usesRoot(expr: LogicalExpr): boolean {
   const inQuery = (q: JsonPathQuery): boolean =>
     q.root === "$" ||
     q.segments.some((s) => s.selectors.some((sel) => sel.kind === "filter" && usesRoot(sel.expr)));
-  const inCall = (args: readonly import("./jsonpath-ast.js").FunctionArgument[]): boolean =>
+  const inCall = (args: readonly FunctionArgument[]): boolean =>
     args.some((a) =>
       a.kind === "query"
         ? inQuery(a.query)
@@ -126,12 +135,99 @@ export function jsonPathBuffering(query: JsonPathQuery): {
   };
 }
 
+/** Paths below a node whose whole values a consumer reads; null when it may read anything. */
+type Paths = PathStep[][] | null;
+
+/** The steps of a relative singular query with non-negative indices, or null. */
+function relativeSteps(query: JsonPathQuery): PathStep[] | null {
+  if (query.root !== "@" || !isSingularQuery(query)) return null;
+  const steps: PathStep[] = [];
+  for (const segment of query.segments) {
+    const selector = segment.selectors[0];
+    if (selector?.kind === "name") steps.push(selector.name);
+    else if (selector?.kind === "index" && selector.index >= 0) steps.push(selector.index);
+    else return null;
+  }
+  return steps;
+}
+
+function joinPaths(parts: readonly Paths[]): Paths {
+  const out: PathStep[][] = [];
+  for (const part of parts) {
+    if (part === null) return null;
+    out.push(...part);
+  }
+  return out;
+}
+
+/** The paths below the current node a function's arguments read, or null. */
+function callPaths(call: FunctionCall): Paths {
+  return joinPaths(call.args.map(argumentPaths));
+}
+
+function argumentPaths(arg: FunctionArgument): Paths {
+  if (arg.kind === "literal") return [];
+  if (arg.kind === "logical") return filterPaths(arg.expr);
+  if (arg.kind === "call") return callPaths(arg.call);
+  const steps = relativeSteps(arg.query);
+  return steps === null ? null : [steps];
+}
+
+function comparablePaths(comparable: Comparable): Paths {
+  if (comparable.kind === "literal") return [];
+  if (comparable.kind === "call") return callPaths(comparable.call);
+  const steps = relativeSteps(comparable.query);
+  return steps === null ? null : [steps];
+}
+
+/** The paths below the current node a filter reads, or null when it may read anything. */
+function filterPaths(expr: LogicalExpr): Paths {
+  switch (expr.kind) {
+    case "or":
+    case "and":
+      return joinPaths(expr.operands.map(filterPaths));
+    case "not":
+      return filterPaths(expr.operand);
+    case "exists": {
+      const steps = relativeSteps(expr.query);
+      return steps === null ? null : [steps];
+    }
+    case "test":
+      return callPaths(expr.call);
+    case "compare":
+      return joinPaths([comparablePaths(expr.left), comparablePaths(expr.right)]);
+  }
+}
+
+/** Builds the projection of a list of paths; undefined (everything) when a path is empty. */
+function projectionOf(paths: readonly PathStep[][]): JsonProjection | undefined {
+  const root: JsonProjection = { whole: false, kids: new Map() };
+  for (const path of paths) {
+    if (path.length === 0) return undefined;
+    let at = root;
+    for (const step of path) {
+      let next = at.kids.get(step);
+      if (next === undefined) {
+        next = { whole: false, kids: new Map() };
+        at.kids.set(step, next);
+      }
+      at = next;
+    }
+    at.whole = true;
+  }
+  return root;
+}
+
 /** Walks a span tree along a relative path. */
 function spanAt(span: JsonSpan, path: readonly PathStep[]): JsonSpan {
   let at = span;
   for (const step of path) {
     const kids = at.kids;
-    const next = kids instanceof Map ? kids.get(String(step)) : kids?.[step as number];
+    const next = Array.isArray(kids)
+      ? kids[step as number]
+      : kids !== undefined && typeof step === "string" && Object.hasOwn(kids, step)
+        ? kids[step]
+        : undefined;
     if (next === undefined) break;
     at = next;
   }
@@ -237,6 +333,50 @@ export function createJsonPathStream(
     (array && entry.states.some((s) => lengthSegments[s] === true)) ||
     (buffering.root && stack.length === 0);
 
+  /**
+   * Paths a node that is an input to segment `state` needs for the rest of the query, when the
+   * rest only names members and elements (each a single name or non-negative index).
+   */
+  const restPaths = (state: number): Paths => {
+    const steps: PathStep[] = [];
+    for (const segment of segments.slice(state)) {
+      const selector = segment.selectors[0];
+      if (segment.kind !== "child" || segment.selectors.length !== 1) return null;
+      if (selector?.kind === "name") steps.push(selector.name);
+      else if (selector?.kind === "index" && selector.index >= 0) steps.push(selector.index);
+      else return null;
+    }
+    return state === last ? [] : [steps];
+  };
+  const filterPathsOf = new Map<number, Paths>();
+  const projections = new Map<string, JsonProjection | undefined>();
+  /** What of a held node the query reads: only its filters' and the rest's paths when known. */
+  const projectionFor = (entry: Entry): JsonProjection | undefined => {
+    if (buffering.root && stack.length === 0) return undefined;
+    const key = `${entry.states.join(",")}|${entry.pending.map((p) => p.segment).join(",")}`;
+    if (projections.has(key)) return projections.get(key);
+    const parts: Paths[] = [];
+    for (const p of entry.pending) {
+      if (!filterPathsOf.has(p.segment)) {
+        const segment = segments[p.segment];
+        filterPathsOf.set(
+          p.segment,
+          joinPaths(
+            (segment?.selectors ?? []).map((sel) =>
+              sel.kind === "filter" ? filterPaths(sel.expr) : [],
+            ),
+          ),
+        );
+      }
+      parts.push(filterPathsOf.get(p.segment) ?? null, restPaths(p.segment + 1));
+    }
+    for (const state of entry.states) parts.push(restPaths(state));
+    const paths = joinPaths(parts);
+    const projection = paths === null ? undefined : projectionOf(paths);
+    projections.set(key, projection);
+    return projection;
+  };
+
   const startBuffer = (entry: Entry): JsonValueBuilder => {
     const why =
       buffering.root && stack.length === 0
@@ -244,7 +384,7 @@ export function createJsonPathStream(
         : entry.pending.length > 0
           ? `a filter tests ${entry.path} whole`
           : `a negative index or slice needs the length of ${entry.path}`;
-    const builder = createJsonValueBuilder(options.maxBufferBytes, why);
+    const builder = createJsonValueBuilder(options.maxBufferBytes, why, projectionFor(entry));
     buffered = { entry, builder };
     return builder;
   };

@@ -47,6 +47,8 @@ func ReadToolOutputTool() ToolDefinition {
 			"`cat -n`, and every window ends with how to ask for the next one.",
 			"Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
 			"ignore_case, context lines around each match, skip matches already seen, limit matches).",
+			"JSON: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+			"and returns the matched nodes' paths and values; skip and limit page them.",
 			"Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
 			"and very long lines. The service caps every window, whatever limit you ask for.",
 		}, " "),
@@ -62,6 +64,7 @@ func ReadToolOutputTool() ToolDefinition {
 				"ignore_case": prop("type", "boolean", "description", "Match the pattern case-insensitively."),
 				"context":     prop("type", "integer", "minimum", 0, "maximum", 20, "description", "Lines of context before and after each match."),
 				"skip":        prop("type", "integer", "minimum", 0, "description", "Matches to skip (to page a search)."),
+				"jsonpath":    prop("type", "string", "minLength", 1, "description", "An RFC 9535 JSONPath query over a JSON or JSON Lines output."),
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
 				"mode":        prop("type", "string", "enum", []any{"lines", "bytes"}, "description", `Same as bytes=true when "bytes".`),
 			},
@@ -73,8 +76,11 @@ func ReadToolOutputTool() ToolDefinition {
 
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
-	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "bytes", "mode",
+	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "jsonpath", "bytes", "mode",
 }
+
+// jsonPathExcludes are arguments of other windows, which a JSONPath query does not take.
+var jsonPathExcludes = []string{"pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "mode"}
 
 // rememberedSearches is how many searches' last cursors an executor keeps.
 const rememberedSearches = 64
@@ -248,6 +254,24 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 	asBytes := a["bytes"] == true || a["mode"] == "bytes"
 	_, hasFromEnd := a["from_end"]
 	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
+	if query, present := a["jsonpath"]; present {
+		q, ok := query.(string)
+		if !ok || q == "" {
+			return nil, "jsonpath must be a non-empty string"
+		}
+		for _, k := range jsonPathExcludes {
+			if _, other := a[k]; other {
+				return nil, "jsonpath cannot be combined with " + k + " (use skip and limit to page nodes)"
+			}
+		}
+		skip, _ := intArg(a, "skip")
+		req.Window = &spillwayv1.ReadToolOutputRequest_JsonPath{JsonPath: &spillwayv1.JsonPathWindow{
+			Query:      q,
+			MaxMatches: smallLimit,
+			Skip:       skip,
+		}}
+		return req, ""
+	}
 	if pattern, present := a["pattern"]; present {
 		p, ok := pattern.(string)
 		if !ok || p == "" {

@@ -47,8 +47,9 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
  * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
  * `omitRendered`); it streams the payload and never holds more of it than the caps allow; an
  * unset window is a lines window from line 0; lines and search windows over a binary payload
- * carry no content and say to use bytes mode. A bad request (negative offsets, an invalid
- * pattern) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
+ * carry no content and say to use bytes mode; a JSONPath window over a payload that is not
+ * JSON is FAILED_PRECONDITION. A bad request (negative offsets, an invalid pattern or JSONPath
+ * query) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
  */
 export async function* readWindow(
   source: WindowSource,

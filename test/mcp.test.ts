@@ -106,6 +106,7 @@ describe("spillway-mcp in front of spillway serve", () => {
           "from_end",
           "handle",
           "ignore_case",
+          "jsonpath",
           "limit",
           "mode",
           "offset",
@@ -162,6 +163,7 @@ describe("spillway-mcp in front of spillway serve", () => {
         { handle: "res_big", offset: 0, limit: 10, from_end: true },
         { handle: "res_big", bytes: true, offset: 100, limit: 200 },
         { handle: "res_doc", run_id: runId },
+        { handle: "res_doc", jsonpath: "$.a" },
       ]) {
         const viaMcp = await client.callTool({ name: "read_tool_output", arguments: args });
         const { run_id: _, ...sdkArgs } = args as Record<string, unknown>;

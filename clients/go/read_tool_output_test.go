@@ -98,6 +98,7 @@ func TestReadToolOutputExecutorReturnsServerText(t *testing.T) {
 		{map[string]any{"handle": "res_log", "limit": 3, "from_end": true}, &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Lines{Lines: &spillwayv1.LinesWindow{Limit: i32(3), FromEnd: true}}}},
 		{json.RawMessage(`{"handle":"res_log","pattern":"error step \\d+","regex":true,"ignore_case":true}`), &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Search{Search: &spillwayv1.SearchWindow{Pattern: `error step \d+`, Regex: true, IgnoreCase: true}}}},
 		{[]byte(`{"handle":"res_log","bytes":true,"offset":4,"limit":20}`), &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: &spillwayv1.BytesWindow{Offset: 4, Limit: i64(20)}}}},
+		{`{"handle":"res_log","jsonpath":"$.a[?@.b]","limit":2,"skip":1}`, &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_JsonPath{JsonPath: &spillwayv1.JsonPathWindow{Query: "$.a[?@.b]", MaxMatches: i32(2), Skip: 1}}}},
 		{struct {
 			Handle string `json:"handle"`
 			Mode   string `json:"mode"`
@@ -135,6 +136,8 @@ func TestReadToolOutputExecutorAnswersBadArgumentsInWords(t *testing.T) {
 		`{"handle":"res_log","bytes":true,"from_end":true}`: "error: from_end applies to lines, not bytes",
 		`{"handle":"res_log","mode":"pages"}`:               `error: mode must be "lines" or "bytes"`,
 		`{"handle":"res_log","from_end":"yes"}`:             "error: from_end must be true or false",
+		`{"handle":"res_log","jsonpath":"$","offset":1}`:    "error: jsonpath cannot be combined with offset (use skip and limit to page nodes)",
+		`{"handle":"res_log","jsonpath":""}`:                "error: jsonpath must be a non-empty string",
 	} {
 		if got := execute(t, e, args); got != want {
 			t.Errorf("Execute(%s) = %q, want %q", args, got, want)

@@ -27,6 +27,8 @@ function isObject(value: JsonValue | undefined): value is JsonObject {
 
 /** Normalized-path escapes (RFC 9535 section 2.7.1). */
 function escapeName(name: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are escaped
+  if (!/['\\\u0000-\u001f]/.test(name)) return name;
   let out = "";
   for (const c of name) {
     const cp = c.codePointAt(0) ?? 0;

@@ -54,12 +54,25 @@ export interface JsonPathStream {
   finish(size: number): void;
 }
 
+/** A node's place: its parent's and its own step; the normalized path is built when asked. */
+interface PathLink {
+  readonly parent: PathLink | undefined;
+  readonly step: PathStep;
+  text: string | undefined;
+}
+
+/** The normalized path of a link, built once (most nodes a query visits never need it). */
+function pathText(link: PathLink): string {
+  link.text ??= link.parent === undefined ? "$" : pathText(link.parent) + normalPathStep(link.step);
+  return link.text;
+}
+
 /** An open container the query may still select from. */
 interface Frame {
   readonly array: boolean;
   /** Segments this node is an input to (indices into the query's segments). */
   readonly states: readonly number[];
-  readonly path: string;
+  readonly path: PathLink;
   index: number;
   key: string | undefined;
   /** The kept match this node is, to complete at its close. */
@@ -68,7 +81,7 @@ interface Frame {
 
 /** A child being entered: what the query makes of it before its value is seen. */
 interface Entry {
-  readonly path: string;
+  readonly path: PathLink;
   /** States known from names, indices, slices, wildcards and descendant segments. */
   readonly states: number[];
   /** Segment indices whose filter, if it holds on the node, makes it an input to index + 1. */
@@ -273,10 +286,10 @@ export function createJsonPathStream(
   let buffered: { entry: Entry; builder: JsonValueBuilder } | undefined;
 
   /** Counts a match; keeps it when in the window. */
-  const record = (path: string, offset: number, length: number): StreamedNode | undefined => {
+  const record = (path: () => string, offset: number, length: number): StreamedNode | undefined => {
     const ordinal = total++;
     if (ordinal < options.skip || ordinal >= options.skip + options.limit) return undefined;
-    const node: StreamedNode = { path, offset, length };
+    const node: StreamedNode = { path: path(), offset, length };
     nodes.push(node);
     return node;
   };
@@ -284,7 +297,9 @@ export function createJsonPathStream(
   /** What the query makes of the next child of the innermost frame (or of the root). */
   const enter = (): Entry | undefined => {
     const parent = stack[stack.length - 1];
-    if (parent === undefined) return { path: "$", states: [0], pending: [] };
+    if (parent === undefined) {
+      return { path: { parent: undefined, step: "", text: "$" }, states: [0], pending: [] };
+    }
     let step: PathStep;
     if (parent.array) step = parent.index++;
     else step = parent.key ?? "";
@@ -324,7 +339,7 @@ export function createJsonPathStream(
       }
     }
     if (states.length === 0 && pending.length === 0) return undefined;
-    return { path: parent.path + normalPathStep(step), states, pending };
+    return { path: { parent: parent.path, step, text: undefined }, states, pending };
   };
 
   /** True when a container entered as `entry` must be held whole. */
@@ -382,8 +397,8 @@ export function createJsonPathStream(
       buffering.root && stack.length === 0
         ? "a filter compares with an absolute $ query, so the whole document is held"
         : entry.pending.length > 0
-          ? `a filter tests ${entry.path} whole`
-          : `a negative index or slice needs the length of ${entry.path}`;
+          ? `a filter tests ${pathText(entry.path)} whole`
+          : `a negative index or slice needs the length of ${pathText(entry.path)}`;
     const builder = createJsonValueBuilder(options.maxBufferBytes, why, projectionFor(entry));
     buffered = { entry, builder };
     return builder;
@@ -401,20 +416,23 @@ export function createJsonPathStream(
         states.push(p.segment + 1);
       }
     }
-    // By path: each node once (JSON Lines' records' array starts where its first record does).
+    // By relative path: each node once (JSON Lines' records' array starts where its first
+    // record does, so offsets alone do not tell nodes apart).
     const found = new Map<string, JsonSpan>();
     for (const state of states) {
       if (state === last) {
-        found.set(entry.path, builder.span);
+        found.set("", builder.span);
         continue;
       }
       for (const node of evaluateJsonPath(query, value, value, { value, path: [] }, state)) {
-        const path = entry.path + node.path.map(normalPathStep).join("");
-        if (!found.has(path)) found.set(path, spanAt(builder.span, node.path));
+        const relative = node.path.map(normalPathStep).join("");
+        if (!found.has(relative)) found.set(relative, spanAt(builder.span, node.path));
       }
     }
     const ordered = [...found].sort((a, b) => a[1].start - b[1].start || b[1].end - a[1].end);
-    for (const [path, span] of ordered) record(path, span.start, span.end - span.start);
+    for (const [relative, span] of ordered) {
+      record(() => pathText(entry.path) + relative, span.start, span.end - span.start);
+    }
   };
 
   const open = (array: boolean, offset: number): void => {
@@ -438,7 +456,9 @@ export function createJsonPathStream(
       else builder.openObject(offset);
       return;
     }
-    const slot = entry.states.includes(last) ? record(entry.path, offset, -1) : undefined;
+    const slot = entry.states.includes(last)
+      ? record(() => pathText(entry.path), offset, -1)
+      : undefined;
     stack.push({
       array,
       states: entry.states.filter((s) => s < last),
@@ -492,9 +512,15 @@ export function createJsonPathStream(
           entry,
           builder:
             entry !== undefined && entry.pending.length > 0
-              ? createJsonValueBuilder(options.maxBufferBytes, `a filter tests ${entry.path} whole`)
+              ? createJsonValueBuilder(
+                  options.maxBufferBytes,
+                  `a filter tests ${pathText(entry.path)} whole`,
+                )
               : undefined,
-          slot: matched && entry !== undefined ? record(entry.path, offset, -1) : undefined,
+          slot:
+            matched && entry !== undefined
+              ? record(() => pathText(entry.path), offset, -1)
+              : undefined,
           matched,
         };
       }
@@ -510,7 +536,7 @@ export function createJsonPathStream(
       // A scalar has no children: only a filter that makes it an input to the last segment matters.
       if (entry.pending.some((p) => p.segment + 1 === last && testFilter(p.expr, value, value))) {
         const start = builder.span.start;
-        record(entry.path, start, end - start);
+        record(() => pathText(entry.path), start, end - start);
       }
     },
   };

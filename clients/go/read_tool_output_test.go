@@ -77,7 +77,7 @@ func TestReadToolOutputToolDefinition(t *testing.T) {
 	if err := json.Unmarshal(text, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 11 ||
+	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 12 ||
 		strings.Join(back.Parameters.Required, ",") != "handle" || back.Parameters.AdditionalProperties ||
 		back.Parameters.Properties["context"]["maximum"] != float64(20) || !strings.Contains(def.Description, "from_end") {
 		t.Fatalf("definition: %s", text)
@@ -98,7 +98,6 @@ func TestReadToolOutputExecutorReturnsServerText(t *testing.T) {
 		{map[string]any{"handle": "res_log", "limit": 3, "from_end": true}, &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Lines{Lines: &spillwayv1.LinesWindow{Limit: i32(3), FromEnd: true}}}},
 		{json.RawMessage(`{"handle":"res_log","pattern":"error step \\d+","regex":true,"ignore_case":true}`), &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Search{Search: &spillwayv1.SearchWindow{Pattern: `error step \d+`, Regex: true, IgnoreCase: true}}}},
 		{[]byte(`{"handle":"res_log","bytes":true,"offset":4,"limit":20}`), &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: &spillwayv1.BytesWindow{Offset: 4, Limit: i64(20)}}}},
-		{`{"handle":"res_log","jsonpath":"$.a[?@.b]","limit":2,"skip":1}`, &spillwayv1.ReadToolOutputRequest{Window: &spillwayv1.ReadToolOutputRequest_JsonPath{JsonPath: &spillwayv1.JsonPathWindow{Query: "$.a[?@.b]", MaxMatches: i32(2), Skip: 1}}}},
 		{struct {
 			Handle string `json:"handle"`
 			Mode   string `json:"mode"`
@@ -138,6 +137,8 @@ func TestReadToolOutputExecutorAnswersBadArgumentsInWords(t *testing.T) {
 		`{"handle":"res_log","from_end":"yes"}`:             "error: from_end must be true or false",
 		`{"handle":"res_log","jsonpath":"$","offset":1}`:    "error: jsonpath cannot be combined with offset (use skip and limit to page nodes)",
 		`{"handle":"res_log","jsonpath":""}`:                "error: jsonpath must be a non-empty string",
+		`{"handle":"res_log","jsonpath":"$[0]"}`:            "error: failed_precondition: not JSON: unexpected byte at byte 0",
+		`{"handle":"res_log","jsonpath":"$[0"}`:             "error: invalid_argument: invalid JSONPath query at position 3: expected ',' or ']', found the end of the query",
 	} {
 		if got := execute(t, e, args); got != want {
 			t.Errorf("Execute(%s) = %q, want %q", args, got, want)

@@ -7,6 +7,7 @@ import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 import { cliCatScenario } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
+import { jsonViewScenario } from "./scenarios/json-view.js";
 import { jsonPathScenarios } from "./scenarios/jsonpath.js";
 import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
@@ -90,6 +91,10 @@ async function main(): Promise<void> {
           await fx.close();
         }
       },
+    },
+    {
+      names: ["json_view_window_1gib"],
+      run: async () => [await jsonViewScenario(runs)],
     },
     {
       names: ["cli_cat_1gib"],

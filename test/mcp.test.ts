@@ -107,6 +107,7 @@ describe("spillway-mcp in front of spillway serve", () => {
           "handle",
           "ignore_case",
           "jsonpath",
+          "json",
           "limit",
           "mode",
           "offset",
@@ -155,7 +156,7 @@ describe("spillway-mcp in front of spillway serve", () => {
       expect(last).not.toContain("more: offset=");
     });
 
-    it("returns searches, tails and bytes windows exactly as the SDK tool renders them", async () => {
+    it("returns searches, tails, bytes and JSON windows exactly as the SDK tool renders them", async () => {
       for (const args of [
         { handle: "res_big", pattern: "NEEDLE", limit: 5, context: 1 },
         { handle: "res_big", pattern: "needle", ignore_case: true, skip: 5, limit: 5 },
@@ -164,6 +165,8 @@ describe("spillway-mcp in front of spillway serve", () => {
         { handle: "res_big", bytes: true, offset: 100, limit: 200 },
         { handle: "res_doc", run_id: runId },
         { handle: "res_doc", jsonpath: "$.a" },
+        { handle: "res_doc", json: true, limit: 3 },
+        { handle: "res_doc", mode: "json", offset: 0, from_end: true },
       ]) {
         const viaMcp = await client.callTool({ name: "read_tool_output", arguments: args });
         const { run_id: _, ...sdkArgs } = args as Record<string, unknown>;

@@ -27,7 +27,8 @@ type ToolDefinition struct {
 
 // ReadToolOutputTool returns the `read_tool_output` definition, identical to the TypeScript and
 // Python SDKs': `handle` is required and no other properties are allowed; `mode: "bytes"` is an
-// alias of `bytes: true`, because the server's previews and hints spell bytes reads that way.
+// alias of `bytes: true`, because the server's previews and hints spell bytes reads that way,
+// and `mode: "json"` of `json: true`.
 // Each call returns a fresh copy the caller may change.
 func ReadToolOutputTool() ToolDefinition {
 	prop := func(kv ...any) map[string]any {
@@ -47,10 +48,13 @@ func ReadToolOutputTool() ToolDefinition {
 			"`cat -n`, and every window ends with how to ask for the next one.",
 			"Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
 			"ignore_case, context lines around each match, skip matches already seen, limit matches).",
-			"JSON: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
-			"and returns the matched nodes' paths and values; skip and limit page them.",
 			"Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-			"and very long lines. The service caps every window, whatever limit you ask for.",
+			"and very long lines.",
+			"JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+			"Lines: one record per line); offset, limit and from_end then count lines of that view.",
+			"JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+			"and returns the matched nodes' paths and values; skip and limit page them.",
+			"The service caps every window, whatever limit you ask for.",
 		}, " "),
 		Parameters: map[string]any{
 			"type": "object",
@@ -66,7 +70,8 @@ func ReadToolOutputTool() ToolDefinition {
 				"skip":        prop("type", "integer", "minimum", 0, "description", "Matches to skip (to page a search)."),
 				"jsonpath":    prop("type", "string", "minLength", 1, "description", "An RFC 9535 JSONPath query over a JSON or JSON Lines output."),
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
-				"mode":        prop("type", "string", "enum", []any{"lines", "bytes"}, "description", `Same as bytes=true when "bytes".`),
+				"json":        prop("type", "boolean", "description", "Read the JSON view; offset and limit are then lines of that view."),
+				"mode":        prop("type", "string", "enum", []any{"lines", "bytes", "json"}, "description", `Same as bytes=true when "bytes", json=true when "json".`),
 			},
 			"required":             []any{"handle"},
 			"additionalProperties": false,
@@ -76,11 +81,11 @@ func ReadToolOutputTool() ToolDefinition {
 
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
-	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "jsonpath", "bytes", "mode",
+	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "jsonpath", "bytes", "json", "mode",
 }
 
 // jsonPathExcludes are arguments of other windows, which a JSONPath query does not take.
-var jsonPathExcludes = []string{"pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "mode"}
+var jsonPathExcludes = []string{"pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "json", "mode"}
 
 // rememberedSearches is how many searches' last cursors an executor keeps.
 const rememberedSearches = 64
@@ -235,13 +240,14 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		func() string { return checkBool(a, "regex") },
 		func() string { return checkBool(a, "ignore_case") },
 		func() string { return checkBool(a, "bytes") },
+		func() string { return checkBool(a, "json") },
 	} {
 		if problem := check(); problem != "" {
 			return nil, problem
 		}
 	}
-	if mode, present := a["mode"]; present && mode != "lines" && mode != "bytes" {
-		return nil, `mode must be "lines" or "bytes"`
+	if mode, present := a["mode"]; present && mode != "lines" && mode != "bytes" && mode != "json" {
+		return nil, `mode must be "lines", "bytes" or "json"`
 	}
 	offset, hasOffset := intArg(a, "offset")
 	limit, hasLimit := intArg(a, "limit")
@@ -252,6 +258,10 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		smallLimit = &n
 	}
 	asBytes := a["bytes"] == true || a["mode"] == "bytes"
+	asJSON := a["json"] == true || a["mode"] == "json"
+	if asBytes && asJSON {
+		return nil, "bytes and json cannot be combined"
+	}
 	_, hasFromEnd := a["from_end"]
 	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
 	if query, present := a["jsonpath"]; present {
@@ -276,6 +286,9 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		p, ok := pattern.(string)
 		if !ok || p == "" {
 			return nil, "pattern must be a non-empty string"
+		}
+		if asJSON {
+			return nil, "pattern cannot be combined with json"
 		}
 		if asBytes || hasFromEnd || hasOffset {
 			return nil, "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)"
@@ -306,6 +319,12 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 			window.Limit = &limit
 		}
 		req.Window = &spillwayv1.ReadToolOutputRequest_Bytes{Bytes: window}
+		return req, ""
+	}
+	if asJSON {
+		req.Window = &spillwayv1.ReadToolOutputRequest_Json{Json: &spillwayv1.JsonWindow{
+			Offset: offset, Limit: smallLimit, FromEnd: a["from_end"] == true,
+		}}
 		return req, ""
 	}
 	req.Window = &spillwayv1.ReadToolOutputRequest_Lines{Lines: &spillwayv1.LinesWindow{

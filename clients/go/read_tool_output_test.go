@@ -77,7 +77,7 @@ func TestReadToolOutputToolDefinition(t *testing.T) {
 	if err := json.Unmarshal(text, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 12 ||
+	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 13 ||
 		strings.Join(back.Parameters.Required, ",") != "handle" || back.Parameters.AdditionalProperties ||
 		back.Parameters.Properties["context"]["maximum"] != float64(20) || !strings.Contains(def.Description, "from_end") {
 		t.Fatalf("definition: %s", text)
@@ -133,7 +133,7 @@ func TestReadToolOutputExecutorAnswersBadArgumentsInWords(t *testing.T) {
 		`{"handle":"res_log","context":21,"pattern":"x"}`:   "error: context must be an integer from 0 to 20",
 		`{"handle":"res_log","pattern":"x","bytes":true}`:   "error: pattern cannot be combined with bytes, from_end or offset (use skip to page matches)",
 		`{"handle":"res_log","bytes":true,"from_end":true}`: "error: from_end applies to lines, not bytes",
-		`{"handle":"res_log","mode":"pages"}`:               `error: mode must be "lines" or "bytes"`,
+		`{"handle":"res_log","mode":"pages"}`:               `error: mode must be "lines", "bytes" or "json"`,
 		`{"handle":"res_log","from_end":"yes"}`:             "error: from_end must be true or false",
 		`{"handle":"res_log","jsonpath":"$","offset":1}`:    "error: jsonpath cannot be combined with offset (use skip and limit to page nodes)",
 		`{"handle":"res_log","jsonpath":""}`:                "error: jsonpath must be a non-empty string",

@@ -113,8 +113,8 @@ func toolArgs(handle string, window map[string]map[string]json.RawMessage) map[s
 			}
 			args[k] = v
 		}
-		if mode == "bytes" {
-			args["bytes"] = true
+		if mode == "bytes" || mode == "json" {
+			args[mode] = true
 		}
 	}
 	return args

@@ -54,6 +54,12 @@ export interface ReadSpec extends RunRef {
     readonly fromEnd?: boolean;
   };
   readonly bytes?: { readonly offset?: number; readonly limit?: number };
+  /** A window of the JSON view. */
+  readonly json?: {
+    readonly offset?: number;
+    readonly limit?: number;
+    readonly fromEnd?: boolean;
+  };
   readonly search?: {
     readonly pattern?: string;
     /** The pattern is `pattern` repeated this many times (long-pattern cases). */

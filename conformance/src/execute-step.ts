@@ -379,6 +379,20 @@ function readRequest(
       },
     };
   }
+  if (spec.json !== undefined) {
+    const { offset, limit, fromEnd } = spec.json;
+    return {
+      ...base,
+      window: {
+        case: "json",
+        value: {
+          offset: BigInt(offset ?? 0),
+          ...(limit === undefined ? {} : { limit }),
+          fromEnd: fromEnd ?? false,
+        },
+      },
+    };
+  }
   if (spec.lines !== undefined) {
     const { offset, limit, fromEnd } = spec.lines;
     return {

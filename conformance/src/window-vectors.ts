@@ -20,7 +20,7 @@ export interface WindowVector {
   readonly slot?: string;
   readonly contentType?: string;
   readonly payload: PayloadSpec;
-  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "jsonPath">;
+  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "json" | "jsonPath">;
   readonly rendered: string;
 }
 
@@ -60,6 +60,7 @@ export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
       defaultCapsFeature,
       ...(v.window.search?.regex ? ["regex"] : []),
       ...(v.window.jsonPath === undefined ? [] : ["jsonpath"]),
+      ...(v.window.json === undefined ? [] : ["json_view"]),
     ],
     steps: [
       {

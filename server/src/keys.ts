@@ -216,6 +216,11 @@ export function lineIndexKey(blob: string): string {
   return `${blob}.idx`;
 }
 
+/** jsonIndexKey stores the JSON view index beside its blob. */
+export function jsonIndexKey(blob: string): string {
+  return `${blob}.jidx`;
+}
+
 /** truncateForMessage bounds user input echoed back in error messages. */
 export function truncateForMessage(value: string, max = 64): string {
   return value.length <= max ? value : `${value.slice(0, max)}…`;

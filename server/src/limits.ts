@@ -8,6 +8,8 @@ export interface ServerLimits {
   readonly inlineBytes: number;
   /** Lines between two line-index entries. */
   readonly indexStride: number;
+  /** View lines between two checkpoints of the JSON view index; unset: 1024. */
+  readonly jsonViewStride?: number;
   /**
    * How long a call may wait on its client before it ends with DEADLINE_EXCEEDED: an Offload
    * stream for its next message, any other call for its request, a response for a client that

@@ -13,7 +13,15 @@ import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
 import { markFault } from "./call-fault.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
-import { blobKey, checkSlotPath, handleFor, lineIndexKey, truncateForMessage } from "./keys.js";
+import { createJsonViewIndexer, encodeJsonViewIndex } from "./json/json-view-index.js";
+import {
+  blobKey,
+  checkSlotPath,
+  handleFor,
+  jsonIndexKey,
+  lineIndexKey,
+  truncateForMessage,
+} from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
 import { createPreviewBuilder } from "./preview/preview-builder.js";
 import { createTextSniffer } from "./preview/text-sniffer.js";
@@ -242,6 +250,7 @@ async function offloadFrom(
   const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
   const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId);
   let indexKey: string | undefined;
+  let jsonKey: string | undefined;
   try {
     await deps.backend.put(key_, concatStreams(head, stream), { signal });
     const facts = pass.finish();
@@ -249,12 +258,17 @@ async function offloadFrom(
       indexKey = lineIndexKey(key_);
       await deps.backend.put(indexKey, bytesBody(encodeLineIndex(facts.index)), { signal });
     }
+    if (facts.jsonIndex !== undefined && facts.jsonIndex.count > 1) {
+      jsonKey = jsonIndexKey(key_);
+      await deps.backend.put(jsonKey, bytesBody(encodeJsonViewIndex(facts.jsonIndex)), { signal });
+    }
     await checkRunRoom(facts.size);
     const blob = {
       key: key_,
       stride: facts.index.stride,
       ownerRunId: key.runId,
       ...(indexKey === undefined ? {} : { indexKey }),
+      ...(jsonKey === undefined ? {} : { jsonIndexKey: jsonKey }),
     };
     const response = await commit(
       deps,
@@ -265,10 +279,15 @@ async function offloadFrom(
       { stored: "blob", blob },
       signal,
     );
-    if (!response.created) await removeQuietly(deps.backend, key_, indexKey);
+    if (!response.created) await removeQuietly(deps.backend, key_, indexKey, jsonKey);
     return response;
   } catch (err) {
-    await removeQuietly(deps.backend, key_, indexKey ?? lineIndexKey(key_));
+    await removeQuietly(
+      deps.backend,
+      key_,
+      indexKey ?? lineIndexKey(key_),
+      jsonKey ?? jsonIndexKey(key_),
+    );
     throw err;
   }
 }
@@ -279,6 +298,10 @@ interface PassFacts {
   readonly binary: boolean;
   readonly lineCount: number;
   readonly index: ReturnType<ReturnType<typeof createLineIndexer>["finish"]>;
+  /** The JSON view's index; undefined when the payload is neither JSON nor JSON Lines. */
+  readonly jsonIndex: ReturnType<ReturnType<typeof createJsonViewIndexer>["finish"]>;
+  /** Why the payload has no JSON view, when it has none. */
+  readonly notJsonReason: string;
   readonly preview: ReturnType<ReturnType<typeof createPreviewBuilder>["finish"]>;
 }
 
@@ -293,6 +316,10 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
   const hash = createHash("sha256");
   const indexer = createLineIndexer(limits.indexStride);
   const sniffer = createTextSniffer();
+  const jsonIndexer = createJsonViewIndexer({
+    contentType: header.contentType,
+    ...(limits.jsonViewStride === undefined ? {} : { stride: limits.jsonViewStride }),
+  });
   const preview = createPreviewBuilder({
     contentType: header.contentType,
     ...(header.preview?.headChars === undefined ? {} : { headChars: header.preview.headChars }),
@@ -303,6 +330,7 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
     push(chunk) {
       hash.update(chunk);
       indexer.push(chunk);
+      jsonIndexer.push(chunk);
       sniffer.push(chunk);
       preview.push(chunk);
       size += chunk.byteLength;
@@ -317,6 +345,8 @@ function createPass(limits: ServerLimits, header: OffloadHeader, handle: string)
         binary,
         lineCount: index.lineCount,
         index,
+        jsonIndex: jsonIndexer.finish(),
+        notJsonReason: jsonIndexer.notJsonReason(),
         preview: preview.finish({
           binary,
           lineCount: index.lineCount,
@@ -455,6 +485,15 @@ async function commit(
     createdMs: nowMs,
     ...(ttlMs === undefined ? {} : { expiresMs: nowMs + ttlMs }),
     ...(placement.stored === "blob" ? { blob: placement.blob } : {}),
+    json:
+      facts.jsonIndex === undefined
+        ? { kind: "none", viewLines: 0, stride: 0, checkpoints: 0, reason: facts.notJsonReason }
+        : {
+            kind: facts.jsonIndex.kind,
+            viewLines: facts.jsonIndex.viewLines,
+            stride: facts.jsonIndex.stride,
+            checkpoints: facts.jsonIndex.count,
+          },
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };
   let committed = await deps.registry.commit(record, key.runId, signal);
@@ -520,8 +559,14 @@ function checkDeclared(header: OffloadHeader, facts: PassFacts): void {
   }
 }
 
-async function removeQuietly(backend: Backend, key: string, indexKey: string | undefined) {
+async function removeQuietly(
+  backend: Backend,
+  key: string,
+  indexKey: string | undefined,
+  jsonKey?: string,
+) {
   // Cleanup must not mask the original error; a leftover blob has no record and is swept.
   await backend.delete(key).catch(() => {});
   if (indexKey !== undefined) await backend.delete(indexKey).catch(() => {});
+  if (jsonKey !== undefined) await backend.delete(jsonKey).catch(() => {});
 }

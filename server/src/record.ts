@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
+  JsonKind,
   type Preview,
   PreviewSchema,
   type ResultAttachment,
@@ -26,8 +27,27 @@ export interface StoredBlob {
   readonly indexKey?: string;
   /** Lines between two index entries. */
   readonly stride: number;
+  /** Backend key of the serialized JSON view index; absent when the view has one checkpoint. */
+  readonly jsonIndexKey?: string;
   /** The run whose storage prefix holds the blob (differs from the record's run after a fork). */
   readonly ownerRunId: string;
+}
+
+/**
+ * StoredJson is what offload found about a payload's JSON view. A record without it was
+ * offloaded before JSON views were indexed.
+ */
+export interface StoredJson {
+  /** `none`: neither a JSON document nor JSON Lines. */
+  readonly kind: "document" | "lines" | "none";
+  /** Lines of the view (0 for none). */
+  readonly viewLines: number;
+  /** View lines between two checkpoints. */
+  readonly stride: number;
+  /** Checkpoints in the index (blob.jsonIndexKey holds them when there are several). */
+  readonly checkpoints: number;
+  /** For `none`: why, as the tokenizer or the JSON Lines rule said it. */
+  readonly reason?: string;
 }
 
 /**
@@ -55,6 +75,8 @@ export interface StoredRecord {
   readonly createdMs: number;
   readonly expiresMs?: number;
   readonly blob?: StoredBlob;
+  /** The payload's JSON view. */
+  readonly json?: StoredJson;
   /** Base64 payload of an inline record. */
   readonly inline?: string;
 }
@@ -165,8 +187,16 @@ export function toAttachment(record: StoredRecord, runExpiresMs?: number): Resul
     key: { tenant: record.tenant, runId: record.runId, callId: record.callId },
     slot: record.slot ?? "",
     binary: record.binary,
+    jsonKind: jsonKindOf[record.json?.kind ?? "none"],
+    jsonViewLines: BigInt(record.json?.viewLines ?? 0),
   });
 }
+
+const jsonKindOf = {
+  document: JsonKind.DOCUMENT,
+  lines: JsonKind.LINES,
+  none: JsonKind.UNSPECIFIED,
+} as const;
 
 function toPreview(record: StoredRecord): Preview {
   return create(PreviewSchema, {

@@ -252,6 +252,8 @@ for (const [kind, make] of backends) {
         { key: "t/dev/r/run2/b/c/u1" },
         { key: "t/dev/r/run/h/res_x" },
         { key: "t/dev/r/run/b/c/u1", indexKey: "t/other/r/run/b/c/u1.idx" },
+        { key: "t/dev/r/run/b/c/u1", jsonIndexKey: "t/other/r/run/b/c/u1.jidx" },
+        { key: "t/dev/r/run/b/c/u1", jsonIndexKey: "t/dev/r/run/b/c/u2.jidx" },
         { key: "t/dev/r/run/b/../../../../other/r/run/b/c/u1" },
       ];
       for (const [i, where] of elsewhere.entries()) {
@@ -285,7 +287,12 @@ for (const [kind, make] of backends) {
         ...record("run", "own"),
         inline: undefined,
         stored: "blob",
-        blob: { ...blob, key: "t/dev/r/run/b/own/u1", indexKey: "t/dev/r/run/b/own/u1.idx" },
+        blob: {
+          ...blob,
+          key: "t/dev/r/run/b/own/u1",
+          indexKey: "t/dev/r/run/b/own/u1.idx",
+          jsonIndexKey: "t/dev/r/run/b/own/u1.jidx",
+        },
       };
       await plant("res_own", own);
       expect(await registry.get("dev", "run", "res_own")).toEqual(own);

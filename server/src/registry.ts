@@ -5,6 +5,7 @@ import { signalOption } from "./backends/call-options.js";
 import {
   blobPrefix,
   encodeSegment,
+  jsonIndexKey,
   lineIndexKey,
   recordKey,
   registryPrefix,
@@ -52,7 +53,8 @@ function checkStored(key: string, record: StoredRecord): StoredRecord {
     typeof blob.ownerRunId === "string" &&
     blob.key.startsWith(blobPrefix(record.tenant, blob.ownerRunId)) &&
     isBlobName(blob.key.slice(blobPrefix(record.tenant, blob.ownerRunId).length)) &&
-    (blob.indexKey === undefined || blob.indexKey === lineIndexKey(blob.key));
+    (blob.indexKey === undefined || blob.indexKey === lineIndexKey(blob.key)) &&
+    (blob.jsonIndexKey === undefined || blob.jsonIndexKey === jsonIndexKey(blob.key));
   if (!inside) {
     throw new ConnectError("stored record points outside its run's blobs", Code.DataLoss);
   }

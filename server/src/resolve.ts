@@ -3,13 +3,23 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { Backend } from "./backends/backend.js";
 import { readAllBytes } from "./backends/body.js";
+import {
+  decodeJsonViewIndexEntry,
+  type JsonCheckpoint,
+  jsonViewIndexEntryRange,
+} from "./json/json-view-index.js";
 import { truncateForMessage } from "./keys.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import type { Runs } from "./runs.js";
 import { createLineAnchors } from "./window/line-anchors.js";
 import { decodeLineIndexEntries, lineIndexEntryRange } from "./window/line-index.js";
-import { createBufferWindowSource, type WindowSource } from "./window/source.js";
+import {
+  createBufferWindowSource,
+  type JsonViewSource,
+  notJsonReason,
+  type WindowSource,
+} from "./window/source.js";
 
 /** ResolvedHandle is a visible record and the run expiry that also bounds it. */
 export interface ResolvedHandle {
@@ -86,6 +96,7 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
   }
   const blob = record.blob;
   return {
+    json: storedJsonView(backend, record),
     handle: record.handle,
     contentType: record.contentType,
     size: record.sizeBytes,
@@ -187,5 +198,55 @@ function releaseOnAbort(
         return (await iterator.return?.(value)) ?? { done: true, value: undefined };
       },
     }),
+  };
+}
+
+/**
+ * storedJsonView serves the JSON view of a blob record: a seek reads one 32-byte checkpoint
+ * with a ranged read of the JSON view index (a few more only where the document nests deeper
+ * than jsonCheckpointMaxDepth for over a stride of lines). A record offloaded before JSON views
+ * were indexed has none: re-indexing a blob of any size on a read is not bounded, so the
+ * window says to offload it again.
+ */
+function storedJsonView(
+  backend: Backend,
+  record: StoredRecord,
+): JsonViewSource | { readonly unavailable: string } {
+  const json = record.json;
+  if (json === undefined) {
+    return {
+      unavailable: `"${truncateForMessage(record.handle)}" was offloaded before this server indexed JSON views; offload it again to read its JSON view`,
+    };
+  }
+  if (json.kind === "none") {
+    const why = typeof json.reason === "string" ? truncateForMessage(json.reason, 120) : undefined;
+    return { unavailable: notJsonReason(truncateForMessage(record.handle), why) };
+  }
+  const indexKey = record.blob?.jsonIndexKey;
+  const start: JsonCheckpoint = { line: 0, offset: 0, stack: [] };
+  const entryAt = async (k: number, signal: AbortSignal | undefined) => {
+    if (k === 0 || indexKey === undefined) return start;
+    const range = jsonViewIndexEntryRange(k);
+    const bytes = await readAllBytes(
+      await backend.get(indexKey, {
+        offset: range.offset,
+        length: range.length,
+        ...(signal === undefined ? {} : { signal }),
+      }),
+      range.length,
+    );
+    return decodeJsonViewIndexEntry(bytes);
+  };
+  return {
+    kind: json.kind,
+    viewLines: json.viewLines,
+    async seek(line, signal) {
+      let k = Math.min(Math.floor(line / Math.max(1, json.stride)), json.checkpoints - 1);
+      for (;;) {
+        const checkpoint = await entryAt(Math.max(0, k), signal);
+        if (checkpoint.line <= line || k <= 0) return checkpoint;
+        k--;
+      }
+    },
   };
 }

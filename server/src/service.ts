@@ -248,6 +248,7 @@ export function createSpillwayService(
           "offload_batch",
           "list_runs",
           "jsonpath",
+          "json_view",
         ],
       });
     },

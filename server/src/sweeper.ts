@@ -113,6 +113,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         if (record.blob !== undefined) {
           referenced.add(record.blob.key);
           if (record.blob.indexKey !== undefined) referenced.add(record.blob.indexKey);
+          if (record.blob.jsonIndexKey !== undefined) referenced.add(record.blob.jsonIndexKey);
         }
         return;
       }
@@ -123,6 +124,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         if (record.blob?.key.startsWith(run) === true && !keepBlobs.has(run)) {
           await backend.delete(record.blob.key, opt);
           if (record.blob.indexKey !== undefined) await backend.delete(record.blob.indexKey, opt);
+          if (record.blob.jsonIndexKey !== undefined) {
+            await backend.delete(record.blob.jsonIndexKey, opt);
+          }
         }
       } catch (err) {
         refuse(key, err);

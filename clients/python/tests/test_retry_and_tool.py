@@ -191,7 +191,7 @@ async def test_async_tool_executor_matches_sync(
         ({"handle": "res_v", "limit": 1.5}, "error: limit must be an integer >= 1"),
         ({"handle": "res_v", "context": 21, "pattern": "a"}, "error: context must be an integer from 0 to 20"),
         ({"handle": "res_v", "from_end": "yes"}, "error: from_end must be true or false"),
-        ({"handle": "res_v", "mode": "search"}, 'error: mode must be "lines" or "bytes"'),
+        ({"handle": "res_v", "mode": "search"}, 'error: mode must be "lines", "bytes" or "json"'),
         (
             {"handle": "res_v", "pattern": "a", "offset": 3},
             "error: pattern cannot be combined with bytes, from_end or offset (use skip to page matches)",

@@ -69,7 +69,7 @@ TOOL_ARGS = {
 def tool_args(window: dict[str, Any]) -> dict[str, Any]:
     [(mode, fields)] = window.items()
     args = {TOOL_ARGS.get(k, k): v for k, v in fields.items()}
-    return {**args, "bytes": True} if mode == "bytes" else args
+    return {**args, mode: True} if mode in ("bytes", "json") else args
 
 
 def offload_vector(client: SpillwayClient, vector: dict[str, Any]) -> tuple[str, str]:

@@ -133,6 +133,27 @@ describe("read_tool_output tool against a live server", () => {
     expect(await read({ handle: "res_log", mode: "bytes", offset: 4, limit: 20 })).toBe(text);
   });
 
+  it("pages the JSON view with json=true or mode=json, and says when there is none", async () => {
+    await client.offload(
+      { tenant: "dev", runId, callId: "doc" },
+      JSON.stringify({ items: [1, 2], ok: true }),
+    );
+    const text = await read({ handle: "res_doc", json: true, offset: 1, limit: 2 });
+    expect(text).toBe(
+      '[res_doc] JSON view (pretty-printed) lines 2-3 of 7 (25 bytes)\n     2\t  "items": [\n     3\t    1,\n[more: json offset=3]\n',
+    );
+    expect(await read({ handle: "res_doc", mode: "json", offset: 1, limit: 2 })).toBe(text);
+    expect(await read({ handle: "res_log", json: true })).toMatch(
+      /^error: failed_precondition: "res_log" is neither a JSON document nor JSON Lines/,
+    );
+    expect(await read({ handle: "res_doc", json: true, bytes: true })).toBe(
+      "error: bytes and json cannot be combined",
+    );
+    expect(await read({ handle: "res_doc", json: true, pattern: "x" })).toBe(
+      "error: pattern cannot be combined with json",
+    );
+  });
+
   it("answers bad arguments with a short error instead of throwing", async () => {
     expect(await read({})).toBe("error: handle must be a non-empty string");
     expect(await read("{not json")).toBe("error: arguments are not valid JSON");

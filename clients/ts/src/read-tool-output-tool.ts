@@ -21,7 +21,8 @@ export interface ToolDefinition {
 /**
  * readToolOutputTool is the ready `read_tool_output` definition. Its parameters are a JSON
  * Schema object with `handle` required and no other properties allowed; `mode: "bytes"` is an
- * alias of `bytes: true`, because the server's previews and hints spell bytes reads that way.
+ * alias of `bytes: true`, because the server's previews and hints spell bytes reads that way,
+ * and `mode: "json"` of `json: true`.
  */
 export const readToolOutputTool: ToolDefinition = {
   name: readToolOutputToolName,
@@ -33,10 +34,13 @@ export const readToolOutputTool: ToolDefinition = {
     "`cat -n`, and every window ends with how to ask for the next one.",
     "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
     "ignore_case, context lines around each match, skip matches already seen, limit matches).",
-    "JSON: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
-    "and returns the matched nodes' paths and values; skip and limit page them.",
     "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-    "and very long lines. The service caps every window, whatever limit you ask for.",
+    "and very long lines.",
+    "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+    "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+    "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+    "and returns the matched nodes' paths and values; skip and limit page them.",
+    "The service caps every window, whatever limit you ask for.",
   ].join(" "),
   parameters: {
     type: "object",
@@ -69,10 +73,14 @@ export const readToolOutputTool: ToolDefinition = {
         description: "An RFC 9535 JSONPath query over a JSON or JSON Lines output.",
       },
       bytes: { type: "boolean", description: "Read raw bytes; offset and limit are then bytes." },
+      json: {
+        type: "boolean",
+        description: "Read the JSON view; offset and limit are then lines of that view.",
+      },
       mode: {
         type: "string",
-        enum: ["lines", "bytes"],
-        description: 'Same as bytes=true when "bytes".',
+        enum: ["lines", "bytes", "json"],
+        description: 'Same as bytes=true when "bytes", json=true when "json".',
       },
     },
     required: ["handle"],
@@ -212,6 +220,7 @@ const jsonPathExcludes = [
   "offset",
   "from_end",
   "bytes",
+  "json",
   "mode",
 ];
 
@@ -240,16 +249,19 @@ function parseArgs(input: unknown): Request | string {
     checkBool(a, "from_end") ??
     checkBool(a, "regex") ??
     checkBool(a, "ignore_case") ??
-    checkBool(a, "bytes");
+    checkBool(a, "bytes") ??
+    checkBool(a, "json");
   if (problem !== undefined) return problem;
-  if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes") {
-    return 'mode must be "lines" or "bytes"';
+  if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes" && a.mode !== "json") {
+    return 'mode must be "lines", "bytes" or "json"';
   }
   const offset = a.offset as number | undefined;
   const limit = a.limit as number | undefined;
   // Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
   const smallLimit = limit === undefined ? undefined : Math.min(limit, 2 ** 31 - 1);
   const bytes = a.bytes === true || a.mode === "bytes";
+  const json = a.json === true || a.mode === "json";
+  if (bytes && json) return "bytes and json cannot be combined";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
   if (a.jsonpath !== undefined) {
     if (typeof a.jsonpath !== "string" || a.jsonpath === "") {
@@ -275,6 +287,7 @@ function parseArgs(input: unknown): Request | string {
     if (typeof a.pattern !== "string" || a.pattern === "") {
       return "pattern must be a non-empty string";
     }
+    if (json) return "pattern cannot be combined with json";
     if (bytes || a.from_end !== undefined || offset !== undefined) {
       return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)";
     }
@@ -304,6 +317,15 @@ function parseArgs(input: unknown): Request | string {
           offset: BigInt(offset ?? 0),
           limit: limit === undefined ? undefined : BigInt(limit),
         },
+      },
+    };
+  }
+  if (json) {
+    return {
+      handle: a.handle,
+      window: {
+        case: "json",
+        value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },
       },
     };
   }

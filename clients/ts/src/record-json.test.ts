@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RunInfoSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { ResultAttachmentSchema, Storage } from "@spillway/proto/spillway/v1/types_pb.js";
+import { JsonKind, ResultAttachmentSchema, Storage } from "@spillway/proto/spillway/v1/types_pb.js";
 import { describe, expect, it } from "vitest";
 import { attachmentJson, runInfoJson } from "./record-json.js";
 
@@ -36,7 +36,14 @@ describe("attachmentJson", () => {
       sha256: "ab".repeat(32),
       create_time: "2026-12-01T21:20:03.000Z",
       expire_time: null,
+      json_kind: "none",
+      json_view_lines: 0,
     });
+    expect(
+      attachmentJson(
+        create(ResultAttachmentSchema, { jsonKind: JsonKind.LINES, jsonViewLines: 7n }),
+      ),
+    ).toMatchObject({ json_kind: "lines", json_view_lines: 7 });
   });
 });
 

@@ -1,5 +1,5 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { Storage } from "@spillway/proto/spillway/v1/types_pb.js";
+import { JsonKind, Storage } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { ListPage, RunsPage } from "./client.js";
 
 type ResultAttachment = ListPage["attachments"][number];
@@ -24,10 +24,20 @@ export interface AttachmentJson {
   readonly sha256: string;
   readonly create_time: string | null;
   readonly expire_time: string | null;
+  /** Whether a `json` window can page it: `document`, `lines` (JSON Lines) or `none`. */
+  readonly json_kind: "document" | "lines" | "none";
+  /** Lines of its JSON view (0 without one). */
+  readonly json_view_lines: number;
 }
 
 const iso = (t: RunInfo["createTime"]): string | null =>
   t === undefined ? null : timestampDate(t).toISOString();
+
+const JSON_KINDS = {
+  [JsonKind.UNSPECIFIED]: "none",
+  [JsonKind.DOCUMENT]: "document",
+  [JsonKind.LINES]: "lines",
+} as const;
 
 const STORED = {
   [Storage.UNSPECIFIED]: "unspecified",
@@ -57,6 +67,8 @@ export function attachmentJson(a: ResultAttachment): AttachmentJson {
     sha256: a.sha256,
     create_time: iso(a.createTime),
     expire_time: iso(a.expireTime),
+    json_kind: JSON_KINDS[a.jsonKind] ?? "none",
+    json_view_lines: Number(a.jsonViewLines),
   };
 }
 

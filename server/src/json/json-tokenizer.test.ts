@@ -280,6 +280,63 @@ describe("createJsonTokenizer", () => {
     expect(record([encoder.encode("\n\n")], { lines: true }).error).toEqual([2, "no value"]);
   });
 
+  it("reports in sequence mode whether values span lines or share one, without failing", () => {
+    const flags = (text: string) => {
+      const tokenizer = createJsonTokenizer(
+        {
+          openObject() {},
+          closeObject() {},
+          openArray() {},
+          closeArray() {},
+          key() {},
+          scalar() {},
+        },
+        { sequence: true },
+      );
+      tokenizer.write(encoder.encode(text));
+      tokenizer.end();
+      return [tokenizer.values, tokenizer.spansLines, tokenizer.sharesLine];
+    };
+    expect(flags('{"a":1}\n[2]\n3')).toEqual([3, false, false]);
+    expect(flags('{\n"a":1}')).toEqual([1, true, false]);
+    expect(flags("1 2\n")).toEqual([2, false, true]);
+    expect(flags("{}{}")).toEqual([2, false, true]);
+    expect(record([encoder.encode("[1,]")], { sequence: true }).error).toEqual([
+      3,
+      "trailing comma",
+    ]);
+  });
+
+  it("with bytes off delivers the same events and offsets with empty raws", () => {
+    const text = encoder.encode('{"a": [1, "long string", true, {"b": -2.5e3}], "c": null}');
+    const structure = (events: Recorded[]) => events.map(([kind, offset]) => [kind, offset]);
+    for (const chunks of splits(text)) {
+      const plain: [string, number, number][] = [];
+      const tokenizer = createJsonTokenizer(
+        {
+          openObject: (o) => plain.push(["{", o, 0]),
+          closeObject: (o) => plain.push(["}", o, 0]),
+          openArray: (o) => plain.push(["[", o, 0]),
+          closeArray: (o) => plain.push(["]", o, 0]),
+          key: (raw, o) => plain.push(["key", o, raw.length]),
+          scalar: (kind, raw, o, last) => {
+            if (last)
+              plain.push([kind, o, kind === "string" || kind === "number" ? raw.length : 0]);
+          },
+        },
+        { bytes: false },
+      );
+      for (const chunk of chunks) tokenizer.write(chunk);
+      tokenizer.end();
+      const withBytes = structure(record([text]).events);
+      // A string's last piece starts where it does; compare the starts of whole tokens only.
+      expect(plain.filter(([k]) => k !== "string").map(([k, o]) => [k, o])).toEqual(
+        withBytes.filter(([k]) => k !== "string"),
+      );
+      expect(plain.every(([, , length]) => length === 0)).toBe(true);
+    }
+  });
+
   it("resumes inside a container at a member or element start", () => {
     const text = '{"a":[1,{"b":2},3],"c":4}';
     const at = text.indexOf("{", 1) + 0; // the element {"b":2} inside the array inside the object

@@ -23,6 +23,10 @@ export interface JsonTokenizer {
   readonly depth: number;
   /** Top-level values completed so far. */
   readonly values: number;
+  /** Sequence mode: a line break was seen inside a top-level value. */
+  readonly spansLines: boolean;
+  /** Sequence mode: a top-level value started on the line where another ended. */
+  readonly sharesLine: boolean;
 }
 
 /** A container on the tokenizer's stack: 1 for an object, 2 for an array. */
@@ -50,6 +54,18 @@ export interface JsonTokenizerOptions {
    */
   readonly lines?: boolean;
   /**
+   * Accept any sequence of top-level values and report, instead of failing, whether one spans
+   * lines (spansLines) or two share one (sharesLine): one pass then tells a document from
+   * JSON Lines. Ignored when `lines` is set.
+   */
+  readonly sequence?: boolean;
+  /**
+   * Set false for a consumer that needs only the structure and offsets (an indexer): every
+   * `raw` is then an empty array, which spares an allocation per token. Literals still arrive
+   * as their constant bytes.
+   */
+  readonly bytes?: boolean;
+  /**
    * Start in the middle of a text that was checked before: at byte `offset`, which is where
    * a member, an element, a top-level value or the close of a container starts (right after
    * the `{`, `[` or `,` before it and any whitespace), inside the containers of `stack`
@@ -57,6 +73,9 @@ export interface JsonTokenizerOptions {
    */
   readonly resume?: { readonly offset: number; readonly stack: ArrayLike<JsonContainer> };
 }
+
+/** The raw bytes handed to a consumer that asked for none. */
+const noBytes = new Uint8Array(0);
 
 /** jsonMaxDepth is the default nesting bound: deeper documents are not treated as JSON. */
 export const jsonMaxDepth = 1024;
@@ -150,6 +169,11 @@ export function createJsonTokenizer(
   const maxKeyBytes = options.maxKeyBytes ?? jsonMaxKeyBytes;
   const maxNumberBytes = options.maxNumberBytes ?? jsonMaxNumberBytes;
   const lines = options.lines === true;
+  const withBytes = options.bytes !== false;
+  const sequence = !lines && options.sequence === true;
+  const many = lines || sequence;
+  let spansLines = false;
+  let sharesLine = false;
 
   const stack = new Uint8Array(maxDepth + 1);
   let depth = 0;
@@ -210,7 +234,7 @@ export function createJsonTokenizer(
   const afterValue = () => {
     if (depth === 0) {
       values++;
-      return lines ? S_SEP : S_DONE;
+      return many ? S_SEP : S_DONE;
     }
     return S_AFTER;
   };
@@ -226,12 +250,12 @@ export function createJsonTokenizer(
     }
     if (carryLength > 0) {
       appendCarry(chunk, tokenFrom, i, maxNumberBytes, "number");
-      events.scalar("number", carry.slice(0, carryLength), tokenStart, true);
+      events.scalar("number", withBytes ? carry.slice(0, carryLength) : noBytes, tokenStart, true);
       carryLength = 0;
     } else {
       if (i - tokenFrom > maxNumberBytes)
         fail(`number longer than ${maxNumberBytes} bytes`, tokenStart);
-      events.scalar("number", chunk.subarray(tokenFrom, i), tokenStart, true);
+      events.scalar("number", withBytes ? chunk.subarray(tokenFrom, i) : noBytes, tokenStart, true);
     }
     return afterValue();
   };
@@ -258,18 +282,18 @@ export function createJsonTokenizer(
             if (isKey) {
               if (carryLength > 0) {
                 appendCarry(chunk, tokenFrom, i, maxKeyBytes, "member name");
-                events.key(carry.slice(0, carryLength), tokenStart);
+                events.key(withBytes ? carry.slice(0, carryLength) : noBytes, tokenStart);
                 carryLength = 0;
               } else {
                 if (i - tokenFrom > maxKeyBytes)
                   fail(`member name longer than ${maxKeyBytes} bytes`, tokenStart);
-                events.key(chunk.subarray(tokenFrom, i), tokenStart);
+                events.key(withBytes ? chunk.subarray(tokenFrom, i) : noBytes, tokenStart);
               }
               s = S_COLON;
             } else {
               events.scalar(
                 "string",
-                chunk.subarray(tokenFrom, i),
+                withBytes ? chunk.subarray(tokenFrom, i) : noBytes,
                 pieceStarted ? base + tokenFrom : tokenStart,
                 true,
               );
@@ -373,17 +397,23 @@ export function createJsonTokenizer(
             break;
           }
           if (b === 0x0a) {
-            if (lines) {
+            if (many) {
               if (s === S_SEP) s = S_VALUE;
-              else if (depth > 0 || s !== S_VALUE)
-                fail("a JSON Lines record spans lines", base + i);
+              else if (depth > 0 || s !== S_VALUE) {
+                if (lines) fail("a JSON Lines record spans lines", base + i);
+                spansLines = true;
+              }
             }
             i++;
             break;
           }
           const at = base + i;
           if (s === S_DONE) fail("more than one top-level value", at);
-          if (s === S_SEP) fail("more than one value on a line", at);
+          if (s === S_SEP) {
+            if (lines) fail("more than one value on a line", at);
+            sharesLine = true;
+            s = S_VALUE;
+          }
           if (s === S_COLON) {
             if (b !== 0x3a) fail("expected ':'", at);
             i++;
@@ -481,7 +511,7 @@ export function createJsonTokenizer(
       } else if (n > tokenFrom) {
         events.scalar(
           "string",
-          chunk.subarray(tokenFrom, n),
+          withBytes ? chunk.subarray(tokenFrom, n) : noBytes,
           pieceStarted ? base + tokenFrom : tokenStart,
           false,
         );
@@ -503,7 +533,7 @@ export function createJsonTokenizer(
       }
       const complete =
         depth === 0 &&
-        (state === S_DONE || state === S_SEP || (lines && state === S_VALUE)) &&
+        (state === S_DONE || state === S_SEP || (many && state === S_VALUE)) &&
         (values > 0 || options.resume !== undefined);
       if (!complete) {
         const reason =
@@ -525,6 +555,12 @@ export function createJsonTokenizer(
     },
     get values() {
       return values;
+    },
+    get spansLines() {
+      return spansLines;
+    },
+    get sharesLine() {
+      return sharesLine;
     },
   };
 }

@@ -5,6 +5,7 @@ import {
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { createJsonTokenizer } from "../json/json-tokenizer.js";
+import { isJsonLinesContentType } from "../json/json-view-index.js";
 import type { JsonPathQuery } from "../json/jsonpath-ast.js";
 import { createJsonPathStream, jsonPathBuffering } from "../json/jsonpath-stream.js";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
@@ -39,12 +40,15 @@ export interface JsonPathRequest {
  */
 export const jsonPathMaxBufferBytes = 8 * 1024 * 1024;
 
-/** Content types whose payload is JSON Lines (one JSON value per line). */
-const jsonLinesTypes = /^application\/(x-)?(ndjson|jsonl|json-lines|jsonlines|x-jsonlines)\b/i;
-
-/** isJsonLines tells a JSON Lines payload (queried as the array of its records) by its type. */
-export function isJsonLines(contentType: string): boolean {
-  return jsonLinesTypes.test(contentType.trim());
+/**
+ * True when the payload is JSON Lines (queried as the array of its records): as offload found
+ * it (the JSON view's kind), or, for a payload stored before JSON views were indexed, as its
+ * content type declares.
+ */
+function isJsonLines(source: WindowSource): boolean {
+  const view = source.json;
+  if (view !== undefined && "kind" in view) return view.kind === "lines";
+  return isJsonLinesContentType(source.contentType);
 }
 
 /** Nodes per content frame. */
@@ -86,7 +90,7 @@ export async function* jsonPathWindow(
   const overCap = request.maxMatches !== undefined && request.maxMatches > caps.maxMatches;
   const { skip } = request;
   const { maxLineChars, maxWindowChars } = caps;
-  const lines = isJsonLines(source.contentType);
+  const lines = isJsonLines(source);
   if (jsonPathBuffering(request.query).root && source.size > jsonPathMaxBufferBytes) {
     throw new ConnectError(
       `JSONPath query compares with an absolute $ query inside a filter, which holds the whole document; ${source.handle} has ${source.size} bytes, over the server's bound of ${jsonPathMaxBufferBytes}`,

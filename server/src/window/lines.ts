@@ -262,6 +262,45 @@ export interface LinesRequest {
   readonly fromEnd: boolean;
 }
 
+/**
+ * LineView is what a lines-style window is read from: numbered lines, how to feed them from a
+ * given line on, and how the window's text names them. Lines mode views the `\n` grid; the
+ * JSON view is another.
+ */
+export interface LineView {
+  /** Lines in the whole view. */
+  readonly total: number;
+  /** Feeds every line from `first` on to `take` until it returns false; see feedLines. */
+  feed(
+    first: number,
+    maxLineChars: number,
+    signal: AbortSignal | undefined,
+    take: (line: ShownLine) => boolean,
+  ): AsyncGenerator<void, boolean>;
+  /** First line of the rendered window (first and last are 1-based). */
+  header(first: number, last: number): string;
+  /** Last line of the rendered window. */
+  footer(footer: LinesFooter): string;
+  /** The whole rendered text of a window that selected nothing. */
+  noLines(offset: number): string;
+  /** The window's header frame. */
+  headerFrame(start: number): ReadToolOutputResponse;
+}
+
+/** linesView is the `\n` grid of a payload, as lines mode reads it. */
+export function linesView(source: WindowSource): LineView {
+  return {
+    total: source.lineCount,
+    feed: (first, maxLineChars, signal, take) =>
+      feedLines(source, first, maxLineChars, signal, take),
+    header: (first, last) =>
+      renderLinesHeader(source.handle, first, last, source.lineCount, source.size),
+    footer: renderLinesFooter,
+    noLines: (offset) => renderNoLines(source.handle, offset, source.lineCount),
+    headerFrame: (start) => windowHeaderFrame(source, start),
+  };
+}
+
 /** Lines per content frame. */
 const linesPerFrame = 256;
 
@@ -345,15 +384,21 @@ function linesTrailer(outcome: LinesOutcome, withText: boolean): ReadToolOutputR
  * The widest footer a window that goes on to line `next` may end with: the character-cap
  * footer, or the line-cap one when the request asked for more lines than the cap.
  */
-function widestFooter(next: number, fromEnd: boolean, overCap: boolean, caps: WindowCaps): string {
-  const clipped = renderLinesFooter({
+function widestFooter(
+  next: number,
+  fromEnd: boolean,
+  overCap: boolean,
+  caps: WindowCaps,
+  renderFooter: (footer: LinesFooter) => string,
+): string {
+  const clipped = renderFooter({
     kind: "clipped",
     next,
     fromEnd,
     maxWindowChars: caps.maxWindowChars,
   });
   if (!overCap) return clipped;
-  const capped = renderLinesFooter({
+  const capped = renderFooter({
     kind: "capped",
     next,
     fromEnd,
@@ -390,12 +435,13 @@ export async function* linesWindow(
   caps: WindowCaps,
   withText: boolean,
   signal?: AbortSignal,
+  view: LineView = linesView(source),
 ): AsyncGenerator<ReadToolOutputResponse> {
   const limit = windowLimit(request, caps);
-  const total = source.lineCount;
+  const total = view.total;
   if (request.offset >= total) {
-    yield windowHeaderFrame(source, request.fromEnd ? 0 : request.offset);
-    const rendered = renderNoLines(source.handle, request.offset, total);
+    yield view.headerFrame(request.fromEnd ? 0 : request.offset);
+    const rendered = view.noLines(request.offset);
     yield linesTrailer(
       { shown: [], next: undefined, clipped: false, eof: true, rendered },
       withText,
@@ -404,7 +450,7 @@ export async function* linesWindow(
   }
   if (request.fromEnd) {
     const overCap = request.limit !== undefined && request.limit > limit;
-    yield* tailWindow(source, request.offset, limit, overCap, caps, withText, signal);
+    yield* tailWindow(view, request.offset, limit, overCap, caps, withText, signal);
     return;
   }
 
@@ -415,18 +461,18 @@ export async function* linesWindow(
   let charClipped = false;
   let batch: ShownLine[] = [];
   const frames: ReadToolOutputResponse[] = [];
-  yield windowHeaderFrame(source, start);
+  yield view.headerFrame(start);
   const overCap = request.limit !== undefined && request.limit > limit;
   const rowsFit = (last: ShownLine, extra: number): boolean => {
     const footer =
       last.number >= total
-        ? renderLinesFooter({ kind: "end" })
-        : widestFooter(last.number, false, overCap, caps);
-    const header = renderLinesHeader(source.handle, start + 1, last.number, total, source.size);
+        ? view.footer({ kind: "end" })
+        : widestFooter(last.number, false, overCap, caps, view.footer);
+    const header = view.header(start + 1, last.number);
     return countChars(header) + countChars(footer) + rowsChars + extra <= caps.maxWindowChars;
   };
 
-  const feed = feedLines(source, start, caps.maxLineChars, signal, (line) => {
+  const feed = view.feed(start, caps.maxLineChars, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     const rowChars = countChars(row);
     if (shown.length > 0 && !rowsFit(line, rowChars)) {
@@ -466,10 +512,8 @@ export async function* linesWindow(
           : { kind: "more", next };
   const rendered =
     shown.length === 0
-      ? renderNoLines(source.handle, start, total)
-      : renderLinesHeader(source.handle, start + 1, end, total, source.size) +
-        rows +
-        renderLinesFooter(footer);
+      ? view.noLines(start)
+      : view.header(start + 1, end) + rows + view.footer(footer);
   yield linesTrailer(
     {
       shown,
@@ -484,7 +528,7 @@ export async function* linesWindow(
 
 /** The from_end half of linesWindow; see there. */
 async function* tailWindow(
-  source: WindowSource,
+  view: LineView,
   offset: number,
   limit: number,
   overCap: boolean,
@@ -492,11 +536,11 @@ async function* tailWindow(
   withText: boolean,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<ReadToolOutputResponse> {
-  const total = source.lineCount;
+  const total = view.total;
   const last = total - 1 - offset;
   const first = Math.max(0, last - limit + 1);
   const read: { line: ShownLine; row: string; chars: number }[] = [];
-  const feed = feedLines(source, first, caps.maxLineChars, signal, (line) => {
+  const feed = view.feed(first, caps.maxLineChars, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     read.push({ line, row, chars: countChars(row) });
     return line.number <= last;
@@ -515,10 +559,9 @@ async function* tailWindow(
     const candidateNext = offset + (read.length - k);
     const footer =
       shownFirst === 0
-        ? renderLinesFooter({ kind: "start" })
-        : widestFooter(candidateNext, true, overCap, caps);
-    const frame =
-      renderLinesHeader(source.handle, shownFirst + 1, last + 1, total, source.size) + footer;
+        ? view.footer({ kind: "start" })
+        : widestFooter(candidateNext, true, overCap, caps, view.footer);
+    const frame = view.header(shownFirst + 1, last + 1) + footer;
     if (keep > 0 && countChars(frame) + rowsChars + entry.chars > caps.maxWindowChars) break;
     keep++;
     rowsChars += entry.chars;
@@ -529,7 +572,7 @@ async function* tailWindow(
   const charClipped = keep < read.length;
   const next = shownFirst > 0 ? offset + shown.length : undefined;
 
-  yield windowHeaderFrame(source, shownFirst);
+  yield view.headerFrame(shownFirst);
   for (let at = 0; at < shown.length; at += linesPerFrame) {
     yield linesFrame(shown.slice(at, at + linesPerFrame));
   }
@@ -543,9 +586,9 @@ async function* tailWindow(
           ? { kind: "capped", next, fromEnd: true, maxWindowLines: caps.maxWindowLines }
           : { kind: "earlier", next };
   const rendered =
-    renderLinesHeader(source.handle, shownFirst + 1, last + 1, total, source.size) +
+    view.header(shownFirst + 1, last + 1) +
     kept.map((entry) => entry.row).join("") +
-    renderLinesFooter(footer);
+    view.footer(footer);
   yield linesTrailer(
     {
       shown,

@@ -8,6 +8,7 @@ import {
 import { parseJsonPath } from "../json/jsonpath-parse.js";
 import { bytesWindow } from "./bytes.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
+import { jsonWindow } from "./json.js";
 import { jsonPathWindow } from "./json-path.js";
 import { linesWindow } from "./lines.js";
 import { renderBinary } from "./render.js";
@@ -77,6 +78,15 @@ export async function* readWindow(
         limit: window.value.limit === undefined ? undefined : Number(window.value.limit),
       };
       yield* bytesWindow(source, bytes, caps, withText, signal);
+      return;
+    }
+    case "json": {
+      const lines = {
+        offset: count(window.value.offset, "json.offset"),
+        limit: window.value.limit,
+        fromEnd: window.value.fromEnd,
+      };
+      yield* jsonWindow(source, lines, caps, withText, signal);
       return;
     }
     case "search": {

@@ -224,3 +224,57 @@ export function renderSearchFooter(footer: SearchFooter): string {
       return "[no more matches]\n";
   }
 }
+
+/** What the header of a JSON window calls the view it shows. */
+function jsonViewName(kind: "document" | "lines"): string {
+  return kind === "document"
+    ? "JSON view (pretty-printed)"
+    : "JSON Lines view (one record per line)";
+}
+
+/** renderJsonViewHeader renders the first line of a JSON window (first and last are 1-based). */
+export function renderJsonViewHeader(
+  handle: string,
+  kind: "document" | "lines",
+  first: number,
+  last: number,
+  viewLines: number,
+  size: number,
+): string {
+  return `[${handle}] ${jsonViewName(kind)} lines ${first}-${last} of ${viewLines} (${size} bytes)\n`;
+}
+
+/**
+ * renderJsonViewFooter renders the last line of a JSON window: the lines footer, its offsets
+ * named as offsets of the JSON view.
+ */
+export function renderJsonViewFooter(footer: LinesFooter): string {
+  switch (footer.kind) {
+    case "more":
+      return `[more: json offset=${footer.next}]\n`;
+    case "earlier":
+      return `[earlier lines: json offset=${footer.next} from_end=true]\n`;
+    case "clipped":
+      return footer.fromEnd
+        ? `[window clipped at ${footer.maxWindowChars} chars; earlier lines: json offset=${footer.next} from_end=true]\n`
+        : `[window clipped at ${footer.maxWindowChars} chars; more: json offset=${footer.next}]\n`;
+    case "capped":
+      return footer.fromEnd
+        ? `[window capped at ${footer.maxWindowLines} lines; earlier lines: json offset=${footer.next} from_end=true]\n`
+        : `[window capped at ${footer.maxWindowLines} lines; more: json offset=${footer.next}]\n`;
+    case "end":
+      return "[end of output]\n";
+    case "start":
+      return "[no earlier lines]\n";
+  }
+}
+
+/** renderNoJsonViewLines renders a JSON window that selected nothing. */
+export function renderNoJsonViewLines(
+  handle: string,
+  kind: "document" | "lines",
+  offset: number,
+  viewLines: number,
+): string {
+  return `[${handle}] no lines at offset ${offset}: the ${jsonViewName(kind)} has ${viewLines} lines\n`;
+}

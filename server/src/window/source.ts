@@ -3,6 +3,12 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import {
+  createJsonViewIndexer,
+  type JsonCheckpoint,
+  type JsonViewIndex,
+  type JsonViewKind,
+} from "../json/json-view-index.js";
 import { createLineAnchors, type LineAnchors } from "./line-anchors.js";
 import { createLineIndexer, defaultLineIndexStride, nearestIndexedLine } from "./line-index.js";
 
@@ -41,6 +47,20 @@ export interface WindowSource {
    * ahead; a payload stored without an index yields no anchors.
    */
   lineAnchors(signal?: AbortSignal): LineAnchors;
+  /**
+   * The payload's JSON view, or why it has none (not JSON, or offloaded before JSON views were
+   * indexed): the reason is the FAILED_PRECONDITION message a JSON window answers with.
+   */
+  readonly json?: JsonViewSource | { readonly unavailable: string };
+}
+
+/** JsonViewSource is a payload's indexed JSON view. */
+export interface JsonViewSource {
+  readonly kind: JsonViewKind;
+  /** Lines of the view. */
+  readonly viewLines: number;
+  /** Returns the checkpoint nearest before (or at) 0-based view line `line`. */
+  seek(line: number, signal?: AbortSignal): Promise<JsonCheckpoint>;
 }
 
 /** Largest piece a buffer source hands out per chunk, so readers see a realistic stream. */
@@ -57,16 +77,31 @@ export function createBufferWindowSource(
   bytes: Uint8Array,
   binary: boolean,
   stride: number = defaultLineIndexStride,
+  jsonStride?: number,
 ): WindowSource {
   const indexer = createLineIndexer(stride);
   indexer.push(bytes);
   const index = indexer.finish();
+  let json: JsonViewSource | { readonly unavailable: string } | undefined;
   return {
     handle,
     contentType,
     size: index.size,
     lineCount: index.lineCount,
     binary,
+    get json() {
+      // Built on first use only: most windows over a buffer never ask for the JSON view.
+      if (json === undefined) {
+        const jsonIndexer = createJsonViewIndexer({ contentType, stride: jsonStride });
+        jsonIndexer.push(bytes);
+        const found = jsonIndexer.finish();
+        json =
+          found === undefined
+            ? { unavailable: notJsonReason(handle, jsonIndexer.notJsonReason()) }
+            : jsonViewFromIndex(found);
+      }
+      return json;
+    },
     async read(offset, length) {
       const start = Math.min(Math.max(0, offset), bytes.length);
       const end = length === undefined ? bytes.length : Math.min(bytes.length, start + length);
@@ -110,4 +145,37 @@ export function windowHeaderFrame(source: WindowSource, start: number): ReadTool
       },
     },
   });
+}
+
+/** notJsonReason is what a JSON window over a payload that is neither JSON nor JSON Lines says. */
+export function notJsonReason(handle: string, why?: string): string {
+  const detail = why === undefined || why === "" ? "" : ` (${why})`;
+  return `"${handle}" is neither a JSON document nor JSON Lines${detail}, so it has no JSON view: a document is one RFC 8259 value at most 1024 levels deep, JSON Lines one value per line; read it with lines, bytes or search`;
+}
+
+/** jsonViewFromIndex serves a JSON view from an index held in memory. */
+export function jsonViewFromIndex(index: JsonViewIndex): JsonViewSource {
+  return {
+    kind: index.kind,
+    viewLines: index.viewLines,
+    async seek(line) {
+      return nearestCheckpoint(index, line);
+    },
+  };
+}
+
+/** nearestCheckpoint returns the last checkpoint at or before 0-based view line `line`. */
+export function nearestCheckpoint(
+  index: Pick<JsonViewIndex, "count" | "checkpoint">,
+  line: number,
+): JsonCheckpoint {
+  if (index.count === 0) return { line: 0, offset: 0, stack: [] };
+  let lo = 0;
+  let hi = index.count - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (index.checkpoint(mid).line <= line) lo = mid;
+    else hi = mid - 1;
+  }
+  return index.checkpoint(lo);
 }

@@ -31,10 +31,13 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
             "`cat -n`, and every window ends with how to ask for the next one.",
             "Search: set pattern (a literal string, or an RE2 regular expression with regex=true;",
             "ignore_case, context lines around each match, skip matches already seen, limit matches).",
-            "JSON: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
-            "and returns the matched nodes' paths and values; skip and limit page them.",
             "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
-            "and very long lines. The service caps every window, whatever limit you ask for.",
+            "and very long lines.",
+            "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
+            "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+            "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+            "and returns the matched nodes' paths and values; skip and limit page them.",
+            "The service caps every window, whatever limit you ask for.",
         ]
     ),
     "parameters": {
@@ -68,7 +71,15 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
                 "description": "An RFC 9535 JSONPath query over a JSON or JSON Lines output.",
             },
             "bytes": {"type": "boolean", "description": "Read raw bytes; offset and limit are then bytes."},
-            "mode": {"type": "string", "enum": ["lines", "bytes"], "description": 'Same as bytes=true when "bytes".'},
+            "json": {
+                "type": "boolean",
+                "description": "Read the JSON view; offset and limit are then lines of that view.",
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["lines", "bytes", "json"],
+                "description": 'Same as bytes=true when "bytes", json=true when "json".',
+            },
         },
         "required": ["handle"],
         "additionalProperties": False,
@@ -77,12 +88,13 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
 """The ready `read_tool_output` definition (name, description, JSON Schema), identical to the TS SDK's.
 
 `handle` is required and no other properties are allowed; `mode: "bytes"` is an alias of
-`bytes: true`, because the server's previews and hints spell bytes reads that way.
+`bytes: true`, because the server's previews and hints spell bytes reads that way, and
+`mode: "json"` of `json: true`.
 """
 
 _KNOWN = tuple(READ_TOOL_OUTPUT_TOOL["parameters"]["properties"])
 _MAX_SAFE_INTEGER = 2**53 - 1
-_JSONPATH_EXCLUDES = ("pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "mode")
+_JSONPATH_EXCLUDES = ("pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "json", "mode")
 """Arguments of other windows, which a JSONPath query does not take."""
 _INT32_MAX = 2**31 - 1
 
@@ -90,7 +102,7 @@ _INT32_MAX = 2**31 - 1
 def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     """parse_read_tool_output_args maps the model's arguments to read_tool_output keyword arguments.
 
-    Returns a dict with `handle` and one window (`lines`, `bytes`, `search` or `json_path`), or a short
+    Returns a dict with `handle` and one window (`lines`, `bytes`, `search`, `json` or `json_path`), or a short
     sentence saying what is wrong, worded exactly as the TS SDK words it.
     """
     if isinstance(args, str):
@@ -116,16 +128,20 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         or _check_bool(a, "regex")
         or _check_bool(a, "ignore_case")
         or _check_bool(a, "bytes")
+        or _check_bool(a, "json")
     )
     if problem is not None:
         return problem
-    if "mode" in a and a["mode"] not in ("lines", "bytes"):
-        return 'mode must be "lines" or "bytes"'
+    if "mode" in a and a["mode"] not in ("lines", "bytes", "json"):
+        return 'mode must be "lines", "bytes" or "json"'
     offset = _int(a.get("offset"))
     limit = _int(a.get("limit"))
     # Lines and matches limits are int32 on the wire; the server caps windows far below anyway.
     small_limit = None if limit is None else min(limit, _INT32_MAX)
     as_bytes = a.get("bytes") is True or a.get("mode") == "bytes"
+    as_json = a.get("json") is True or a.get("mode") == "json"
+    if as_bytes and as_json:
+        return "bytes and json cannot be combined"
     search_only = next((k for k in ("regex", "ignore_case", "context", "skip") if k in a), None)
     if "jsonpath" in a:
         query = a["jsonpath"]
@@ -142,6 +158,8 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         pattern = a["pattern"]
         if not isinstance(pattern, str) or pattern == "":
             return "pattern must be a non-empty string"
+        if as_json:
+            return "pattern cannot be combined with json"
         if as_bytes or "from_end" in a or offset is not None:
             return "pattern cannot be combined with bytes, from_end or offset (use skip to page matches)"
         search: dict[str, Any] = {
@@ -166,7 +184,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     lines: dict[str, Any] = {"offset": offset or 0, "from_end": a.get("from_end") is True}
     if small_limit is not None:
         lines["limit"] = small_limit
-    return {"handle": handle, "lines": lines}
+    return {"handle": handle, "json" if as_json else "lines": lines}
 
 
 _REMEMBERED_SEARCHES = 64

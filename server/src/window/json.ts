@@ -1,0 +1,90 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type ReadToolOutputResponse,
+  ReadToolOutputResponseSchema,
+} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { createJsonViewRenderer } from "../json/json-view-renderer.js";
+import type { WindowCaps } from "./caps.js";
+import { type LinesRequest, type LineView, linesWindow, type ShownLine } from "./lines.js";
+import { renderJsonViewFooter, renderJsonViewHeader, renderNoJsonViewLines } from "./render.js";
+import type { JsonViewSource, WindowSource } from "./source.js";
+
+/** Throws CANCELED when the caller went away. */
+function checkAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+}
+
+/**
+ * jsonView is the JSON view of a payload as a LineView: lines fed by a renderer resumed at the
+ * checkpoint nearest before the first line wanted, so a window reads the bytes from that
+ * checkpoint to its last line and no others.
+ */
+export function jsonView(source: WindowSource, json: JsonViewSource): LineView {
+  return {
+    total: json.viewLines,
+    async *feed(first, maxLineChars, signal, take) {
+      const checkpoint = await json.seek(first, signal);
+      const stream = await source.read(checkpoint.offset, undefined, signal);
+      const renderer = createJsonViewRenderer({
+        kind: json.kind,
+        checkpoint,
+        skipUntil: first,
+        maxLineChars,
+        onLine: (line) => take(line satisfies ShownLine),
+      });
+      for await (const chunk of stream) {
+        checkAborted(signal);
+        const more = renderer.push(chunk);
+        // The renderer copies what it keeps, so the chunk can serve later reads.
+        source.release(chunk);
+        yield;
+        if (!more) return false;
+      }
+      renderer.finish();
+      return true;
+    },
+    header: (first, last) =>
+      renderJsonViewHeader(source.handle, json.kind, first, last, json.viewLines, source.size),
+    footer: renderJsonViewFooter,
+    noLines: (offset) => renderNoJsonViewLines(source.handle, json.kind, offset, json.viewLines),
+    headerFrame: (start) =>
+      create(ReadToolOutputResponseSchema, {
+        frame: {
+          case: "header",
+          value: {
+            handle: source.handle,
+            totalBytes: BigInt(source.size),
+            totalLines: BigInt(source.lineCount),
+            binary: source.binary,
+            contentType: source.contentType,
+            start: BigInt(start),
+            viewLines: BigInt(json.viewLines),
+          },
+        },
+      }),
+  };
+}
+
+/**
+ * jsonWindow streams one window of the JSON view with exactly the caps, paging and trailer of
+ * a lines window (see linesWindow); its lines are view lines, each with the source offset of
+ * its first token. A payload without a JSON view is FAILED_PRECONDITION, before any frame,
+ * naming why.
+ */
+export async function* jsonWindow(
+  source: WindowSource,
+  request: LinesRequest,
+  caps: WindowCaps,
+  withText: boolean,
+  signal?: AbortSignal,
+): AsyncGenerator<ReadToolOutputResponse> {
+  const json = source.json;
+  if (json === undefined || "unavailable" in json) {
+    throw new ConnectError(
+      json?.unavailable ?? `"${source.handle}" has no JSON view`,
+      Code.FailedPrecondition,
+    );
+  }
+  yield* linesWindow(source, request, caps, withText, signal, jsonView(source, json));
+}

@@ -129,6 +129,30 @@ describe("jsonPathWindow", () => {
       ["$[1]['a']", "2"],
     ]);
     expect(nodes(await frames(jsonl, "$")).map((n) => n.value)).toEqual(['[{"a":1},{"a":2}]']);
+    // Records one per line are JSON Lines whatever the declared type, as offload classifies them.
+    const undeclared = createBufferWindowSource(
+      "res_log",
+      "text/plain",
+      Buffer.from('{"level":"info"}\n{"level":"error","at":7}\n'),
+      false,
+    );
+    expect(nodes(await frames(undeclared, "$[?@.level == 'error'].at")).map((n) => n.path)).toEqual(
+      ["$[1]['at']"],
+    );
+  });
+
+  it("refuses with RESOURCE_EXHAUSTED a query that would hold more than the bound", async () => {
+    const big = createBufferWindowSource(
+      "res_big",
+      "application/json",
+      Buffer.from(JSON.stringify({ items: Array.from({ length: 2_000_000 }, (_, i) => i) })),
+      false,
+    );
+    const last = await refusal(frames(big, "$.items[-1]"));
+    expect(last.code).toBe(Code.ResourceExhausted);
+    expect(last.rawMessage).toContain("a negative index or slice needs the length of $['items']");
+    // The same array streams for a forward index.
+    expect(nodes(await frames(big, "$.items[1999999]")).map((n) => n.value)).toEqual(["1999999"]);
   });
 
   it("refuses an invalid query with INVALID_ARGUMENT and a payload that is not JSON with FAILED_PRECONDITION", async () => {

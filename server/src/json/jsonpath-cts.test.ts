@@ -29,7 +29,7 @@ const knownFailing = new Map(
 );
 
 /** Runs one case; returns why it failed, or undefined when it passed. */
-export function runCase(test: CtsCase): string | undefined {
+function runCase(test: CtsCase): string | undefined {
   let query: ReturnType<typeof parseJsonPath>;
   try {
     query = parseJsonPath(test.selector);

@@ -231,6 +231,10 @@ function projectionOf(paths: readonly PathStep[][]): JsonProjection | undefined 
   return root;
 }
 
+/** Shared empty lists for entries with no states or no pending filters (never written). */
+const noStates: number[] = [];
+const noPending: { readonly segment: number; readonly expr: LogicalExpr }[] = [];
+
 /** Walks a span tree along a relative path. */
 function spanAt(span: JsonSpan, path: readonly PathStep[]): JsonSpan {
   let at = span;
@@ -303,43 +307,65 @@ export function createJsonPathStream(
     let step: PathStep;
     if (parent.array) step = parent.index++;
     else step = parent.key ?? "";
-    const states: number[] = [];
-    const pending: Entry["pending"][number][] = [];
+    // Built lazily: most children of a descendant segment's nodes just inherit its state.
+    let states: number[] | undefined;
+    let pending: Entry["pending"][number][] | undefined;
+    let inherited = true;
+    const parentStates = parent.states;
     const add = (state: number): void => {
+      states ??= [];
       if (!states.includes(state)) states.push(state);
     };
-    for (const state of parent.states) {
+    for (let k = 0; k < parentStates.length; k++) {
+      const state = parentStates[k] as number;
       const segment = segments[state];
       if (segment === undefined) continue;
       if (segment.kind === "descendant") add(state);
+      else inherited = false;
       for (const selector of segment.selectors) {
         switch (selector.kind) {
           case "name":
-            if (step === selector.name) add(state + 1);
+            if (step === selector.name) {
+              add(state + 1);
+              inherited = false;
+            }
             break;
           case "wildcard":
             add(state + 1);
+            inherited = false;
             break;
           case "index":
-            if (step === selector.index) add(state + 1);
+            if (step === selector.index) {
+              add(state + 1);
+              inherited = false;
+            }
             break;
           case "slice": {
             if (typeof step !== "number" || needsLength(selector)) break;
             const from = selector.start ?? 0;
             const step_ = selector.step ?? 1;
             if (step_ > 0 && step >= from && (selector.end === undefined || step < selector.end)) {
-              if ((step - from) % step_ === 0) add(state + 1);
+              if ((step - from) % step_ === 0) {
+                add(state + 1);
+                inherited = false;
+              }
             }
             break;
           }
           case "filter":
+            pending ??= [];
             pending.push({ segment: state, expr: selector.expr });
             break;
         }
       }
     }
-    if (states.length === 0 && pending.length === 0) return undefined;
-    return { path: { parent: parent.path, step, text: undefined }, states, pending };
+    if (states === undefined && pending === undefined) return undefined;
+    return {
+      path: { parent: parent.path, step, text: undefined },
+      // The same states as the parent's (descendant segments only, nothing selected): share them.
+      states: inherited && states !== undefined ? (parentStates as number[]) : (states ?? noStates),
+      pending: pending ?? noPending,
+    };
   };
 
   /** True when a container entered as `entry` must be held whole. */
@@ -456,12 +482,11 @@ export function createJsonPathStream(
       else builder.openObject(offset);
       return;
     }
-    const slot = entry.states.includes(last)
-      ? record(() => pathText(entry.path), offset, -1)
-      : undefined;
+    const matched = entry.states.includes(last);
+    const slot = matched ? record(() => pathText(entry.path), offset, -1) : undefined;
     stack.push({
       array,
-      states: entry.states.filter((s) => s < last),
+      states: matched ? entry.states.filter((s) => s < last) : entry.states,
       path: entry.path,
       index: 0,
       key: undefined,

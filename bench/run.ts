@@ -8,6 +8,7 @@ import type { BenchResult } from "./result.js";
 import { cliCatScenario } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { jsonViewScenario } from "./scenarios/json-view.js";
+import { jsonPathScenarios } from "./scenarios/jsonpath.js";
 import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
 import { deleteRunScenario, replayScenario } from "./scenarios/replays.js";
@@ -98,6 +99,10 @@ async function main(): Promise<void> {
     {
       names: ["cli_cat_1gib"],
       run: async () => [await cliCatScenario({ runs: transferRuns, bytes: 1024 * MiB })],
+    },
+    {
+      names: ["jsonpath_filter_1gib", "jsonpath_descendant_1gib", "jsonpath_peak_rss_1gib"],
+      run: () => jsonPathScenarios(quick ? 1 : 2),
     },
     {
       names: ["memory_under_load"],

@@ -106,6 +106,7 @@ describe("spillway-mcp in front of spillway serve", () => {
           "from_end",
           "handle",
           "ignore_case",
+          "jsonpath",
           "json",
           "limit",
           "mode",
@@ -163,6 +164,7 @@ describe("spillway-mcp in front of spillway serve", () => {
         { handle: "res_big", offset: 0, limit: 10, from_end: true },
         { handle: "res_big", bytes: true, offset: 100, limit: 200 },
         { handle: "res_doc", run_id: runId },
+        { handle: "res_doc", jsonpath: "$.a" },
         { handle: "res_doc", json: true, limit: 3 },
         { handle: "res_doc", mode: "json", offset: 0, from_end: true },
       ]) {

@@ -52,6 +52,8 @@ func ReadToolOutputTool() ToolDefinition {
 			"and very long lines.",
 			"JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
 			"Lines: one record per line); offset, limit and from_end then count lines of that view.",
+			"JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+			"and returns the matched nodes' paths and values; skip and limit page them.",
 			"The service caps every window, whatever limit you ask for.",
 		}, " "),
 		Parameters: map[string]any{
@@ -66,6 +68,7 @@ func ReadToolOutputTool() ToolDefinition {
 				"ignore_case": prop("type", "boolean", "description", "Match the pattern case-insensitively."),
 				"context":     prop("type", "integer", "minimum", 0, "maximum", 20, "description", "Lines of context before and after each match."),
 				"skip":        prop("type", "integer", "minimum", 0, "description", "Matches to skip (to page a search)."),
+				"jsonpath":    prop("type", "string", "minLength", 1, "description", "An RFC 9535 JSONPath query over a JSON or JSON Lines output."),
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
 				"json":        prop("type", "boolean", "description", "Read the JSON view; offset and limit are then lines of that view."),
 				"mode":        prop("type", "string", "enum", []any{"lines", "bytes", "json"}, "description", `Same as bytes=true when "bytes", json=true when "json".`),
@@ -78,8 +81,11 @@ func ReadToolOutputTool() ToolDefinition {
 
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
-	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "bytes", "json", "mode",
+	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "jsonpath", "bytes", "json", "mode",
 }
+
+// jsonPathExcludes are arguments of other windows, which a JSONPath query does not take.
+var jsonPathExcludes = []string{"pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "json", "mode"}
 
 // rememberedSearches is how many searches' last cursors an executor keeps.
 const rememberedSearches = 64
@@ -258,6 +264,24 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 	}
 	_, hasFromEnd := a["from_end"]
 	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
+	if query, present := a["jsonpath"]; present {
+		q, ok := query.(string)
+		if !ok || q == "" {
+			return nil, "jsonpath must be a non-empty string"
+		}
+		for _, k := range jsonPathExcludes {
+			if _, other := a[k]; other {
+				return nil, "jsonpath cannot be combined with " + k + " (use skip and limit to page nodes)"
+			}
+		}
+		skip, _ := intArg(a, "skip")
+		req.Window = &spillwayv1.ReadToolOutputRequest_JsonPath{JsonPath: &spillwayv1.JsonPathWindow{
+			Query:      q,
+			MaxMatches: smallLimit,
+			Skip:       skip,
+		}}
+		return req, ""
+	}
 	if pattern, present := a["pattern"]; present {
 		p, ok := pattern.(string)
 		if !ok || p == "" {

@@ -77,7 +77,7 @@ func TestReadToolOutputToolDefinition(t *testing.T) {
 	if err := json.Unmarshal(text, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 12 ||
+	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 13 ||
 		strings.Join(back.Parameters.Required, ",") != "handle" || back.Parameters.AdditionalProperties ||
 		back.Parameters.Properties["context"]["maximum"] != float64(20) || !strings.Contains(def.Description, "from_end") {
 		t.Fatalf("definition: %s", text)
@@ -135,6 +135,10 @@ func TestReadToolOutputExecutorAnswersBadArgumentsInWords(t *testing.T) {
 		`{"handle":"res_log","bytes":true,"from_end":true}`: "error: from_end applies to lines, not bytes",
 		`{"handle":"res_log","mode":"pages"}`:               `error: mode must be "lines", "bytes" or "json"`,
 		`{"handle":"res_log","from_end":"yes"}`:             "error: from_end must be true or false",
+		`{"handle":"res_log","jsonpath":"$","offset":1}`:    "error: jsonpath cannot be combined with offset (use skip and limit to page nodes)",
+		`{"handle":"res_log","jsonpath":""}`:                "error: jsonpath must be a non-empty string",
+		`{"handle":"res_log","jsonpath":"$[0]"}`:            "error: failed_precondition: not JSON: unexpected byte at byte 0",
+		`{"handle":"res_log","jsonpath":"$[0"}`:             "error: invalid_argument: invalid JSONPath query at position 3: expected ',' or ']', found the end of the query",
 	} {
 		if got := execute(t, e, args); got != want {
 			t.Errorf("Execute(%s) = %q, want %q", args, got, want)

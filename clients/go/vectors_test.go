@@ -104,7 +104,7 @@ func payloadBytes(t *testing.T, spec map[string]json.RawMessage) []byte {
 
 // toolArgs spells a vector's window as the read_tool_output tool's arguments.
 func toolArgs(handle string, window map[string]map[string]json.RawMessage) map[string]any {
-	names := map[string]string{"fromEnd": "from_end", "ignoreCase": "ignore_case", "maxMatches": "limit", "contextLines": "context"}
+	names := map[string]string{"fromEnd": "from_end", "ignoreCase": "ignore_case", "maxMatches": "limit", "contextLines": "context", "query": "jsonpath"}
 	args := map[string]any{"handle": handle}
 	for mode, fields := range window {
 		for k, v := range fields {

@@ -72,6 +72,12 @@ export interface ReadSpec extends RunRef {
     readonly skip?: number;
     readonly contextLines?: number;
   };
+  /** A JSONPath window (RFC 9535 query). */
+  readonly jsonPath?: {
+    readonly query: string;
+    readonly maxMatches?: number;
+    readonly skip?: number;
+  };
   readonly omitRendered?: boolean;
 }
 
@@ -103,6 +109,8 @@ export interface Expect {
   readonly lineNumbers?: readonly number[];
   /** Read (search mode): the matching lines' numbers. */
   readonly matchNumbers?: readonly number[];
+  /** Read (JSONPath mode): the nodes' normalized paths and compact values, in order. */
+  readonly nodes?: readonly { readonly path: string; readonly value: string }[];
   /** Read (bytes mode): the returned bytes as UTF-8 text. */
   readonly bytesText?: string;
   /** Read (bytes mode): sha256 of the returned bytes equals the payload digest saved under this label. */

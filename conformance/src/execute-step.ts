@@ -352,6 +352,20 @@ function readRequest(
       },
     };
   }
+  if (spec.jsonPath !== undefined) {
+    const j = spec.jsonPath;
+    return {
+      ...base,
+      window: {
+        case: "jsonPath",
+        value: {
+          query: j.query,
+          ...(j.maxMatches === undefined ? {} : { maxMatches: j.maxMatches }),
+          skip: BigInt(j.skip ?? 0),
+        },
+      },
+    };
+  }
   if (spec.search !== undefined) {
     const s = spec.search;
     const pattern = (s.pattern ?? "").repeat(s.patternRepeat ?? 1);
@@ -410,6 +424,7 @@ async function read(
   let trailer: WindowTrailer | undefined;
   const lines: Line[] = [];
   const matches: Match[] = [];
+  const nodes: { path: string; value: string }[] = [];
   const data: Uint8Array[] = [];
   for await (const frame of client.readToolOutput(readRequest(spec, ctx), {
     timeoutMs: ctx.timeoutMs,
@@ -421,7 +436,9 @@ async function read(
       const body = f.value.body;
       if (body.case === "lines") lines.push(...body.value.lines);
       else if (body.case === "matches") matches.push(...body.value.matches);
-      else if (body.case === "data") data.push(body.value);
+      else if (body.case === "nodes") {
+        nodes.push(...body.value.nodes.map((n) => ({ path: n.path, value: n.value })));
+      } else if (body.case === "data") data.push(body.value);
     }
   }
   const bytes = Buffer.concat(data);
@@ -438,6 +455,7 @@ async function read(
       lineTexts: lines.map((l) => l.text),
       lineNumbers: lines.map((l) => Number(l.number)),
       matchNumbers: matches.map((m) => Number(m.line?.number ?? -1)),
+      nodes,
       bytesText: bytes.toString("utf8"),
       bytesSha256: createHash("sha256").update(bytes).digest("hex"),
     },
@@ -520,6 +538,7 @@ function checkValues(
     "lineTexts",
     "lineNumbers",
     "matchNumbers",
+    "nodes",
     "bytesText",
     "handles",
     "runNames",

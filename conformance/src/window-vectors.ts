@@ -20,7 +20,7 @@ export interface WindowVector {
   readonly slot?: string;
   readonly contentType?: string;
   readonly payload: PayloadSpec;
-  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "json">;
+  readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "json" | "jsonPath">;
   readonly rendered: string;
 }
 
@@ -51,7 +51,7 @@ export function vectorHandle(v: WindowVector): string {
 /**
  * vectorCases turns each vector into a case named `vectors/<name>`: offload the payload, read
  * the window, expect the exact rendered text. The cases need the `default-caps` feature (and
- * `regex` for regex searches), since the texts depend on the caps.
+ * `regex` for regex searches, `jsonpath` for JSONPath windows), since the texts depend on the caps.
  */
 export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
   return file.vectors.map((v) => ({
@@ -59,6 +59,7 @@ export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
     features: [
       defaultCapsFeature,
       ...(v.window.search?.regex ? ["regex"] : []),
+      ...(v.window.jsonPath === undefined ? [] : ["jsonpath"]),
       ...(v.window.json === undefined ? [] : ["json_view"]),
     ],
     steps: [

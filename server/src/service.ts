@@ -248,6 +248,7 @@ export function createSpillwayService(
           "offload_batch",
           "list_runs",
           "attempts",
+          "jsonpath",
           "json_view",
         ],
       });

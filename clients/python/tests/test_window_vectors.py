@@ -27,7 +27,11 @@ FIELD_NAMES = {
     "maxMatches": "max_matches",
     "skip": "skip",
     "contextLines": "context_lines",
+    "query": "query",
 }
+
+# The vectors name windows by their proto JSON names; the SDK's keyword arguments by proto field names.
+MODE_NAMES = {"jsonPath": "json_path"}
 
 
 def payload_bytes(spec: dict[str, Any]) -> bytes:
@@ -49,11 +53,17 @@ def payload_bytes(spec: dict[str, Any]) -> bytes:
 
 def window_kwargs(window: dict[str, Any]) -> dict[str, dict[str, Any]]:
     [(mode, fields)] = window.items()
-    return {mode: {FIELD_NAMES[k]: v for k, v in fields.items()}}
+    return {MODE_NAMES.get(mode, mode): {FIELD_NAMES[k]: v for k, v in fields.items()}}
 
 
 # How the read_tool_output tool spells each window field.
-TOOL_ARGS = {"fromEnd": "from_end", "ignoreCase": "ignore_case", "maxMatches": "limit", "contextLines": "context"}
+TOOL_ARGS = {
+    "fromEnd": "from_end",
+    "ignoreCase": "ignore_case",
+    "maxMatches": "limit",
+    "contextLines": "context",
+    "query": "jsonpath",
+}
 
 
 def tool_args(window: dict[str, Any]) -> dict[str, Any]:

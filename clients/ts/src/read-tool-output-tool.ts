@@ -38,6 +38,8 @@ export const readToolOutputTool: ToolDefinition = {
     "and very long lines.",
     "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
     "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+    "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+    "and returns the matched nodes' paths and values; skip and limit page them.",
     "The service caps every window, whatever limit you ask for.",
   ].join(" "),
   parameters: {
@@ -65,6 +67,11 @@ export const readToolOutputTool: ToolDefinition = {
         description: "Lines of context before and after each match.",
       },
       skip: { type: "integer", minimum: 0, description: "Matches to skip (to page a search)." },
+      jsonpath: {
+        type: "string",
+        minLength: 1,
+        description: "An RFC 9535 JSONPath query over a JSON or JSON Lines output.",
+      },
       bytes: { type: "boolean", description: "Read raw bytes; offset and limit are then bytes." },
       json: {
         type: "boolean",
@@ -204,6 +211,19 @@ type Request = MessageInitShape<typeof ReadToolOutputRequestSchema> & { handle: 
 
 const known = new Set(Object.keys(readToolOutputTool.parameters.properties as object));
 
+/** Arguments of other windows, which a JSONPath query does not take. */
+const jsonPathExcludes = [
+  "pattern",
+  "regex",
+  "ignore_case",
+  "context",
+  "offset",
+  "from_end",
+  "bytes",
+  "json",
+  "mode",
+];
+
 /** parseArgs maps the model's arguments to a request, or says in a short sentence what is wrong. */
 function parseArgs(input: unknown): Request | string {
   let args = input;
@@ -243,6 +263,26 @@ function parseArgs(input: unknown): Request | string {
   const json = a.json === true || a.mode === "json";
   if (bytes && json) return "bytes and json cannot be combined";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
+  if (a.jsonpath !== undefined) {
+    if (typeof a.jsonpath !== "string" || a.jsonpath === "") {
+      return "jsonpath must be a non-empty string";
+    }
+    const other = jsonPathExcludes.find((k) => a[k] !== undefined);
+    if (other !== undefined) {
+      return `jsonpath cannot be combined with ${other} (use skip and limit to page nodes)`;
+    }
+    return {
+      handle: a.handle,
+      window: {
+        case: "jsonPath",
+        value: {
+          query: a.jsonpath,
+          maxMatches: smallLimit,
+          skip: BigInt((a.skip as number | undefined) ?? 0),
+        },
+      },
+    };
+  }
   if (a.pattern !== undefined) {
     if (typeof a.pattern !== "string" || a.pattern === "") {
       return "pattern must be a non-empty string";

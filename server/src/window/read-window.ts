@@ -5,9 +5,11 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { parseJsonPath } from "../json/jsonpath-parse.js";
 import { bytesWindow } from "./bytes.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { jsonWindow } from "./json.js";
+import { jsonPathWindow } from "./json-path.js";
 import { linesWindow } from "./lines.js";
 import { renderBinary } from "./render.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
@@ -46,8 +48,9 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
  * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
  * `omitRendered`); it streams the payload and never holds more of it than the caps allow; an
  * unset window is a lines window from line 0; lines and search windows over a binary payload
- * carry no content and say to use bytes mode. A bad request (negative offsets, an invalid
- * pattern) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
+ * carry no content and say to use bytes mode; a JSONPath window over a payload that is not
+ * JSON is FAILED_PRECONDITION. A bad request (negative offsets, an invalid pattern or JSONPath
+ * query) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
  */
 export async function* readWindow(
   source: WindowSource,
@@ -110,6 +113,22 @@ export async function* readWindow(
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);
       else yield* searchWindow(source, search, matcher, caps, withText, signal);
+      return;
+    }
+    case "jsonPath": {
+      const query = parseJsonPath(window.value.query);
+      yield* jsonPathWindow(
+        source,
+        {
+          text: window.value.query,
+          query,
+          maxMatches: window.value.maxMatches,
+          skip: count(window.value.skip, "json_path.skip"),
+        },
+        caps,
+        withText,
+        signal,
+      );
       return;
     }
   }

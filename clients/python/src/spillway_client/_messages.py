@@ -130,11 +130,12 @@ def read_request(
     search: WindowLike | None,
     omit_rendered: bool,
     json_: WindowLike | None = None,
+    json_path: WindowLike | None = None,
 ) -> pb.ReadToolOutputRequest:
     """read_request builds a ReadToolOutput request; at most one window may be given."""
-    given = [w for w in (lines, bytes_, search, json_) if w is not None]
+    given = [w for w in (lines, bytes_, search, json_, json_path) if w is not None]
     if len(given) > 1:
-        raise ValueError("read_tool_output takes at most one of lines, bytes, search and json")
+        raise ValueError("read_tool_output takes at most one of lines, bytes, search, json and json_path")
     req = pb.ReadToolOutputRequest(run_id=run_id, handle=handle, omit_rendered=omit_rendered)
     if lines is not None:
         req.lines.CopyFrom(lines if isinstance(lines, pb.LinesWindow) else pb.LinesWindow(**lines))
@@ -144,6 +145,9 @@ def read_request(
         req.search.CopyFrom(search if isinstance(search, pb.SearchWindow) else pb.SearchWindow(**search))
     elif json_ is not None:
         req.json.CopyFrom(json_ if isinstance(json_, pb.JsonWindow) else pb.JsonWindow(**json_))
+    elif json_path is not None:
+        window = json_path if isinstance(json_path, pb.JsonPathWindow) else pb.JsonPathWindow(**json_path)
+        req.json_path.CopyFrom(window)
     return req
 
 

@@ -207,6 +207,7 @@ class SpillwayClient:
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
         json: msg.WindowLike | None = None,
+        json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         timeout: float | None = None,
     ) -> Window:
@@ -215,12 +216,20 @@ class SpillwayClient:
         Give at most one window, as a message or a mapping of its fields, e.g.
         `lines={"offset": 10, "limit": 5}`, `bytes={"offset": 0, "limit": 4096}`,
         `search={"pattern": "ERROR", "context_lines": 1}`, `json={"offset": 0, "limit": 100}` (lines of
-        the JSON view: the output pretty-printed, or one record per line for JSON Lines); none
-        reads lines from the start. A
+        the JSON view: the output pretty-printed, or one record per line for JSON Lines),
+        `json_path={"query": "$.items[?@.status == 'failed'].id", "max_matches": 20}` (an RFC 9535
+        JSONPath query: the matched nodes' paths and values); none reads lines from the start. A
         window read is idempotent: a transient failure is retried from the window's start.
         """
         req = msg.read_request(
-            run_id, handle, lines=lines, bytes_=bytes, search=search, json_=json, omit_rendered=omit_rendered
+            run_id,
+            handle,
+            lines=lines,
+            bytes_=bytes,
+            search=search,
+            json_=json,
+            json_path=json_path,
+            omit_rendered=omit_rendered,
         )
         return with_retries(
             self._retry,
@@ -436,12 +445,20 @@ class AsyncSpillwayClient:
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
         json: msg.WindowLike | None = None,
+        json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
         req = msg.read_request(
-            run_id, handle, lines=lines, bytes_=bytes, search=search, json_=json, omit_rendered=omit_rendered
+            run_id,
+            handle,
+            lines=lines,
+            bytes_=bytes,
+            search=search,
+            json_=json,
+            json_path=json_path,
+            omit_rendered=omit_rendered,
         )
 
         async def attempt(left: float | None) -> Window:

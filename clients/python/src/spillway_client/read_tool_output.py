@@ -35,6 +35,8 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
             "and very long lines.",
             "JSON: json=true pages a JSON output pretty-printed, one member or element per line (JSON",
             "Lines: one record per line); offset, limit and from_end then count lines of that view.",
+            "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
+            "and returns the matched nodes' paths and values; skip and limit page them.",
             "The service caps every window, whatever limit you ask for.",
         ]
     ),
@@ -63,6 +65,11 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
                 "description": "Lines of context before and after each match.",
             },
             "skip": {"type": "integer", "minimum": 0, "description": "Matches to skip (to page a search)."},
+            "jsonpath": {
+                "type": "string",
+                "minLength": 1,
+                "description": "An RFC 9535 JSONPath query over a JSON or JSON Lines output.",
+            },
             "bytes": {"type": "boolean", "description": "Read raw bytes; offset and limit are then bytes."},
             "json": {
                 "type": "boolean",
@@ -87,13 +94,15 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
 
 _KNOWN = tuple(READ_TOOL_OUTPUT_TOOL["parameters"]["properties"])
 _MAX_SAFE_INTEGER = 2**53 - 1
+_JSONPATH_EXCLUDES = ("pattern", "regex", "ignore_case", "context", "offset", "from_end", "bytes", "json", "mode")
+"""Arguments of other windows, which a JSONPath query does not take."""
 _INT32_MAX = 2**31 - 1
 
 
 def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     """parse_read_tool_output_args maps the model's arguments to read_tool_output keyword arguments.
 
-    Returns a dict with `handle` and one window (`lines`, `bytes`, `search` or `json`), or a short
+    Returns a dict with `handle` and one window (`lines`, `bytes`, `search`, `json` or `json_path`), or a short
     sentence saying what is wrong, worded exactly as the TS SDK words it.
     """
     if isinstance(args, str):
@@ -134,6 +143,17 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     if as_bytes and as_json:
         return "bytes and json cannot be combined"
     search_only = next((k for k in ("regex", "ignore_case", "context", "skip") if k in a), None)
+    if "jsonpath" in a:
+        query = a["jsonpath"]
+        if not isinstance(query, str) or query == "":
+            return "jsonpath must be a non-empty string"
+        other = next((k for k in _JSONPATH_EXCLUDES if k in a), None)
+        if other is not None:
+            return f"jsonpath cannot be combined with {other} (use skip and limit to page nodes)"
+        json_path: dict[str, Any] = {"query": query, "skip": _int(a.get("skip")) or 0}
+        if small_limit is not None:
+            json_path["max_matches"] = small_limit
+        return {"handle": handle, "json_path": json_path}
     if "pattern" in a:
         pattern = a["pattern"]
         if not isinstance(pattern, str) or pattern == "":

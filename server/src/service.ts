@@ -247,6 +247,7 @@ export function createSpillwayService(
           "preview_only",
           "offload_batch",
           "list_runs",
+          "ansi_strip",
         ],
       });
     },

@@ -43,7 +43,8 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
  *
  * Guarantees: it yields exactly one header frame, zero or more content frames and exactly one
  * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
- * `omitRendered`); it streams the payload and never holds more of it than the caps allow; an
+ * `omitRendered`), without terminal escape sequences unless `keep_ansi` (as are the texts of
+ * lines and matches; bytes-mode data frames are the stored bytes either way); it streams the payload and never holds more of it than the caps allow; an
  * unset window is a lines window from line 0; lines and search windows over a binary payload
  * carry no content and say to use bytes mode. A bad request (negative offsets, an invalid
  * pattern) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
@@ -63,6 +64,7 @@ export async function* readWindow(
         offset: window.case === "lines" ? count(window.value.offset, "lines.offset") : 0,
         limit: window.value?.limit,
         fromEnd: window.value?.fromEnd ?? false,
+        keepAnsi: request.keepAnsi,
       };
       if (source.binary) yield* binaryWindow(source, withText);
       else yield* linesWindow(source, lines, caps, withText, signal);
@@ -72,6 +74,7 @@ export async function* readWindow(
       const bytes = {
         offset: count(window.value.offset, "bytes.offset"),
         limit: window.value.limit === undefined ? undefined : Number(window.value.limit),
+        keepAnsi: request.keepAnsi,
       };
       yield* bytesWindow(source, bytes, caps, withText, signal);
       return;
@@ -96,6 +99,7 @@ export async function* readWindow(
                 ),
                 check: window.value.after.check,
               },
+        keepAnsi: request.keepAnsi,
       };
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);

@@ -31,6 +31,7 @@ import {
   searchCursorCheck,
 } from "./search-cursor.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
+import { hasAnsiBytes, nextAnsiByte, stripAnsiBytes } from "./visible-text.js";
 
 /** SearchRequest is a search window with its int64 fields already converted. */
 export interface SearchRequest {
@@ -48,6 +49,11 @@ export interface SearchRequest {
   readonly contextLines: number;
   /** Where to resume (the previous window's cursor); the window is the one skip selects. */
   readonly after?: SearchCursor | undefined;
+  /**
+   * Keep terminal escape sequences: match and show lines as stored. By default a line holding
+   * a sequence is matched and shown without its sequences, as the model sees it.
+   */
+  readonly keepAnsi?: boolean;
 }
 
 /** LineMatcher decides whether one line on the `\n` grid matches a pattern. */
@@ -152,20 +158,72 @@ function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
 }
 
 /**
+ * Matches lines as the model sees them: a line holding an escape sequence is tested without
+ * its sequences (`testVisible`), any other line by `inner`. Every byte that may start a
+ * sequence is a candidate too, so the skip-ahead never passes over a line whose visible text
+ * matches while its stored bytes do not (a pattern copied from a window that spans a colour
+ * code).
+ */
+function visibleTextMatcher(
+  inner: LineMatcher,
+  testVisible: (visible: Buffer) => boolean,
+): LineMatcher {
+  let chunk: Buffer = Buffer.alloc(0);
+  // The last answer of nextAnsiByte in this chunk, valid for any `from` in [askedFrom, found].
+  let askedFrom = Number.POSITIVE_INFINITY;
+  let found = -1;
+  const nextEscape = (from: number): number => {
+    if (from >= askedFrom && (found < 0 || found >= from)) return found;
+    askedFrom = from;
+    found = nextAnsiByte(chunk, from);
+    return found;
+  };
+  const innerFind = inner.find;
+  return {
+    beginChunk(next, offset) {
+      inner.beginChunk(next, offset);
+      chunk = next;
+      askedFrom = Number.POSITIVE_INFINITY;
+      found = -1;
+    },
+    test: (line) =>
+      hasAnsiBytes(line.head) ? testVisible(stripAnsiBytes(line.head)) : inner.test(line),
+    ...(innerFind === undefined
+      ? {}
+      : {
+          find(c: Buffer, from: number) {
+            const candidate = innerFind(c, from);
+            const escapeAt = nextEscape(from);
+            if (candidate < 0) return escapeAt;
+            return escapeAt < 0 ? candidate : Math.min(candidate, escapeAt);
+          },
+        }),
+  };
+}
+
+/**
  * createLineMatcher compiles a search pattern. A literal is matched byte for byte (or, with
  * ignore case, by RE2 on the escaped literal); a regex runs on RE2, whose matching time is
- * linear in the line. An empty or invalid pattern, backreferences and lookaround are
- * INVALID_ARGUMENT with RE2's message.
+ * linear in the line. Unless `keepAnsi` is set, a line holding terminal escape sequences is
+ * matched without them (the text the model sees). An empty or invalid pattern,
+ * backreferences and lookaround are INVALID_ARGUMENT with RE2's message.
  */
 export function createLineMatcher(request: SearchRequest): LineMatcher {
   if (request.pattern === "") {
     throw new ConnectError("search pattern must not be empty", Code.InvalidArgument);
   }
-  if (!request.regex && !request.ignoreCase) return createLiteralMatcher(request.pattern);
-  return createRegexMatcher(
-    request.regex ? request.pattern : escapeLiteral(request.pattern),
-    request.ignoreCase,
-  );
+  if (!request.regex && !request.ignoreCase) {
+    const literal = createLiteralMatcher(request.pattern);
+    if (request.keepAnsi === true) return literal;
+    const needle = Buffer.from(request.pattern, "utf8");
+    if (needle.includes(10)) return literal;
+    return visibleTextMatcher(literal, (visible) => visible.includes(needle));
+  }
+  const source = request.regex ? request.pattern : escapeLiteral(request.pattern);
+  const regex = createRegexMatcher(source, request.ignoreCase);
+  if (request.keepAnsi === true) return regex;
+  const line = compile(source, request.ignoreCase ? "iu" : "u");
+  return visibleTextMatcher(regex, (visible) => line.test(visible));
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */
@@ -230,8 +288,8 @@ function keepLine(line: ScannedLine, displayBytes: number): KeptLine {
 }
 
 /** Shows a kept line once. */
-function shownOf(kept: KeptLine, maxLineChars: number): ShownLine {
-  kept.shown ??= showLine(kept.scanned, maxLineChars);
+function shownOf(kept: KeptLine, maxLineChars: number, stripAnsi: boolean): ShownLine {
+  kept.shown ??= showLine(kept.scanned, maxLineChars, stripAnsi);
   return kept.shown;
 }
 
@@ -293,7 +351,8 @@ export async function* searchWindow(
   const context = Math.min(Math.max(0, request.contextLines), maxContextLines);
   const { skip } = request;
   const { maxLineChars, maxWindowChars } = caps;
-  const displayBytes = lineKeepBytes(maxLineChars);
+  const strip = request.keepAnsi !== true;
+  const displayBytes = lineKeepBytes(maxLineChars, strip);
   const start = await resolveSearchStart(source, request.after, skip, context, signal);
   const check = searchCursorCheck(source.payloadId, request);
   checkCursorTie(request.after, check);
@@ -375,8 +434,8 @@ export async function* searchWindow(
 
   /** Takes a line that is a returned match; false when the window has no room for it. */
   const takeMatch = (line: ScannedLine): boolean => {
-    const shown = showLine(line, maxLineChars);
-    let before = ring.map((kept) => shownOf(kept, maxLineChars));
+    const shown = showLine(line, maxLineChars, strip);
+    let before = ring.map((kept) => shownOf(kept, maxLineChars, strip));
     const group = (context: readonly ShownLine[]): string =>
       renderRows([
         ...context
@@ -406,7 +465,7 @@ export async function* searchWindow(
 
   /** Takes a line that is only context for open matches; false when it does not fit. */
   const takeContext = (line: ScannedLine): boolean => {
-    const shown = showLine(line, maxLineChars);
+    const shown = showLine(line, maxLineChars, strip);
     const text = renderRows([{ line: shown, tag: "-" }]);
     if (!fits(countChars(text), returned)) return false;
     show(text, shown);

@@ -1,0 +1,132 @@
+import { ansiSequenceAt, byteUnits } from "@spillway/wire";
+
+/**
+ * Model-facing text without terminal escape sequences, computed on the stored UTF-8 bytes so
+ * that every cut still maps to an exact byte offset. The grammar is @spillway/wire's
+ * ansiSequenceAt (docs/design/ansi-strip.md).
+ */
+
+const esc = 0x1b;
+const c1Lead = 0xc2;
+
+/** True when byte `i` may start a sequence: ESC, or 0xC2 before a C1 introducer. */
+function mayStartAt(bytes: Uint8Array, i: number): boolean {
+  const b = bytes[i];
+  if (b === esc) return true;
+  if (b !== c1Lead) return false;
+  const next = bytes[i + 1] ?? 0;
+  return next === 0x90 || next === 0x98 || (next >= 0x9b && next <= 0x9f);
+}
+
+/**
+ * hasAnsiBytes is true when `bytes` hold an ESC or a UTF-8 C1 introducer, the only bytes a
+ * sequence starts with; without them the text is shown exactly as stored.
+ */
+export function hasAnsiBytes(bytes: Uint8Array): boolean {
+  if (bytes.indexOf(esc) >= 0) return true;
+  for (let at = bytes.indexOf(c1Lead); at >= 0; at = bytes.indexOf(c1Lead, at + 1)) {
+    if (mayStartAt(bytes, at)) return true;
+  }
+  return false;
+}
+
+/**
+ * nextAnsiByte returns the first offset at or after `from` where a sequence may start, or -1.
+ * Memoized per buffer by the caller.
+ */
+export function nextAnsiByte(bytes: Uint8Array, from: number): number {
+  const e = bytes.indexOf(esc, from);
+  let c = bytes.indexOf(c1Lead, from);
+  while (c >= 0 && (e < 0 || c < e) && !mayStartAt(bytes, c)) c = bytes.indexOf(c1Lead, c + 1);
+  if (c >= 0 && (e < 0 || c < e)) return c;
+  return e;
+}
+
+/** stripAnsiBytes returns `bytes` without their sequences (all of them, cut or not). */
+export function stripAnsiBytes(bytes: Uint8Array): Buffer {
+  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u = byteUnits(bytes);
+  const parts: Buffer[] = [];
+  let kept = 0;
+  let length = 0;
+  for (let i = nextAnsiByte(bytes, 0); i >= 0 && i < bytes.length; ) {
+    const seq = mayStartAt(bytes, i) ? ansiSequenceAt(u, i) : undefined;
+    if (seq === undefined) {
+      i = nextAnsiByte(bytes, i + 1);
+      continue;
+    }
+    parts.push(src.subarray(kept, i));
+    length += i - kept;
+    kept = seq.end;
+    i = nextAnsiByte(bytes, seq.end);
+  }
+  if (kept === 0) return src;
+  parts.push(src.subarray(kept));
+  return Buffer.concat(parts, length + bytes.length - kept);
+}
+
+/** Byte length a UTF-8 lead byte announces; 1 for a byte that cannot start a sequence. */
+function sequenceLength(lead: number): number {
+  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  if (lead >= 0xe0 && lead <= 0xef) return 3;
+  if (lead >= 0xc2 && lead <= 0xdf) return 2;
+  return 1;
+}
+
+/** VisibleClip is a prefix of stored bytes shown without its sequences. */
+export interface VisibleClip {
+  /** Bytes of the source the shown text stands for, always on a character boundary. */
+  readonly end: number;
+  /** Code points shown. */
+  readonly chars: number;
+  /** The shown bytes: the source's [0, end) without its sequences. */
+  readonly kept: Buffer;
+  /** True when a character follows `end` (whole, or cut by the end of `bytes`). */
+  readonly more: boolean;
+}
+
+/**
+ * clipVisible is clipUtf8 for text shown without sequences: the longest prefix of `bytes`
+ * holding at most `maxChars` visible code points. Sequences cost no characters, and those
+ * right after the last shown character are taken in; a sequence or a character cut by the end
+ * of `bytes` is left out, so `end` never falls inside one, unless `final` says nothing follows
+ * `bytes` (then a cut sequence is taken in too, so a reader paging by `end` finishes).
+ * Invalid bytes count as one character each.
+ */
+export function clipVisible(bytes: Uint8Array, maxChars: number, final = false): VisibleClip {
+  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u = byteUnits(bytes);
+  const parts: Buffer[] = [];
+  let keptFrom = 0;
+  let i = 0;
+  let chars = 0;
+  let more = false;
+  while (i < bytes.length) {
+    if (mayStartAt(bytes, i)) {
+      const seq = ansiSequenceAt(u, i);
+      if (seq !== undefined) {
+        if (seq.cutByEnd && !final) break;
+        parts.push(src.subarray(keptFrom, i));
+        i = seq.end;
+        keptFrom = i;
+        continue;
+      }
+    }
+    if (chars === maxChars) {
+      more = true;
+      break;
+    }
+    const want = sequenceLength(bytes[i] ?? 0);
+    let len = 1;
+    while (len < want && i + len < bytes.length && ((bytes[i + len] ?? 0) & 0xc0) === 0x80) len++;
+    if (len < want && i + len === bytes.length) {
+      // A character cut by the end is left out but, as clipUtf8 has it, still to come.
+      more = true;
+      break;
+    }
+    i += len;
+    chars++;
+  }
+  parts.push(src.subarray(keptFrom, i));
+  return { end: i, chars, kept: Buffer.concat(parts), more };
+}

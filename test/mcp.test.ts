@@ -106,6 +106,7 @@ describe("spillway-mcp in front of spillway serve", () => {
           "from_end",
           "handle",
           "ignore_case",
+          "keep_ansi",
           "limit",
           "mode",
           "offset",

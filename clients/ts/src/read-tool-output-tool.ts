@@ -35,6 +35,7 @@ export const readToolOutputTool: ToolDefinition = {
     "ignore_case, context lines around each match, skip matches already seen, limit matches).",
     "Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
     "and very long lines. The service caps every window, whatever limit you ask for.",
+    "Terminal colour codes are removed from the text unless keep_ansi=true.",
   ].join(" "),
   parameters: {
     type: "object",
@@ -66,6 +67,11 @@ export const readToolOutputTool: ToolDefinition = {
         type: "string",
         enum: ["lines", "bytes"],
         description: 'Same as bytes=true when "bytes".',
+      },
+      keep_ansi: {
+        type: "boolean",
+        description:
+          "Keep terminal escape sequences (colour codes) in the text; by default they are removed.",
       },
     },
     required: ["handle"],
@@ -135,7 +141,13 @@ export function createReadToolOutputRunner(
       return client.readToolOutput({ runId: opts.runId, ...request }, opts.call);
     }
     const search = window.value;
-    const key = JSON.stringify([request.handle, search.pattern, search.regex, search.ignoreCase]);
+    const key = JSON.stringify([
+      request.handle,
+      search.pattern,
+      search.regex,
+      search.ignoreCase,
+      request.keepAnsi === true,
+    ]);
     const known = cursors.get(key);
     const usable = known !== undefined && known.matchesBefore <= (search.skip ?? 0n);
     const ask = (after: SearchCursor | undefined) =>
@@ -143,6 +155,7 @@ export function createReadToolOutputRunner(
         {
           runId: opts.runId,
           handle: request.handle,
+          keepAnsi: request.keepAnsi,
           window: {
             case: "search",
             value: {
@@ -221,7 +234,8 @@ function parseArgs(input: unknown): Request | string {
     checkBool(a, "from_end") ??
     checkBool(a, "regex") ??
     checkBool(a, "ignore_case") ??
-    checkBool(a, "bytes");
+    checkBool(a, "bytes") ??
+    checkBool(a, "keep_ansi");
   if (problem !== undefined) return problem;
   if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes") {
     return 'mode must be "lines" or "bytes"';
@@ -232,6 +246,7 @@ function parseArgs(input: unknown): Request | string {
   const smallLimit = limit === undefined ? undefined : Math.min(limit, 2 ** 31 - 1);
   const bytes = a.bytes === true || a.mode === "bytes";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
+  const keepAnsi = a.keep_ansi === true ? { keepAnsi: true } : {};
   if (a.pattern !== undefined) {
     if (typeof a.pattern !== "string" || a.pattern === "") {
       return "pattern must be a non-empty string";
@@ -241,6 +256,7 @@ function parseArgs(input: unknown): Request | string {
     }
     return {
       handle: a.handle,
+      ...keepAnsi,
       window: {
         case: "search",
         value: {
@@ -259,6 +275,7 @@ function parseArgs(input: unknown): Request | string {
     if (a.from_end !== undefined) return "from_end applies to lines, not bytes";
     return {
       handle: a.handle,
+      ...keepAnsi,
       window: {
         case: "bytes",
         value: {
@@ -270,6 +287,7 @@ function parseArgs(input: unknown): Request | string {
   }
   return {
     handle: a.handle,
+    ...keepAnsi,
     window: {
       case: "lines",
       value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },

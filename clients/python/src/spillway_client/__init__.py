@@ -10,6 +10,7 @@ pydantic-ai-harness's ToolOutputLimits `spillway_client.harness` (the `harness` 
 
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
 from spillway_client.errors import BatchItemError, DataLossError, error_info, error_reason
+from spillway_client.model_text import model_text, strip_ansi
 from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_NAME,
     READ_TOOL_OUTPUT_TOOL,
@@ -34,5 +35,7 @@ __all__ = [
     "execute_read_tool_output",
     "execute_read_tool_output_async",
     "is_transient_error",
+    "model_text",
     "parse_read_tool_output_args",
+    "strip_ansi",
 ]

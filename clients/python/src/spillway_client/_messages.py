@@ -116,12 +116,13 @@ def read_request(
     bytes_: WindowLike | None,
     search: WindowLike | None,
     omit_rendered: bool,
+    keep_ansi: bool = False,
 ) -> pb.ReadToolOutputRequest:
     """read_request builds a ReadToolOutput request; at most one window may be given."""
     given = [w for w in (lines, bytes_, search) if w is not None]
     if len(given) > 1:
         raise ValueError("read_tool_output takes at most one of lines, bytes and search")
-    req = pb.ReadToolOutputRequest(run_id=run_id, handle=handle, omit_rendered=omit_rendered)
+    req = pb.ReadToolOutputRequest(run_id=run_id, handle=handle, omit_rendered=omit_rendered, keep_ansi=keep_ansi)
     if lines is not None:
         req.lines.CopyFrom(lines if isinstance(lines, pb.LinesWindow) else pb.LinesWindow(**lines))
     elif bytes_ is not None:

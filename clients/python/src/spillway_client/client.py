@@ -205,6 +205,7 @@ class SpillwayClient:
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
         omit_rendered: bool = False,
+        keep_ansi: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window of the output behind `handle` and collects it.
@@ -213,8 +214,12 @@ class SpillwayClient:
         `lines={"offset": 10, "limit": 5}`, `bytes={"offset": 0, "limit": 4096}`,
         `search={"pattern": "ERROR", "context_lines": 1}`; none reads lines from the start. A
         window read is idempotent: a transient failure is retried from the window's start.
+        Terminal escape sequences are removed from the model-facing text (rendered, line and
+        match texts) unless `keep_ansi`; bytes-mode data is the stored bytes either way.
         """
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        req = msg.read_request(
+            run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, keep_ansi=keep_ansi
+        )
         return with_retries(
             self._retry,
             timeout,
@@ -429,10 +434,13 @@ class AsyncSpillwayClient:
         bytes: msg.WindowLike | None = None,
         search: msg.WindowLike | None = None,
         omit_rendered: bool = False,
+        keep_ansi: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
-        req = msg.read_request(run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered)
+        req = msg.read_request(
+            run_id, handle, lines=lines, bytes_=bytes, search=search, omit_rendered=omit_rendered, keep_ansi=keep_ansi
+        )
 
         async def attempt(left: float | None) -> Window:
             call = self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata)

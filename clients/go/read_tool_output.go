@@ -49,6 +49,7 @@ func ReadToolOutputTool() ToolDefinition {
 			"ignore_case, context lines around each match, skip matches already seen, limit matches).",
 			"Bytes: bytes=true reads raw bytes (offset and limit are then bytes), for binary outputs",
 			"and very long lines. The service caps every window, whatever limit you ask for.",
+			"Terminal colour codes are removed from the text unless keep_ansi=true.",
 		}, " "),
 		Parameters: map[string]any{
 			"type": "object",
@@ -64,6 +65,7 @@ func ReadToolOutputTool() ToolDefinition {
 				"skip":        prop("type", "integer", "minimum", 0, "description", "Matches to skip (to page a search)."),
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
 				"mode":        prop("type", "string", "enum", []any{"lines", "bytes"}, "description", `Same as bytes=true when "bytes".`),
+				"keep_ansi":   prop("type", "boolean", "description", "Keep terminal escape sequences (colour codes) in the text; by default they are removed."),
 			},
 			"required":             []any{"handle"},
 			"additionalProperties": false,
@@ -74,6 +76,7 @@ func ReadToolOutputTool() ToolDefinition {
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
 	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "bytes", "mode",
+	"keep_ansi",
 }
 
 // rememberedSearches is how many searches' last cursors an executor keeps.
@@ -91,8 +94,8 @@ type ReadToolOutputExecutor struct {
 }
 
 type searchKey struct {
-	handle, pattern   string
-	regex, ignoreCase bool
+	handle, pattern             string
+	regex, ignoreCase, keepAnsi bool
 }
 
 // NewReadToolOutputExecutor returns the tool's executor for run runID; the run comes from the
@@ -136,7 +139,7 @@ func (e *ReadToolOutputExecutor) read(ctx context.Context, req *spillwayv1.ReadT
 	if search == nil {
 		return e.client.ReadToolOutput(ctx, req)
 	}
-	key := searchKey{req.GetHandle(), search.GetPattern(), search.GetRegex(), search.GetIgnoreCase()}
+	key := searchKey{req.GetHandle(), search.GetPattern(), search.GetRegex(), search.GetIgnoreCase(), req.GetKeepAnsi()}
 	known := e.cursor(key)
 	if known != nil && known.GetMatchesBefore() <= search.GetSkip() {
 		search.After = known
@@ -229,6 +232,7 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		func() string { return checkBool(a, "regex") },
 		func() string { return checkBool(a, "ignore_case") },
 		func() string { return checkBool(a, "bytes") },
+		func() string { return checkBool(a, "keep_ansi") },
 	} {
 		if problem := check(); problem != "" {
 			return nil, problem
@@ -247,7 +251,7 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 	}
 	asBytes := a["bytes"] == true || a["mode"] == "bytes"
 	_, hasFromEnd := a["from_end"]
-	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
+	req := &spillwayv1.ReadToolOutputRequest{Handle: handle, KeepAnsi: a["keep_ansi"] == true}
 	if pattern, present := a["pattern"]; present {
 		p, ok := pattern.(string)
 		if !ok || p == "" {

@@ -31,7 +31,13 @@ import {
   searchCursorCheck,
 } from "./search-cursor.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
-import { hasAnsiBytes, nextAnsiByte, stripAnsiBytes } from "./visible-text.js";
+import {
+  hasAnsiBytes,
+  nextAnsiByte,
+  type StrippedChunk,
+  stripAnsiBytes,
+  stripChunk,
+} from "./visible-text.js";
 
 /** SearchRequest is a search window with its int64 fields already converted. */
 export interface SearchRequest {
@@ -159,45 +165,41 @@ function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
 
 /**
  * Matches lines as the model sees them: a line holding an escape sequence is tested without
- * its sequences (`testVisible`), any other line by `inner`. Every byte that may start a
- * sequence is a candidate too, so the skip-ahead never passes over a line whose visible text
+ * its sequences (`testVisible`), any other line by `inner`. In a chunk that holds sequences,
+ * candidates come from `findVisible` run over the chunk without its sequences (stripChunk),
+ * mapped back to chunk offsets, so the skip-ahead never passes over a line whose visible text
  * matches while its stored bytes do not (a pattern copied from a window that spans a colour
- * code).
+ * code), and a chunk coloured on every line is still scanned once, not line by line.
  */
 function visibleTextMatcher(
   inner: LineMatcher,
   testVisible: (visible: Buffer) => boolean,
+  findVisible: ((text: Buffer, from: number) => number) | undefined,
 ): LineMatcher {
   let chunk: Buffer = Buffer.alloc(0);
-  // The last answer of nextAnsiByte in this chunk, valid for any `from` in [askedFrom, found].
-  let askedFrom = Number.POSITIVE_INFINITY;
-  let found = -1;
-  const nextEscape = (from: number): number => {
-    if (from >= askedFrom && (found < 0 || found >= from)) return found;
-    askedFrom = from;
-    found = nextAnsiByte(chunk, from);
-    return found;
-  };
+  // The chunk without its sequences; null once known to hold none, undefined until asked.
+  let stripped: StrippedChunk | null | undefined;
   const innerFind = inner.find;
+  const find =
+    innerFind === undefined || findVisible === undefined
+      ? undefined
+      : (c: Buffer, from: number): number => {
+          if (stripped === undefined) {
+            stripped = nextAnsiByte(chunk, 0) < 0 ? null : stripChunk(chunk);
+          }
+          if (stripped === null) return innerFind(c, from);
+          const at = findVisible(stripped.text, stripped.toText(from));
+          return at < 0 ? -1 : stripped.toChunk(at);
+        };
   return {
     beginChunk(next, offset) {
       inner.beginChunk(next, offset);
       chunk = next;
-      askedFrom = Number.POSITIVE_INFINITY;
-      found = -1;
+      stripped = undefined;
     },
     test: (line) =>
       hasAnsiBytes(line.head) ? testVisible(stripAnsiBytes(line.head)) : inner.test(line),
-    ...(innerFind === undefined
-      ? {}
-      : {
-          find(c: Buffer, from: number) {
-            const candidate = innerFind(c, from);
-            const escapeAt = nextEscape(from);
-            if (candidate < 0) return escapeAt;
-            return escapeAt < 0 ? candidate : Math.min(candidate, escapeAt);
-          },
-        }),
+    ...(find === undefined ? {} : { find }),
   };
 }
 
@@ -217,13 +219,30 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
     if (request.keepAnsi === true) return literal;
     const needle = Buffer.from(request.pattern, "utf8");
     if (needle.includes(10)) return literal;
-    return visibleTextMatcher(literal, (visible) => visible.includes(needle));
+    const finder = createLiteralFinder(needle);
+    return visibleTextMatcher(
+      literal,
+      (visible) => visible.includes(needle),
+      (text, from) => finder.indexOf(text, from),
+    );
   }
   const source = request.regex ? request.pattern : escapeLiteral(request.pattern);
   const regex = createRegexMatcher(source, request.ignoreCase);
   if (request.keepAnsi === true) return regex;
   const line = compile(source, request.ignoreCase ? "iu" : "u");
-  return visibleTextMatcher(regex, (visible) => line.test(visible));
+  const chunked = lineBoundPattern.test(source)
+    ? undefined
+    : compile(source, request.ignoreCase ? "gimu" : "gmu");
+  return visibleTextMatcher(
+    regex,
+    (visible) => line.test(visible),
+    chunked === undefined
+      ? undefined
+      : (text, from) => {
+          chunked.lastIndex = from;
+          return chunked.exec(text)?.index ?? -1;
+        },
+  );
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */

@@ -1,6 +1,12 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { clipVisible, hasAnsiBytes, nextAnsiByte, stripAnsiBytes } from "./visible-text.js";
+import {
+  clipVisible,
+  hasAnsiBytes,
+  nextAnsiByte,
+  stripAnsiBytes,
+  stripChunk,
+} from "./visible-text.js";
 
 const vectors = (
   JSON.parse(
@@ -44,5 +50,20 @@ describe("clipVisible", () => {
   it("leaves a character cut by the end out, and still to come", () => {
     const cut = Buffer.from("\u001b[1m\u00e9").subarray(0, 5);
     expect(clipVisible(cut, 10)).toMatchObject({ end: 4, chars: 0, more: true });
+  });
+});
+
+describe("stripChunk", () => {
+  it("maps every offset of the stripped text back to the chunk and line starts forward", () => {
+    const chunk = Buffer.from("a\u001b[31mbc\u001b[0m\nd\u001b]0;t\u0007e\u009b1mf\n");
+    const s = stripChunk(chunk);
+    expect(s.text.toString()).toBe("abc\ndef\n");
+    const text = s.text.toString();
+    for (let at = 0; at < text.length; at++) {
+      expect(String.fromCharCode(chunk[s.toChunk(at)] ?? 0)).toBe(text[at]);
+    }
+    const secondLine = chunk.indexOf(10) + 1;
+    expect(s.toText(secondLine)).toBe(4);
+    expect(s.toText(0)).toBe(0);
   });
 });

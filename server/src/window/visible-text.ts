@@ -102,7 +102,18 @@ export function clipVisible(bytes: Uint8Array, maxChars: number, final = false):
   let chars = 0;
   let more = false;
   while (i < bytes.length) {
-    if (mayStartAt(bytes, i)) {
+    const b = bytes[i] ?? 0;
+    if (b >= 0x20 && b < 0x7f) {
+      // Printable ASCII, the bulk of any log: one byte, one character.
+      if (chars === maxChars) {
+        more = true;
+        break;
+      }
+      i++;
+      chars++;
+      continue;
+    }
+    if ((b === esc || b === c1Lead) && mayStartAt(bytes, i)) {
       const seq = ansiSequenceAt(u, i);
       if (seq !== undefined) {
         if (seq.cutByEnd && !final) break;
@@ -129,4 +140,68 @@ export function clipVisible(bytes: Uint8Array, maxChars: number, final = false):
   }
   parts.push(src.subarray(keptFrom, i));
   return { end: i, chars, kept: Buffer.concat(parts), more };
+}
+
+/** StrippedChunk is a chunk of stored bytes without its sequences, mapped back to the chunk. */
+export interface StrippedChunk {
+  /** The chunk's bytes without its sequences. */
+  readonly text: Buffer;
+  /** Chunk offset of the byte at `text` offset `at` (the chunk's length for the end). */
+  toChunk(at: number): number;
+  /** `text` offset of chunk offset `at` (a byte inside a sequence maps to what follows it). */
+  toText(at: number): number;
+}
+
+/** Index of the last entry of the ascending `starts` that is <= `at` (0 when none is). */
+function floorIndex(starts: readonly number[], at: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if ((starts[mid] ?? 0) <= at) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/**
+ * stripChunk removes every sequence from a chunk in one pass and keeps where each kept stretch
+ * came from, so a scan of the visible text (a literal or regex candidate search) can be mapped
+ * back to chunk offsets. Sequences never cross a line feed, so every line of the chunk but a
+ * first one cut by the chunk's start is stripped exactly as it is alone.
+ */
+export function stripChunk(bytes: Uint8Array): StrippedChunk {
+  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const text = Buffer.allocUnsafe(bytes.length);
+  const u = byteUnits(bytes);
+  const chunkStarts: number[] = [0];
+  const textStarts: number[] = [0];
+  let kept = 0;
+  let length = 0;
+  for (let i = nextAnsiByte(bytes, 0); i >= 0 && i < bytes.length; ) {
+    const seq = ansiSequenceAt(u, i);
+    if (seq === undefined) {
+      i = nextAnsiByte(bytes, i + 1);
+      continue;
+    }
+    length += src.copy(text, length, kept, i);
+    kept = seq.end;
+    chunkStarts.push(kept);
+    textStarts.push(length);
+    i = nextAnsiByte(bytes, kept);
+  }
+  length += src.copy(text, length, kept, bytes.length);
+  const shown = text.subarray(0, length);
+  return {
+    text: shown,
+    toChunk(at) {
+      const k = floorIndex(textStarts, at);
+      return (chunkStarts[k] ?? 0) + at - (textStarts[k] ?? 0);
+    },
+    toText(at) {
+      const k = floorIndex(chunkStarts, at);
+      const stretch = (textStarts[k + 1] ?? length) - (textStarts[k] ?? 0);
+      return (textStarts[k] ?? 0) + Math.min(at - (chunkStarts[k] ?? 0), stretch);
+    },
+  };
 }

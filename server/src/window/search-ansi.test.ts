@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { stripAnsi } from "@spillway/wire";
 import { ReadToolOutputRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { stripAnsi } from "@spillway/wire";
 import { describe, expect, it } from "vitest";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource } from "./source.js";
@@ -16,7 +16,18 @@ function random(seed: number): () => number {
   };
 }
 
-const pieces = ["disk", " ", "full", "ok", "é", "\u001b[31m", "\u001b[0m", "\u001b]0;t\u0007", "\u009b1m", "x"];
+const pieces = [
+  "disk",
+  " ",
+  "full",
+  "ok",
+  "é",
+  "\u001b[31m",
+  "\u001b[0m",
+  "\u001b]0;t\u0007",
+  "\u009b1m",
+  "x",
+];
 
 /** Lines of random words and sequences, some unterminated, over several 64 KiB chunks. */
 function payload(seed: number, lines: number): string[] {
@@ -53,24 +64,29 @@ async function matchNumbers(text: string, pattern: string, regex: boolean, keepA
 }
 
 describe("search over text holding escape sequences", () => {
-  it.each([1, 2, 3])("finds exactly the lines whose visible text matches (seed %i)", async (seed) => {
-    const lines = payload(seed, 12_000);
-    const text = `${lines.join("\n")}\n`;
-    for (const [pattern, regex] of [
-      ["disk full", false],
-      ["full\u00e9", false],
-      ["disk\\s+full", true],
-    ] as const) {
-      const re = new RegExp(pattern, "u");
-      const want = lines
-        .map((l, i) => ((regex ? re.test(stripAnsi(l)) : stripAnsi(l).includes(pattern)) ? i + 1 : 0))
-        .filter((n) => n > 0);
-      expect(want.length).toBeGreaterThan(10);
-      expect(await matchNumbers(text, pattern, regex, false)).toEqual(want);
-      const raw = lines
-        .map((l, i) => ((regex ? re.test(l) : l.includes(pattern)) ? i + 1 : 0))
-        .filter((n) => n > 0);
-      expect(await matchNumbers(text, pattern, regex, true)).toEqual(raw);
-    }
-  });
+  it.each([1, 2, 3])(
+    "finds exactly the lines whose visible text matches (seed %i)",
+    async (seed) => {
+      const lines = payload(seed, 12_000);
+      const text = `${lines.join("\n")}\n`;
+      for (const [pattern, regex] of [
+        ["disk full", false],
+        ["full\u00e9", false],
+        ["disk\\s+full", true],
+      ] as const) {
+        const re = new RegExp(pattern, "u");
+        const want = lines
+          .map((l, i) =>
+            (regex ? re.test(stripAnsi(l)) : stripAnsi(l).includes(pattern)) ? i + 1 : 0,
+          )
+          .filter((n) => n > 0);
+        expect(want.length).toBeGreaterThan(10);
+        expect(await matchNumbers(text, pattern, regex, false)).toEqual(want);
+        const raw = lines
+          .map((l, i) => ((regex ? re.test(l) : l.includes(pattern)) ? i + 1 : 0))
+          .filter((n) => n > 0);
+        expect(await matchNumbers(text, pattern, regex, true)).toEqual(raw);
+      }
+    },
+  );
 });

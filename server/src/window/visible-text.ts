@@ -42,23 +42,41 @@ export function nextAnsiByte(bytes: Uint8Array, from: number): number {
   return e;
 }
 
+/**
+ * Returns nextAnsiByte for one buffer with ascending `from`, remembering where the next ESC and
+ * the next C1 introducer are, so a scan of the whole buffer costs one pass of each, not one per
+ * sequence.
+ */
+function createNextAnsiByte(bytes: Uint8Array): (from: number) => number {
+  let escAt = -2;
+  let c1At = -2;
+  return (from) => {
+    if (escAt !== -1 && escAt < from) escAt = bytes.indexOf(esc, from);
+    if (c1At !== -1 && c1At < from) c1At = bytes.indexOf(c1Lead, from);
+    while (c1At >= 0 && !mayStartAt(bytes, c1At)) c1At = bytes.indexOf(c1Lead, c1At + 1);
+    if (c1At < 0) return escAt;
+    return escAt < 0 || c1At < escAt ? c1At : escAt;
+  };
+}
+
 /** stripAnsiBytes returns `bytes` without their sequences (all of them, cut or not). */
 export function stripAnsiBytes(bytes: Uint8Array): Buffer {
   const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const u = byteUnits(bytes);
+  const next = createNextAnsiByte(bytes);
   const parts: Buffer[] = [];
   let kept = 0;
   let length = 0;
-  for (let i = nextAnsiByte(bytes, 0); i >= 0 && i < bytes.length; ) {
-    const seq = mayStartAt(bytes, i) ? ansiSequenceAt(u, i) : undefined;
+  for (let i = next(0); i >= 0 && i < bytes.length; ) {
+    const seq = ansiSequenceAt(u, i);
     if (seq === undefined) {
-      i = nextAnsiByte(bytes, i + 1);
+      i = next(i + 1);
       continue;
     }
     parts.push(src.subarray(kept, i));
     length += i - kept;
     kept = seq.end;
-    i = nextAnsiByte(bytes, seq.end);
+    i = next(seq.end);
   }
   if (kept === 0) return src;
   parts.push(src.subarray(kept));
@@ -174,21 +192,22 @@ export function stripChunk(bytes: Uint8Array): StrippedChunk {
   const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const text = Buffer.allocUnsafe(bytes.length);
   const u = byteUnits(bytes);
+  const next = createNextAnsiByte(bytes);
   const chunkStarts: number[] = [0];
   const textStarts: number[] = [0];
   let kept = 0;
   let length = 0;
-  for (let i = nextAnsiByte(bytes, 0); i >= 0 && i < bytes.length; ) {
+  for (let i = next(0); i >= 0 && i < bytes.length; ) {
     const seq = ansiSequenceAt(u, i);
     if (seq === undefined) {
-      i = nextAnsiByte(bytes, i + 1);
+      i = next(i + 1);
       continue;
     }
     length += src.copy(text, length, kept, i);
     kept = seq.end;
     chunkStarts.push(kept);
     textStarts.push(length);
-    i = nextAnsiByte(bytes, kept);
+    i = next(kept);
   }
   length += src.copy(text, length, kept, bytes.length);
   const shown = text.subarray(0, length);

@@ -403,6 +403,8 @@ function windowLimit(request: LinesRequest, caps: WindowCaps): number {
  * when that cap cuts the window `next_offset` is the first line not shown. A forward window
  * starting past the last line is empty with eof set. A from_end window ends `offset` lines
  * before the last one and keeps the lines nearest to its end when the character cap bites.
+ * Unless `keepAnsi`, the lines' text leaves terminal escape sequences out (showLine); numbers,
+ * offsets and `returned_bytes` are those of the stored bytes either way.
  */
 export async function* linesWindow(
   source: WindowSource,

@@ -42,6 +42,13 @@ export function nextAnsiByte(bytes: Uint8Array, from: number): number {
   return e;
 }
 
+/** bytes.indexOf(byte, from), looking at the next 64 bytes itself: a native call costs more. */
+function indexOfByte(bytes: Uint8Array, byte: number, from: number): number {
+  const near = Math.min(bytes.length, from + 64);
+  for (let k = from; k < near; k++) if (bytes[k] === byte) return k;
+  return near === bytes.length ? -1 : bytes.indexOf(byte, near);
+}
+
 /**
  * Returns nextAnsiByte for one buffer with ascending `from`, remembering where the next ESC and
  * the next C1 introducer are, so a scan of the whole buffer costs one pass of each, not one per
@@ -51,7 +58,7 @@ function createNextAnsiByte(bytes: Uint8Array): (from: number) => number {
   let escAt = -2;
   let c1At = -2;
   return (from) => {
-    if (escAt !== -1 && escAt < from) escAt = bytes.indexOf(esc, from);
+    if (escAt !== -1 && escAt < from) escAt = indexOfByte(bytes, esc, from);
     if (c1At !== -1 && c1At < from) c1At = bytes.indexOf(c1Lead, from);
     while (c1At >= 0 && !mayStartAt(bytes, c1At)) c1At = bytes.indexOf(c1Lead, c1At + 1);
     if (c1At < 0) return escAt;
@@ -170,6 +177,16 @@ export interface StrippedChunk {
   toText(at: number): number;
 }
 
+/**
+ * Copies src[from, to) to dst at `at` and returns the count: short stretches (the text between
+ * two colour codes) byte by byte, since a native copy costs more than the bytes themselves.
+ */
+function copyBytes(src: Buffer, dst: Buffer, at: number, from: number, to: number): number {
+  if (to - from > 64) return src.copy(dst, at, from, to);
+  for (let k = from; k < to; k++) dst[at + k - from] = src[k] ?? 0;
+  return to - from;
+}
+
 /** Index of the last entry of the ascending `starts` that is <= `at` (0 when none is). */
 function floorIndex(starts: readonly number[], at: number): number {
   let lo = 0;
@@ -203,7 +220,7 @@ export function stripChunk(bytes: Uint8Array): StrippedChunk {
       i = next(i + 1);
       continue;
     }
-    length += src.copy(text, length, kept, i);
+    length += copyBytes(src, text, length, kept, i);
     kept = seq.end;
     chunkStarts.push(kept);
     textStarts.push(length);

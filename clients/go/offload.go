@@ -60,6 +60,8 @@ type OffloadOptions struct {
 	PreviewOnly bool
 	// HeadChars and TailChars bound the server's preview; nil keeps its defaults (400, 200).
 	HeadChars, TailChars *int32
+	// KeepAnsi keeps terminal escape sequences in the preview; by default they are removed.
+	KeepAnsi bool
 }
 
 // OffloadResult is a committed record and whether this call created it.
@@ -184,8 +186,8 @@ func offloadHeader(key Key, opts *OffloadOptions) *spillwayv1.OffloadHeader {
 	if opts.TTL > 0 {
 		header.Ttl = durationpb.New(opts.TTL)
 	}
-	if opts.HeadChars != nil || opts.TailChars != nil {
-		header.Preview = &spillwayv1.PreviewOptions{HeadChars: opts.HeadChars, TailChars: opts.TailChars}
+	if opts.HeadChars != nil || opts.TailChars != nil || opts.KeepAnsi {
+		header.Preview = &spillwayv1.PreviewOptions{HeadChars: opts.HeadChars, TailChars: opts.TailChars, KeepAnsi: opts.KeepAnsi}
 	}
 	return header
 }

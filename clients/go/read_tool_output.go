@@ -55,6 +55,7 @@ func ReadToolOutputTool() ToolDefinition {
 			"JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
 			"and returns the matched nodes' paths and values; skip and limit page them.",
 			"The service caps every window, whatever limit you ask for.",
+			"Terminal colour codes are removed from the text unless keep_ansi=true.",
 		}, " "),
 		Parameters: map[string]any{
 			"type": "object",
@@ -72,6 +73,7 @@ func ReadToolOutputTool() ToolDefinition {
 				"bytes":       prop("type", "boolean", "description", "Read raw bytes; offset and limit are then bytes."),
 				"json":        prop("type", "boolean", "description", "Read the JSON view; offset and limit are then lines of that view."),
 				"mode":        prop("type", "string", "enum", []any{"lines", "bytes", "json"}, "description", `Same as bytes=true when "bytes", json=true when "json".`),
+				"keep_ansi":   prop("type", "boolean", "description", "Keep terminal escape sequences (colour codes) in the text; by default they are removed."),
 			},
 			"required":             []any{"handle"},
 			"additionalProperties": false,
@@ -82,6 +84,7 @@ func ReadToolOutputTool() ToolDefinition {
 // knownArguments are the tool's parameters.
 var knownArguments = []string{
 	"handle", "offset", "limit", "from_end", "pattern", "regex", "ignore_case", "context", "skip", "jsonpath", "bytes", "json", "mode",
+	"keep_ansi",
 }
 
 // jsonPathExcludes are arguments of other windows, which a JSONPath query does not take.
@@ -102,8 +105,8 @@ type ReadToolOutputExecutor struct {
 }
 
 type searchKey struct {
-	handle, pattern   string
-	regex, ignoreCase bool
+	handle, pattern             string
+	regex, ignoreCase, keepAnsi bool
 }
 
 // NewReadToolOutputExecutor returns the tool's executor for run runID; the run comes from the
@@ -147,7 +150,7 @@ func (e *ReadToolOutputExecutor) read(ctx context.Context, req *spillwayv1.ReadT
 	if search == nil {
 		return e.client.ReadToolOutput(ctx, req)
 	}
-	key := searchKey{req.GetHandle(), search.GetPattern(), search.GetRegex(), search.GetIgnoreCase()}
+	key := searchKey{req.GetHandle(), search.GetPattern(), search.GetRegex(), search.GetIgnoreCase(), req.GetKeepAnsi()}
 	known := e.cursor(key)
 	if known != nil && known.GetMatchesBefore() <= search.GetSkip() {
 		search.After = known
@@ -241,6 +244,7 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		func() string { return checkBool(a, "ignore_case") },
 		func() string { return checkBool(a, "bytes") },
 		func() string { return checkBool(a, "json") },
+		func() string { return checkBool(a, "keep_ansi") },
 	} {
 		if problem := check(); problem != "" {
 			return nil, problem
@@ -263,7 +267,7 @@ func ParseReadToolOutputArgs(args any) (*spillwayv1.ReadToolOutputRequest, strin
 		return nil, "bytes and json cannot be combined"
 	}
 	_, hasFromEnd := a["from_end"]
-	req := &spillwayv1.ReadToolOutputRequest{Handle: handle}
+	req := &spillwayv1.ReadToolOutputRequest{Handle: handle, KeepAnsi: a["keep_ansi"] == true}
 	if query, present := a["jsonpath"]; present {
 		q, ok := query.(string)
 		if !ok || q == "" {

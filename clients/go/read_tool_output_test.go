@@ -77,7 +77,7 @@ func TestReadToolOutputToolDefinition(t *testing.T) {
 	if err := json.Unmarshal(text, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 13 ||
+	if back.Name != "read_tool_output" || len(back.Parameters.Properties) != 14 ||
 		strings.Join(back.Parameters.Required, ",") != "handle" || back.Parameters.AdditionalProperties ||
 		back.Parameters.Properties["context"]["maximum"] != float64(20) || !strings.Contains(def.Description, "from_end") {
 		t.Fatalf("definition: %s", text)

@@ -28,8 +28,19 @@ type windowVectors struct {
 		ContentType string                                `json:"contentType"`
 		Payload     map[string]json.RawMessage            `json:"payload"`
 		Window      map[string]map[string]json.RawMessage `json:"window"`
+		KeepAnsi    bool                                  `json:"keepAnsi"`
 		Rendered    string                                `json:"rendered"`
 	} `json:"vectors"`
+	PreviewVectors []struct {
+		Name        string                     `json:"name"`
+		Call        string                     `json:"call"`
+		ContentType string                     `json:"contentType"`
+		Payload     map[string]json.RawMessage `json:"payload"`
+		Preview     json.RawMessage            `json:"preview"`
+		Head        string                     `json:"head"`
+		Tail        string                     `json:"tail"`
+		Text        string                     `json:"text"`
+	} `json:"previewVectors"`
 }
 
 func loadVectors(t *testing.T) windowVectors {
@@ -141,6 +152,38 @@ func TestServerRunsWithTheVectorsCaps(t *testing.T) {
 	}
 }
 
+// TestPreviewVectors offloads every preview vector and compares the record's preview head, tail
+// and text byte for byte.
+func TestPreviewVectors(t *testing.T) {
+	vectors := loadVectors(t)
+	c := dial(t)
+	for _, v := range vectors.PreviewVectors {
+		t.Run(v.Name, func(t *testing.T) {
+			opts := &spillway.OffloadOptions{ContentType: v.ContentType}
+			if v.Preview != nil {
+				var p spillwayv1.PreviewOptions
+				if err := protojson.Unmarshal(v.Preview, &p); err != nil {
+					t.Fatalf("preview %s: %v", v.Preview, err)
+				}
+				opts.HeadChars, opts.TailChars, opts.KeepAnsi = p.HeadChars, p.TailChars, p.KeepAnsi
+			}
+			res, err := c.Offload(testContext(t), spillway.Key{Tenant: "dev", RunID: newRunID(), CallID: v.Call},
+				bytes.NewReader(payloadBytes(t, v.Payload)), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := res.Attachment.GetPreview()
+			if p.GetHead() != v.Head || p.GetTail() != v.Tail || p.GetText() != v.Text {
+				t.Errorf("preview head %q tail %q text %q\nwant head %q tail %q text %q",
+					p.GetHead(), p.GetTail(), p.GetText(), v.Head, v.Tail, v.Text)
+			}
+		})
+	}
+	if len(vectors.PreviewVectors) == 0 {
+		t.Fatal("conformance/window-vectors.json has no preview vectors")
+	}
+}
+
 // TestWindowVectors renders every vector in conformance/window-vectors.json through
 // ReadToolOutput and through the read_tool_output executor, byte for byte, and reports the
 // count.
@@ -168,7 +211,7 @@ func TestWindowVectors(t *testing.T) {
 			if err := protojson.Unmarshal(window, req); err != nil {
 				t.Fatalf("window %s: %v", window, err)
 			}
-			req.RunId, req.Handle = runID, handle
+			req.RunId, req.Handle, req.KeepAnsi = runID, handle, v.KeepAnsi
 			w, err := c.ReadToolOutput(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -176,7 +219,11 @@ func TestWindowVectors(t *testing.T) {
 			if w.Rendered != v.Rendered {
 				t.Errorf("ReadToolOutput rendered\n%q\nwant\n%q", w.Rendered, v.Rendered)
 			}
-			text, err := spillway.NewReadToolOutputExecutor(c, runID).Execute(ctx, toolArgs(handle, v.Window))
+			args := toolArgs(handle, v.Window)
+			if v.KeepAnsi {
+				args["keep_ansi"] = true
+			}
+			text, err := spillway.NewReadToolOutputExecutor(c, runID).Execute(ctx, args)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,7 +30,12 @@ export interface OffloadSpec extends RunRef {
   readonly truncated?: boolean;
   readonly ttlSeconds?: number;
   readonly previewOnly?: boolean;
-  readonly preview?: { readonly headChars?: number; readonly tailChars?: number };
+  readonly preview?: {
+    readonly headChars?: number;
+    readonly tailChars?: number;
+    /** Keep terminal escape sequences in the preview. */
+    readonly keepAnsi?: boolean;
+  };
   /** Bytes per chunk message; default 65536. */
   readonly chunkBytes?: number;
   /** Send one chunk of the server's max_chunk_bytes + 1 instead of the payload. */
@@ -79,6 +84,8 @@ export interface ReadSpec extends RunRef {
     readonly skip?: number;
   };
   readonly omitRendered?: boolean;
+  /** Keep terminal escape sequences in the model-facing text. */
+  readonly keepAnsi?: boolean;
 }
 
 /** Expect is what a step must produce; unset fields are not checked. */

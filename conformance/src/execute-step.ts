@@ -338,7 +338,12 @@ function readRequest(
   spec: ReadSpec,
   ctx: StepContext,
 ): MessageInitShape<typeof ReadToolOutputRequestSchema> {
-  const base = { runId: runId(spec, ctx), handle: spec.handle, omitRendered: !!spec.omitRendered };
+  const base = {
+    runId: runId(spec, ctx),
+    handle: spec.handle,
+    omitRendered: !!spec.omitRendered,
+    keepAnsi: !!spec.keepAnsi,
+  };
   if (spec.bytes !== undefined) {
     const { offset, limit } = spec.bytes;
     return {

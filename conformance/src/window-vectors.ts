@@ -21,7 +21,32 @@ export interface WindowVector {
   readonly contentType?: string;
   readonly payload: PayloadSpec;
   readonly window: Pick<ReadSpec, "lines" | "bytes" | "search" | "json" | "jsonPath">;
+  /** The request's keep_ansi (unset: false, escape sequences removed). */
+  readonly keepAnsi?: boolean;
+  /** Features the server must have beyond the caps (`ansi_strip` for escape sequences). */
+  readonly features?: readonly string[];
   readonly rendered: string;
+}
+
+/**
+ * PreviewVector is a parity vector for the preview computed at offload: a payload offloaded
+ * under `call` with `preview` options, and the exact `preview.text` of the committed record.
+ */
+export interface PreviewVector {
+  readonly name: string;
+  readonly call: string;
+  readonly contentType?: string;
+  readonly payload: PayloadSpec;
+  readonly preview?: {
+    readonly headChars?: number;
+    readonly tailChars?: number;
+    readonly keepAnsi?: boolean;
+  };
+  readonly features?: readonly string[];
+  /** The preview's head, tail and text, exactly. */
+  readonly head: string;
+  readonly tail: string;
+  readonly text: string;
 }
 
 /** WindowVectorFile is the shape of conformance/window-vectors.json. */
@@ -29,6 +54,8 @@ export interface WindowVectorFile {
   readonly description?: string;
   readonly caps: VectorCaps;
   readonly vectors: readonly WindowVector[];
+  /** Preview parity vectors (not caps-dependent). */
+  readonly previewVectors?: readonly PreviewVector[];
 }
 
 /** defaultCapsFeature is the feature a target has when its window caps equal the vectors' caps. */
@@ -51,16 +78,43 @@ export function vectorHandle(v: WindowVector): string {
 /**
  * vectorCases turns each vector into a case named `vectors/<name>`: offload the payload, read
  * the window, expect the exact rendered text. The cases need the `default-caps` feature (and
- * `regex` for regex searches, `jsonpath` for JSONPath windows), since the texts depend on the caps.
+ * `regex` for regex searches, `jsonpath` for JSONPath windows, and the vector's own `features`),
+ * since the texts depend on the caps. Each preview vector becomes a case named
+ * `preview-vectors/<name>`: offload the payload with the vector's preview options, expect the
+ * exact preview head, tail and text.
  */
 export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
-  return file.vectors.map((v) => ({
+  const previews = (file.previewVectors ?? []).map(
+    (v): ConformanceCase => ({
+      name: `preview-vectors/${v.name}`,
+      features: [...(v.features ?? [])],
+      steps: [
+        {
+          offload: {
+            run: "v",
+            call: v.call,
+            ...(v.contentType === undefined ? {} : { contentType: v.contentType }),
+            ...(v.preview === undefined ? {} : { preview: v.preview }),
+            data: v.payload,
+          },
+          expect: { attachment: { preview: { head: v.head, tail: v.tail, text: v.text } } },
+        },
+      ],
+    }),
+  );
+  return [...file.vectors.map(windowCase), ...previews];
+}
+
+/** The case of one window vector. */
+function windowCase(v: WindowVector): ConformanceCase {
+  return {
     name: `vectors/${v.name}`,
     features: [
       defaultCapsFeature,
       ...(v.window.search?.regex ? ["regex"] : []),
       ...(v.window.jsonPath === undefined ? [] : ["jsonpath"]),
       ...(v.window.json === undefined ? [] : ["json_view"]),
+      ...(v.features ?? []),
     ],
     steps: [
       {
@@ -73,9 +127,14 @@ export function vectorCases(file: WindowVectorFile): ConformanceCase[] {
         },
       },
       {
-        read: { run: "v", handle: vectorHandle(v), ...v.window },
+        read: {
+          run: "v",
+          handle: vectorHandle(v),
+          ...v.window,
+          ...(v.keepAnsi === undefined ? {} : { keepAnsi: v.keepAnsi }),
+        },
         expect: { rendered: v.rendered },
       },
     ],
-  }));
+  };
 }

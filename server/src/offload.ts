@@ -332,6 +332,7 @@ function createPass(
     contentType: header.contentType,
     ...(header.preview?.headChars === undefined ? {} : { headChars: header.preview.headChars }),
     ...(header.preview?.tailChars === undefined ? {} : { tailChars: header.preview.tailChars }),
+    keepAnsi: header.preview?.keepAnsi === true,
   });
   let size = 0;
   return {

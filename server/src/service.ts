@@ -250,6 +250,7 @@ export function createSpillwayService(
           "attempts",
           "jsonpath",
           "json_view",
+          "ansi_strip",
         ],
       });
     },

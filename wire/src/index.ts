@@ -1,7 +1,19 @@
 /**
  * The gRPC wire pieces Spillway's server and client share, as named re-exports: the gRPC
- * envelope reader, the bytes-field wire, the data-frame path and HTTP/2 error mapping.
+ * envelope reader, the bytes-field wire, the data-frame path, HTTP/2 error mapping, and the
+ * terminal escape grammar model-facing text is stripped of.
  */
+
+export {
+  type AnsiSequence,
+  type AnsiUnits,
+  ansiSequenceAt,
+  byteUnits,
+  hasAnsi,
+  maxAnsiSequenceChars,
+  stringUnits,
+  stripAnsi,
+} from "./ansi-escapes.js";
 export { bytesFieldPrefix, envelopeHeaderBytes, wireBytesField } from "./bytes-field-wire.js";
 export { dataFrame, dataFramePath } from "./data-frame.js";
 export {

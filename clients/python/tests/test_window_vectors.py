@@ -72,17 +72,28 @@ def tool_args(window: dict[str, Any]) -> dict[str, Any]:
     return {**args, mode: True} if mode in ("bytes", "json") else args
 
 
+# How PreviewOptions fields are spelled in the vectors (proto JSON names) and in Python.
+PREVIEW_NAMES = {"headChars": "head_chars", "tailChars": "tail_chars", "keepAnsi": "keep_ansi"}
+
+
 def offload_vector(client: SpillwayClient, vector: dict[str, Any]) -> tuple[str, str]:
+    run_id, att = offload_vector_record(client, vector)
+    return run_id, att.handle
+
+
+def offload_vector_record(client: SpillwayClient, vector: dict[str, Any]) -> tuple[str, Any]:
     run_id = f"vec-{uuid.uuid4().hex[:12]}"
     options: dict[str, Any] = {}
     if "slot" in vector:
         options["slot"] = vector["slot"]
     if "contentType" in vector:
         options["content_type"] = vector["contentType"]
+    if "preview" in vector:
+        options["preview"] = {PREVIEW_NAMES[k]: v for k, v in vector["preview"].items()}
     att = client.offload(
         {"tenant": "dev", "run_id": run_id, "call_id": vector["call"]}, payload_bytes(vector["payload"]), **options
     )
-    return run_id, att.handle
+    return run_id, att
 
 
 def test_server_runs_with_the_vectors_caps(client: SpillwayClient) -> None:
@@ -99,9 +110,20 @@ def test_server_runs_with_the_vectors_caps(client: SpillwayClient) -> None:
 def test_window_vector_renders_identically(client: SpillwayClient, vector: dict[str, Any]) -> None:
     run_id, handle = offload_vector(client, vector)
     expected = vector["rendered"].encode("utf-8")
-    window = client.read_tool_output(run_id, handle, **window_kwargs(vector["window"]))
+    keep_ansi = vector.get("keepAnsi", False)
+    window = client.read_tool_output(run_id, handle, keep_ansi=keep_ansi, **window_kwargs(vector["window"]))
     assert window.rendered.encode("utf-8") == expected
 
     # The model-facing tool renders the same bytes when the model asks for the same window.
-    text = execute_read_tool_output(client, run_id, {"handle": handle, **tool_args(vector["window"])})
+    args = {"handle": handle, **tool_args(vector["window"]), **({"keep_ansi": True} if keep_ansi else {})}
+    text = execute_read_tool_output(client, run_id, args)
     assert text.encode("utf-8") == expected
+
+
+PREVIEW_VECTORS: list[dict[str, Any]] = VECTORS.get("previewVectors", [])
+
+
+@pytest.mark.parametrize("vector", PREVIEW_VECTORS, ids=[v["name"] for v in PREVIEW_VECTORS])
+def test_preview_vector_renders_identically(client: SpillwayClient, vector: dict[str, Any]) -> None:
+    _, att = offload_vector_record(client, vector)
+    assert (att.preview.head, att.preview.tail, att.preview.text) == (vector["head"], vector["tail"], vector["text"])

@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import { modelText } from "./model-text.js";
 import { createAttemptTracker, offloadNextAttempt } from "./offload-next-attempt.js";
 import { createPerToolPolicy, hasToolRules } from "./per-tool-policy.js";
 import { readToolOutputToolName } from "./read-tool-output-tool.js";
@@ -72,6 +73,12 @@ export interface ElisionPolicyOptions {
   readonly preservation?: "best_effort" | "required";
   /** Characters (or tokens) a truncation keeps, marker excluded; default 2000. */
   readonly truncateBudget?: number;
+  /**
+   * Keep terminal escape sequences in the text the policy shows (passthrough, truncated,
+   * preview_only) and in spilled previews. By default they are removed from what the model
+   * sees and the result is measured without them; a spill stores the result as given.
+   */
+  readonly keepAnsi?: boolean;
 }
 
 /** ElisionInput is one tool result for ElisionPolicy.apply. */
@@ -149,10 +156,14 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
 
   return {
     async apply(input) {
-      const text =
+      const raw =
         typeof input.content === "string" ? input.content : JSON.stringify(input.content.json);
+      // read_tool_output's text is the server's window, already rendered as the model sees it.
+      if (input.toolName === readToolOutputToolName) {
+        return { kind: "passthrough", text: raw, size: measureText(raw) };
+      }
+      const text = modelText(raw, opts.keepAnsi);
       const size = measureText(text);
-      if (input.toolName === readToolOutputToolName) return { kind: "passthrough", text, size };
       const band = opts.bands.find((b) => b.upTo === undefined || size <= b.upTo);
       const action = band?.action ?? "spill";
       if (action === "passthrough") return { kind: "passthrough", text, size };
@@ -162,6 +173,7 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
       const isJson = typeof input.content !== "string";
       const offloadOptions: OffloadOptions = {
         ...(isJson ? { contentType: "application/json" } : {}),
+        ...(opts.keepAnsi ? { preview: { keepAnsi: true } } : {}),
         ...input.offload,
       };
       let attachment: ResultAttachment;

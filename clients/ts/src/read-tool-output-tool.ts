@@ -41,6 +41,7 @@ export const readToolOutputTool: ToolDefinition = {
     "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
     "and returns the matched nodes' paths and values; skip and limit page them.",
     "The service caps every window, whatever limit you ask for.",
+    "Terminal colour codes are removed from the text unless keep_ansi=true.",
   ].join(" "),
   parameters: {
     type: "object",
@@ -81,6 +82,11 @@ export const readToolOutputTool: ToolDefinition = {
         type: "string",
         enum: ["lines", "bytes", "json"],
         description: 'Same as bytes=true when "bytes", json=true when "json".',
+      },
+      keep_ansi: {
+        type: "boolean",
+        description:
+          "Keep terminal escape sequences (colour codes) in the text; by default they are removed.",
       },
     },
     required: ["handle"],
@@ -150,7 +156,13 @@ export function createReadToolOutputRunner(
       return client.readToolOutput({ runId: opts.runId, ...request }, opts.call);
     }
     const search = window.value;
-    const key = JSON.stringify([request.handle, search.pattern, search.regex, search.ignoreCase]);
+    const key = JSON.stringify([
+      request.handle,
+      search.pattern,
+      search.regex,
+      search.ignoreCase,
+      request.keepAnsi === true,
+    ]);
     const known = cursors.get(key);
     const usable = known !== undefined && known.matchesBefore <= (search.skip ?? 0n);
     const ask = (after: SearchCursor | undefined) =>
@@ -158,6 +170,7 @@ export function createReadToolOutputRunner(
         {
           runId: opts.runId,
           handle: request.handle,
+          keepAnsi: request.keepAnsi,
           window: {
             case: "search",
             value: {
@@ -251,6 +264,7 @@ function parseArgs(input: unknown): Request | string {
     checkBool(a, "ignore_case") ??
     checkBool(a, "bytes") ??
     checkBool(a, "json");
+  checkBool(a, "keep_ansi");
   if (problem !== undefined) return problem;
   if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes" && a.mode !== "json") {
     return 'mode must be "lines", "bytes" or "json"';
@@ -263,6 +277,7 @@ function parseArgs(input: unknown): Request | string {
   const json = a.json === true || a.mode === "json";
   if (bytes && json) return "bytes and json cannot be combined";
   const searchOnly = ["regex", "ignore_case", "context", "skip"].find((k) => a[k] !== undefined);
+  const keepAnsi = a.keep_ansi === true ? { keepAnsi: true } : {};
   if (a.jsonpath !== undefined) {
     if (typeof a.jsonpath !== "string" || a.jsonpath === "") {
       return "jsonpath must be a non-empty string";
@@ -281,6 +296,7 @@ function parseArgs(input: unknown): Request | string {
           skip: BigInt((a.skip as number | undefined) ?? 0),
         },
       },
+      ...keepAnsi,
     };
   }
   if (a.pattern !== undefined) {
@@ -293,6 +309,7 @@ function parseArgs(input: unknown): Request | string {
     }
     return {
       handle: a.handle,
+      ...keepAnsi,
       window: {
         case: "search",
         value: {
@@ -311,6 +328,7 @@ function parseArgs(input: unknown): Request | string {
     if (a.from_end !== undefined) return "from_end applies to lines, not bytes";
     return {
       handle: a.handle,
+      ...keepAnsi,
       window: {
         case: "bytes",
         value: {
@@ -323,6 +341,7 @@ function parseArgs(input: unknown): Request | string {
   if (json) {
     return {
       handle: a.handle,
+      ...keepAnsi,
       window: {
         case: "json",
         value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },
@@ -331,6 +350,7 @@ function parseArgs(input: unknown): Request | string {
   }
   return {
     handle: a.handle,
+    ...keepAnsi,
     window: {
       case: "lines",
       value: { offset: BigInt(offset ?? 0), limit: smallLimit, fromEnd: a.from_end === true },

@@ -187,7 +187,8 @@ describe("createPreviewBuilder — JSON", () => {
       jsonLimitBytes: 100,
     });
     for (const piece of split(pretty, 60)) builder.push(piece);
-    expect(builder.retainedBytes()).toBe((10 + 5) * 4);
+    // 16 bytes per wanted code point: room for the escape sequences a preview leaves out.
+    expect(builder.retainedBytes()).toBe((10 + 5) * 16);
     const preview = builder.finish({
       binary: false,
       lineCount: 1,
@@ -230,7 +231,7 @@ describe("createPreviewBuilder — binary", () => {
 describe("createPreviewBuilder — memory and lifecycle", () => {
   it("keeps only its fixed windows while 50 MiB of text stream through", () => {
     const builder = createPreviewBuilder({ contentType: "text/plain" });
-    const bound = (400 + 200) * 4;
+    const bound = (400 + 200) * 16;
     const chunk = encoder.encode("line of text✓\n".repeat(4096)); // 16 bytes a line: 64 KiB
     const first = encoder.encode("FIRST\n");
     builder.push(first);
@@ -297,5 +298,47 @@ describe("createPreviewBuilder — memory and lifecycle", () => {
     const builder = createPreviewBuilder({ contentType: "text/plain" });
     builder.finish({ binary: false, lineCount: 0, size: 0, handle: "h", name: "n" });
     expect(codeOf(() => builder.push(new Uint8Array(1)))).toBe(Code.FailedPrecondition);
+  });
+});
+
+describe("createPreviewBuilder — terminal escape sequences", () => {
+  const red = (text: string) => `\u001b[31m${text}\u001b[0m`;
+  const finish = (opts: PreviewBuilderOptions, text: string, chunk = 7) => {
+    const bytes = encoder.encode(text);
+    return build(opts, split(bytes, chunk));
+  };
+
+  it("leaves sequences out of head and tail and counts only visible characters", () => {
+    const text = `${red("ERROR")} first\n${"x".repeat(500)}\nlast ${red("FAIL")}\n`;
+    const preview = finish({ contentType: "text/plain", headChars: 11, tailChars: 10 }, text);
+    expect(preview.head).toBe("ERROR first");
+    expect(preview.tail).toBe("last FAIL\n");
+    // The omitted bytes are stored bytes: everything between the cuts, sequences included.
+    const headEnd = bytesOf(`${red("ERROR")} first`);
+    const tailStart = bytesOf(text) - bytesOf(`last ${red("FAIL")}\n`);
+    expect(preview.omittedBytes).toBe(BigInt(tailStart - headEnd));
+    expect(preview.text).not.toContain("\u001b");
+  });
+
+  it("keeps them with keepAnsi, exactly as stored", () => {
+    const text = `${red("ERROR")} first\n${"x".repeat(500)}\n`;
+    const preview = finish(
+      { contentType: "text/plain", headChars: 11, tailChars: 0, keepAnsi: true },
+      text,
+    );
+    expect(preview.head).toBe(Array.from(text).slice(0, 11).join(""));
+  });
+
+  it("shows a short coloured output whole, without sequences", () => {
+    const preview = finish({ contentType: "text/plain" }, `${red("ok")} done\n`);
+    expect([preview.head, preview.tail, preview.omittedBytes]).toEqual(["ok done\n", "", 0n]);
+  });
+
+  it("leaves out an unterminated OSC at the end of a short output", () => {
+    const text = `abc\u001b]8;;http://example.com/${"p".repeat(10)}`;
+    const preview = finish({ contentType: "text/plain", headChars: 3, tailChars: 3 }, text);
+    expect(preview.head).toBe("abc");
+    expect(preview.tail).toBe("");
+    expect(preview.omittedBytes).toBe(0n);
   });
 });

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type Preview, PreviewSchema } from "@spillway/proto/spillway/v1/types_pb.js";
+import { clipVisible, hasAnsiBytes } from "../window/visible-text.js";
 import { jsonShape } from "./json-shape.js";
 import { renderPreview } from "./render-preview.js";
 
@@ -14,6 +15,8 @@ export interface PreviewBuilderOptions {
   readonly tailChars?: number;
   /** Largest JSON payload buffered to be compacted and sketched. Default 8 MiB. */
   readonly jsonLimitBytes?: number;
+  /** Keep terminal escape sequences in head and tail; by default they are removed. */
+  readonly keepAnsi?: boolean;
 }
 
 /** PreviewFacts are what the rest of the offload pass learned, plus the record's identity. */
@@ -47,6 +50,11 @@ const DEFAULT_TAIL_CHARS = 200;
 const DEFAULT_JSON_LIMIT_BYTES = 8 * 1024 * 1024;
 /** Longest UTF-8 encoding of one code point. */
 const MAX_CHAR_BYTES = 4;
+/**
+ * Bytes kept per wanted code point when sequences are removed: room for a colour code every
+ * few characters. Text whose sequences take more shows fewer characters.
+ */
+const STRIPPED_CHAR_BYTES = 16;
 
 function isJsonContentType(contentType: string): boolean {
   const mediaType = (contentType.split(";")[0] ?? "").trim().toLowerCase();
@@ -113,8 +121,56 @@ interface Cut {
 }
 
 /**
+ * Offset in `suffix` of its last `chars` visible code points (sequences cost nothing and are
+ * left out before the first one), or of the first visible character when it holds fewer.
+ */
+function visibleSuffixStart(suffix: Uint8Array, chars: number): number {
+  if (chars === 0) return suffix.length;
+  const starts: number[] = [];
+  let at = leadingContinuations(suffix);
+  while (at < suffix.length) {
+    const clip = clipVisible(suffix.subarray(at), 1, true);
+    if (clip.chars === 0) break;
+    // clip.end is after the character and the sequences that follow it; find where it starts.
+    const skipped = clipVisible(suffix.subarray(at), 0, true).end;
+    starts.push(at + skipped);
+    at += clip.end;
+  }
+  return starts[Math.max(0, starts.length - chars)] ?? suffix.length;
+}
+
+function leadingContinuations(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < 3 && i < bytes.length && isContinuation(bytes[i] ?? 0)) i++;
+  return i;
+}
+
+/**
+ * cutStripped is cutHeadTail for text shown without escape sequences: head and tail count
+ * visible code points, and their text leaves the sequences out.
+ */
+function cutStripped(
+  prefix: Uint8Array,
+  suffix: Uint8Array,
+  total: number,
+  headChars: number,
+  tailChars: number,
+): Cut {
+  const head = clipVisible(prefix, headChars, total <= prefix.length);
+  const suffixStart = total - suffix.length;
+  const tailStart = suffixStart + visibleSuffixStart(suffix, tailChars);
+  if (tailStart <= head.end) {
+    const whole = concat(prefix.subarray(0, head.end), suffix.subarray(head.end - suffixStart));
+    return { head: decode(clipVisible(whole, whole.length, true).kept), tail: "", omitted: 0 };
+  }
+  const tail = clipVisible(suffix.subarray(tailStart - suffixStart), tailChars, true);
+  return { head: decode(head.kept), tail: decode(tail.kept), omitted: tailStart - head.end };
+}
+
+/**
  * Cuts head and tail from a payload's first bytes and last bytes. Each window must hold at
  * least 4 bytes per wanted code point (or the whole payload) so no character is cut short.
+ * Unless `keepAnsi`, text holding escape sequences is cut by cutStripped.
  */
 function cutHeadTail(
   prefix: Uint8Array,
@@ -122,7 +178,11 @@ function cutHeadTail(
   total: number,
   headChars: number,
   tailChars: number,
+  keepAnsi = true,
 ): Cut {
+  if (!keepAnsi && (hasAnsiBytes(prefix) || hasAnsiBytes(suffix))) {
+    return cutStripped(prefix, suffix, total, headChars, tailChars);
+  }
   const headEnd = prefixEnd(prefix, headChars);
   const tailStart = total - suffixLength(suffix, tailChars);
   if (tailStart <= headEnd) {
@@ -171,7 +231,7 @@ function compactJson(text: string): string {
  *
  * Guarantees:
  * - Bounded memory: it keeps the first `headChars * 4` bytes and a rolling window of the last
- *   `tailChars * 4` bytes, never the whole payload; only a JSON payload is also buffered, up to
+ *   `tailChars * 4` bytes (16 per code point unless `keepAnsi`), never the whole payload; only a JSON payload is also buffered, up to
  *   `jsonLimitBytes` (past the limit the buffer is dropped at once).
  * - Text is kept byte for byte: `head` is the first `headChars` code points exactly as stored
  *   (no trimming or normalisation, `\r` kept, never a split character), `tail` the last
@@ -180,6 +240,9 @@ function compactJson(text: string): string {
  * - JSON that parses and fits the limit is measured and previewed from its compact form
  *   (insignificant whitespace removed, everything else as written) and gets a `shape` sketch;
  *   other JSON is previewed as text with an empty shape.
+ * - Unless `keepAnsi`, terminal escape sequences are left out of head and tail and cost no
+ *   code points (their bytes still count in `omittedBytes`); a sequence cut by the head's or
+ *   tail's edge is left out whole. Without sequences the text is exactly as stored.
  * - Binary payloads (per `facts.binary`) have empty head, tail and shape, and every byte
  *   counts as omitted.
  * - The result does not depend on how the payload was chunked, and `text` is the
@@ -193,10 +256,12 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
   const tailChars = checkCount("tailChars", opts.tailChars ?? DEFAULT_TAIL_CHARS);
   const jsonLimit = checkCount("jsonLimitBytes", opts.jsonLimitBytes ?? DEFAULT_JSON_LIMIT_BYTES);
   const isJson = isJsonContentType(opts.contentType);
+  const keepAnsi = opts.keepAnsi === true;
+  const charBytes = keepAnsi ? MAX_CHAR_BYTES : STRIPPED_CHAR_BYTES;
 
-  const head = new Uint8Array(headChars * MAX_CHAR_BYTES);
+  const head = new Uint8Array(headChars * charBytes);
   let headLen = 0;
-  const ring = new Uint8Array(tailChars * MAX_CHAR_BYTES);
+  const ring = new Uint8Array(tailChars * charBytes);
   let ringPos = 0;
   let total = 0;
   let jsonChunks: Uint8Array[] = [];
@@ -261,6 +326,7 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
       compact.length,
       headChars,
       tailChars,
+      keepAnsi,
     );
     return { cut, shape: jsonShape(value) };
   }
@@ -293,7 +359,14 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
         const json = jsonBuffering ? previewJson() : undefined;
         const cut =
           json?.cut ??
-          cutHeadTail(head.subarray(0, headLen), tailWindow(), total, headChars, tailChars);
+          cutHeadTail(
+            head.subarray(0, headLen),
+            tailWindow(),
+            total,
+            headChars,
+            tailChars,
+            keepAnsi,
+          );
         preview.head = cut.head;
         preview.tail = cut.tail;
         preview.omittedBytes = BigInt(cut.omitted);

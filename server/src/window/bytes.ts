@@ -21,6 +21,7 @@ import {
   renderNoBytes,
 } from "./render.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
+import { clipVisible, hasAnsiBytes } from "./visible-text.js";
 
 /** BytesRequest is a bytes window with its int64 fields already converted. */
 export interface BytesRequest {
@@ -28,6 +29,11 @@ export interface BytesRequest {
   readonly offset: number;
   /** Bytes asked for; undefined reads to the end. */
   readonly limit: number | undefined;
+  /**
+   * Keep terminal escape sequences in the rendered text of a text payload; by default they
+   * are removed there. The data frames carry the stored bytes either way.
+   */
+  readonly keepAnsi?: boolean;
 }
 
 /**
@@ -84,9 +90,16 @@ function widestFooter(slice: Slice, maxWindowChars: number): number {
 /**
  * renderTextBytes renders a slice of a UTF-8 payload from its first bytes `prefix`: the text,
  * dropping a character cut at either edge (the footer then points at the dropped character's
- * first byte), clipped so the whole window fits maxWindowChars.
+ * first byte), clipped so the whole window fits maxWindowChars. With `stripAnsi`, escape
+ * sequences are left out and cost no characters; one cut by the slice's end is dropped like a
+ * cut character (the footer points at its first byte).
  */
-function renderTextBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: number): BytesRendering {
+function renderTextBytes(
+  slice: Slice,
+  prefix: Uint8Array,
+  maxWindowChars: number,
+  stripAnsi: boolean,
+): BytesRendering {
   const header = renderBytesHeader(slice.handle, slice.start, slice.end, slice.size);
   const budget = Math.max(
     0,
@@ -94,13 +107,19 @@ function renderTextBytes(slice: Slice, prefix: Uint8Array, maxWindowChars: numbe
   );
   const lead = leadingContinuationBytes(prefix);
   const body = prefix.subarray(lead);
-  const cut = clipUtf8(body, budget);
-  const renderedEnd = slice.start + lead + cut.end;
   const wholeSlice = prefix.length === slice.end - slice.start;
+  const visible =
+    stripAnsi && hasAnsiBytes(body)
+      ? clipVisible(body, budget, wholeSlice && slice.end >= slice.size)
+      : undefined;
+  const cut = visible ?? clipUtf8(body, budget);
+  const renderedEnd = slice.start + lead + cut.end;
   // Bytes left after a full budget, or beyond the prefix kept, were cut by the cap; anything
   // else left over is a character cut by the slice's end, which is dropped, not clipped.
   const clipped = renderedEnd < slice.end && (!wholeSlice || cut.chars === budget);
-  const text = Buffer.from(body.buffer, body.byteOffset, cut.end).toString("utf8");
+  const text = (visible?.kept ?? Buffer.from(body.buffer, body.byteOffset, cut.end)).toString(
+    "utf8",
+  );
   const footer = footerFor(slice, renderedEnd, clipped, maxWindowChars);
   return { text: header + text + renderBytesFooter(footer), clipped };
 }
@@ -201,7 +220,7 @@ export async function* bytesWindow(
   const shown = prefix.subarray(0, prefixLength);
   const rendering = source.binary
     ? renderHexBytes(slice, shown, caps.maxWindowChars)
-    : renderTextBytes(slice, shown, caps.maxWindowChars);
+    : renderTextBytes(slice, shown, caps.maxWindowChars, request.keepAnsi !== true);
   const reachedEnd = slice.end >= source.size;
   yield bytesTrailer(
     returned,

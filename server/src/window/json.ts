@@ -23,7 +23,8 @@ function checkAborted(signal: AbortSignal | undefined): void {
 export function jsonView(source: WindowSource, json: JsonViewSource): LineView {
   return {
     total: json.viewLines,
-    async *feed(first, maxLineChars, signal, take) {
+    // stripAnsi has nothing to remove: JSON text holds no raw control character, so no ESC.
+    async *feed(first, maxLineChars, _stripAnsi, signal, take) {
       const checkpoint = await json.seek(first, signal);
       const stream = await source.read(checkpoint.offset, undefined, signal);
       const renderer = createJsonViewRenderer({

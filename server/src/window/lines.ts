@@ -17,6 +17,7 @@ import {
   renderNoLines,
 } from "./render.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
+import { clipVisible, hasAnsiBytes } from "./visible-text.js";
 
 /** ScannedLine is one line on the `\n` grid as the splitter saw it. */
 export interface ScannedLine {
@@ -216,18 +217,34 @@ const decoder = new TextDecoder("utf-8");
 
 /**
  * lineKeepBytes is how many bytes of a line must be kept to show it clipped at maxLineChars:
- * 4 bytes per code point plus a `\r`, so a shorter line is always complete.
+ * 4 bytes per code point plus a `\r`, so a shorter line is always complete. Text shown
+ * without escape sequences keeps 16 bytes per code point, room for a colour code around
+ * every few characters; a line whose sequences take more shows fewer characters.
  */
-export function lineKeepBytes(maxLineChars: number): number {
-  return maxLineChars * 4 + 1;
+export function lineKeepBytes(maxLineChars: number, stripAnsi = false): number {
+  return maxLineChars * (stripAnsi ? 16 : 4) + 1;
 }
 
 /**
  * showLine decodes a scanned line and clips it to maxLineChars code points without ever
- * splitting a character; `continuesAt` is the byte right after the shown part.
+ * splitting a character; `continuesAt` is the byte right after the shown part. With
+ * `stripAnsi`, terminal escape sequences are removed first and the cap counts only the
+ * characters shown; a sequence never ends the shown part half way.
  */
-export function showLine(line: ScannedLine, maxLineChars: number): ShownLine {
+export function showLine(line: ScannedLine, maxLineChars: number, stripAnsi = false): ShownLine {
   const { head } = line;
+  if (stripAnsi && hasAnsiBytes(head)) {
+    const clip = clipVisible(head, maxLineChars);
+    const clipped = !line.complete || clip.more;
+    return {
+      number: line.index + 1,
+      text: decoder.decode(clip.kept),
+      clipped,
+      continuesAt: line.start + clip.end,
+      byteOffset: line.start,
+      coveredBytes: clipped ? clip.end : line.end - line.start,
+    };
+  }
   const cut =
     line.complete && head.length <= maxLineChars ? head.length : clipUtf8(head, maxLineChars).end;
   const clipped = !line.complete || cut < head.length;
@@ -260,6 +277,8 @@ export interface LinesRequest {
   readonly limit: number | undefined;
   /** Count offset and limit back from the last line. */
   readonly fromEnd: boolean;
+  /** Keep terminal escape sequences in the lines' text; by default they are removed. */
+  readonly keepAnsi?: boolean;
 }
 
 /**
@@ -274,6 +293,7 @@ export interface LineView {
   feed(
     first: number,
     maxLineChars: number,
+    stripAnsi: boolean,
     signal: AbortSignal | undefined,
     take: (line: ShownLine) => boolean,
   ): AsyncGenerator<void, boolean>;
@@ -291,8 +311,8 @@ export interface LineView {
 export function linesView(source: WindowSource): LineView {
   return {
     total: source.lineCount,
-    feed: (first, maxLineChars, signal, take) =>
-      feedLines(source, first, maxLineChars, signal, take),
+    feed: (first, maxLineChars, stripAnsi, signal, take) =>
+      feedLines(source, first, maxLineChars, stripAnsi, signal, take),
     header: (first, last) =>
       renderLinesHeader(source.handle, first, last, source.lineCount, source.size),
     footer: renderLinesFooter,
@@ -318,6 +338,7 @@ async function* feedLines(
   source: WindowSource,
   first: number,
   maxLineChars: number,
+  stripAnsi: boolean,
   signal: AbortSignal | undefined,
   take: (line: ShownLine) => boolean,
 ): AsyncGenerator<void, boolean> {
@@ -327,8 +348,8 @@ async function* feedLines(
     firstLine: seek.line,
     firstOffset: seek.offset,
     skipUntil: first,
-    keepBytes: lineKeepBytes(maxLineChars),
-    onLine: (line) => take(showLine(line, maxLineChars)),
+    keepBytes: lineKeepBytes(maxLineChars, stripAnsi),
+    onLine: (line) => take(showLine(line, maxLineChars, stripAnsi)),
   });
   for await (const chunk of stream) {
     checkAborted(signal);
@@ -428,6 +449,8 @@ function windowLimit(request: LinesRequest, caps: WindowCaps): number {
  * when that cap cuts the window `next_offset` is the first line not shown. A forward window
  * starting past the last line is empty with eof set. A from_end window ends `offset` lines
  * before the last one and keeps the lines nearest to its end when the character cap bites.
+ * Unless `keepAnsi`, the lines' text leaves terminal escape sequences out (showLine); numbers,
+ * offsets and `returned_bytes` are those of the stored bytes either way.
  */
 export async function* linesWindow(
   source: WindowSource,
@@ -450,7 +473,7 @@ export async function* linesWindow(
   }
   if (request.fromEnd) {
     const overCap = request.limit !== undefined && request.limit > limit;
-    yield* tailWindow(view, request.offset, limit, overCap, caps, withText, signal);
+    yield* tailWindow(view, request, limit, overCap, caps, withText, signal);
     return;
   }
 
@@ -472,7 +495,8 @@ export async function* linesWindow(
     return countChars(header) + countChars(footer) + rowsChars + extra <= caps.maxWindowChars;
   };
 
-  const feed = view.feed(start, caps.maxLineChars, signal, (line) => {
+  const strip = request.keepAnsi !== true;
+  const feed = view.feed(start, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     const rowChars = countChars(row);
     if (shown.length > 0 && !rowsFit(line, rowChars)) {
@@ -529,18 +553,20 @@ export async function* linesWindow(
 /** The from_end half of linesWindow; see there. */
 async function* tailWindow(
   view: LineView,
-  offset: number,
+  request: LinesRequest,
   limit: number,
   overCap: boolean,
   caps: WindowCaps,
   withText: boolean,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<ReadToolOutputResponse> {
+  const { offset } = request;
   const total = view.total;
   const last = total - 1 - offset;
   const first = Math.max(0, last - limit + 1);
   const read: { line: ShownLine; row: string; chars: number }[] = [];
-  const feed = view.feed(first, caps.maxLineChars, signal, (line) => {
+  const strip = request.keepAnsi !== true;
+  const feed = view.feed(first, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     read.push({ line, row, chars: countChars(row) });
     return line.number <= last;

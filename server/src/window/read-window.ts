@@ -46,7 +46,8 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
  *
  * Guarantees: it yields exactly one header frame, zero or more content frames and exactly one
  * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
- * `omitRendered`); it streams the payload and never holds more of it than the caps allow; an
+ * `omitRendered`), without terminal escape sequences unless `keep_ansi` (as are the texts of
+ * lines and matches; bytes-mode data frames are the stored bytes either way); it streams the payload and never holds more of it than the caps allow; an
  * unset window is a lines window from line 0; lines and search windows over a binary payload
  * carry no content and say to use bytes mode; a JSONPath window over a payload that is not
  * JSON is FAILED_PRECONDITION. A bad request (negative offsets, an invalid pattern or JSONPath
@@ -67,6 +68,7 @@ export async function* readWindow(
         offset: window.case === "lines" ? count(window.value.offset, "lines.offset") : 0,
         limit: window.value?.limit,
         fromEnd: window.value?.fromEnd ?? false,
+        keepAnsi: request.keepAnsi,
       };
       if (source.binary) yield* binaryWindow(source, withText);
       else yield* linesWindow(source, lines, caps, withText, signal);
@@ -76,6 +78,7 @@ export async function* readWindow(
       const bytes = {
         offset: count(window.value.offset, "bytes.offset"),
         limit: window.value.limit === undefined ? undefined : Number(window.value.limit),
+        keepAnsi: request.keepAnsi,
       };
       yield* bytesWindow(source, bytes, caps, withText, signal);
       return;
@@ -109,6 +112,7 @@ export async function* readWindow(
                 ),
                 check: window.value.after.check,
               },
+        keepAnsi: request.keepAnsi,
       };
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);

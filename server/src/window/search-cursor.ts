@@ -19,6 +19,8 @@ export interface SearchIdentity {
   readonly pattern: string;
   readonly regex: boolean;
   readonly ignoreCase: boolean;
+  /** Set when the search matches lines with their escape sequences kept. */
+  readonly keepAnsi?: boolean;
 }
 
 /**
@@ -28,7 +30,16 @@ export interface SearchIdentity {
  */
 export function searchCursorCheck(payloadId: string | undefined, search: SearchIdentity): string {
   return createHash("sha256")
-    .update(JSON.stringify([payloadId ?? "", search.pattern, search.regex, search.ignoreCase]))
+    .update(
+      JSON.stringify([
+        payloadId ?? "",
+        search.pattern,
+        search.regex,
+        search.ignoreCase,
+        // Only a search that keeps sequences matches differently; default cursors stay as they were.
+        ...(search.keepAnsi === true ? ["keep_ansi"] : []),
+      ]),
+    )
     .digest()
     .subarray(0, 12)
     .toString("base64url");
@@ -41,7 +52,7 @@ export function searchCursorCheck(payloadId: string | undefined, search: SearchI
 export function checkCursorTie(cursor: SearchCursor | undefined, expected: string): void {
   if (cursor?.check === undefined || cursor.check === "" || cursor.check === expected) return;
   throw badCursor(
-    "issued for another payload or search (the handle's output changed, or the pattern, regex or ignore_case differ); page again without it",
+    "issued for another payload or search (the handle's output changed, or the pattern, regex, ignore_case or keep_ansi differ); page again without it",
   );
 }
 

@@ -31,6 +31,13 @@ import {
   searchCursorCheck,
 } from "./search-cursor.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
+import {
+  hasAnsiBytes,
+  nextAnsiByte,
+  type StrippedChunk,
+  stripAnsiBytes,
+  stripChunk,
+} from "./visible-text.js";
 
 /** SearchRequest is a search window with its int64 fields already converted. */
 export interface SearchRequest {
@@ -48,6 +55,11 @@ export interface SearchRequest {
   readonly contextLines: number;
   /** Where to resume (the previous window's cursor); the window is the one skip selects. */
   readonly after?: SearchCursor | undefined;
+  /**
+   * Keep terminal escape sequences: match and show lines as stored. By default a line holding
+   * a sequence is matched and shown without its sequences, as the model sees it.
+   */
+  readonly keepAnsi?: boolean;
 }
 
 /** LineMatcher decides whether one line on the `\n` grid matches a pattern. */
@@ -152,19 +164,84 @@ function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
 }
 
 /**
+ * Matches lines as the model sees them: a line holding an escape sequence is tested without
+ * its sequences (`testVisible`), any other line by `inner`. In a chunk that holds sequences,
+ * candidates come from `findVisible` run over the chunk without its sequences (stripChunk),
+ * mapped back to chunk offsets, so the skip-ahead never passes over a line whose visible text
+ * matches while its stored bytes do not (a pattern copied from a window that spans a colour
+ * code), and a chunk coloured on every line is still scanned once, not line by line.
+ */
+function visibleTextMatcher(
+  inner: LineMatcher,
+  testVisible: (visible: Buffer) => boolean,
+  findVisible: ((text: Buffer, from: number) => number) | undefined,
+): LineMatcher {
+  let chunk: Buffer = Buffer.alloc(0);
+  // The chunk without its sequences; null once known to hold none, undefined until asked.
+  let stripped: StrippedChunk | null | undefined;
+  const innerFind = inner.find;
+  const find =
+    innerFind === undefined || findVisible === undefined
+      ? undefined
+      : (c: Buffer, from: number): number => {
+          if (stripped === undefined) {
+            stripped = nextAnsiByte(chunk, 0) < 0 ? null : stripChunk(chunk);
+          }
+          if (stripped === null) return innerFind(c, from);
+          const at = findVisible(stripped.text, stripped.toText(from));
+          return at < 0 ? -1 : stripped.toChunk(at);
+        };
+  return {
+    beginChunk(next, offset) {
+      inner.beginChunk(next, offset);
+      chunk = next;
+      stripped = undefined;
+    },
+    test: (line) =>
+      hasAnsiBytes(line.head) ? testVisible(stripAnsiBytes(line.head)) : inner.test(line),
+    ...(find === undefined ? {} : { find }),
+  };
+}
+
+/**
  * createLineMatcher compiles a search pattern. A literal is matched byte for byte (or, with
  * ignore case, by RE2 on the escaped literal); a regex runs on RE2, whose matching time is
- * linear in the line. An empty or invalid pattern, backreferences and lookaround are
- * INVALID_ARGUMENT with RE2's message.
+ * linear in the line. Unless `keepAnsi` is set, a line holding terminal escape sequences is
+ * matched without them (the text the model sees). An empty or invalid pattern,
+ * backreferences and lookaround are INVALID_ARGUMENT with RE2's message.
  */
 export function createLineMatcher(request: SearchRequest): LineMatcher {
   if (request.pattern === "") {
     throw new ConnectError("search pattern must not be empty", Code.InvalidArgument);
   }
-  if (!request.regex && !request.ignoreCase) return createLiteralMatcher(request.pattern);
-  return createRegexMatcher(
-    request.regex ? request.pattern : escapeLiteral(request.pattern),
-    request.ignoreCase,
+  if (!request.regex && !request.ignoreCase) {
+    const literal = createLiteralMatcher(request.pattern);
+    if (request.keepAnsi === true) return literal;
+    const needle = Buffer.from(request.pattern, "utf8");
+    if (needle.includes(10)) return literal;
+    const finder = createLiteralFinder(needle);
+    return visibleTextMatcher(
+      literal,
+      (visible) => visible.includes(needle),
+      (text, from) => finder.indexOf(text, from),
+    );
+  }
+  const source = request.regex ? request.pattern : escapeLiteral(request.pattern);
+  const regex = createRegexMatcher(source, request.ignoreCase);
+  if (request.keepAnsi === true) return regex;
+  const line = compile(source, request.ignoreCase ? "iu" : "u");
+  const chunked = lineBoundPattern.test(source)
+    ? undefined
+    : compile(source, request.ignoreCase ? "gimu" : "gmu");
+  return visibleTextMatcher(
+    regex,
+    (visible) => line.test(visible),
+    chunked === undefined
+      ? undefined
+      : (text, from) => {
+          chunked.lastIndex = from;
+          return chunked.exec(text)?.index ?? -1;
+        },
   );
 }
 
@@ -230,8 +307,8 @@ function keepLine(line: ScannedLine, displayBytes: number): KeptLine {
 }
 
 /** Shows a kept line once. */
-function shownOf(kept: KeptLine, maxLineChars: number): ShownLine {
-  kept.shown ??= showLine(kept.scanned, maxLineChars);
+function shownOf(kept: KeptLine, maxLineChars: number, stripAnsi: boolean): ShownLine {
+  kept.shown ??= showLine(kept.scanned, maxLineChars, stripAnsi);
   return kept.shown;
 }
 
@@ -293,7 +370,8 @@ export async function* searchWindow(
   const context = Math.min(Math.max(0, request.contextLines), maxContextLines);
   const { skip } = request;
   const { maxLineChars, maxWindowChars } = caps;
-  const displayBytes = lineKeepBytes(maxLineChars);
+  const strip = request.keepAnsi !== true;
+  const displayBytes = lineKeepBytes(maxLineChars, strip);
   const start = await resolveSearchStart(source, request.after, skip, context, signal);
   const check = searchCursorCheck(source.payloadId, request);
   checkCursorTie(request.after, check);
@@ -375,8 +453,8 @@ export async function* searchWindow(
 
   /** Takes a line that is a returned match; false when the window has no room for it. */
   const takeMatch = (line: ScannedLine): boolean => {
-    const shown = showLine(line, maxLineChars);
-    let before = ring.map((kept) => shownOf(kept, maxLineChars));
+    const shown = showLine(line, maxLineChars, strip);
+    let before = ring.map((kept) => shownOf(kept, maxLineChars, strip));
     const group = (context: readonly ShownLine[]): string =>
       renderRows([
         ...context
@@ -406,7 +484,7 @@ export async function* searchWindow(
 
   /** Takes a line that is only context for open matches; false when it does not fit. */
   const takeContext = (line: ScannedLine): boolean => {
-    const shown = showLine(line, maxLineChars);
+    const shown = showLine(line, maxLineChars, strip);
     const text = renderRows([{ line: shown, tag: "-" }]);
     if (!fits(countChars(text), returned)) return false;
     show(text, shown);

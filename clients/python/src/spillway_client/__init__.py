@@ -13,6 +13,7 @@ from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient, SpillwayClient
 from spillway_client.elision_policy import Band, ElisionPolicy, ElisionResult, ToolOverride, Truncate
 from spillway_client.errors import BatchItemError, DataLossError, error_info, error_reason
+from spillway_client.model_text import model_text, strip_ansi
 from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_NAME,
     READ_TOOL_OUTPUT_TOOL,
@@ -46,6 +47,8 @@ __all__ = [
     "execute_read_tool_output",
     "execute_read_tool_output_async",
     "is_transient_error",
+    "model_text",
     "offload_next_attempt",
     "parse_read_tool_output_args",
+    "strip_ansi",
 ]

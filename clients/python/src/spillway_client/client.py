@@ -209,6 +209,7 @@ class SpillwayClient:
         json: msg.WindowLike | None = None,
         json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
+        keep_ansi: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window of the output behind `handle` and collects it.
@@ -220,6 +221,8 @@ class SpillwayClient:
         `json_path={"query": "$.items[?@.status == 'failed'].id", "max_matches": 20}` (an RFC 9535
         JSONPath query: the matched nodes' paths and values); none reads lines from the start. A
         window read is idempotent: a transient failure is retried from the window's start.
+        Terminal escape sequences are removed from the model-facing text (rendered, line and
+        match texts) unless `keep_ansi`; bytes-mode data is the stored bytes either way.
         """
         req = msg.read_request(
             run_id,
@@ -230,6 +233,7 @@ class SpillwayClient:
             json_=json,
             json_path=json_path,
             omit_rendered=omit_rendered,
+            keep_ansi=keep_ansi,
         )
         return with_retries(
             self._retry,
@@ -447,6 +451,7 @@ class AsyncSpillwayClient:
         json: msg.WindowLike | None = None,
         json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
+        keep_ansi: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
@@ -459,6 +464,7 @@ class AsyncSpillwayClient:
             json_=json,
             json_path=json_path,
             omit_rendered=omit_rendered,
+            keep_ansi=keep_ansi,
         )
 
         async def attempt(left: float | None) -> Window:

@@ -23,6 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.elision_policy import ElisionPolicy
+from spillway_client.model_text import model_text
 from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_NAME,
     READ_TOOL_OUTPUT_TOOL,
@@ -87,6 +88,9 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     `read_tool_output_tool`), always in that same run, so a handle can only name this run's
     outputs. When Spillway cannot take the output (unreachable, refused), the model is shown the
     first `over_chars` characters and a line saying the rest was not kept; the run goes on.
+    Terminal escape sequences (colour codes) are left out of a `str` return the capability shows
+    (measured without them) and of the server's preview, unless `keep_ansi`; what is offloaded is
+    the return as given.
     """
 
     client: AsyncSpillwayClient
@@ -99,6 +103,8 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     """Returns longer than this (characters, or bytes for `bytes`) are offloaded."""
     timeout: float | None = DEFAULT_TIMEOUT
     """Deadline, in seconds, of each call the capability makes (its retries included); None waits forever."""
+    keep_ansi: bool = False
+    """Show terminal escape sequences to the model instead of removing them."""
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
     policy: ElisionPolicy | None = None
     """Decides what the model sees of a `str` return in place of `over_chars` (`bytes` keep it).
@@ -136,8 +142,9 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
             return await self._apply_policy(self.policy, ctx, call, result)
         if call.tool_name == READ_TOOL_OUTPUT_NAME or not isinstance(result, str | bytes):
             return result
-        if len(result) <= self.over_chars:
-            return result
+        shown_text = model_text(result, self.keep_ansi) if isinstance(result, str) else result
+        if len(shown_text) <= self.over_chars:
+            return shown_text
         data = result.encode() if isinstance(result, str) else result
         call_id = call.tool_call_id or "call"
         try:
@@ -148,11 +155,12 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
                 self._attempts,
                 name=call.tool_name,
                 timeout=self.timeout,
+                **({"preview": {"keep_ansi": True}} if self.keep_ansi else {}),
             )
         except grpc.RpcError as err:
-            shown = result[: self.over_chars] if isinstance(result, str) else repr(result[: self.over_chars])
+            shown = shown_text[: self.over_chars] if isinstance(shown_text, str) else repr(result[: self.over_chars])
             return (
-                f"{shown}\n[output cut at {self.over_chars} of {len(result)}: it could not be stored "
+                f"{shown}\n[output cut at {self.over_chars} of {len(shown_text)}: it could not be stored "
                 f"for reading back ({describe_error(err)})]"
             )
         return attachment.preview.text

@@ -38,6 +38,7 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
             "JSONPath: jsonpath runs an RFC 9535 JSONPath query (for example $.items[?@.status=='failed'].id)",
             "and returns the matched nodes' paths and values; skip and limit page them.",
             "The service caps every window, whatever limit you ask for.",
+            "Terminal colour codes are removed from the text unless keep_ansi=true.",
         ]
     ),
     "parameters": {
@@ -80,6 +81,12 @@ READ_TOOL_OUTPUT_TOOL: dict[str, Any] = {
                 "enum": ["lines", "bytes", "json"],
                 "description": 'Same as bytes=true when "bytes", json=true when "json".',
             },
+            "keep_ansi": {
+                "type": "boolean",
+                "description": (
+                    "Keep terminal escape sequences (colour codes) in the text; by default they are removed."
+                ),
+            },
         },
         "required": ["handle"],
         "additionalProperties": False,
@@ -102,7 +109,8 @@ _INT32_MAX = 2**31 - 1
 def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     """parse_read_tool_output_args maps the model's arguments to read_tool_output keyword arguments.
 
-    Returns a dict with `handle` and one window (`lines`, `bytes`, `search`, `json` or `json_path`), or a short
+    Returns a dict with `handle`, one window (`lines`, `bytes`, `search`, `json` or `json_path`) and
+    `keep_ansi` when the model set it, or a short
     sentence saying what is wrong, worded exactly as the TS SDK words it.
     """
     if isinstance(args, str):
@@ -129,6 +137,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         or _check_bool(a, "ignore_case")
         or _check_bool(a, "bytes")
         or _check_bool(a, "json")
+        or _check_bool(a, "keep_ansi")
     )
     if problem is not None:
         return problem
@@ -143,6 +152,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
     if as_bytes and as_json:
         return "bytes and json cannot be combined"
     search_only = next((k for k in ("regex", "ignore_case", "context", "skip") if k in a), None)
+    keep_ansi: dict[str, Any] = {"keep_ansi": True} if a.get("keep_ansi") is True else {}
     if "jsonpath" in a:
         query = a["jsonpath"]
         if not isinstance(query, str) or query == "":
@@ -153,7 +163,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         json_path: dict[str, Any] = {"query": query, "skip": _int(a.get("skip")) or 0}
         if small_limit is not None:
             json_path["max_matches"] = small_limit
-        return {"handle": handle, "json_path": json_path}
+        return {"handle": handle, "json_path": json_path, **keep_ansi}
     if "pattern" in a:
         pattern = a["pattern"]
         if not isinstance(pattern, str) or pattern == "":
@@ -171,7 +181,7 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         }
         if small_limit is not None:
             search["max_matches"] = small_limit
-        return {"handle": handle, "search": search}
+        return {"handle": handle, "search": search, **keep_ansi}
     if search_only is not None:
         return f"{search_only} needs a pattern"
     if as_bytes:
@@ -180,17 +190,17 @@ def parse_read_tool_output_args(args: object) -> dict[str, Any] | str:
         window: dict[str, Any] = {"offset": offset or 0}
         if limit is not None:
             window["limit"] = limit
-        return {"handle": handle, "bytes": window}
+        return {"handle": handle, "bytes": window, **keep_ansi}
     lines: dict[str, Any] = {"offset": offset or 0, "from_end": a.get("from_end") is True}
     if small_limit is not None:
         lines["limit"] = small_limit
-    return {"handle": handle, "json" if as_json else "lines": lines}
+    return {"handle": handle, "json" if as_json else "lines": lines, **keep_ansi}
 
 
 _REMEMBERED_SEARCHES = 64
 """Searches whose last cursor is remembered per client; the least recently used is forgotten."""
 
-_CursorKey: TypeAlias = tuple[str, str, str, bool, bool]
+_CursorKey: TypeAlias = tuple[str, str, str, bool, bool, bool]
 _cursors: weakref.WeakKeyDictionary[object, OrderedDict[_CursorKey, pb.SearchCursor]] = weakref.WeakKeyDictionary()
 
 
@@ -203,7 +213,14 @@ class _SearchPaging:
         self.key: _CursorKey | None = (
             None
             if search is None
-            else (run_id, parsed["handle"], search["pattern"], search["regex"], search["ignore_case"])
+            else (
+                run_id,
+                parsed["handle"],
+                search["pattern"],
+                search["regex"],
+                search["ignore_case"],
+                parsed.get("keep_ansi") is True,
+            )
         )
         known = None if self.key is None else self.remembered.get(self.key)
         self.cursor = known if known is not None and known.matches_before <= search["skip"] else None

@@ -1,0 +1,194 @@
+import { Code } from "@connectrpc/connect";
+import type { SpillwayClient } from "@spillway/client";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Backend } from "../server/src/backends/backend.js";
+import { codeOf, failureOf } from "./support/code-of.js";
+import { readBack } from "./support/read-back.js";
+import { startTestServer, type TestBackendKind, type TestServer } from "./support/test-server.js";
+
+const backends: readonly TestBackendKind[] = [
+  "memory",
+  "filesystem",
+  "s3-minio",
+  "s3-seaweedfs",
+  "s3-moto",
+];
+
+const big = (label: string) => `${label}\n${"payload line\n".repeat(5000)}`;
+
+async function handlesOf(sdk: SpillwayClient, runId: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for await (const a of sdk.listAll(runId)) out.set(a.handle, a.sha256);
+  return out;
+}
+
+async function text(sdk: SpillwayClient, runId: string, handle: string): Promise<string> {
+  return (await readBack(sdk, runId, handle)).toString();
+}
+
+/** Every key the backend holds. */
+async function storedKeys(backend: Backend): Promise<string[]> {
+  const keys: string[] = [];
+  for (;;) {
+    const after = keys.at(-1);
+    const page = await backend.list("t/", after === undefined ? {} : { startAfter: after });
+    keys.push(...page.keys);
+    if (!page.truncated) return keys.sort();
+  }
+}
+
+describe.each(backends)("MergeRun (%s)", (backendKind) => {
+  let t: TestServer;
+  afterEach(() => t.stop());
+
+  it("brings the child's own outputs into the parent, shares their bytes, survives the child's deletion", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "before" }, big("parent"));
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "big" }, big("child"));
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "small" }, "small\n");
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "later" }, "later in parent\n");
+    const blobsBefore = (await storedKeys(t.backend)).filter((k) => k.includes("/b/"));
+
+    const res = await sdk.mergeRun("c", "p");
+    expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([2n, 0n]);
+    // No byte was copied: the same blobs, none under the parent's prefix for the child's output.
+    expect((await storedKeys(t.backend)).filter((k) => k.includes("/b/"))).toEqual(blobsBefore);
+
+    const parent = await handlesOf(sdk, "p");
+    expect([...parent.keys()].sort()).toEqual(["res_before", "res_big", "res_later", "res_small"]);
+    expect(await text(sdk, "p", "res_big")).toBe(big("child"));
+    const runs = (await sdk.raw.listRuns({})).runs.find((r) => r.runId === "p");
+    expect(runs?.outputCount).toBe(4n);
+
+    // Repeating it changes nothing.
+    const again = await sdk.mergeRun("c", "p");
+    expect([again.mergedAttachments, again.unchangedAttachments]).toEqual([0n, 2n]);
+
+    // Deleting the child keeps every byte the parent now uses.
+    await sdk.deleteRun("c");
+    expect(await text(sdk, "p", "res_big")).toBe(big("child"));
+    expect(await text(sdk, "p", "res_small")).toBe("small\n");
+    expect(await text(sdk, "p", "res_before")).toBe(big("parent"));
+    // Deleting the parent then leaves nothing of either.
+    await sdk.deleteRun("p");
+    expect(await storedKeys(t.backend)).toEqual([]);
+  });
+
+  it("is all or nothing: one handle held with other bytes merges none (ALREADY_EXISTS)", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "a" }, "child a\n");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "same" }, "same bytes\n");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "z" }, big("child z"));
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "same" }, "same bytes\n");
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "z" }, "other bytes\n");
+    const err = await failureOf(sdk.mergeRun("c", "p"));
+    expect(err.code).toBe(Code.AlreadyExists);
+    expect(err.rawMessage).toContain('"res_z"');
+    expect([...(await handlesOf(sdk, "p")).keys()].sort()).toEqual(["res_same", "res_z"]);
+    expect(await codeOf(sdk.readToolOutput({ runId: "p", handle: "res_a" }))).toBe(
+      Code.PermissionDenied,
+    );
+    // Same bytes count as unchanged once the conflict is gone (a different parent here).
+    await sdk.forkRun("q", "d");
+    await sdk.offload({ tenant: "dev", runId: "d", callId: "same" }, "same bytes\n");
+    await sdk.offload({ tenant: "dev", runId: "q", callId: "same" }, "same bytes\n");
+    const ok = await sdk.mergeRun("d", "q");
+    expect([ok.mergedAttachments, ok.unchangedAttachments]).toEqual([0n, 1n]);
+  });
+
+  it("refuses what is not a fork of that parent, and a missing child", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "x" }, "x\n");
+    await sdk.offload({ tenant: "dev", runId: "plain", callId: "x" }, "x\n");
+    await sdk.forkRun("p", "c");
+    expect(await codeOf(sdk.mergeRun("nothing", "p"))).toBe(Code.NotFound);
+    expect(await codeOf(sdk.mergeRun("c", "plain"))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(sdk.mergeRun("plain", "p"))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(sdk.mergeRun("c", "c"))).toBe(Code.InvalidArgument);
+    expect(await codeOf(sdk.raw.mergeRun({ childRunId: "", parentRunId: "p" }))).toBe(
+      Code.InvalidArgument,
+    );
+    await sdk.deleteRun("c");
+    expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.NotFound);
+  });
+});
+
+describe("MergeRun: limits, TTLs, tenants (filesystem)", () => {
+  let t: TestServer;
+  afterEach(() => t.stop());
+
+  it("keeps the parent within max_run_bytes, all or nothing", async () => {
+    t = await startTestServer({ limits: { maxRunBytes: 100_000 } });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "p1" }, "x".repeat(40_000));
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "c1" }, "y".repeat(30_000));
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "c2" }, "z".repeat(35_000));
+    const err = await failureOf(sdk.mergeRun("c", "p"));
+    expect(err.code).toBe(Code.ResourceExhausted);
+    expect(err.rawMessage).toContain("max_run_bytes 100000");
+    expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_p1"]);
+
+    // Within the limit it merges, and the merged bytes count against the parent afterwards.
+    await sdk.forkRun("p", "small");
+    await sdk.offload({ tenant: "dev", runId: "small", callId: "s1" }, "s".repeat(50_000));
+    expect((await sdk.mergeRun("small", "p")).mergedAttachments).toBe(1n);
+    expect(
+      await codeOf(sdk.offload({ tenant: "dev", runId: "p", callId: "p2" }, "w".repeat(20_000))),
+    ).toBe(Code.ResourceExhausted);
+  });
+
+  it("merges only live outputs, keeps their own TTL, and the parent's run TTL bounds them", async () => {
+    let clock = Date.now();
+    t = await startTestServer({ now: () => clock });
+    const sdk = t.sdk();
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "short" }, "short\n", {
+      ttl: { seconds: 10n },
+    });
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "long" }, "long\n", {
+      ttl: { seconds: 1000n },
+    });
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "gone" }, "gone\n", {
+      ttl: { seconds: 1n },
+    });
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "base" }, "base\n");
+    await sdk.setRunTtl("p", 100);
+    clock += 5_000;
+    expect((await sdk.mergeRun("c", "p")).mergedAttachments).toBe(2n);
+    const listed = (await sdk.raw.listToolOutputs({ runId: "p" })).attachments;
+    const expiry = new Map(listed.map((a) => [a.handle, Number(a.expireTime?.seconds)]));
+    expect([...expiry.keys()].sort()).toEqual(["res_base", "res_long", "res_short"]);
+    // Its own expiry (10 s after offload) and the parent's run expiry (100 s) for the longer.
+    expect(expiry.get("res_short")).toBeLessThan(expiry.get("res_long") ?? 0);
+    clock += 10_000;
+    expect([...(await handlesOf(sdk, "p")).keys()].sort()).toEqual(["res_base", "res_long"]);
+    clock += 100_000;
+    expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.NotFound);
+  });
+
+  it("never reveals another tenant's runs", async () => {
+    t = await startTestServer({ tokens: { ta: "alpha", tb: "beta" } });
+    const a = t.sdk("ta");
+    const b = t.sdk("tb");
+    await a.forkRun("p", "c");
+    await a.offload({ tenant: "alpha", runId: "c", callId: "x" }, "secret\n");
+    const err = await failureOf(b.mergeRun("c", "p"));
+    expect(err.code).toBe(Code.NotFound);
+    await b.forkRun("p", "own");
+    expect(await codeOf(b.mergeRun("own", "p"))).not.toBe(Code.Unimplemented);
+    expect((await b.mergeRun("own", "p")).mergedAttachments).toBe(0n);
+    expect((await a.mergeRun("c", "p")).mergedAttachments).toBe(1n);
+    expect([...(await handlesOf(b, "p")).keys()]).toEqual([]);
+  });
+
+  it("announces merge_run among the server's features", async () => {
+    t = await startTestServer();
+    expect((await t.sdk().serverInfo()).features).toContain("merge_run");
+  });
+});

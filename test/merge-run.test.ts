@@ -192,3 +192,55 @@ describe("MergeRun: limits, TTLs, tenants (filesystem)", () => {
     expect((await t.sdk().serverInfo()).features).toContain("merge_run");
   });
 });
+
+describe.each(["filesystem", "s3-minio"] as const)(
+  "MergeRun racing offloads of the same handles (%s)",
+  (backendKind) => {
+    let t: TestServer;
+    afterEach(() => t.stop());
+
+    it("exactly one of the merge and the offload wins a handle; nothing is torn", async () => {
+      t = await startTestServer({ backend: backendKind });
+      const sdk = t.sdk();
+      const count = 30;
+      const won = { merge: 0, offload: 0 };
+      for (let round = 0; round < 16; round++) {
+        const [p, c] = [`p${round}`, `c${round}`];
+        await sdk.offload({ tenant: "dev", runId: p, callId: "base" }, "base\n");
+        await sdk.forkRun(p, c);
+        await Promise.all(
+          Array.from({ length: count }, (_, i) =>
+            sdk.offload({ tenant: "dev", runId: c, callId: `h${i}` }, `child ${i}\n`),
+          ),
+        );
+        // One handle is offloaded to the parent with other bytes, before, during or after the
+        // merge's writes.
+        const raced = (round * 7) % count;
+        const merge = codeOf(sdk.mergeRun(c, p));
+        await new Promise((r) => setTimeout(r, round * (backendKind === "filesystem" ? 4 : 25)));
+        const offload = codeOf(
+          sdk.offload({ tenant: "dev", runId: p, callId: `h${raced}` }, "parent bytes\n"),
+        );
+        const [mergeCode, offloadCode] = await Promise.all([merge, offload]);
+        const shown = await handlesOf(sdk, p);
+        if (mergeCode === undefined) {
+          won.merge++;
+          expect([Code.AlreadyExists, Code.Aborted]).toContain(offloadCode);
+          expect(shown.size).toBe(count + 1);
+          expect(await text(sdk, p, `res_h${raced}`)).toBe(`child ${raced}\n`);
+        } else {
+          won.offload++;
+          expect(mergeCode).toBe(Code.AlreadyExists);
+          expect(offloadCode).toBeUndefined();
+          // Nothing of the merge shows; the offload's bytes hold the handle.
+          expect([...shown.keys()].sort()).toEqual(["res_base", `res_h${raced}`]);
+          expect(await text(sdk, p, `res_h${raced}`)).toBe("parent bytes\n");
+        }
+      }
+      console.log(`merge races (${backendKind}): ${JSON.stringify(won)}`);
+      // Both sides won some rounds, so the race was real.
+      expect(won.merge).toBeGreaterThan(0);
+      expect(won.offload).toBeGreaterThan(0);
+    });
+  },
+);

@@ -45,6 +45,7 @@ const systemTests = [
   "test/drain.test.ts",
   "test/heap-growing.test.ts",
   "test/load-balancer.test.ts",
+  "test/merge-crash.test.ts",
   "test/object-store-tls.test.ts",
   "test/sdk-retries.test.ts",
   "test/sighup-reload.test.ts",

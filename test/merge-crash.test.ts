@@ -52,7 +52,7 @@ async function filesystemTarget(): Promise<Target> {
   };
 }
 
-async function s3Target(kind: "minio" | "seaweedfs"): Promise<Target> {
+async function s3Target(kind: "minio" | "seaweedfs" | "moto"): Promise<Target> {
   const server = inject("objectServers")[kind];
   const bucket = `merge-crash-${randomBytes(4).toString("hex")}`;
   const prefix = "mc";
@@ -137,6 +137,8 @@ const targets: [string, () => Promise<Target>][] = [
   ["filesystem", filesystemTarget],
   ["s3 on MinIO", () => s3Target("minio")],
   ["s3 on SeaweedFS", () => s3Target("seaweedfs")],
+  // moto keeps its objects in its own process, which outlives the killed server.
+  ["s3 on moto", () => s3Target("moto")],
 ];
 
 describe("MergeRun: kill -9 mid-merge", () => {

@@ -2,6 +2,7 @@ import { Code } from "@connectrpc/connect";
 import type { SpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
+import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { readBack } from "./support/read-back.js";
 import { startTestServer, type TestBackendKind, type TestServer } from "./support/test-server.js";
@@ -74,6 +75,27 @@ describe.each(backends)("MergeRun (%s)", (backendKind) => {
     // Deleting the parent then leaves nothing of either.
     await sdk.deleteRun("p");
     expect(await storedKeys(t.backend)).toEqual([]);
+  });
+
+  it("keeps merged bytes through a sweep of orphans after the child is deleted", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "base" }, big("parent"));
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "big" }, big("child"));
+    await sdk.mergeRun("c", "p");
+    await sdk.deleteRun("c");
+    const report = await createSweeper(t.server.core, {
+      intervalMs: 60_000,
+      orphanAgeMs: 0,
+    }).sweepOnce();
+    expect(report?.orphanBlobs).toBe(0);
+    expect(await text(sdk, "p", "res_big")).toBe(big("child"));
+    expect(await text(sdk, "p", "res_base")).toBe(big("parent"));
+    // A fork of the parent now inherits the merged output (not as its own) and reads it.
+    await sdk.forkRun("p", "d");
+    expect(await text(sdk, "d", "res_big")).toBe(big("child"));
+    expect((await sdk.mergeRun("d", "p")).mergedAttachments).toBe(0n);
   });
 
   it("is all or nothing: one handle held with other bytes merges none (ALREADY_EXISTS)", async () => {

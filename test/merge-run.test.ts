@@ -1,4 +1,4 @@
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { SpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
@@ -139,6 +139,108 @@ describe.each(backends)("MergeRun (%s)", (backendKind) => {
     expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.NotFound);
   });
 });
+
+/** Faults a test arms: each is called before the backend call it names and may throw or wait. */
+interface Faults {
+  beforePut?: (key: string) => Promise<void>;
+  beforeDelete?: (key: string) => Promise<void>;
+}
+
+function withFaults(faults: Faults): (backend: Backend) => Backend {
+  return (backend) => ({
+    ...backend,
+    async put(key, body, opts) {
+      await faults.beforePut?.(key);
+      return backend.put(key, body, opts);
+    },
+    async delete(key, opts) {
+      await faults.beforeDelete?.(key);
+      return backend.delete(key, opts);
+    },
+  });
+}
+
+describe.each(["memory", "filesystem", "s3-minio"] as const)(
+  "MergeRun cut short at each step (%s)",
+  (backendKind) => {
+    let t: TestServer;
+    afterEach(() => t.stop());
+
+    const setUp = async (faults: Faults) => {
+      t = await startTestServer({ backend: backendKind, wrapBackend: withFaults(faults) });
+      const sdk = t.sdk();
+      await sdk.offload({ tenant: "dev", runId: "p", callId: "base" }, "base\n");
+      await sdk.forkRun("p", "c");
+      for (let i = 0; i < 20; i++) {
+        await sdk.offload({ tenant: "dev", runId: "c", callId: `h${i}` }, `child ${i}\n`);
+      }
+      return sdk;
+    };
+    const registryKeys = async (runId: string) =>
+      (await storedKeys(t.backend)).filter((k) => k.startsWith(`t/dev/r/${runId}/h/`));
+
+    it("fails before its outcome: none of it shows, and the retry completes it", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforePut = async (key) => {
+        if (key.includes("/m/o/")) throw new ConnectError("store went away", Code.Unavailable);
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      // Every record was written, none is visible: listed, read, counted, forked or offloaded over.
+      expect(await registryKeys("p")).toHaveLength(21);
+      expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_base"]);
+      expect(await codeOf(sdk.stat("p", "res_h3"))).toBe(Code.PermissionDenied);
+      expect((await sdk.raw.listRuns({})).runs.find((r) => r.runId === "p")?.outputCount).toBe(1n);
+      expect(
+        await codeOf(sdk.offload({ tenant: "dev", runId: "p", callId: "h3" }, "other\n")),
+      ).toBe(Code.Aborted);
+      faults.beforePut = undefined;
+      const res = await sdk.mergeRun("c", "p");
+      expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([20n, 0n]);
+      expect((await handlesOf(sdk, "p")).size).toBe(21);
+      expect(await text(sdk, "p", "res_h3")).toBe("child 3\n");
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+    });
+
+    it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforeDelete = async (key) => {
+        if (key.includes("/m/i/")) throw new ConnectError("store went away", Code.Unavailable);
+      };
+      // Committed is the answer, though the journal could not be cleared.
+      expect((await sdk.mergeRun("c", "p")).mergedAttachments).toBe(20n);
+      expect((await handlesOf(sdk, "p")).size).toBe(21);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toHaveLength(1);
+      faults.beforeDelete = undefined;
+      const res = await sdk.mergeRun("c", "p");
+      expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([0n, 20n]);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+    });
+
+    it("meets an offload that took a handle after its check: aborts and takes back every record", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforePut = async (key) => {
+        if (!key.includes("/m/i/")) return;
+        faults.beforePut = undefined;
+        // Between the check and the first record: the offload commits first.
+        await sdk.offload({ tenant: "dev", runId: "p", callId: "h17" }, "the parent's own\n");
+      };
+      const err = await failureOf(sdk.mergeRun("c", "p"));
+      expect(err.code).toBe(Code.AlreadyExists);
+      expect(err.rawMessage).toContain('"res_h17"');
+      expect([...(await handlesOf(sdk, "p")).keys()].sort()).toEqual(["res_base", "res_h17"]);
+      // No record of the merge is left to hold a handle: the others take offloads again.
+      expect(await registryKeys("p")).toHaveLength(2);
+      expect(
+        (await sdk.offloadResult({ tenant: "dev", runId: "p", callId: "h3" }, "parent 3\n"))
+          .created,
+      ).toBe(true);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+    });
+  },
+);
 
 describe("MergeRun: limits, TTLs, tenants (filesystem)", () => {
   let t: TestServer;

@@ -165,8 +165,14 @@ export async function mergeRun(
   let recovered = new Set<string>();
   for (const intent of await readIntents(tenant, parentRunId)) {
     const done = await finish(intent).catch((err: unknown) => {
-      // A recovered merge that must abort does not fail this one: its records are gone.
-      if (err instanceof ConnectError && err.code !== Code.Unknown) return undefined;
+      // A recovered merge that aborts does not fail this one: its records are taken back (or
+      // wait for their executor); this merge's own check meets any that remain.
+      if (
+        err instanceof ConnectError &&
+        (err.code === Code.AlreadyExists || err.code === Code.Aborted)
+      ) {
+        return undefined;
+      }
       throw err;
     });
     if (done !== undefined && intent.childRunId === childRunId) {
@@ -280,8 +286,9 @@ export async function mergeRun(
     const intentKey = mergeIntentKey(tenant, into, id);
     const decided = await registry.merges.read(tenant, into, id, signal);
     if (decided === "committed") {
+      // Done before: only its journal was left. This call merged none of it.
       await backend.delete(intentKey, opt);
-      return { written: [...intent.handles], unchanged: 0 };
+      return { written: [], unchanged: 0 };
     }
     if (decided === "aborted") {
       if (now() - intent.createdMs >= staleIntentMs) {
@@ -320,7 +327,8 @@ export async function mergeRun(
       signal,
     );
     if (outcome === "committed") {
-      await backend.delete(intentKey, opt);
+      // Committed is the answer now: a journal left behind is cleared by the next merge.
+      await backend.delete(intentKey, opt).catch(() => undefined);
       return { written, unchanged };
     }
     // Aborted, by this executor or another: this one takes back what it wrote itself.

@@ -311,6 +311,21 @@ describe("MergeRun: limits, TTLs, tenants (filesystem)", () => {
     expect([...(await handlesOf(b, "p")).keys()]).toEqual([]);
   });
 
+  it("lists a parent whose only outputs were merged, updated at the merge", async () => {
+    let clock = Date.now();
+    t = await startTestServer({ now: () => clock });
+    const sdk = t.sdk();
+    // A fork of a run that holds nothing yet: the parent exists only through the merge.
+    await sdk.forkRun("fresh", "worker");
+    await sdk.offload({ tenant: "dev", runId: "worker", callId: "w" }, "work\n");
+    clock += 60_000;
+    expect((await sdk.mergeRun("worker", "fresh")).mergedAttachments).toBe(1n);
+    const run = (await sdk.raw.listRuns({})).runs.find((r) => r.runId === "fresh");
+    expect(run?.outputCount).toBe(1n);
+    expect(run?.sizeBytes).toBe(5n);
+    expect(Number(run?.updateTime?.seconds) * 1000).toBeGreaterThanOrEqual(clock - 1000);
+  });
+
   it("announces merge_run among the server's features", async () => {
     t = await startTestServer();
     expect((await t.sdk().serverInfo()).features).toContain("merge_run");

@@ -355,7 +355,7 @@ export async function mergeRun(
         ),
       };
     }
-    const record: NewRecord = { ...recommit(source), merge: { id, into } };
+    const record: NewRecord = { ...recommit(source), merge: { id, into, ms: intent.createdMs } };
     for (let attempt = 0; ; attempt++) {
       const committed = await registry.commit(record, into, signal, { pending: true });
       if (committed.created) return { kind: "created" };

@@ -64,10 +64,12 @@ export interface StoredRecord {
   readonly merge?: StoredMerge;
 }
 
-/** StoredMerge names the merge that wrote a record and the run it merged into. */
+/** StoredMerge names the merge that wrote a record, the run it merged into, and when. */
 export interface StoredMerge {
   readonly id: string;
   readonly into: string;
+  /** When the merge started (its intent), the same for all of its records. */
+  readonly ms?: number;
 }
 
 declare const base64Brand: unique symbol;

@@ -338,6 +338,53 @@ describe.each(["filesystem", "s3-minio"] as const)(
     let t: TestServer;
     afterEach(() => t.stop());
 
+    it("two forks merging the same handles at once: one wins whole, the other merges nothing", async () => {
+      t = await startTestServer({ backend: backendKind });
+      const sdk = t.sdk();
+      const won = { a: 0, b: 0 };
+      for (let round = 0; round < 8; round++) {
+        const p = `p${round}`;
+        await sdk.offload({ tenant: "dev", runId: p, callId: "base" }, "base\n");
+        for (const side of ["a", "b"]) {
+          await sdk.forkRun(p, `${p}-${side}`);
+          for (let i = 0; i < 10; i++) {
+            await sdk.offload(
+              { tenant: "dev", runId: `${p}-${side}`, callId: `h${i}` },
+              `${side} ${i}\n`,
+            );
+          }
+        }
+        const [a, b] = await Promise.all([
+          codeOf(sdk.mergeRun(`${p}-a`, p)),
+          codeOf(sdk.mergeRun(`${p}-b`, p)),
+        ]);
+        // At most one wins; a loser retried after the winner is ALREADY_EXISTS.
+        expect(a === undefined && b === undefined).toBe(false);
+        for (const [side, code] of [
+          ["a", a],
+          ["b", b],
+        ] as const) {
+          if (code === undefined) won[side]++;
+          else expect([Code.AlreadyExists, Code.Aborted]).toContain(code);
+        }
+        const winner = a === undefined ? "a" : b === undefined ? "b" : undefined;
+        const shown = await handlesOf(sdk, p);
+        if (winner === undefined) {
+          expect([...shown.keys()]).toEqual(["res_base"]);
+        } else {
+          expect(shown.size).toBe(11);
+          for (let i = 0; i < 10; i++)
+            expect(await text(sdk, p, `res_h${i}`)).toBe(`${winner} ${i}\n`);
+        }
+        const loser = winner === "a" ? "b" : "a";
+        expect(await codeOf(sdk.mergeRun(`${p}-${loser}`, p))).toBe(
+          winner === undefined ? undefined : Code.AlreadyExists,
+        );
+      }
+      console.log(`concurrent merges (${backendKind}): ${JSON.stringify(won)}`);
+      expect(won.a + won.b).toBeGreaterThan(0);
+    });
+
     it("exactly one of the merge and the offload wins a handle; nothing is torn", async () => {
       t = await startTestServer({ backend: backendKind });
       const sdk = t.sdk();

@@ -180,43 +180,44 @@ export async function mergeRun(
     }
   }
 
-  // The check, before anything is written.
-  const own: StoredRecord[] = [];
+  // The check, before anything is written, a listed page at a time. Only what the merge needs
+  // later is kept of each output (not an inline payload), so a child of many outputs costs
+  // little memory.
+  const toMerge: { handle: string; bytes: number; owner: string | undefined }[] = [];
+  let unchanged = 0;
+  let merged = 0;
   let after: string | undefined;
   do {
     const page = await registry.list(tenant, childRunId, { after, limit: 500, ...opt });
-    for (const record of page.records) {
-      if (isOwnOutput(record, childRunId) && !isExpired(record, now())) own.push(record);
+    const own = page.records.filter((r) => isOwnOutput(r, childRunId) && !isExpired(r, now()));
+    for (let i = 0; i < own.length; i += writesInFlight) {
+      const batch = own.slice(i, i + writesInFlight);
+      const held = await Promise.all(
+        batch.map((r) => registry.get(tenant, parentRunId, r.handle, signal, { pending: true })),
+      );
+      for (const [j, record] of batch.entries()) {
+        const existing = held[j];
+        if (existing === undefined || isExpired(existing, now())) {
+          toMerge.push({
+            handle: record.handle,
+            bytes: record.stored === "preview_only" ? 0 : record.sizeBytes,
+            owner: record.blob?.ownerRunId,
+          });
+        } else if (!(await registry.merges.isVisible(existing, signal))) {
+          throw mergeInProgress(record.handle, parentRunId);
+        } else if (sameBytes(existing, record)) {
+          if (recovered.has(record.handle)) merged++;
+          else unchanged++;
+        } else {
+          throw conflict(record.handle, parentRunId);
+        }
+      }
     }
     after = page.nextAfter;
   } while (after !== undefined);
-  const toMerge: StoredRecord[] = [];
-  let unchanged = 0;
-  let merged = 0;
-  for (let i = 0; i < own.length; i += writesInFlight) {
-    const batch = own.slice(i, i + writesInFlight);
-    const held = await Promise.all(
-      batch.map((r) => registry.get(tenant, parentRunId, r.handle, signal, { pending: true })),
-    );
-    for (const [j, record] of batch.entries()) {
-      const existing = held[j];
-      if (existing === undefined || isExpired(existing, now())) {
-        toMerge.push(record);
-      } else if (!(await registry.merges.isVisible(existing, signal))) {
-        throw mergeInProgress(record.handle, parentRunId);
-      } else if (sameBytes(existing, record)) {
-        if (recovered.has(record.handle)) merged++;
-        else unchanged++;
-      } else {
-        throw conflict(record.handle, parentRunId);
-      }
-    }
-  }
   if (toMerge.length === 0) return { merged, unchanged };
   if (opts.maxRunBytes !== undefined) {
-    const adding = toMerge
-      .filter((r) => r.stored !== "preview_only")
-      .reduce((sum, r) => sum + r.sizeBytes, 0);
+    const adding = toMerge.reduce((sum, r) => sum + r.bytes, 0);
     const held = await storedRunBytes(registry, tenant, parentRunId, { nowMs: now(), signal });
     if (held + adding > opts.maxRunBytes) {
       throw runBytesExceeded(parentRunId, held, adding, opts.maxRunBytes);
@@ -225,9 +226,7 @@ export async function mergeRun(
 
   // References on the bytes go before the journal and the records, as a fork's do.
   const owners = new Set<string>();
-  for (const record of toMerge) {
-    if (record.blob !== undefined) owners.add(record.blob.ownerRunId);
-  }
+  for (const { owner } of toMerge) if (owner !== undefined) owners.add(owner);
   for (const owner of owners) {
     await putIfAbsent(ownerRefKey(tenant, parentRunId, owner), { ownerRunId: owner });
     await putIfAbsent(forkMarkerKey(tenant, owner, parentRunId), { createdMs: now() });

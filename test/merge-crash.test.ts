@@ -146,7 +146,7 @@ describe("MergeRun: kill -9 mid-merge", () => {
     "%s: a reader sees none of the merge after the restart, the retried merge completes it",
     async (_, make) => {
       const target = await make();
-      for (const [trial, killAfter] of [1, outputs / 2].entries()) {
+      for (const [trial, killAfter] of [1, outputs / 4].entries()) {
         const [parent, child] = [`p${trial}`, `c${trial}`];
         const { sdk, server, atKill } = await crashMidMerge(target, parent, child, killAfter);
         const written = atKill.filter((k) => k.startsWith(`t/dev/r/${parent}/h/`)).length - 1;

@@ -166,8 +166,14 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
     let t: TestServer;
     afterEach(() => t.stop());
 
+    let clock = Date.now();
     const setUp = async (faults: Faults) => {
-      t = await startTestServer({ backend: backendKind, wrapBackend: withFaults(faults) });
+      clock = Date.now();
+      t = await startTestServer({
+        backend: backendKind,
+        wrapBackend: withFaults(faults),
+        now: () => clock,
+      });
       const sdk = t.sdk();
       await sdk.offload({ tenant: "dev", runId: "p", callId: "base" }, "base\n");
       await sdk.forkRun("p", "c");
@@ -200,6 +206,26 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
       expect((await handlesOf(sdk, "p")).size).toBe(21);
       expect(await text(sdk, "p", "res_h3")).toBe("child 3\n");
       expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+    });
+
+    it("fails before its outcome and is never retried: the sweep finishes it after 10 minutes", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforePut = async (key) => {
+        if (key.includes("/m/o/")) throw new ConnectError("store went away", Code.Unavailable);
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      faults.beforePut = undefined;
+      const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+      // A merge that may still be under way is left to its executor.
+      expect((await sweeper.sweepOnce())?.staleMerges).toBe(0);
+      expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_base"]);
+      clock += 11 * 60 * 1000;
+      expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 0 });
+      expect((await handlesOf(sdk, "p")).size).toBe(21);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+      const res = await sdk.mergeRun("c", "p");
+      expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([0n, 20n]);
     });
 
     it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {

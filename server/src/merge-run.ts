@@ -37,7 +37,7 @@ export interface MergeResult {
  * MergeIntent is a merge's journal, written before its first record: enough for any later
  * MergeRun into the parent to finish the merge (roll it forward) after a crash.
  */
-interface MergeIntent {
+export interface MergeIntent {
   readonly id: string;
   readonly tenant: string;
   readonly childRunId: string;
@@ -112,6 +112,7 @@ export async function mergeRun(
   const { backend, registry, runs, now } = deps;
   const { signal } = opts;
   const opt = signalOption(signal);
+  const { readIntents, finish, putIfAbsent } = createMergeJournal(deps, signal);
   if (childRunId === parentRunId) {
     throw new ConnectError("child_run_id must differ from parent_run_id", Code.InvalidArgument);
   }
@@ -249,7 +250,26 @@ export async function mergeRun(
   );
   const done = await finish(intent);
   return { merged: merged + done.written.length, unchanged: unchanged + done.unchanged };
+}
 
+/** MergeJournal finishes merges from their intents; mergeRun and the sweep use it. */
+export interface MergeJournal {
+  /** The intents of merges into the run that have not finished. */
+  readIntents(tenant: string, runId: string): Promise<MergeIntent[]>;
+  /**
+   * Rolls a merge forward to its outcome: committed (resolves with the handles this call wrote
+   * or found written, and those the parent held with the same bytes), or aborted (rejects with
+   * why: ALREADY_EXISTS or ABORTED).
+   */
+  finish(intent: MergeIntent): Promise<{ written: string[]; unchanged: number }>;
+  /** Writes a small JSON object unless its key is taken. */
+  putIfAbsent(key: string, value: unknown): Promise<void>;
+}
+
+/** createMergeJournal works on deps' store, each call under signal. */
+export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal {
+  const { backend, registry, now } = deps;
+  const opt = signalOption(signal);
   async function putIfAbsent(key: string, value: unknown) {
     try {
       await backend.put(key, bytesBody(Buffer.from(JSON.stringify(value))), opt);
@@ -386,4 +406,36 @@ export async function mergeRun(
       await registry.remove(intent.tenant, intent.parentRunId, handle, signal);
     }
   }
+
+  return { readIntents, finish, putIfAbsent };
+}
+
+/**
+ * finishStaleMerges rolls forward every merge into the run whose intent is older than
+ * staleIntentMs (a merge a crash cut short and no MergeRun retried), so its handles do not stay
+ * held; resolves with how many it found. A merge that must abort is taken back as in finish.
+ */
+export async function finishStaleMerges(
+  deps: MergeDeps,
+  tenant: string,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<number> {
+  const journal = createMergeJournal(deps, signal);
+  let found = 0;
+  for (const intent of await journal.readIntents(tenant, runId)) {
+    if (deps.now() - intent.createdMs < staleIntentMs) continue;
+    found++;
+    await journal.finish(intent).catch((err: unknown) => {
+      if (
+        !(
+          err instanceof ConnectError &&
+          (err.code === Code.AlreadyExists || err.code === Code.Aborted)
+        )
+      ) {
+        throw err;
+      }
+    });
+  }
+  return found;
 }

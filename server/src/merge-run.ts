@@ -289,7 +289,19 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
       });
       for (const key of page.keys) {
         const bytes = await readObject(backend, key, maxIntentBytes, signal);
-        if (bytes !== undefined) intents.push(JSON.parse(Buffer.from(bytes).toString()));
+        if (bytes === undefined) continue;
+        const intent = JSON.parse(Buffer.from(bytes).toString()) as MergeIntent;
+        // Only an intent of this run, as the server wrote it, is followed.
+        if (
+          intent.tenant !== tenant ||
+          intent.parentRunId !== runId ||
+          typeof intent.id !== "string" ||
+          !Array.isArray(intent.handles) ||
+          key !== mergeIntentKey(tenant, runId, intent.id)
+        ) {
+          throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
+        }
+        intents.push(intent);
       }
       startAfter = page.keys.at(-1);
       if (!page.truncated || startAfter === undefined) return intents;

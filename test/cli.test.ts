@@ -241,6 +241,16 @@ describe("spillway-cli against spillway serve", () => {
       run_id: "json-child",
       forked_outputs: 1,
     });
+    cli(["put", "--call-id", "from-child", "json-child", "-"], { input: "child\n" });
+    expect(JSON.parse(cli(["merge", "--json", "json-child", "json-run"]).stdout)).toEqual({
+      run_id: "json-child",
+      parent_run_id: "json-run",
+      merged_outputs: 1,
+      unchanged_outputs: 0,
+    });
+    expect(cli(["merge", "json-child", "json-run"]).stdout).toBe(
+      "merged json-child into json-run: 0 outputs, 1 unchanged\n",
+    );
     const ttl = JSON.parse(cli(["ttl", "--json", "json-child", "2h"]).stdout);
     expect(ttl.run_id).toBe("json-child");
     expect(Date.parse(ttl.expire_time) - Date.now()).toBeGreaterThan(7_100_000);
@@ -248,7 +258,7 @@ describe("spillway-cli against spillway serve", () => {
       runs: { run_id: string; output_count: number; parent_run_id: string }[];
     };
     expect(runs.runs.find((r) => r.run_id === "json-child")).toMatchObject({
-      output_count: 1,
+      output_count: 2,
       parent_run_id: "json-run",
     });
     const matches = cli(["grep", "--json", "-A", "1", "a", "json-run", "res_j"]).stdout;
@@ -272,7 +282,7 @@ describe("spillway-cli against spillway serve", () => {
     });
     expect(JSON.parse(cli(["rm", "--json", "json-child"]).stdout)).toEqual({
       run_id: "json-child",
-      deleted_outputs: 1,
+      deleted_outputs: 2,
     });
   });
 

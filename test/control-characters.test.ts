@@ -71,6 +71,8 @@ describe("ids refuse control characters over the wire", () => {
     ["run_id", (bad) => client.deleteRun({ runId: `kept${bad}` })],
     ["parent_run_id", (bad) => client.forkRun({ parentRunId: `kept${bad}`, childRunId: "ch" })],
     ["child_run_id", (bad) => client.forkRun({ parentRunId: "kept", childRunId: `ch${bad}` })],
+    ["child_run_id", (bad) => client.mergeRun({ childRunId: `ch${bad}`, parentRunId: "kept" })],
+    ["parent_run_id", (bad) => client.mergeRun({ childRunId: "ch", parentRunId: `kept${bad}` })],
     ["run_id", (bad) => client.setRunTtl({ runId: `kept${bad}`, ttl: { seconds: 60n, nanos: 0 } })],
   ];
 

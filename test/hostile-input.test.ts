@@ -317,7 +317,17 @@ describe("hostile input over the wire (filesystem backend)", () => {
   });
 
   it("refuses invalid run ids on every run-scoped RPC with INVALID_ARGUMENT", async () => {
-    const rpc = fc.constantFrom("read", "stat", "list", "delete", "forkParent", "forkChild", "ttl");
+    const rpc = fc.constantFrom(
+      "read",
+      "stat",
+      "list",
+      "delete",
+      "forkParent",
+      "forkChild",
+      "mergeParent",
+      "mergeChild",
+      "ttl",
+    );
     await fc.assert(
       fc.asyncProperty(rpc, invalidRunId, async (which, runId) => {
         const ttl = { seconds: 60n, nanos: 0 };
@@ -328,6 +338,8 @@ describe("hostile input over the wire (filesystem backend)", () => {
           delete: () => a.deleteRun({ runId }),
           forkParent: () => a.forkRun({ parentRunId: runId, childRunId: fresh("child") }),
           forkChild: () => a.forkRun({ parentRunId: "canary", childRunId: runId }),
+          mergeParent: () => a.mergeRun({ childRunId: "canary", parentRunId: runId }),
+          mergeChild: () => a.mergeRun({ childRunId: runId, parentRunId: "canary" }),
           ttl: () => a.setRunTtl({ runId, ttl }),
         };
         expectCode(await codeOf(call[which]?.() ?? Promise.reject(new Error(which))), [

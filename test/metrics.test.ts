@@ -141,6 +141,27 @@ describe("Prometheus metrics of a real server", () => {
     expect(value(s, "spillway_backend_errors_total")).toBeUndefined();
   });
 
+  it("counts MergeRun by code like every other call; a refused merge is no server fault", async () => {
+    const sdk = t.sdk();
+    const key = (runId: string, callId: string) => ({ tenant: "dev", runId, callId });
+    await sdk.offload(key("merge-parent", "z"), "parent z\n");
+    await sdk.forkRun("merge-parent", "merge-child");
+    await sdk.offload(key("merge-child", "a"), "child a\n");
+    await sdk.forkRun("merge-other", "merge-other-child");
+    await sdk.offload(key("merge-other-child", "z"), "child z\n");
+    await sdk.offload(key("merge-other", "z"), "other z\n");
+    const faultsBefore = value(await scrape(), "spillway_server_faults_total") ?? 0;
+    await sdk.mergeRun("merge-child", "merge-parent");
+    expect(await codeOf(sdk.mergeRun("merge-other-child", "merge-other"))).toBe(Code.AlreadyExists);
+    const s = await scrape();
+    const merge = { grpc_service: SERVICE, grpc_method: "MergeRun" };
+    expect(value(s, "grpc_server_started_total", { ...merge, grpc_type: "unary" })).toBe(2);
+    expect(value(s, "grpc_server_handled_total", { ...merge, grpc_code: "OK" })).toBe(1);
+    expect(value(s, "grpc_server_handled_total", { ...merge, grpc_code: "AlreadyExists" })).toBe(1);
+    expect(value(s, "grpc_server_handling_seconds_count", merge)).toBe(2);
+    expect(value(s, "spillway_server_faults_total") ?? 0).toBe(faultsBefore);
+  });
+
   it("answers 404 for anything but GET /metrics", async () => {
     const base = new URL(endpoint.url);
     expect((await fetch(new URL("/", base))).status).toBe(404);

@@ -3,7 +3,7 @@ import { grepCommand } from "./grep-command.js";
 import { lsCommand, runsCommand, statCommand } from "./list-commands.js";
 import { putCommand } from "./put-command.js";
 import { catCommand, headCommand, tailCommand } from "./read-commands.js";
-import { forkCommand, rmCommand, ttlCommand } from "./run-commands.js";
+import { forkCommand, mergeCommand, rmCommand, ttlCommand } from "./run-commands.js";
 
 /** COMMANDS are every `spillway-cli` command, in the order the usage lists them. */
 export const COMMANDS: readonly Command[] = [
@@ -17,6 +17,7 @@ export const COMMANDS: readonly Command[] = [
   putCommand,
   rmCommand,
   forkCommand,
+  mergeCommand,
   ttlCommand,
 ];
 

@@ -53,6 +53,34 @@ export const forkCommand: Command = {
   },
 };
 
+/**
+ * mergeCommand brings the outputs a forked run created into its parent under the same handles,
+ * all or nothing (MergeRun).
+ */
+export const mergeCommand: Command = {
+  name: "merge",
+  synopsis: "merge <child> <parent>",
+  summary: "bring the outputs a forked run made into its parent, all or nothing",
+  options: {},
+  async run(ctx) {
+    const [child = "", parent = ""] = expectArgs("merge", ctx.args, ["<child>", "<parent>"]);
+    const res = await ctx.client.mergeRun(child, parent);
+    const merged = Number(res.mergedAttachments);
+    const unchanged = Number(res.unchangedAttachments);
+    await (ctx.json
+      ? printJson(ctx, {
+          run_id: child,
+          parent_run_id: parent,
+          merged_outputs: merged,
+          unchanged_outputs: unchanged,
+        })
+      : ctx.out.write(
+          `merged ${child} into ${parent}: ${merged} output${merged === 1 ? "" : "s"}, ${unchanged} unchanged\n`,
+        ));
+    return EXIT_OK;
+  },
+};
+
 /** ttlCommand makes a whole run expire a duration from now (SetRunTtl). */
 export const ttlCommand: Command = {
   name: "ttl",

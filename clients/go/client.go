@@ -142,6 +142,19 @@ func (c *Client) DeleteRun(ctx context.Context, runID string) (int64, error) {
 	return res.GetDeletedAttachments(), nil
 }
 
+// MergeRun brings the outputs forked run childRunID created into parentRunID, its fork parent,
+// under the same handles, all or nothing, and returns how many the parent gained and how many it
+// already held with the same bytes. codes.AlreadyExists (naming the handle) when the parent holds
+// one of them with other bytes, codes.FailedPrecondition when parentRunID is not the child's fork
+// parent, codes.NotFound for a missing child. Repeating it changes nothing (all unchanged).
+func (c *Client) MergeRun(ctx context.Context, childRunID, parentRunID string) (merged, unchanged int64, err error) {
+	res, err := c.raw.MergeRun(ctx, &spillwayv1.MergeRunRequest{ChildRunId: childRunID, ParentRunId: parentRunID})
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.GetMergedAttachments(), res.GetUnchangedAttachments(), nil
+}
+
 // bearer adds the token to every call's metadata.
 type bearer struct {
 	token string

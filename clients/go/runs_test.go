@@ -101,3 +101,42 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 		t.Fatalf("page_size 1001: %v, want InvalidArgument", err)
 	}
 }
+
+// TestMergeRunBringsTheForksOutputsIntoItsParent: MergeRun merges what the fork created, once;
+// a handle the parent holds with other bytes is AlreadyExists and merges nothing; another
+// parent is FailedPrecondition.
+func TestMergeRunBringsTheForksOutputsIntoItsParent(t *testing.T) {
+	c := dial(t)
+	ctx := testContext(t)
+	parent, child := newRunID(), newRunID()
+	offload := func(runID, callID, body string) {
+		t.Helper()
+		if _, err := c.Offload(ctx, spillway.Key{Tenant: "dev", RunID: runID, CallID: callID}, strings.NewReader(body), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offload(parent, "base", "base\n")
+	if _, err := c.Raw().ForkRun(ctx, &spillwayv1.ForkRunRequest{ParentRunId: parent, ChildRunId: child}); err != nil {
+		t.Fatal(err)
+	}
+	offload(child, "x", "from the child\n")
+	merged, unchanged, err := c.MergeRun(ctx, child, parent)
+	if err != nil || merged != 1 || unchanged != 0 {
+		t.Fatalf("MergeRun = %d, %d, %v; want 1, 0", merged, unchanged, err)
+	}
+	if merged, unchanged, err = c.MergeRun(ctx, child, parent); err != nil || merged != 0 || unchanged != 1 {
+		t.Fatalf("repeated MergeRun = %d, %d, %v; want 0, 1", merged, unchanged, err)
+	}
+	if _, err := c.Stat(ctx, parent, "res_x"); err != nil {
+		t.Fatalf("the merged handle: %v", err)
+	}
+	offload(child, "z", "child z\n")
+	offload(parent, "z", "parent z\n")
+	_, _, err = c.MergeRun(ctx, child, parent)
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(status.Convert(err).Message(), "res_z") {
+		t.Fatalf("conflicting MergeRun: %v; want AlreadyExists naming res_z", err)
+	}
+	if _, _, err = c.MergeRun(ctx, child, "not-the-parent"); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("MergeRun into another run: %v; want FailedPrecondition", err)
+	}
+}

@@ -141,6 +141,9 @@ export interface Expect {
   readonly runs?: Readonly<Record<string, unknown>>;
   readonly deletedAttachments?: number;
   readonly forkedAttachments?: number;
+  /** MergeRun: outputs the parent gained, and those it already held with the same bytes. */
+  readonly mergedAttachments?: number;
+  readonly unchangedAttachments?: number;
   /** SetRunTtl: an expiry time was returned. */
   readonly expireTimeSet?: boolean;
   /** ServerInfo: partial GetServerInfoResponse in proto JSON form. */
@@ -184,6 +187,10 @@ export type StepAction =
         readonly child: string;
         readonly ttlSeconds?: number;
       };
+    }
+  | {
+      /** MergeRun of case-local runs child into parent. */
+      readonly mergeRun: { readonly child: string; readonly parent: string };
     }
   | { readonly setRunTtl: RunRef & { readonly ttlSeconds: number } }
   | { readonly serverInfo: Readonly<Record<string, never>> }

@@ -194,6 +194,21 @@ async function call(
     );
     return { values: { forkedAttachments: Number(res.forkedAttachments) } };
   }
+  if ("mergeRun" in step) {
+    const res = await client.mergeRun(
+      {
+        childRunId: ctx.scopedRun(step.mergeRun.child),
+        parentRunId: ctx.scopedRun(step.mergeRun.parent),
+      },
+      opts,
+    );
+    return {
+      values: {
+        mergedAttachments: Number(res.mergedAttachments),
+        unchangedAttachments: Number(res.unchangedAttachments),
+      },
+    };
+  }
   if ("setRunTtl" in step) {
     const res = await client.setRunTtl(
       {
@@ -552,6 +567,8 @@ function checkValues(
     "pages",
     "deletedAttachments",
     "forkedAttachments",
+    "mergedAttachments",
+    "unchangedAttachments",
     "expireTimeSet",
     "info",
   ] as const;

@@ -268,6 +268,29 @@ export function ownerRefKey(tenant: string, runId: string, ownerRunId: string): 
   return `${ownerRefPrefix(tenant, runId)}${segment(ownerRunId)}`;
 }
 
+/** mergePrefix holds a run's merge intents and outcomes (merge-run.ts). */
+export function mergePrefix(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}m/`;
+}
+
+/** mergeIntentPrefix lists the merges into a run that have not finished. */
+export function mergeIntentPrefix(tenant: string, runId: string): string {
+  return `${mergePrefix(tenant, runId)}i/`;
+}
+
+/** mergeIntentKey stores what one merge into a run will write (its journal). */
+export function mergeIntentKey(tenant: string, runId: string, mergeId: string): string {
+  return `${mergeIntentPrefix(tenant, runId)}${segment(mergeId)}`;
+}
+
+/**
+ * mergeOutcomeKey stores one merge's decision, `committed` or `aborted`, written create-only:
+ * the first writer decides, and a merged record is visible once its merge is committed.
+ */
+export function mergeOutcomeKey(tenant: string, runId: string, mergeId: string): string {
+  return `${mergePrefix(tenant, runId)}o/${segment(mergeId)}`;
+}
+
 /** blobPrefix is where a run's payload blobs and line indexes live. */
 export function blobPrefix(tenant: string, runId: string): string {
   return `${runPrefix(tenant, runId)}b/`;

@@ -330,6 +330,14 @@ async function summarise(
       runId ??= record.runId;
       lastOwnMs = Math.max(lastOwnMs ?? record.createdMs, record.createdMs);
     }
+    // A record MergeRun brought in names the run it was offloaded to; it is this run's from the
+    // merge on (a fork's copy drops the mark).
+    const merge = record.merge;
+    if (merge !== undefined && owns(merge.into)) {
+      runId ??= merge.into;
+      const mergedMs = typeof merge.ms === "number" ? merge.ms : record.createdMs;
+      lastOwnMs = Math.max(lastOwnMs ?? mergedMs, mergedMs);
+    }
     if (isExpired(record, nowMs)) return;
     outputs++;
     bytes += record.sizeBytes;

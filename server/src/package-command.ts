@@ -43,6 +43,7 @@ export const CLIENT_COMMAND_NAMES: readonly string[] = [
   "put",
   "rm",
   "fork",
+  "merge",
   "ttl",
 ];
 

@@ -81,6 +81,19 @@ export interface StoredRecord {
   readonly json?: StoredJson;
   /** Base64 payload of an inline record. */
   readonly inline?: string;
+  /**
+   * Set on a record MergeRun wrote into run `into`: it is visible only once that merge's
+   * outcome says committed (mergeOutcomeKey). A fork's copy drops it.
+   */
+  readonly merge?: StoredMerge;
+}
+
+/** StoredMerge names the merge that wrote a record, the run it merged into, and when. */
+export interface StoredMerge {
+  readonly id: string;
+  readonly into: string;
+  /** When the merge started (its intent), the same for all of its records. */
+  readonly ms?: number;
 }
 
 declare const base64Brand: unique symbol;
@@ -107,10 +120,11 @@ export interface NewRecord extends Omit<StoredRecord, "inline"> {
 /**
  * recommit turns a stored record into one to commit again (a fork's copy): its inline text is
  * decoded and encoded afresh, so what a store handed back cannot reach the record's JSON
- * unescaped; the bytes it stands for are the ones a reader decodes from it.
+ * unescaped; the bytes it stands for are the ones a reader decodes from it. A merge mark is
+ * dropped: the copy belongs to the run it is committed in, not to the merge that wrote it.
  */
 export function recommit(record: StoredRecord): NewRecord {
-  const { inline, ...rest } = record;
+  const { inline, merge: _merge, ...rest } = record;
   return inline === undefined ? rest : { ...rest, inline: toBase64(Buffer.from(inline, "base64")) };
 }
 

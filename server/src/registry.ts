@@ -10,7 +10,9 @@ import {
   recordSegment,
   registryPrefix,
   tenantPrefix,
+  truncateForMessage,
 } from "./keys.js";
+import { createMergeOutcomes, type MergeOutcomes } from "./merge-outcomes.js";
 import { decodeRecord, encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
 import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
@@ -77,6 +79,11 @@ export interface RegistryPage {
   readonly nextAfter: string | undefined;
 }
 
+/** PendingOption asks for records whose merge has not committed (merge-run.ts only). */
+export interface PendingOption {
+  readonly pending?: boolean;
+}
+
 /**
  * Registry keeps each run's handle records in the backend, one immutable object per handle.
  *
@@ -85,25 +92,31 @@ export interface RegistryPage {
  * the write the commit point of an offload.
  */
 export interface Registry {
-  /** Returns the record of handle in the run, or undefined (expiry is not checked here). */
+  /**
+   * Returns the record of handle in the run, or undefined (expiry is not checked here). A
+   * record a merge wrote is returned once that merge committed; `pending` returns it before.
+   */
   get(
     tenant: string,
     runId: string,
     handle: string,
     signal?: AbortSignal,
+    opts?: PendingOption,
   ): Promise<StoredRecord | undefined>;
   /**
    * Writes a record create-only. Resolves with the record now committed under the handle:
-   * `record` itself, or the one an earlier writer committed first (`created` false).
+   * `record` itself, or the one an earlier writer committed first (`created` false). A handle
+   * held by a merge not yet committed is ABORTED (retry), unless `pending` asks for that record.
    */
   commit(
     record: NewRecord,
     runId: string,
     signal?: AbortSignal,
+    opts?: PendingOption,
   ): Promise<{ record: StoredRecord; created: boolean }>;
   /**
-   * Lists a run's records in storage-key order. `after` is the opaque cursor a previous page
-   * returned as nextAfter.
+   * Lists a run's visible records in storage-key order (a merge's records once it committed).
+   * `after` is the opaque cursor a previous page returned as nextAfter.
    */
   list(
     tenant: string,
@@ -113,11 +126,14 @@ export interface Registry {
   /**
    * Reads the record stored under a registry key (a key `list` of the backend returned under
    * a registry prefix), single or packed; undefined when it is gone. Tenant and handle are not
-   * checked: callers that walk the store (the sweeper) use what the record says.
+   * checked: callers that walk the store (the sweeper) use what the record says. A merge's
+   * record is undefined until that merge committed.
    */
   readAt(key: string, signal?: AbortSignal): Promise<StoredRecord | undefined>;
   /** Removes one record; a missing record is not an error. */
   remove(tenant: string, runId: string, handle: string, signal?: AbortSignal): Promise<void>;
+  /** The outcomes of merges, which decide whether a merged record is visible. */
+  readonly merges: MergeOutcomes;
 }
 
 /**
@@ -140,6 +156,10 @@ export function createRegistry(backend: Backend): Registry {
     const record = await readStored(key, signal);
     return record === undefined ? undefined : checkStored(key, record);
   };
+
+  const merges = createMergeOutcomes(backend);
+  const visible = async (record: StoredRecord | undefined, signal?: AbortSignal) =>
+    record === undefined || (await merges.isVisible(record, signal)) ? record : undefined;
 
   const readStored = async (key: string, signal?: AbortSignal) => {
     // The first read covers a single record (most are far smaller) or a pack's header and the
@@ -197,20 +217,21 @@ export function createRegistry(backend: Backend): Registry {
     }
   };
 
-  const get: Registry["get"] = async (tenant, runId, handle, signal) => {
+  const get: Registry["get"] = async (tenant, runId, handle, signal, opts) => {
     const record = await readRecord(recordKey(tenant, runId, handle), signal);
     if (record === undefined) return undefined;
     // The key names them, so readRecord checked both; this only guards that reasoning.
     if (record.handle !== handle || record.tenant !== tenant) {
       throw new ConnectError("stored record belongs to another key", Code.DataLoss);
     }
-    return record;
+    return opts?.pending === true ? record : visible(record, signal);
   };
 
   return {
+    merges,
     get,
-    readAt: readRecord,
-    async commit(record, runId, signal) {
+    readAt: async (key, signal) => visible(await readRecord(key, signal), signal),
+    async commit(record, runId, signal, opts) {
       const key = recordKey(record.tenant, runId, record.handle);
       try {
         await writer.write(key, encodeRecord(record), signal);
@@ -218,7 +239,13 @@ export function createRegistry(backend: Backend): Registry {
       } catch (err) {
         if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
       }
-      const existing = await get(record.tenant, runId, record.handle, signal);
+      const existing = await get(record.tenant, runId, record.handle, signal, { pending: true });
+      if (existing !== undefined && opts?.pending !== true && !(await visible(existing, signal))) {
+        throw new ConnectError(
+          `a merge into run "${truncateForMessage(runId)}" is writing handle "${truncateForMessage(record.handle)}"; retry`,
+          Code.Aborted,
+        );
+      }
       if (existing === undefined) {
         throw new ConnectError("record vanished during a concurrent commit; retry", Code.Aborted);
       }
@@ -238,7 +265,8 @@ export function createRegistry(backend: Backend): Registry {
         const batch = page.keys.slice(i, i + listReadsInFlight);
         read.push(...(await Promise.all(batch.map((key) => readRecord(key, opts.signal)))));
       }
-      const records = read.filter(
+      const shown = await Promise.all(read.map((record) => visible(record, opts.signal)));
+      const records = shown.filter(
         (record): record is StoredRecord => record !== undefined && record.tenant === tenant,
       );
       const last = page.keys.at(-1);

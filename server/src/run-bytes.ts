@@ -9,7 +9,8 @@ import type { Registry } from "./registry.js";
  * in the backend, so every replica sees the same total without sharing state.
  *
  * Records a fork copied from another run do not count: their bytes were never stored again and
- * stay charged to the run that offloaded them. Preview-only records keep no payload, and expired
+ * stay charged to the run that offloaded them. Records MergeRun brought in count: the run now
+ * holds them as its own outputs. Preview-only records keep no payload, and expired
  * records are invisible and awaiting the sweeper, so neither counts. The record of `exceptHandle`
  * is left out, so an offload can ask how much room the run has besides the handle it commits.
  */
@@ -29,7 +30,7 @@ export async function storedRunBytes(
     });
     for (const record of page.records) {
       if (
-        record.runId === runId &&
+        (record.runId === runId || record.merge?.into === runId) &&
         record.stored !== "preview_only" &&
         record.handle !== opts.exceptHandle &&
         !isExpired(record, opts.nowMs)

@@ -5,6 +5,7 @@ import {
   blobPrefix,
   forkMarkerKey,
   forkMarkerPrefix,
+  mergePrefix,
   ownerRefKey,
   ownerRefPrefix,
   registryPrefix,
@@ -275,6 +276,8 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         });
       }
       const removed = await deleteAll(registryPrefix(tenant, runId), signal);
+      // After the records: a merged record is invisible once its merge's outcome is gone.
+      await deleteAll(mergePrefix(tenant, runId), signal);
       await backend.delete(runTtlKey(tenant, runId), opt(signal));
       await backend.delete(runMetaKey(tenant, runId), opt(signal));
       if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {

@@ -8,6 +8,7 @@ import {
   GetServerInfoResponseSchema,
   ListRunsRequestSchema,
   ListToolOutputsRequestSchema,
+  MergeRunRequestSchema,
   ReadToolOutputRequestSchema,
   SetRunTtlRequestSchema,
   type SpillwayService,
@@ -20,6 +21,7 @@ import { requestChunkReleaseKey } from "./grpc-wire.js";
 import { limitsForTenant, lowerLimit, type ServerLimits } from "./limits.js";
 import { type ListRunsLog, listRuns } from "./list-runs.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
+import { mergeRun } from "./merge-run.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
@@ -180,8 +182,17 @@ export function createSpillwayService(
       return { forkedAttachments: BigInt(forked) };
     },
 
-    mergeRun() {
-      throw new ConnectError("MergeRun is not implemented by this server", Code.Unimplemented);
+    async mergeRun(req, ctx) {
+      validateRequest(MergeRunRequestSchema, req);
+      const limits = limitsForTenant(core.limits, ctx.values.get(tenantLimitsKey));
+      const result = await mergeRun(core, tenantOf(ctx), req.childRunId, req.parentRunId, {
+        maxRunBytes: limits.maxRunBytes,
+        signal: ctx.signal,
+      });
+      return {
+        mergedAttachments: BigInt(result.merged),
+        unchangedAttachments: BigInt(result.unchanged),
+      };
     },
 
     async setRunTtl(req, ctx) {
@@ -251,6 +262,7 @@ export function createSpillwayService(
           "jsonpath",
           "json_view",
           "ansi_strip",
+          "merge_run",
         ],
       });
     },

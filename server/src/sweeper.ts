@@ -3,6 +3,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
+import { mergeIntentPrefix } from "./keys.js";
+import { finishStaleMerges } from "./merge-run.js";
 import { grpcCode, type Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
@@ -23,6 +25,11 @@ export interface SweepReport {
   readonly leftovers: number;
   /** Entries the sweep could not read or remove (a symlink, a corrupt record), skipped. */
   readonly refused: number;
+  /**
+   * Merges a crash cut short that no MergeRun finished within 10 minutes, rolled forward (or
+   * taken back) by this sweep (docs/design/merge-run.md).
+   */
+  readonly staleMerges: number;
 }
 
 /** The log calls the sweeper makes (pino's signature). */
@@ -62,7 +69,8 @@ export interface Sweeper {
  * that no record refers to once they are older than orphanAgeMs (uploads cut off by a crash
  * before their commit), then asks the backend to sweep what interrupted writes left behind
  * (`sweepLeftovers`: temp files, incomplete multipart uploads) older than orphanAgeMs, when the
- * backend has such leftovers. Blobs of a run that forks still refer to are left alone.
+ * backend has such leftovers. Blobs of a run that forks still refer to are left alone. Merges
+ * a crash cut short more than 10 minutes ago are finished (finishStaleMerges).
  *
  * Guarantees: one entry it cannot read or remove (a symlink under a filesystem root, a corrupt
  * record, a failing delete) is logged, counted (`refused`, spillway_sweep_refused_total) and
@@ -80,6 +88,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     let expiredRecords = 0;
     let orphanBlobs = 0;
     let refused = 0;
+    let staleMerges = 0;
     const refuse = (key: string, err: unknown) => {
       // A cancelled sweep is not a refusal: let it end the sweep.
       if (signal.aborted) throw err;
@@ -98,6 +107,30 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     // Runs whose blobs must stay: forks refer to them, or a record could not be read.
     const keepBlobs = new Set<string>();
     const expiredRunIds: { tenant: string; runId: string }[] = [];
+    // Runs with a merge intent, by run prefix: the intent names its tenant and run.
+    const mergingRuns = new Map<string, { tenant: string; runId: string }>();
+
+    const visitIntent = async (key: string) => {
+      try {
+        const bytes = await readObject(backend, key, 64 * 1024 * 1024, signal);
+        const intent = (
+          bytes === undefined ? undefined : JSON.parse(Buffer.from(bytes).toString())
+        ) as { tenant?: unknown; parentRunId?: unknown } | undefined;
+        const { tenant, parentRunId: runId } = intent ?? {};
+        // Only an intent stored under the run it names is followed.
+        if (
+          typeof tenant === "string" &&
+          typeof runId === "string" &&
+          key.startsWith(mergeIntentPrefix(tenant, runId))
+        ) {
+          mergingRuns.set(mergeIntentPrefix(tenant, runId), { tenant, runId });
+        } else if (intent !== undefined) {
+          refuse(key, new ConnectError("merge intent names another run", Code.DataLoss));
+        }
+      } catch (err) {
+        refuse(key, err);
+      }
+    };
 
     const visitRecord = async (run: string, key: string) => {
       let record: StoredRecord | undefined;
@@ -178,6 +211,8 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
           const list = blobsByRun.get(run) ?? [];
           list.push(key);
           blobsByRun.set(run, list);
+        } else if (rest.startsWith("m/i/")) {
+          visits.push(() => visitIntent(key));
         } else if (rest.startsWith("f/") || rest === "deleted") {
           keepBlobs.add(run);
         }
@@ -187,6 +222,13 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       startAfter = page.keys.at(-1);
     }
 
+    for (const { tenant, runId } of mergingRuns.values()) {
+      try {
+        staleMerges += await finishStaleMerges(core, tenant, runId, signal);
+      } catch (err) {
+        refuse(`merges into ${tenant}/${runId}`, err);
+      }
+    }
     for (const { tenant, runId } of expiredRunIds) {
       try {
         await runs.delete(tenant, runId, signal);
@@ -218,7 +260,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       backend.sweepLeftovers === undefined
         ? 0
         : await backend.sweepLeftovers(opts.orphanAgeMs, opt);
-    return { expiredRuns, expiredRecords, orphanBlobs, leftovers, refused };
+    return { expiredRuns, expiredRecords, orphanBlobs, leftovers, refused, staleMerges };
   };
 
   let timer: NodeJS.Timeout | undefined;

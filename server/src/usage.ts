@@ -9,7 +9,7 @@ export const USAGE_BODY = `
 Usage: spillway serve [flags]
        spillway sweep [backend flags] [--orphan-age-ms <duration>] [--log-level <level>]
        spillway mcp [flags] | spillway mcp-proxy [flags] -- <command> [args...]
-       spillway runs | ls | stat | cat | head | tail | grep | put | rm | fork | ttl [flags] [args]
+       spillway runs | ls | stat | cat | head | tail | grep | put | rm | fork | merge | ttl [flags] [args]
        spillway token add <tenant> --token-file <path> [limit flags]
        spillway --help | help | --version | version
 
@@ -19,8 +19,8 @@ writes (temp files, incomplete multipart uploads) older than --orphan-age-ms (de
 0 removes every orphan, so run it only while no offload is in flight), then prints the report
 as one JSON line. mcp and mcp-proxy run spillway-mcp and spillway-mcp-proxy of the
 @spillway/mcp package, installed beside the server (their flags: --help, docs/mcp.md). runs,
-ls, stat, cat, head, tail, grep, put, rm, fork and ttl run spillway-cli of the @spillway/cli
-package, a client of a running server (--url, SPILLWAY_URL, SPILLWAY_TOKEN; docs/cli.md).
+ls, stat, cat, head, tail, grep, put, rm, fork, merge and ttl run spillway-cli of the
+@spillway/cli package, a client of a running server (--url, SPILLWAY_URL, SPILLWAY_TOKEN; docs/cli.md).
 token add prints a new token once and appends its SHA-256 and the tenant, with
 --max-blob-bytes, --max-run-bytes, --max-inflight-bytes or --max-calls as given, to the token
 file (created with mode 0600); send the server SIGHUP to load it.

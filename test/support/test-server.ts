@@ -19,9 +19,10 @@ import { createTestS3Client } from "./s3-client.js";
 
 /**
  * TestBackendKind names the backends service tests run on: the embedded ones, and the s3
- * backend against the shared real MinIO server of the vitest global setup.
+ * backend against one of the shared object servers (MinIO, SeaweedFS, moto) of the vitest
+ * global setup.
  */
-export type TestBackendKind = "filesystem" | "memory" | "s3-minio";
+export type TestBackendKind = "filesystem" | "memory" | "s3-minio" | "s3-seaweedfs" | "s3-moto";
 
 /** serviceBackends are the backends every service-level suite runs on. */
 export const serviceBackends: readonly TestBackendKind[] = ["filesystem", "s3-minio"];
@@ -96,7 +97,9 @@ export async function startTestServer(
 async function createTestBackend(kind: TestBackendKind, dataDir: string): Promise<Backend> {
   if (kind === "memory") return createMemoryBackend();
   if (kind === "filesystem") return createFilesystemBackend({ root: join(dataDir, "store") });
-  const minio = inject("objectServers").minio;
+  const servers = inject("objectServers");
+  const minio =
+    kind === "s3-seaweedfs" ? servers.seaweedfs : kind === "s3-moto" ? servers.moto : servers.minio;
   const bucket = `svc-${randomBytes(6).toString("hex")}`;
   const s3 = createTestS3Client(minio);
   try {

@@ -5,6 +5,7 @@ import {
   type DeleteRunResponse,
   type ForkRunResponse,
   type GetServerInfoResponse,
+  type MergeRunResponse,
   type OffloadHeader,
   OffloadHeaderSchema,
   OffloadRequestSchema,
@@ -223,6 +224,13 @@ export interface SpillwayClient {
   deleteRun(runId: string, call?: SpillwayCallOptions): Promise<DeleteRunResponse>;
   /** forkRun creates child, which sees parent's handles without copied bytes. */
   forkRun(parent: string, child: string, options?: ForkRunOptions): Promise<ForkRunResponse>;
+  /**
+   * mergeRun brings the outputs forked run child created into parent, its fork parent, under
+   * the same handles, all or nothing: ALREADY_EXISTS (naming the handle) when parent holds one
+   * of them with other bytes, FAILED_PRECONDITION when parent is not child's fork parent,
+   * NOT_FOUND for a missing child. Repeating it changes nothing (all unchanged).
+   */
+  mergeRun(child: string, parent: string, call?: SpillwayCallOptions): Promise<MergeRunResponse>;
   /** setRunTtl makes run runId expire ttlSeconds from now. */
   setRunTtl(
     runId: string,
@@ -519,6 +527,9 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         },
         callOptions(options),
       );
+    },
+    mergeRun(child, parent, call = {}) {
+      return raw.mergeRun({ childRunId: child, parentRunId: parent }, callOptions(call));
     },
     setRunTtl(runId, ttlSeconds, call = {}) {
       return raw.setRunTtl({ runId, ttl: duration(ttlSeconds) }, callOptions(call));

@@ -343,6 +343,15 @@ class SpillwayClient:
             req.ttl.CopyFrom(msg.to_duration(ttl))
         return self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata).forked_attachments
 
+    def merge_run(self, child_run_id: str, parent_run_id: str, *, timeout: float | None = None) -> pb.MergeRunResponse:
+        """merge_run brings the outputs forked run `child_run_id` created into `parent_run_id`, its
+        fork parent, under the same handles, all or nothing; the response counts merged and
+        unchanged outputs. ALREADY_EXISTS (naming the handle) when the parent holds one of them
+        with other bytes, FAILED_PRECONDITION when the parent is not the child's fork parent,
+        NOT_FOUND for a missing child. Repeating it changes nothing (all unchanged)."""
+        req = pb.MergeRunRequest(child_run_id=child_run_id, parent_run_id=parent_run_id)
+        return self.raw.MergeRun(req, timeout=timeout, metadata=self._metadata)
+
     def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
         """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
         req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
@@ -567,6 +576,13 @@ class AsyncSpillwayClient:
         if ttl is not None:
             req.ttl.CopyFrom(msg.to_duration(ttl))
         return (await self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata)).forked_attachments
+
+    async def merge_run(
+        self, child_run_id: str, parent_run_id: str, *, timeout: float | None = None
+    ) -> pb.MergeRunResponse:
+        """merge_run is SpillwayClient.merge_run, awaited."""
+        req = pb.MergeRunRequest(child_run_id=child_run_id, parent_run_id=parent_run_id)
+        return await self.raw.MergeRun(req, timeout=timeout, metadata=self._metadata)
 
     async def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
         """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""

@@ -165,6 +165,7 @@ export function byteUnits(bytes: Uint8Array): AnsiUnits {
 }
 
 /** Characters that may start a sequence in a string. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding escape introducers is the point
 const mayStart = /[\u001b\u0090\u0098\u009b-\u009f]/;
 
 /** hasAnsi is true when `text` may hold a sequence (an ESC or a C1 introducer). */

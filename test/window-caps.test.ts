@@ -26,10 +26,11 @@ describe("window caps over the wire", () => {
     const offload = (callId: string, text: string) =>
       t.sdk().offload({ tenant: "dev", runId: "c", callId }, text, { contentType: "text/plain" });
     await offload("log", `${Array.from({ length: 300 }, (_, i) => lineText(i + 1)).join("\n")}\n`);
-    // A long match line, a long context line, and a line whose match lies past the search cap.
+    // A long match line, a long context line, and a line whose match lies past the search cap
+    // (a line is searched up to max(maxSearchLineBytes, 16 bytes per shown character): 1,601).
     await offload("wide", `${"x".repeat(150)} NEEDLE\nshort\n`);
     await offload("ctx", `${"y".repeat(150)}\nNEEDLE\n`);
-    await offload("deep", `${"z".repeat(1500)} NEEDLE\nNEEDLE\n`);
+    await offload("deep", `${"z".repeat(2500)} NEEDLE\nNEEDLE\n`);
   });
   afterAll(() => t.stop());
 

@@ -10,9 +10,13 @@ import { copyWorkspace, workspacePackages } from "./support/workspace-copy.js";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const builtins = new Set(builtinModules);
 
-/** Module specifiers in compiled JavaScript or declarations: import/export from, import(), require(), createRequire(…)(). */
+/**
+ * Module specifiers in compiled JavaScript or declarations: import/export from, import(),
+ * require(), createRequire(…)(). A specifier holds no whitespace, `$`, `{` or `}`, so a message
+ * like `forked from "${runId}"` is not taken for one.
+ */
 const specifierPattern =
-  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*|\bcreateRequire\([^()]*\)\s*\(\s*)["']([^"'\n]+)["']/g;
+  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*|\bcreateRequire\([^()]*\)\s*\(\s*)["']([^"'\s${}]+)["']/g;
 /**
  * Files a package's code finds in another package without loading it: `require.resolve("x/y")`
  * or `createRequire(...).resolve("x/y")`. Such a package is used (the server serves the

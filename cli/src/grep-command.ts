@@ -110,6 +110,9 @@ export const grepCommand: Command = {
           runId,
           handle,
           omitRendered: true,
+          // grep matches and prints the stored bytes, escape sequences included, as GNU grep
+          // does; on a terminal they are shown escaped.
+          keepAnsi: true,
           window: {
             case: "search",
             value: {

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonEvents, JsonScalarKind } from "./json-events.js";
+import { decodeJsonString } from "./json-string.js";
 import type { JsonValue } from "./jsonpath-ast.js";
 
 /** JsonSpan is where a built value and (for containers) each of its children lie in the payload. */
@@ -39,13 +40,6 @@ interface Open {
   readonly projection: JsonProjection | undefined;
   key: string | undefined;
   index: number;
-}
-
-/** decodeJsonName decodes a member name's raw token (quotes and escapes included). */
-export function decodeJsonName(raw: Uint8Array): string {
-  const text = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  if (!text.includes(0x5c)) return text.toString("utf8", 1, raw.length - 1);
-  return JSON.parse(text.toString("utf8")) as string;
 }
 
 /**
@@ -166,7 +160,7 @@ export function createJsonValueBuilder(
       check(offset);
       if (skipDepth >= 0) return;
       const top = stack[stack.length - 1];
-      if (top !== undefined) top.key = decodeJsonName(raw);
+      if (top !== undefined) top.key = decodeJsonString(raw);
     },
     scalar(kind: JsonScalarKind, raw, offset, last) {
       check(offset + raw.length);
@@ -193,15 +187,13 @@ export function createJsonValueBuilder(
         if (!last) return;
       }
       const bytes = pieces.length > 0 ? Buffer.concat(pieces, pieceBytes) : raw;
-      const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       let value: JsonValue;
-      if (kind === "string") {
-        // Without a backslash the token is its text between the quotes.
-        value = buffer.includes(0x5c)
-          ? (JSON.parse(buffer.toString("utf8")) as string)
-          : buffer.toString("utf8", 1, buffer.length - 1);
-      } else if (kind === "number") value = Number(buffer.toString("latin1"));
-      else value = kind === "null" ? null : kind === "true";
+      if (kind === "string") value = decodeJsonString(bytes);
+      else if (kind === "number") {
+        value = Number(
+          Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1"),
+        );
+      } else value = kind === "null" ? null : kind === "true";
       place(value, { start: scalarStart, end: offset + raw.length });
       pieces = [];
       pieceBytes = 0;

@@ -1,8 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonEvents, JsonScalarKind } from "./json-events.js";
+import { decodeJsonString } from "./json-string.js";
 import {
   createJsonValueBuilder,
-  decodeJsonName,
   type JsonProjection,
   type JsonSpan,
   type JsonValueBuilder,
@@ -521,7 +521,7 @@ export function createJsonPathStream(
       }
       if (skipDepth > 0) return;
       const top = stack[stack.length - 1];
-      if (top !== undefined) top.key = decodeJsonName(raw);
+      if (top !== undefined) top.key = decodeJsonString(raw);
     },
     scalar(kind: JsonScalarKind, raw, offset, isLast) {
       if (buffered !== undefined) {

@@ -267,8 +267,14 @@ export function createJsonTokenizer(
     return afterValue();
   };
 
-  const write = (chunk: Uint8Array) => {
+  const write = (input: Uint8Array) => {
     if (failed) throw jsonSyntaxError("tokenizer already failed", base);
+    // Tokens are cut from a plain view of the chunk: a Buffer's subarray goes through its
+    // species constructor, which cost more than the tokenizing itself on a scan of a payload.
+    const chunk =
+      input.constructor === Uint8Array
+        ? input
+        : new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
     const n = chunk.length;
     let i = 0;
     // Where the token in progress starts inside this chunk (0 when it began in an earlier one).

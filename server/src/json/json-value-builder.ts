@@ -47,14 +47,15 @@ interface Open {
  * is the value's own open or scalar event.
  *
  * Guarantees: memory grows with the value's bytes; once the value spans more than `maxBytes`
- * bytes of payload it throws RESOURCE_EXHAUSTED naming `why` (what needed the value whole), so
+ * bytes of payload it throws RESOURCE_EXHAUSTED naming `why()` (what needed the value whole,
+ * asked only then: a scan builds a value per candidate and nearly never fails), so
  * a query cannot buffer without bound. Objects are built without a prototype. With a
  * `projection` only the parts it names are built (arrays keep their indices, with holes), and
  * only their spans recorded; the bound still counts every byte of the value.
  */
 export function createJsonValueBuilder(
   maxBytes: number,
-  why: string,
+  why: () => string,
   projection?: JsonProjection,
 ): JsonValueBuilder {
   const stack: Open[] = [];
@@ -71,7 +72,7 @@ export function createJsonValueBuilder(
     if (start < 0) start = offset;
     if (offset - start > maxBytes) {
       throw new ConnectError(
-        `JSONPath query needs a value of more than ${maxBytes} bytes in memory (${why}), starting at byte ${start}; the server's bound is ${maxBytes} bytes`,
+        `JSONPath query needs a value of more than ${maxBytes} bytes in memory (${why()}), starting at byte ${start}; the server's bound is ${maxBytes} bytes`,
         Code.ResourceExhausted,
       );
     }

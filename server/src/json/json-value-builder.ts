@@ -21,6 +21,11 @@ export interface JsonValueBuilder extends JsonEvents {
   readonly value: JsonValue;
   /** Its span tree (once done). */
   readonly span: JsonSpan;
+  /**
+   * Readies the builder for another value, with its own reason and projection: a scan holds
+   * one candidate at a time, and building a builder per candidate was a large part of it.
+   */
+  reset(why: () => string, projection?: JsonProjection): void;
 }
 
 /**
@@ -55,9 +60,11 @@ interface Open {
  */
 export function createJsonValueBuilder(
   maxBytes: number,
-  why: () => string,
-  projection?: JsonProjection,
+  initialWhy: () => string,
+  initialProjection?: JsonProjection,
 ): JsonValueBuilder {
+  let why = initialWhy;
+  let projection = initialProjection;
   const stack: Open[] = [];
   // Depth inside a part the projection leaves out; -1 outside one.
   let skipDepth = -1;
@@ -140,6 +147,18 @@ export function createJsonValueBuilder(
     place(done.value, done.span);
   };
   return {
+    reset(nextWhy, nextProjection) {
+      why = nextWhy;
+      projection = nextProjection;
+      stack.length = 0;
+      skipDepth = -1;
+      skippingScalar = false;
+      start = -1;
+      result = undefined;
+      pieces = [];
+      pieceBytes = 0;
+      scalarStart = -1;
+    },
     get done() {
       return result !== undefined;
     },

@@ -319,6 +319,17 @@ export function createJsonPathStream(
         matched: boolean;
       }
     | undefined;
+  // One builder for held containers and one for tested scalars, each reset per value: one
+  // value of each is built at a time, and they are never built at once.
+  let heldBuilder: JsonValueBuilder | undefined;
+  let scalarBuilder: JsonValueBuilder | undefined;
+  const scalarBuilderFor = (entry: Entry): JsonValueBuilder => {
+    const why = () => `a filter tests ${pathText(entry.path)} whole`;
+    if (scalarBuilder === undefined) {
+      scalarBuilder = createJsonValueBuilder(options.maxBufferBytes, why);
+    } else scalarBuilder.reset(why);
+    return scalarBuilder;
+  };
   // Inside a string arriving in pieces that the query neither selects nor tests.
   let quietScalar = false;
   // A value held whole.
@@ -479,9 +490,12 @@ export function createJsonPathStream(
         : entry.pending.length > 0
           ? `a filter tests ${pathText(entry.path)} whole`
           : `a negative index or slice needs the length of ${pathText(entry.path)}`;
-    const builder = createJsonValueBuilder(options.maxBufferBytes, why, projectionFor(entry));
-    buffered = { entry, builder };
-    return builder;
+    const projection = projectionFor(entry);
+    if (heldBuilder === undefined) {
+      heldBuilder = createJsonValueBuilder(options.maxBufferBytes, why, projection);
+    } else heldBuilder.reset(why, projection);
+    buffered = { entry, builder: heldBuilder };
+    return heldBuilder;
   };
 
   /** Decides a held value: its own match and every match inside it, in document order. */
@@ -603,13 +617,7 @@ export function createJsonPathStream(
         }
         scalar = {
           entry,
-          builder:
-            entry !== undefined && tested
-              ? createJsonValueBuilder(
-                  options.maxBufferBytes,
-                  () => `a filter tests ${pathText(entry.path)} whole`,
-                )
-              : undefined,
+          builder: entry !== undefined && tested ? scalarBuilderFor(entry) : undefined,
           slot:
             matched && entry !== undefined
               ? record(() => pathText(entry.path), offset, -1)

@@ -84,7 +84,7 @@ export type JsonSyntaxError = ConnectError & {
 };
 
 /** jsonSyntaxError builds the error for `reason` at byte `offset`. */
-export function jsonSyntaxError(reason: string, offset: number): JsonSyntaxError {
+function jsonSyntaxError(reason: string, offset: number): JsonSyntaxError {
   // The stack says nothing about bad data and costs more than the rest of a small offload's
   // JSON check: offload meets one of these for nearly every payload that is not JSON.
   const limit = Error.stackTraceLimit;

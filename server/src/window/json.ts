@@ -16,7 +16,7 @@ function checkAborted(signal: AbortSignal | undefined): void {
  * checkpoint nearest before the first line wanted, so a window reads the bytes from that
  * checkpoint to its last line and no others.
  */
-export function jsonView(source: WindowSource, json: JsonViewSource): LineView {
+function jsonView(source: WindowSource, json: JsonViewSource): LineView {
   return {
     total: json.viewLines,
     // stripAnsi has nothing to remove: JSON text holds no raw control character, so no ESC.

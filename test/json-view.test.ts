@@ -79,6 +79,8 @@ describe("the JSON view of stored outputs", () => {
   it("gives each line the source offset of its first token", async () => {
     const source = Buffer.from(JSON.stringify(value));
     const w = await jsonWindow("res_doc", 5000, 20);
+    // The loop below checks nothing of an empty window.
+    expect(linesOf(w)).toHaveLength(20);
     for (const line of linesOf(w)) {
       const text = line.text.trim();
       const first = text.startsWith('"') ? text.slice(0, text.indexOf('"', 1) + 1) : text[0];

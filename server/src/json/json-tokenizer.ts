@@ -17,10 +17,6 @@ export interface JsonTokenizer {
    * container or literal). A number at the very end is delivered here.
    */
   end(): void;
-  /** Bytes consumed so far, counted from the start offset. */
-  readonly offset: number;
-  /** Open containers right now. */
-  readonly depth: number;
   /** Top-level values completed so far. */
   readonly values: number;
   /** Sequence mode: a line break was seen inside a top-level value. */
@@ -37,17 +33,8 @@ export const jsonObject: JsonContainer = 1;
 /** jsonArray marks an array on a container stack. */
 export const jsonArray: JsonContainer = 2;
 
-/** JsonTokenizerOptions bounds and positions a tokenizer. */
+/** JsonTokenizerOptions say what a tokenizer accepts, what it delivers and where it starts. */
 export interface JsonTokenizerOptions {
-  /**
-   * Deepest nesting accepted (default jsonMaxDepth); deeper is a syntax error. RFC 8259
-   * section 9 lets a parser set this limit.
-   */
-  readonly maxDepth?: number;
-  /** Longest member name in bytes, quotes included (default jsonMaxKeyBytes). */
-  readonly maxKeyBytes?: number;
-  /** Longest number token in bytes (default jsonMaxNumberBytes). */
-  readonly maxNumberBytes?: number;
   /**
    * Accept JSON Lines instead of one document: any number of top-level values, each on a line
    * of its own (a `\n` between two values, none inside one; blank lines allowed).
@@ -77,12 +64,16 @@ export interface JsonTokenizerOptions {
 /** The raw bytes handed to a consumer that asked for none. */
 const noBytes = new Uint8Array(0);
 
-/** jsonMaxDepth is the default nesting bound: deeper documents are not treated as JSON. */
+/**
+ * jsonMaxDepth is the nesting bound: deeper documents are not treated as JSON (RFC 8259
+ * section 9 lets a parser set this limit).
+ */
 export const jsonMaxDepth = 1024;
-/** jsonMaxKeyBytes is the default bound on a member name (it is delivered whole). */
-export const jsonMaxKeyBytes = 65536;
-/** jsonMaxNumberBytes is the default bound on a number token (it is delivered whole). */
-export const jsonMaxNumberBytes = 4096;
+/** The bound on a member name in bytes, quotes included (it is delivered whole). */
+const maxKeyBytes = 65536;
+/** The bound on a number token in bytes (it is delivered whole). */
+const maxNumberBytes = 4096;
+const maxDepth = jsonMaxDepth;
 
 /** JsonSyntaxError is the FAILED_PRECONDITION a tokenizer throws for text that is not JSON. */
 export type JsonSyntaxError = ConnectError & {
@@ -93,7 +84,7 @@ export type JsonSyntaxError = ConnectError & {
 };
 
 /** jsonSyntaxError builds the error for `reason` at byte `offset`. */
-export function jsonSyntaxError(reason: string, offset: number): JsonSyntaxError {
+function jsonSyntaxError(reason: string, offset: number): JsonSyntaxError {
   // The stack says nothing about bad data and costs more than the rest of a small offload's
   // JSON check: offload meets one of these for nearly every payload that is not JSON.
   const limit = Error.stackTraceLimit;
@@ -172,9 +163,6 @@ export function createJsonTokenizer(
   events: JsonEvents,
   options: JsonTokenizerOptions = {},
 ): JsonTokenizer {
-  const maxDepth = options.maxDepth ?? jsonMaxDepth;
-  const maxKeyBytes = options.maxKeyBytes ?? jsonMaxKeyBytes;
-  const maxNumberBytes = options.maxNumberBytes ?? jsonMaxNumberBytes;
   const lines = options.lines === true;
   const withBytes = options.bytes !== false;
   const sequence = !lines && options.sequence === true;
@@ -212,7 +200,6 @@ export function createJsonTokenizer(
     base = options.resume.offset;
     state = depth === 0 ? S_VALUE : stack[depth] === jsonObject ? S_KEY_OR_CLOSE : S_VALUE_OR_CLOSE;
   }
-  const startOffset = base;
 
   const fail = (reason: string, at: number): never => {
     failed = true;
@@ -267,8 +254,14 @@ export function createJsonTokenizer(
     return afterValue();
   };
 
-  const write = (chunk: Uint8Array) => {
+  const write = (input: Uint8Array) => {
     if (failed) throw jsonSyntaxError("tokenizer already failed", base);
+    // Tokens are cut from a plain view of the chunk: a Buffer's subarray goes through its
+    // species constructor, which cost more than the tokenizing itself on a scan of a payload.
+    const chunk =
+      input.constructor === Uint8Array
+        ? input
+        : new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
     const n = chunk.length;
     let i = 0;
     // Where the token in progress starts inside this chunk (0 when it began in an earlier one).
@@ -553,12 +546,6 @@ export function createJsonTokenizer(
                 : "no value";
         fail(reason, base);
       }
-    },
-    get offset() {
-      return base - startOffset;
-    },
-    get depth() {
-      return depth;
     },
     get values() {
       return values;

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonEvents, JsonScalarKind } from "./json-events.js";
+import { decodeJsonString } from "./json-string.js";
 import type { JsonValue } from "./jsonpath-ast.js";
 
 /** JsonSpan is where a built value and (for containers) each of its children lie in the payload. */
@@ -20,6 +21,11 @@ export interface JsonValueBuilder extends JsonEvents {
   readonly value: JsonValue;
   /** Its span tree (once done). */
   readonly span: JsonSpan;
+  /**
+   * Readies the builder for another value, with its own reason and projection: a scan holds
+   * one candidate at a time, and building a builder per candidate was a large part of it.
+   */
+  reset(why: () => string, projection?: JsonProjection): void;
 }
 
 /**
@@ -41,28 +47,24 @@ interface Open {
   index: number;
 }
 
-/** decodeJsonName decodes a member name's raw token (quotes and escapes included). */
-export function decodeJsonName(raw: Uint8Array): string {
-  const text = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  if (!text.includes(0x5c)) return text.toString("utf8", 1, raw.length - 1);
-  return JSON.parse(text.toString("utf8")) as string;
-}
-
 /**
  * createJsonValueBuilder builds one JSON value in memory from its events, the first of which
  * is the value's own open or scalar event.
  *
  * Guarantees: memory grows with the value's bytes; once the value spans more than `maxBytes`
- * bytes of payload it throws RESOURCE_EXHAUSTED naming `why` (what needed the value whole), so
+ * bytes of payload it throws RESOURCE_EXHAUSTED naming `why()` (what needed the value whole,
+ * asked only then: a scan builds a value per candidate and nearly never fails), so
  * a query cannot buffer without bound. Objects are built without a prototype. With a
  * `projection` only the parts it names are built (arrays keep their indices, with holes), and
  * only their spans recorded; the bound still counts every byte of the value.
  */
 export function createJsonValueBuilder(
   maxBytes: number,
-  why: string,
-  projection?: JsonProjection,
+  initialWhy: () => string,
+  initialProjection?: JsonProjection,
 ): JsonValueBuilder {
+  let why = initialWhy;
+  let projection = initialProjection;
   const stack: Open[] = [];
   // Depth inside a part the projection leaves out; -1 outside one.
   let skipDepth = -1;
@@ -77,7 +79,7 @@ export function createJsonValueBuilder(
     if (start < 0) start = offset;
     if (offset - start > maxBytes) {
       throw new ConnectError(
-        `JSONPath query needs a value of more than ${maxBytes} bytes in memory (${why}), starting at byte ${start}; the server's bound is ${maxBytes} bytes`,
+        `JSONPath query needs a value of more than ${maxBytes} bytes in memory (${why()}), starting at byte ${start}; the server's bound is ${maxBytes} bytes`,
         Code.ResourceExhausted,
       );
     }
@@ -145,6 +147,18 @@ export function createJsonValueBuilder(
     place(done.value, done.span);
   };
   return {
+    reset(nextWhy, nextProjection) {
+      why = nextWhy;
+      projection = nextProjection;
+      stack.length = 0;
+      skipDepth = -1;
+      skippingScalar = false;
+      start = -1;
+      result = undefined;
+      pieces = [];
+      pieceBytes = 0;
+      scalarStart = -1;
+    },
     get done() {
       return result !== undefined;
     },
@@ -166,7 +180,7 @@ export function createJsonValueBuilder(
       check(offset);
       if (skipDepth >= 0) return;
       const top = stack[stack.length - 1];
-      if (top !== undefined) top.key = decodeJsonName(raw);
+      if (top !== undefined) top.key = decodeJsonString(raw);
     },
     scalar(kind: JsonScalarKind, raw, offset, last) {
       check(offset + raw.length);
@@ -193,15 +207,13 @@ export function createJsonValueBuilder(
         if (!last) return;
       }
       const bytes = pieces.length > 0 ? Buffer.concat(pieces, pieceBytes) : raw;
-      const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       let value: JsonValue;
-      if (kind === "string") {
-        // Without a backslash the token is its text between the quotes.
-        value = buffer.includes(0x5c)
-          ? (JSON.parse(buffer.toString("utf8")) as string)
-          : buffer.toString("utf8", 1, buffer.length - 1);
-      } else if (kind === "number") value = Number(buffer.toString("latin1"));
-      else value = kind === "null" ? null : kind === "true";
+      if (kind === "string") value = decodeJsonString(bytes);
+      else if (kind === "number") {
+        value = Number(
+          Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1"),
+        );
+      } else value = kind === "null" ? null : kind === "true";
       place(value, { start: scalarStart, end: offset + raw.length });
       pieces = [];
       pieceBytes = 0;

@@ -42,6 +42,8 @@ const decoder = new TextDecoder("utf-8");
 
 /** A line under construction, clipped as it grows. */
 interface LineBuilder {
+  /** True once the line is longer than maxChars: nothing more is kept. */
+  readonly clipped: boolean;
   add(bytes: Uint8Array, sourceOffset: number): void;
   addText(ascii: string, sourceOffset: number): void;
   done(number: number, byteOffset: number, endOffset: number): JsonViewLine;
@@ -93,6 +95,9 @@ function createLineBuilder(maxChars: number): LineBuilder {
     }
   };
   return {
+    get clipped() {
+      return clipped;
+    },
     add,
     addText: (text, sourceOffset) => add(ascii(text), sourceOffset),
     done(number, byteOffset, endOffset) {
@@ -112,6 +117,7 @@ function createLineBuilder(maxChars: number): LineBuilder {
 
 /** A builder that keeps nothing, for lines counted but not shown. */
 const nullBuilder: LineBuilder = {
+  clipped: false,
   add() {},
   addText() {},
   done: (number, byteOffset) => ({
@@ -133,7 +139,9 @@ const nullBuilder: LineBuilder = {
  *
  * Guarantees: line numbers and offsets match the index the checkpoint came from; lines before
  * skipUntil cost only tokenizing; a line's memory is bounded by maxLineChars however long its
- * source is; stopping leaves the rest of the source unread.
+ * source is; stopping leaves the rest of the source unread. A JSON Lines record is delivered
+ * as soon as it is clipped, so a consumer that stops there reads O(maxLineChars) of a record of
+ * any size.
  */
 export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonViewRenderer {
   const { checkpoint, skipUntil, maxLineChars, onLine } = options;
@@ -141,7 +149,9 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
   let stopped = false;
   const events = options.kind === "document" ? documentEvents() : recordEvents();
   const tokenizer: JsonTokenizer = createJsonTokenizer(events.sink, {
-    ...(options.kind === "lines" ? { lines: true } : {}),
+    // Offload checked that the records are one per line; a value that spans lines in the
+    // source (a node readCompactJson shows) is one compact line all the same.
+    ...(options.kind === "lines" ? { sequence: true } : {}),
     resume: { offset: checkpoint.offset, stack: checkpoint.stack },
   });
 
@@ -234,7 +244,9 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
   /** One compact line per record of JSON Lines. */
   function recordEvents(): { sink: JsonEvents; flush: () => void } {
     let depth = 0;
-    let record: { builder: LineBuilder; number: number; start: number } | undefined;
+    let record:
+      | { builder: LineBuilder; number: number; start: number; delivered: boolean }
+      | undefined;
     // Whether the next token at each depth follows a sibling (and needs a comma).
     const follows: boolean[] = [false];
     let afterKey = false;
@@ -242,7 +254,7 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
 
     const token = (offset: number) => {
       if (record === undefined) {
-        record = { builder: newBuilder(), number: ++line, start: offset };
+        record = { builder: newBuilder(), number: ++line, start: offset, delivered: false };
       } else if (!afterKey && follows[depth] === true) {
         record.builder.addText(",", offset);
       }
@@ -250,9 +262,15 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
       follows[depth] = true;
       return record;
     };
+    /** Delivers a clipped record at once: the rest of it changes nothing shown. */
+    const early = () => {
+      if (record === undefined || record.delivered || !record.builder.clipped) return;
+      record.delivered = true;
+      deliver(record.builder.done(record.number, record.start, 0));
+    };
     const end = (endOffset: number) => {
       if (depth !== 0 || record === undefined) return;
-      deliver(record.builder.done(record.number, record.start, endOffset));
+      if (!record.delivered) deliver(record.builder.done(record.number, record.start, endOffset));
       record = undefined;
       follows[0] = false;
     };
@@ -260,19 +278,23 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
       openObject(offset) {
         token(offset).builder.addText("{", offset);
         follows[++depth] = false;
+        early();
       },
       openArray(offset) {
         token(offset).builder.addText("[", offset);
         follows[++depth] = false;
+        early();
       },
       closeObject(offset) {
         depth--;
         record?.builder.addText("}", offset);
+        early();
         end(offset + 1);
       },
       closeArray(offset) {
         depth--;
         record?.builder.addText("]", offset);
+        early();
         end(offset + 1);
       },
       key(raw, offset) {
@@ -280,11 +302,13 @@ export function createJsonViewRenderer(options: JsonViewRendererOptions): JsonVi
         r.builder.add(raw, offset);
         r.builder.addText(":", offset + raw.length);
         afterKey = true;
+        early();
       },
       scalar(_kind, raw, offset, last) {
         const r = inString && record !== undefined ? record : token(offset);
         r.builder.add(raw, offset);
         inString = !last;
+        early();
         if (last) end(offset + raw.length);
       },
     };

@@ -142,6 +142,41 @@ describe("JSON view", () => {
     expect(render(bytes, index, 0, 5).map((l) => l.byteOffset)).toEqual([0, 38, 45, 48, 51]);
   });
 
+  it("delivers a clipped record as soon as it clips, so stopping there reads no more of it", () => {
+    const text = `{"a":"${"x".repeat(100_000)}"}\n{"b":1}\n`;
+    const { bytes, index } = indexOf(text, 2, "application/x-ndjson", 1 << 16);
+    if (index === undefined) throw new Error("not JSON");
+    const lines: JsonViewLine[] = [];
+    const renderer = createJsonViewRenderer({
+      kind: "lines",
+      checkpoint: index.checkpoint(0),
+      skipUntil: 0,
+      maxLineChars: 10,
+      onLine: (line) => lines.push(line) < 1,
+    });
+    let pushed = 0;
+    for (let at = 0; at < bytes.length; at += 100) {
+      pushed++;
+      if (!renderer.push(bytes.subarray(at, at + 100))) break;
+    }
+    expect(pushed).toBe(1);
+    expect(lines).toEqual([
+      {
+        number: 1,
+        byteOffset: 0,
+        text: '{"a":"xxxx',
+        clipped: true,
+        continuesAt: 10,
+        coveredBytes: 10,
+      },
+    ]);
+    // Read on, the record is still one line, and the next record the next one.
+    expect(render(bytes, index, 0, 2, 10).map((l) => [l.number, l.text, l.continuesAt])).toEqual([
+      [1, '{"a":"xxxx', 10],
+      [2, '{"b":1}', text.length - 1],
+    ]);
+  });
+
   it("tells a document from JSON Lines and from neither", () => {
     const kind = (text: string, contentType = "application/json") =>
       indexOf(text, 4, contentType)?.index?.kind;

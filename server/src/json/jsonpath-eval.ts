@@ -61,7 +61,7 @@ export function normalizedPath(path: readonly PathStep[]): string {
  * sliceIndices returns the indices an array slice selects from an array of `length`, in
  * selection order (RFC 9535 section 2.3.4.2.2).
  */
-export function sliceIndices(
+function sliceIndices(
   length: number,
   start: number | undefined,
   end: number | undefined,

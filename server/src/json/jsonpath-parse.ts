@@ -432,44 +432,27 @@ export function parseJsonPath(text: string): JsonPathQuery {
     };
   };
 
-  const parseAnd = (): Term => {
-    const first = parseBasic();
+  /** Operands of one operator (`&&` binds tighter than `||`); one term when there is no operator. */
+  const parseChain = (op: "&&" | "||", kind: "and" | "or", operand: () => Term): Term => {
+    const first = operand();
     const operands: LogicalExpr[] = [];
     for (;;) {
       const before = pos;
       skipBlank();
-      if (!eat("&&")) {
+      if (!eat(op)) {
         pos = before;
         break;
       }
       if (operands.length === 0) operands.push(toLogical(first, first.at));
       skipBlank();
       const at = pos;
-      operands.push(toLogical(parseBasic(), at));
+      operands.push(toLogical(operand(), at));
     }
-    return operands.length === 0
-      ? first
-      : { t: "logical", expr: { kind: "and", operands }, at: first.at };
+    return operands.length === 0 ? first : { t: "logical", expr: { kind, operands }, at: first.at };
   };
-
+  const parseAnd = (): Term => parseChain("&&", "and", parseBasic);
   function parseOr(): Term {
-    const first = parseAnd();
-    const operands: LogicalExpr[] = [];
-    for (;;) {
-      const before = pos;
-      skipBlank();
-      if (!eat("||")) {
-        pos = before;
-        break;
-      }
-      if (operands.length === 0) operands.push(toLogical(first, first.at));
-      skipBlank();
-      const at = pos;
-      operands.push(toLogical(parseAnd(), at));
-    }
-    return operands.length === 0
-      ? first
-      : { t: "logical", expr: { kind: "or", operands }, at: first.at };
+    return parseChain("||", "or", parseAnd);
   }
 
   /** A term in a test or logical position: a query tests existence; a literal is refused. */

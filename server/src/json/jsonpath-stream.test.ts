@@ -54,7 +54,7 @@ describe("createJsonPathStream", () => {
     for (const test of cts.tests) {
       if (test.invalid_selector || test.document === undefined) continue;
       const text = JSON.stringify(test.document, null, 1);
-      const builder = createJsonValueBuilder(1 << 20, "test");
+      const builder = createJsonValueBuilder(1 << 20, () => "test");
       const tokenizer = createJsonTokenizer(builder);
       tokenizer.write(Buffer.from(text));
       tokenizer.end();

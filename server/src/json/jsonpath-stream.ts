@@ -1,8 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonEvents, JsonScalarKind } from "./json-events.js";
+import { decodeJsonString } from "./json-string.js";
 import {
   createJsonValueBuilder,
-  decodeJsonName,
   type JsonProjection,
   type JsonSpan,
   type JsonValueBuilder,
@@ -235,6 +235,30 @@ function projectionOf(paths: readonly PathStep[][]): JsonProjection | undefined 
 const noStates: number[] = [];
 const noPending: { readonly segment: number; readonly expr: LogicalExpr }[] = [];
 
+/** Adds `state` to a child's states (created on first use) unless it is there. */
+function addState(states: number[] | undefined, state: number): number[] {
+  if (states === undefined) return [state];
+  if (!states.includes(state)) states.push(state);
+  return states;
+}
+
+/** The segment a pending filter belongs to. */
+const segmentOf = (pending: Entry["pending"][number]): number => pending.segment;
+
+/** True when two short lists of numbers are equal. */
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** True when `segments` are the segments of `pending`, in order. */
+function sameSegments(segments: readonly number[], pending: Entry["pending"]): boolean {
+  if (segments.length !== pending.length) return false;
+  for (let i = 0; i < segments.length; i++) if (segments[i] !== pending[i]?.segment) return false;
+  return true;
+}
+
 /** Walks a span tree along a relative path. */
 function spanAt(span: JsonSpan, path: readonly PathStep[]): JsonSpan {
   let at = span;
@@ -271,6 +295,15 @@ export function createJsonPathStream(
   const segments = query.segments;
   const last = segments.length;
   const lengthSegments = segments.map((s) => s.selectors.some(needsLength));
+  // What a filter selector leaves pending on each child it tests (one object per selector).
+  const pendingFilters = new Map<JsonPathSelector, Entry["pending"][number]>();
+  segments.forEach((segment, index) => {
+    for (const selector of segment.selectors) {
+      if (selector.kind === "filter") {
+        pendingFilters.set(selector, { segment: index, expr: selector.expr });
+      }
+    }
+  });
   const buffering = jsonPathBuffering(query);
   const nodes: StreamedNode[] = [];
   const stack: Frame[] = [];
@@ -286,6 +319,19 @@ export function createJsonPathStream(
         matched: boolean;
       }
     | undefined;
+  // One builder for held containers and one for tested scalars, each reset per value: one
+  // value of each is built at a time, and they are never built at once.
+  let heldBuilder: JsonValueBuilder | undefined;
+  let scalarBuilder: JsonValueBuilder | undefined;
+  const scalarBuilderFor = (entry: Entry): JsonValueBuilder => {
+    const why = () => `a filter tests ${pathText(entry.path)} whole`;
+    if (scalarBuilder === undefined) {
+      scalarBuilder = createJsonValueBuilder(options.maxBufferBytes, why);
+    } else scalarBuilder.reset(why);
+    return scalarBuilder;
+  };
+  // Inside a string arriving in pieces that the query neither selects nor tests.
+  let quietScalar = false;
   // A value held whole.
   let buffered: { entry: Entry; builder: JsonValueBuilder } | undefined;
 
@@ -312,31 +358,27 @@ export function createJsonPathStream(
     let pending: Entry["pending"][number][] | undefined;
     let inherited = true;
     const parentStates = parent.states;
-    const add = (state: number): void => {
-      states ??= [];
-      if (!states.includes(state)) states.push(state);
-    };
     for (let k = 0; k < parentStates.length; k++) {
       const state = parentStates[k] as number;
       const segment = segments[state];
       if (segment === undefined) continue;
-      if (segment.kind === "descendant") add(state);
+      if (segment.kind === "descendant") states = addState(states, state);
       else inherited = false;
       for (const selector of segment.selectors) {
         switch (selector.kind) {
           case "name":
             if (step === selector.name) {
-              add(state + 1);
+              states = addState(states, state + 1);
               inherited = false;
             }
             break;
           case "wildcard":
-            add(state + 1);
+            states = addState(states, state + 1);
             inherited = false;
             break;
           case "index":
             if (step === selector.index) {
-              add(state + 1);
+              states = addState(states, state + 1);
               inherited = false;
             }
             break;
@@ -346,7 +388,7 @@ export function createJsonPathStream(
             const step_ = selector.step ?? 1;
             if (step_ > 0 && step >= from && (selector.end === undefined || step < selector.end)) {
               if ((step - from) % step_ === 0) {
-                add(state + 1);
+                states = addState(states, state + 1);
                 inherited = false;
               }
             }
@@ -354,7 +396,7 @@ export function createJsonPathStream(
           }
           case "filter":
             pending ??= [];
-            pending.push({ segment: state, expr: selector.expr });
+            pending.push(pendingFilters.get(selector) as Entry["pending"][number]);
             break;
         }
       }
@@ -391,11 +433,35 @@ export function createJsonPathStream(
   };
   const filterPathsOf = new Map<number, Paths>();
   const projections = new Map<string, JsonProjection | undefined>();
+  let lastProjection:
+    | {
+        readonly states: readonly number[];
+        readonly pending: readonly number[];
+        readonly projection: JsonProjection | undefined;
+      }
+    | undefined;
   /** What of a held node the query reads: only its filters' and the rest's paths when known. */
   const projectionFor = (entry: Entry): JsonProjection | undefined => {
     if (buffering.root && stack.length === 0) return undefined;
-    const key = `${entry.states.join(",")}|${entry.pending.map((p) => p.segment).join(",")}`;
-    if (projections.has(key)) return projections.get(key);
+    // Consecutive held nodes (a filter's candidates) nearly always share their states.
+    if (
+      lastProjection !== undefined &&
+      sameNumbers(lastProjection.states, entry.states) &&
+      sameSegments(lastProjection.pending, entry.pending)
+    ) {
+      return lastProjection.projection;
+    }
+    const key = `${entry.states.join(",")}|${entry.pending.map(segmentOf).join(",")}`;
+    const projection = projections.has(key) ? projections.get(key) : buildProjection(entry);
+    projections.set(key, projection);
+    lastProjection = {
+      states: entry.states,
+      pending: entry.pending.map(segmentOf),
+      projection,
+    };
+    return projection;
+  };
+  const buildProjection = (entry: Entry): JsonProjection | undefined => {
     const parts: Paths[] = [];
     for (const p of entry.pending) {
       if (!filterPathsOf.has(p.segment)) {
@@ -413,21 +479,23 @@ export function createJsonPathStream(
     }
     for (const state of entry.states) parts.push(restPaths(state));
     const paths = joinPaths(parts);
-    const projection = paths === null ? undefined : projectionOf(paths);
-    projections.set(key, projection);
-    return projection;
+    return paths === null ? undefined : projectionOf(paths);
   };
 
   const startBuffer = (entry: Entry): JsonValueBuilder => {
-    const why =
-      buffering.root && stack.length === 0
+    const root = buffering.root && stack.length === 0;
+    const why = () =>
+      root
         ? "a filter compares with an absolute $ query, so the whole document is held"
         : entry.pending.length > 0
           ? `a filter tests ${pathText(entry.path)} whole`
           : `a negative index or slice needs the length of ${pathText(entry.path)}`;
-    const builder = createJsonValueBuilder(options.maxBufferBytes, why, projectionFor(entry));
-    buffered = { entry, builder };
-    return builder;
+    const projection = projectionFor(entry);
+    if (heldBuilder === undefined) {
+      heldBuilder = createJsonValueBuilder(options.maxBufferBytes, why, projection);
+    } else heldBuilder.reset(why, projection);
+    buffered = { entry, builder: heldBuilder };
+    return heldBuilder;
   };
 
   /** Decides a held value: its own match and every match inside it, in document order. */
@@ -442,6 +510,7 @@ export function createJsonPathStream(
         states.push(p.segment + 1);
       }
     }
+    if (states.length === 0) return;
     // By relative path: each node once (JSON Lines' records' array starts where its first
     // record does, so offsets alone do not tell nodes apart).
     const found = new Map<string, JsonSpan>();
@@ -521,7 +590,7 @@ export function createJsonPathStream(
       }
       if (skipDepth > 0) return;
       const top = stack[stack.length - 1];
-      if (top !== undefined) top.key = decodeJsonName(raw);
+      if (top !== undefined) top.key = decodeJsonString(raw);
     },
     scalar(kind: JsonScalarKind, raw, offset, isLast) {
       if (buffered !== undefined) {
@@ -530,18 +599,25 @@ export function createJsonPathStream(
         return;
       }
       if (skipDepth > 0) return;
+      if (quietScalar) {
+        // The rest of a string the query neither selects nor tests.
+        quietScalar = !isLast;
+        return;
+      }
       if (scalar === undefined) {
         const entry = enter();
         const matched = entry?.states.includes(last) === true;
+        // A scalar has no children: only a filter that makes it an input to the last
+        // segment can select it.
+        const tested = entry?.pending.some((p) => p.segment + 1 === last) === true;
+        if (!matched && !tested) {
+          // Most scalars of a scan: nothing to keep about them.
+          quietScalar = !isLast;
+          return;
+        }
         scalar = {
           entry,
-          builder:
-            entry !== undefined && entry.pending.length > 0
-              ? createJsonValueBuilder(
-                  options.maxBufferBytes,
-                  `a filter tests ${pathText(entry.path)} whole`,
-                )
-              : undefined,
+          builder: entry !== undefined && tested ? scalarBuilderFor(entry) : undefined,
           slot:
             matched && entry !== undefined
               ? record(() => pathText(entry.path), offset, -1)
@@ -558,7 +634,6 @@ export function createJsonPathStream(
       const { entry, builder } = current;
       if (entry === undefined || builder === undefined || current.matched) return;
       const value = builder.value;
-      // A scalar has no children: only a filter that makes it an input to the last segment matters.
       if (entry.pending.some((p) => p.segment + 1 === last && testFilter(p.expr, value, value))) {
         const start = builder.span.start;
         record(() => pathText(entry.path), start, end - start);

@@ -1,14 +1,10 @@
-import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import {
-  type ReadToolOutputResponse,
-  ReadToolOutputResponseSchema,
-} from "@spillway/proto/spillway/v1/spillway_pb.js";
+import type { ReadToolOutputResponse } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { createJsonViewRenderer } from "../json/json-view-renderer.js";
 import type { WindowCaps } from "./caps.js";
 import { type LinesRequest, type LineView, linesWindow, type ShownLine } from "./lines.js";
 import { renderJsonViewFooter, renderJsonViewHeader, renderNoJsonViewLines } from "./render.js";
-import type { JsonViewSource, WindowSource } from "./source.js";
+import { type JsonViewSource, type WindowSource, windowHeaderFrame } from "./source.js";
 
 /** Throws CANCELED when the caller went away. */
 function checkAborted(signal: AbortSignal | undefined): void {
@@ -20,7 +16,7 @@ function checkAborted(signal: AbortSignal | undefined): void {
  * checkpoint nearest before the first line wanted, so a window reads the bytes from that
  * checkpoint to its last line and no others.
  */
-export function jsonView(source: WindowSource, json: JsonViewSource): LineView {
+function jsonView(source: WindowSource, json: JsonViewSource): LineView {
   return {
     total: json.viewLines,
     // stripAnsi has nothing to remove: JSON text holds no raw control character, so no ESC.
@@ -49,21 +45,12 @@ export function jsonView(source: WindowSource, json: JsonViewSource): LineView {
       renderJsonViewHeader(source.handle, json.kind, first, last, json.viewLines, source.size),
     footer: renderJsonViewFooter,
     noLines: (offset) => renderNoJsonViewLines(source.handle, json.kind, offset, json.viewLines),
-    headerFrame: (start) =>
-      create(ReadToolOutputResponseSchema, {
-        frame: {
-          case: "header",
-          value: {
-            handle: source.handle,
-            totalBytes: BigInt(source.size),
-            totalLines: BigInt(source.lineCount),
-            binary: source.binary,
-            contentType: source.contentType,
-            start: BigInt(start),
-            viewLines: BigInt(json.viewLines),
-          },
-        },
-      }),
+    headerFrame: (start) => {
+      // Every window's header, plus the view's own line count.
+      const frame = windowHeaderFrame(source, start);
+      if (frame.frame.case === "header") frame.frame.value.viewLines = BigInt(json.viewLines);
+      return frame;
+    },
   };
 }
 

@@ -118,7 +118,7 @@ async def test_pydantic_ai_capability_shows_text_without_colour_codes(aclient: A
     assert status == "degraded 1 service down"
     assert "\x1b" not in shown and "test 1: ok\ntest 2: ok\n" in shown
     # The stored output is the tool's return as given.
-    record = await aclient.stat(run_id, "res_t.0")
+    record = await aclient.stat(run_id, "res_t")
     assert record.size_bytes == len(COLOURED_LOG.encode())
 
     kept_run = f"{run_id}-kept"

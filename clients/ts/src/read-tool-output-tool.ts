@@ -263,8 +263,8 @@ function parseArgs(input: unknown): Request | string {
     checkBool(a, "regex") ??
     checkBool(a, "ignore_case") ??
     checkBool(a, "bytes") ??
-    checkBool(a, "json");
-  checkBool(a, "keep_ansi");
+    checkBool(a, "json") ??
+    checkBool(a, "keep_ansi");
   if (problem !== undefined) return problem;
   if (a.mode !== undefined && a.mode !== "lines" && a.mode !== "bytes" && a.mode !== "json") {
     return 'mode must be "lines", "bytes" or "json"';

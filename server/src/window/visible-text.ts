@@ -1,4 +1,4 @@
-import { ansiSequenceAt, byteUnits } from "@spillway/wire";
+import { ansiSequenceAt, byteUnits, startsAnsiSequence } from "@spillway/wire";
 
 /**
  * Model-facing text without terminal escape sequences, computed on the stored UTF-8 bytes so
@@ -15,7 +15,7 @@ function mayStartAt(bytes: Uint8Array, i: number): boolean {
   if (b === esc) return true;
   if (b !== c1Lead) return false;
   const next = bytes[i + 1] ?? 0;
-  return next === 0x90 || next === 0x98 || (next >= 0x9b && next <= 0x9f);
+  return next >= 0x80 && startsAnsiSequence(next);
 }
 
 /**

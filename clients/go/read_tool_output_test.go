@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +84,37 @@ func TestReadToolOutputToolDefinition(t *testing.T) {
 		strings.Join(back.Parameters.Required, ",") != "handle" || back.Parameters.AdditionalProperties ||
 		back.Parameters.Properties["context"]["maximum"] != float64(20) || !strings.Contains(def.Description, "from_end") {
 		t.Fatalf("definition: %s", text)
+	}
+}
+
+// TestReadToolOutputToolDefinitionIsTheTSSDKs: the definition (description, every argument's
+// schema and rules) is the compiled TypeScript SDK's readToolOutputTool, field for field, as the
+// Python SDK's test pins its own.
+func TestReadToolOutputToolDefinitionIsTheTSSDKs(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `import("@spillway/client").then((m) => process.stdout.write(JSON.stringify(m.readToolOutputTool)))`
+	cmd := exec.Command("node", "-e", script)
+	cmd.Dir = root
+	tsText, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node could not load the TS SDK (build it with `npx tsc -b tsconfig.build.json`): %v", err)
+	}
+	goText, err := json.Marshal(spillway.ReadToolOutputTool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts, got any
+	if err := json.Unmarshal(tsText, &ts); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(goText, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, ts) {
+		t.Fatalf("Go definition differs from the TS SDK's:\ngo: %s\nts: %s", goText, tsText)
 	}
 }
 

@@ -131,7 +131,7 @@ export function ansiSequenceAt(u: AnsiUnits, i: number): AnsiSequence | undefine
 }
 
 /** stringUnits reads a JavaScript string as UTF-16 code units. */
-export function stringUnits(text: string): AnsiUnits {
+function stringUnits(text: string): AnsiUnits {
   return {
     length: text.length,
     unit: (i) => text.charCodeAt(i),
@@ -164,7 +164,16 @@ export function byteUnits(bytes: Uint8Array): AnsiUnits {
   };
 }
 
-/** Characters that may start a sequence in a string. */
+/**
+ * startsAnsiSequence is true for the characters a sequence can start with: ESC and the C1
+ * controls DCS, SOS, CSI, ST, OSC, PM and APC (0x90, 0x98, 0x9B–0x9F). In UTF-8 a C1 control
+ * is 0xC2 followed by its code.
+ */
+export function startsAnsiSequence(code: number): boolean {
+  return code === esc || code === 0x90 || code === 0x98 || (code >= 0x9b && code <= 0x9f);
+}
+
+/** Characters that may start a sequence in a string (startsAnsiSequence). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding escape introducers is the point
 const mayStart = /[\u001b\u0090\u0098\u009b-\u009f]/;
 
@@ -184,7 +193,7 @@ export function stripAnsi(text: string): string {
   let kept = 0;
   for (let i = 0; i < text.length; ) {
     const c = text.charCodeAt(i);
-    const seq = c === esc || (c >= 0x90 && c <= 0x9f) ? ansiSequenceAt(u, i) : undefined;
+    const seq = startsAnsiSequence(c) ? ansiSequenceAt(u, i) : undefined;
     if (seq === undefined) {
       i++;
       continue;

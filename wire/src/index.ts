@@ -11,7 +11,7 @@ export {
   byteUnits,
   hasAnsi,
   maxAnsiSequenceChars,
-  stringUnits,
+  startsAnsiSequence,
   stripAnsi,
 } from "./ansi-escapes.js";
 export { bytesFieldPrefix, envelopeHeaderBytes, wireBytesField } from "./bytes-field-wire.js";

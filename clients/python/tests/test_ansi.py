@@ -118,7 +118,7 @@ async def test_pydantic_ai_capability_shows_text_without_colour_codes(aclient: A
     assert status == "degraded 1 service down"
     assert "\x1b" not in shown and "test 1: ok\ntest 2: ok\n" in shown
     # The stored output is the tool's return as given.
-    record = await aclient.stat(run_id, "res_t.0")
+    record = await aclient.stat(run_id, "res_t")
     assert record.size_bytes == len(COLOURED_LOG.encode())
 
     kept_run = f"{run_id}-kept"
@@ -127,3 +127,30 @@ async def test_pydantic_ai_capability_shows_text_without_colour_codes(aclient: A
     )
     assert status == RED.format("degraded") + " 1 service down"
     assert "\x1b[32mtest 1\x1b[0m: ok\n" in shown
+
+
+async def test_pydantic_ai_capability_with_a_policy_shows_text_without_colour_codes(aclient: Any, run_id: str) -> None:
+    from spillway_client.elision_policy import Band, ElisionPolicy
+    from spillway_client.pydantic_ai import SpillwayToolOutputs
+
+    policy = ElisionPolicy(bands=[Band("passthrough", up_to=1_000), Band("spill")])
+    shown, status = await _run_capability(SpillwayToolOutputs(aclient, run_id=run_id, policy=policy))
+    assert status == "degraded 1 service down"
+    assert "\x1b" not in shown and "test 1: ok\ntest 2: ok\n" in shown
+
+
+async def test_a_refused_spill_under_a_policy_is_shown_without_colour_codes(run_id: str) -> None:
+    from conftest import spillway_server
+
+    from spillway_client import AsyncSpillwayClient
+    from spillway_client.elision_policy import Band, ElisionPolicy
+    from spillway_client.pydantic_ai import SpillwayToolOutputs
+
+    policy = ElisionPolicy(bands=[Band("passthrough", up_to=1_000), Band("spill")])
+    with spillway_server("--max-blob-bytes", "1000") as url:
+        async with AsyncSpillwayClient(url) as client:
+            shown, _ = await _run_capability(
+                SpillwayToolOutputs(client, run_id=run_id, over_chars=100, policy=policy)
+            )
+    assert "\x1b" not in shown and shown.startswith("test 1: ok\ntest 2: ok\n")
+    assert "it could not be stored" in shown

@@ -95,6 +95,7 @@ def policy(spec: dict[str, Any], flavour: str) -> ElisionPolicy:
         per_tool=per_tool,
         include=spec.get("include"),
         exclude=spec.get("exclude"),
+        keep_ansi=spec.get("keepAnsi", False),
     )
 
 

@@ -126,17 +126,12 @@ interface Cut {
  */
 function visibleSuffixStart(suffix: Uint8Array, chars: number): number {
   if (chars === 0) return suffix.length;
-  const starts: number[] = [];
-  let at = leadingContinuations(suffix);
-  while (at < suffix.length) {
-    const clip = clipVisible(suffix.subarray(at), 1, true);
-    if (clip.chars === 0) break;
-    // clip.end is after the character and the sequences that follow it; find where it starts.
-    const skipped = clipVisible(suffix.subarray(at), 0, true).end;
-    starts.push(at + skipped);
-    at += clip.end;
-  }
-  return starts[Math.max(0, starts.length - chars)] ?? suffix.length;
+  const lead = leadingContinuations(suffix);
+  const text = suffix.subarray(lead);
+  const shown = clipVisible(text, Number.POSITIVE_INFINITY, true).chars;
+  if (shown === 0) return suffix.length;
+  // Past the characters before the tail and the sequences after them: where the tail starts.
+  return lead + clipVisible(text, Math.max(0, shown - chars), true).end;
 }
 
 function leadingContinuations(bytes: Uint8Array): number {

@@ -144,13 +144,17 @@ const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
  * in multi-line mode, where every line that matches alone also has a match starting inside it
  * (a match across lines only adds a candidate that its line's own test then rejects).
  */
-function createRegexMatcher(source: string, ignoreCase: boolean): LineMatcher {
+function createRegexMatcher(
+  source: string,
+  ignoreCase: boolean,
+): LineMatcher & { readonly testText: (text: Buffer) => boolean } {
   const line = compile(source, ignoreCase ? "iu" : "u");
   const chunked = lineBoundPattern.test(source)
     ? undefined
     : compile(source, ignoreCase ? "gimu" : "gmu");
   return {
     beginChunk() {},
+    testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(chunked === undefined
       ? {}
@@ -229,20 +233,8 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   const source = request.regex ? request.pattern : escapeLiteral(request.pattern);
   const regex = createRegexMatcher(source, request.ignoreCase);
   if (request.keepAnsi === true) return regex;
-  const line = compile(source, request.ignoreCase ? "iu" : "u");
-  const chunked = lineBoundPattern.test(source)
-    ? undefined
-    : compile(source, request.ignoreCase ? "gimu" : "gmu");
-  return visibleTextMatcher(
-    regex,
-    (visible) => line.test(visible),
-    chunked === undefined
-      ? undefined
-      : (text, from) => {
-          chunked.lastIndex = from;
-          return chunked.exec(text)?.index ?? -1;
-        },
-  );
+  // The same RE2 objects test a stripped line and scan a stripped chunk.
+  return visibleTextMatcher(regex, regex.testText, regex.find);
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */

@@ -1,4 +1,4 @@
-import { ansiSequenceAt, byteUnits } from "@spillway/wire";
+import { ansiSequenceAt, byteUnits, startsAnsiSequence } from "@spillway/wire";
 
 /**
  * Model-facing text without terminal escape sequences, computed on the stored UTF-8 bytes so
@@ -15,7 +15,7 @@ function mayStartAt(bytes: Uint8Array, i: number): boolean {
   if (b === esc) return true;
   if (b !== c1Lead) return false;
   const next = bytes[i + 1] ?? 0;
-  return next === 0x90 || next === 0x98 || (next >= 0x9b && next <= 0x9f);
+  return next >= 0x80 && startsAnsiSequence(next);
 }
 
 /**
@@ -23,23 +23,12 @@ function mayStartAt(bytes: Uint8Array, i: number): boolean {
  * sequence starts with; without them the text is shown exactly as stored.
  */
 export function hasAnsiBytes(bytes: Uint8Array): boolean {
-  if (bytes.indexOf(esc) >= 0) return true;
-  for (let at = bytes.indexOf(c1Lead); at >= 0; at = bytes.indexOf(c1Lead, at + 1)) {
-    if (mayStartAt(bytes, at)) return true;
-  }
-  return false;
+  return nextAnsiByte(bytes, 0) >= 0;
 }
 
-/**
- * nextAnsiByte returns the first offset at or after `from` where a sequence may start, or -1.
- * Memoized per buffer by the caller.
- */
+/** nextAnsiByte returns the first offset at or after `from` where a sequence may start, or -1. */
 export function nextAnsiByte(bytes: Uint8Array, from: number): number {
-  const e = bytes.indexOf(esc, from);
-  let c = bytes.indexOf(c1Lead, from);
-  while (c >= 0 && (e < 0 || c < e) && !mayStartAt(bytes, c)) c = bytes.indexOf(c1Lead, c + 1);
-  if (c >= 0 && (e < 0 || c < e)) return c;
-  return e;
+  return createNextAnsiByte(bytes)(from);
 }
 
 /** bytes.indexOf(byte, from), looking at the next 64 bytes itself: a native call costs more. */
@@ -68,26 +57,7 @@ function createNextAnsiByte(bytes: Uint8Array): (from: number) => number {
 
 /** stripAnsiBytes returns `bytes` without their sequences (all of them, cut or not). */
 export function stripAnsiBytes(bytes: Uint8Array): Buffer {
-  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const u = byteUnits(bytes);
-  const next = createNextAnsiByte(bytes);
-  const parts: Buffer[] = [];
-  let kept = 0;
-  let length = 0;
-  for (let i = next(0); i >= 0 && i < bytes.length; ) {
-    const seq = ansiSequenceAt(u, i);
-    if (seq === undefined) {
-      i = next(i + 1);
-      continue;
-    }
-    parts.push(src.subarray(kept, i));
-    length += i - kept;
-    kept = seq.end;
-    i = next(seq.end);
-  }
-  if (kept === 0) return src;
-  parts.push(src.subarray(kept));
-  return Buffer.concat(parts, length + bytes.length - kept);
+  return stripChunk(bytes).text;
 }
 
 /** Byte length a UTF-8 lead byte announces; 1 for a byte that cannot start a sequence. */

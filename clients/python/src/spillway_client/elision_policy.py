@@ -20,6 +20,7 @@ from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.errors import StatusError
+from spillway_client.model_text import model_text
 from spillway_client.read_tool_output import READ_TOOL_OUTPUT_NAME
 from spillway_client.summarize_action import Summarize, SummaryFailure, run_summarizer, summarized_text
 from spillway_client.tool_name_pattern import ToolFilter, pick_tool_pattern, validate_tool_pattern
@@ -99,6 +100,10 @@ class ElisionPolicy:
     """Only tools matching one of these names or patterns are elided; None: every tool."""
     exclude: Sequence[str] | None = None
     """Tools matching one of these pass through untouched; wins over include."""
+    keep_ansi: bool = False
+    """Keep terminal escape sequences in the text the policy shows (passthrough, truncated,
+    preview_only) and in spilled previews. By default they are removed from what the model sees
+    and the result is measured without them (`model_text`); a spill stores the result as given."""
     _attempts: AttemptTracker = field(default_factory=AttemptTracker, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -139,9 +144,13 @@ class ElisionPolicy:
         example ALREADY_EXISTS), or that was UNAVAILABLE under `required` preservation.
         """
         is_text = isinstance(content, str)
-        text = content if is_text else json.dumps(content, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        raw = content if is_text else json.dumps(content, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        # read_tool_output's text is the server's window, already rendered as the model sees it.
+        if tool_name == READ_TOOL_OUTPUT_NAME:
+            return ElisionResult("passthrough", raw, self._size(raw))
+        text = model_text(raw, self.keep_ansi)
         size = self._size(text)
-        if tool_name == READ_TOOL_OUTPUT_NAME or not self._filter.applies(tool_name):
+        if not self._filter.applies(tool_name):
             return ElisionResult("passthrough", text, size)
         pattern = pick_tool_pattern(self.per_tool.keys(), tool_name or "")
         override = None if pattern is None else self.per_tool[pattern]
@@ -154,14 +163,15 @@ class ElisionPolicy:
             return ElisionResult("passthrough", text, size)
         if isinstance(action, Truncate):
             return ElisionResult("truncated", truncate_text(text, action.mode, budget_chars), size)
+        options = {**({"preview": {"keep_ansi": True}} if self.keep_ansi else {}), **dict(offload or {})}
         try:
             # Without an attempt in the key, a call id spilled before with other bytes becomes the
             # call's next attempt (offload_next_attempt), as in the TypeScript policy.
             if key.get("attempt"):
-                attachment = await client.offload(key, content, timeout=timeout, **dict(offload or {}))
+                attachment = await client.offload(key, content, timeout=timeout, **options)
             else:
                 attachment = await offload_next_attempt(
-                    client, key, content, self._attempts, timeout=timeout, **dict(offload or {})
+                    client, key, content, self._attempts, timeout=timeout, **options
                 )
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNAVAILABLE:

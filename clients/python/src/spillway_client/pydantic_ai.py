@@ -104,7 +104,8 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
     timeout: float | None = DEFAULT_TIMEOUT
     """Deadline, in seconds, of each call the capability makes (its retries included); None waits forever."""
     keep_ansi: bool = False
-    """Show terminal escape sequences to the model instead of removing them."""
+    """Show terminal escape sequences to the model instead of removing them (with a `policy`, its
+    own `keep_ansi` decides)."""
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
     policy: ElisionPolicy | None = None
     """Decides what the model sees of a `str` return in place of `over_chars` (`bytes` keep it).
@@ -179,8 +180,9 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         except grpc.RpcError as err:
             if policy.preservation == "required" and err.code() == grpc.StatusCode.UNAVAILABLE:
                 raise
+            text = model_text(result, policy.keep_ansi)
             return (
-                f"{result[: self.over_chars]}\n[output cut at {self.over_chars} of {len(result)}: it could not be "
+                f"{text[: self.over_chars]}\n[output cut at {self.over_chars} of {len(text)}: it could not be "
                 f"stored for reading back ({describe_error(err)})]"
             )
         return shown.text

@@ -228,6 +228,29 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
       expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([0n, 20n]);
     });
 
+    it("is cut short after its journal and the child is replaced: the sweep merges none of the new bytes", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      let journaled = false;
+      faults.beforePut = async (key) => {
+        if (journaled) throw new ConnectError("store went away", Code.Unavailable);
+        if (key.includes("/m/i/")) journaled = true;
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      faults.beforePut = undefined;
+      // The operator discards the child and a replayed run takes its id, with the same call ids.
+      await sdk.deleteRun("c");
+      await sdk.forkRun("p", "c");
+      for (let i = 0; i < 20; i++) {
+        await sdk.offload({ tenant: "dev", runId: "c", callId: `h${i}` }, `replayed ${i}\n`);
+      }
+      clock += 11 * 60 * 1000;
+      const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+      expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 0 });
+      // The journal named the bytes it checked; the replayed run's were never asked for.
+      expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_base"]);
+    });
+
     it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {
       const faults: Faults = {};
       const sdk = await setUp(faults);

@@ -33,16 +33,25 @@ export interface MergeResult {
   readonly unchanged: number;
 }
 
+/** MergedOutput is one output a merge checked: its handle and the bytes it found there. */
+export interface MergedOutput {
+  readonly handle: string;
+  readonly sha256: string;
+  readonly sizeBytes: number;
+}
+
 /**
  * MergeIntent is a merge's journal, written before its first record: enough for any later
- * MergeRun into the parent to finish the merge (roll it forward) after a crash.
+ * MergeRun into the parent to finish the merge (roll it forward) after a crash. It names the
+ * bytes the check found under each handle, so a roll-forward writes those or nothing, even
+ * when the child was deleted and its id taken by another run in the meantime.
  */
 export interface MergeIntent {
   readonly id: string;
   readonly tenant: string;
   readonly childRunId: string;
   readonly parentRunId: string;
-  readonly handles: readonly string[];
+  readonly outputs: readonly MergedOutput[];
   readonly createdMs: number;
 }
 
@@ -59,7 +68,7 @@ const maxIntentBytes = 64 * 1024 * 1024;
  */
 const writesInFlight = 64;
 
-const sameBytes = (a: StoredRecord, b: StoredRecord) =>
+const sameBytes = (a: MergedOutput, b: MergedOutput) =>
   a.sha256 === b.sha256 && a.sizeBytes === b.sizeBytes;
 
 /**
@@ -187,7 +196,7 @@ export async function mergeRun(
   // The check, before anything is written, a listed page at a time. Only what the merge needs
   // later is kept of each output (not an inline payload), so a child of many outputs costs
   // little memory.
-  const toMerge: { handle: string; bytes: number; owner: string | undefined }[] = [];
+  const toMerge: (MergedOutput & { bytes: number; owner: string | undefined })[] = [];
   let unchanged = 0;
   let merged = 0;
   let after: string | undefined;
@@ -204,6 +213,8 @@ export async function mergeRun(
         if (existing === undefined || isExpired(existing, now())) {
           toMerge.push({
             handle: record.handle,
+            sha256: record.sha256,
+            sizeBytes: record.sizeBytes,
             bytes: record.stored === "preview_only" ? 0 : record.sizeBytes,
             owner: record.blob?.ownerRunId,
           });
@@ -240,7 +251,7 @@ export async function mergeRun(
     tenant,
     childRunId,
     parentRunId,
-    handles: toMerge.map((r) => r.handle),
+    outputs: toMerge.map(({ handle, sha256, sizeBytes }) => ({ handle, sha256, sizeBytes })),
     createdMs: now(),
   };
   await backend.put(
@@ -296,7 +307,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
           intent.tenant !== tenant ||
           intent.parentRunId !== runId ||
           typeof intent.id !== "string" ||
-          !Array.isArray(intent.handles) ||
+          !Array.isArray(intent.outputs) ||
           key !== mergeIntentKey(tenant, runId, intent.id)
         ) {
           throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
@@ -326,7 +337,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     }
     if (decided === "aborted") {
       if (now() - intent.createdMs >= staleIntentMs) {
-        for (const handle of intent.handles) await removeIfMine(intent, handle);
+        for (const { handle } of intent.outputs) await removeIfMine(intent, handle);
         await backend.delete(intentKey, opt);
       }
       throw new ConnectError(`merge ${id} was aborted`, Code.Aborted);
@@ -335,11 +346,12 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     const written: string[] = [];
     let unchanged = 0;
     let failure: ConnectError | undefined;
-    for (let i = 0; i < intent.handles.length && failure === undefined; i += writesInFlight) {
-      const batch = intent.handles.slice(i, i + writesInFlight);
+    for (let i = 0; i < intent.outputs.length && failure === undefined; i += writesInFlight) {
+      const batch = intent.outputs.slice(i, i + writesInFlight);
       await Promise.all(
-        batch.map(async (handle) => {
-          const outcome = await writeOne(intent, handle);
+        batch.map(async (output) => {
+          const { handle } = output;
+          const outcome = await writeOne(intent, output);
           if (outcome.kind === "created") {
             created.push(handle);
             written.push(handle);
@@ -377,14 +389,21 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     | { kind: "unchanged" }
     | { kind: "failed"; error: ConnectError };
 
-  async function writeOne(intent: MergeIntent, handle: string): Promise<Written> {
+  async function writeOne(intent: MergeIntent, output: MergedOutput): Promise<Written> {
     const { tenant, id, childRunId: child, parentRunId: into } = intent;
+    const { handle } = output;
     const source = await registry.get(tenant, child, handle, signal);
-    if (source === undefined || isExpired(source, now()) || !isOwnOutput(source, child)) {
+    // Other bytes under the handle: the child was deleted and its id reused since the check.
+    if (
+      source === undefined ||
+      isExpired(source, now()) ||
+      !isOwnOutput(source, child) ||
+      !sameBytes(source, output)
+    ) {
       return {
         kind: "failed",
         error: new ConnectError(
-          `output "${truncateForMessage(handle)}" left run "${truncateForMessage(child)}" during the merge; nothing was merged`,
+          `output "${truncateForMessage(handle)}" left run "${truncateForMessage(child)}" or changed during the merge; nothing was merged`,
           Code.Aborted,
         ),
       };

@@ -249,6 +249,13 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
       expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 0 });
       // The journal named the bytes it checked; the replayed run's were never asked for.
       expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_base"]);
+      // Whatever the cut-short call wrote is gone with its journal: no handle stays held.
+      expect(await registryKeys("p")).toHaveLength(1);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+      expect(
+        (await sdk.offloadResult({ tenant: "dev", runId: "p", callId: "h3" }, "parent 3\n"))
+          .created,
+      ).toBe(true);
     });
 
     it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {

@@ -259,7 +259,7 @@ export async function mergeRun(
     bytesBody(Buffer.from(JSON.stringify(intent))),
     opt,
   );
-  const done = await finish(intent);
+  const done = await finish(intent, { started: true });
   return { merged: merged + done.written.length, unchanged: unchanged + done.unchanged };
 }
 
@@ -270,9 +270,12 @@ export interface MergeJournal {
   /**
    * Rolls a merge forward to its outcome: committed (resolves with the handles this call wrote
    * or found written, and those the parent held with the same bytes), or aborted (rejects with
-   * why: ALREADY_EXISTS or ABORTED).
+   * why: ALREADY_EXISTS or ABORTED). `started` is the call that wrote the intent.
    */
-  finish(intent: MergeIntent): Promise<{ written: string[]; unchanged: number }>;
+  finish(
+    intent: MergeIntent,
+    opts?: { started?: boolean },
+  ): Promise<{ written: string[]; unchanged: number }>;
   /** Writes a small JSON object unless its key is taken. */
   putIfAbsent(key: string, value: unknown): Promise<void>;
 }
@@ -325,7 +328,10 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
    * the child. Any number of executors may run it at once: records are create-only and carry
    * the merge's id, and the outcome is decided once.
    */
-  async function finish(intent: MergeIntent): Promise<{ written: string[]; unchanged: number }> {
+  async function finish(
+    intent: MergeIntent,
+    opts: { started?: boolean } = {},
+  ): Promise<{ written: string[]; unchanged: number }> {
     const { id, tenant } = intent;
     const into = intent.parentRunId;
     const intentKey = mergeIntentKey(tenant, into, id);
@@ -336,10 +342,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
       return { written: [], unchanged: 0 };
     }
     if (decided === "aborted") {
-      if (now() - intent.createdMs >= staleIntentMs) {
-        for (const { handle } of intent.outputs) await removeIfMine(intent, handle);
-        await backend.delete(intentKey, opt);
-      }
+      await takeBack(intent, [], false);
       throw new ConnectError(`merge ${id} was aborted`, Code.Aborted);
     }
     const created: string[] = [];
@@ -377,9 +380,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
       await backend.delete(intentKey, opt).catch(() => undefined);
       return { written, unchanged };
     }
-    // Aborted, by this executor or another: this one takes back what it wrote itself.
-    await Promise.all(created.map((handle) => registry.remove(tenant, into, handle, signal)));
-    await backend.delete(intentKey, opt);
+    await takeBack(intent, created, opts.started === true);
     throw failure ?? new ConnectError(`merge ${id} was aborted`, Code.Aborted);
   }
 
@@ -427,6 +428,20 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
         ? { kind: "unchanged" }
         : { kind: "failed", error: conflict(handle, into) };
     }
+  }
+
+  /**
+   * Takes an aborted merge back: the records this executor created at once; once the intent is
+   * stale (no call can still be writing) every record of the merge, whoever wrote it, and the
+   * intent. Before that only the call that started the merge clears the intent, so records an
+   * executor that died wrote stay findable (by the sweep) through it.
+   */
+  async function takeBack(intent: MergeIntent, created: readonly string[], started: boolean) {
+    const { tenant, parentRunId: into } = intent;
+    await Promise.all(created.map((handle) => registry.remove(tenant, into, handle, signal)));
+    const stale = now() - intent.createdMs >= staleIntentMs;
+    if (stale) for (const { handle } of intent.outputs) await removeIfMine(intent, handle);
+    if (stale || started) await backend.delete(mergeIntentKey(tenant, into, intent.id), opt);
   }
 
   async function removeIfMine(intent: MergeIntent, handle: string) {

@@ -3,19 +3,11 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import {
-  forkMarkerKey,
-  mergeIntentKey,
-  mergeIntentPrefix,
-  ownerRefKey,
-  registryPrefix,
-  runMetaKey,
-  truncateForMessage,
-} from "./keys.js";
+import { mergeIntentKey, mergeIntentPrefix, registryPrefix, truncateForMessage } from "./keys.js";
 import { isExpired, type NewRecord, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
-import type { RunMeta, Runs } from "./runs.js";
+import type { Runs } from "./runs.js";
 
 /** MergeDeps is the state a merge reads and writes. */
 export interface MergeDeps {
@@ -121,7 +113,7 @@ export async function mergeRun(
   const { backend, registry, runs, now } = deps;
   const { signal } = opts;
   const opt = signalOption(signal);
-  const { readIntents, finish, putIfAbsent } = createMergeJournal(deps, signal);
+  const { readIntents, finish } = createMergeJournal(deps, signal);
   if (childRunId === parentRunId) {
     throw new ConnectError("child_run_id must differ from parent_run_id", Code.InvalidArgument);
   }
@@ -131,23 +123,19 @@ export async function mergeRun(
       Code.NotFound,
     );
 
-  const [metaBytes, childHasRecords, childExpires, childDeleted] = await Promise.all([
-    readObject(backend, runMetaKey(tenant, childRunId), 65536, signal),
+  const [meta, childHasRecords, childExpires, childDeleted] = await Promise.all([
+    runs.meta(tenant, childRunId, signal),
     backend.list(registryPrefix(tenant, childRunId), { limit: 1, ...opt }),
     runs.expiresMs(tenant, childRunId, signal),
     runs.isDeleted(tenant, childRunId, signal),
   ]);
   if (
-    (metaBytes === undefined && childHasRecords.keys.length === 0) ||
+    (meta === undefined && childHasRecords.keys.length === 0) ||
     childDeleted ||
     (childExpires !== undefined && childExpires <= now())
   ) {
     throw notFound(childRunId);
   }
-  const meta =
-    metaBytes === undefined
-      ? undefined
-      : (JSON.parse(Buffer.from(metaBytes).toString()) as RunMeta);
   if (meta?.parentRunId === undefined) {
     throw new ConnectError(
       `run "${truncateForMessage(childRunId)}" is not a fork; only a forked run merges`,
@@ -242,10 +230,7 @@ export async function mergeRun(
   // References on the bytes go before the journal and the records, as a fork's do.
   const owners = new Set<string>();
   for (const { owner } of toMerge) if (owner !== undefined) owners.add(owner);
-  for (const owner of owners) {
-    await putIfAbsent(ownerRefKey(tenant, parentRunId, owner), { ownerRunId: owner });
-    await putIfAbsent(forkMarkerKey(tenant, owner, parentRunId), { createdMs: now() });
-  }
+  for (const owner of owners) await runs.refer(tenant, parentRunId, owner, signal);
   const intent: MergeIntent = {
     id: randomUUID(),
     tenant,
@@ -264,7 +249,7 @@ export async function mergeRun(
 }
 
 /** MergeJournal finishes merges from their intents; mergeRun and the sweep use it. */
-export interface MergeJournal {
+interface MergeJournal {
   /** The intents of merges into the run that have not finished. */
   readIntents(tenant: string, runId: string): Promise<MergeIntent[]>;
   /**
@@ -276,21 +261,12 @@ export interface MergeJournal {
     intent: MergeIntent,
     opts?: { started?: boolean },
   ): Promise<{ written: string[]; unchanged: number }>;
-  /** Writes a small JSON object unless its key is taken. */
-  putIfAbsent(key: string, value: unknown): Promise<void>;
 }
 
 /** createMergeJournal works on deps' store, each call under signal. */
-export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal {
+function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal {
   const { backend, registry, now } = deps;
   const opt = signalOption(signal);
-  async function putIfAbsent(key: string, value: unknown) {
-    try {
-      await backend.put(key, bytesBody(Buffer.from(JSON.stringify(value))), opt);
-    } catch (err) {
-      if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
-    }
-  }
 
   async function readIntents(tenant: string, runId: string): Promise<MergeIntent[]> {
     const intents: MergeIntent[] = [];
@@ -453,7 +429,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     }
   }
 
-  return { readIntents, finish, putIfAbsent };
+  return { readIntents, finish };
 }
 
 /**

@@ -167,11 +167,17 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
     afterEach(() => t.stop());
 
     let clock = Date.now();
-    const setUp = async (faults: Faults) => {
+    /** onePutPerRecord leaves putMany out, so faults see each record's own put. */
+    const setUp = async (faults: Faults, opts: { onePutPerRecord?: boolean } = {}) => {
       clock = Date.now();
       t = await startTestServer({
         backend: backendKind,
-        wrapBackend: withFaults(faults),
+        wrapBackend: (backend) => {
+          const { putMany, ...each } = withFaults(faults)(backend);
+          return opts.onePutPerRecord === true || putMany === undefined
+            ? each
+            : { ...each, putMany };
+        },
         now: () => clock,
       });
       const sdk = t.sdk();
@@ -256,6 +262,22 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
         (await sdk.offloadResult({ tenant: "dev", runId: "p", callId: "h3" }, "parent 3\n"))
           .created,
       ).toBe(true);
+    });
+
+    it("meets a record taken back between its write and its read: writes it again", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults, { onePutPerRecord: true });
+      // Another merge's aborted record held the handle when the write was refused, and was taken
+      // back before the read: the handle is free again.
+      faults.beforePut = async (key) => {
+        if (!key.endsWith("/r/p/h/res_h5")) return;
+        faults.beforePut = undefined;
+        throw new ConnectError("object exists", Code.AlreadyExists);
+      };
+      const res = await sdk.mergeRun("c", "p");
+      expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([20n, 0n]);
+      expect(await text(sdk, "p", "res_h5")).toBe("child 5\n");
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
     });
 
     it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {

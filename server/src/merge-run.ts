@@ -387,7 +387,17 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
     }
     const record: NewRecord = { ...recommit(source), merge: { id, into, ms: intent.createdMs } };
     for (let attempt = 0; ; attempt++) {
-      const committed = await registry.commit(record, into, signal, { pending: true });
+      let committed: { record: StoredRecord; created: boolean };
+      try {
+        committed = await registry.commit(record, into, signal, { pending: true });
+      } catch (err) {
+        // The record that refused the write was taken back (another merge's abort) before it
+        // could be read: the handle is free again. Met again, this merge aborts: left undecided,
+        // a later MergeRun into the parent would commit what this call answered ABORTED.
+        if (!(err instanceof ConnectError && err.code === Code.Aborted)) throw err;
+        if (attempt < 2) continue;
+        return { kind: "failed", error: mergeInProgress(handle, into) };
+      }
       if (committed.created) return { kind: "created" };
       const existing = committed.record;
       if (existing.merge?.id === id) return { kind: "mine" };

@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { SpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
+import { bytesBody, readObject } from "../server/src/backends/body.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { readBack } from "./support/read-back.js";
@@ -232,6 +233,31 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
       expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
       const res = await sdk.mergeRun("c", "p");
       expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([0n, 20n]);
+    });
+
+    it("follows no journal stored under another run than the one it names", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforePut = async (key) => {
+        if (key.includes("/m/o/")) throw new ConnectError("store went away", Code.Unavailable);
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      faults.beforePut = undefined;
+      // A copy of the journal planted under another run, as a store-level writer could.
+      const [journal] = (await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"));
+      const bytes = await readObject(t.backend, journal ?? "", 1 << 20);
+      const planted = (journal ?? "").replace("/r/p/", "/r/victim/");
+      await t.backend.put(planted, bytesBody(bytes ?? new Uint8Array()));
+      await sdk.forkRun("victim", "v2");
+      await sdk.offload({ tenant: "dev", runId: "v2", callId: "own" }, "own\n");
+      expect(await codeOf(sdk.mergeRun("v2", "victim"))).toBe(Code.DataLoss);
+      clock += 11 * 60 * 1000;
+      const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+      // The real journal is finished; the planted one is refused and followed nowhere.
+      expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 1 });
+      expect((await handlesOf(sdk, "p")).size).toBe(21);
+      expect(await registryKeys("victim")).toEqual([]);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([planted]);
     });
 
     it("is cut short after its journal and the child is replaced: the sweep merges none of the new bytes", async () => {

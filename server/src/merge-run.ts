@@ -165,17 +165,9 @@ export async function mergeRun(
   // count as merged by this call: it is the retry that completed them.
   let recovered = new Set<string>();
   for (const intent of await readIntents(tenant, parentRunId)) {
-    const done = await finish(intent).catch((err: unknown) => {
-      // A recovered merge that aborts does not fail this one: its records are taken back (or
-      // wait for their executor); this merge's own check meets any that remain.
-      if (
-        err instanceof ConnectError &&
-        (err.code === Code.AlreadyExists || err.code === Code.Aborted)
-      ) {
-        return undefined;
-      }
-      throw err;
-    });
+    // A recovered merge that aborts does not fail this one: its records are taken back (or
+    // wait for their executor); this merge's own check meets any that remain.
+    const done = await finish(intent).catch(unlessAborted);
     if (done !== undefined && intent.childRunId === childRunId) {
       recovered = new Set([...recovered, ...done.written]);
     }
@@ -278,17 +270,9 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
         ...opt,
       });
       for (const key of page.keys) {
-        const bytes = await readObject(backend, key, maxIntentBytes, signal);
-        if (bytes === undefined) continue;
-        const intent = JSON.parse(Buffer.from(bytes).toString()) as MergeIntent;
-        // Only an intent of this run, as the server wrote it, is followed.
-        if (
-          intent.tenant !== tenant ||
-          intent.parentRunId !== runId ||
-          typeof intent.id !== "string" ||
-          !Array.isArray(intent.outputs) ||
-          key !== mergeIntentKey(tenant, runId, intent.id)
-        ) {
+        const intent = await readIntent(backend, key, signal);
+        if (intent === undefined) continue;
+        if (intent.tenant !== tenant || intent.parentRunId !== runId) {
           throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
         }
         intents.push(intent);
@@ -443,31 +427,64 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
 }
 
 /**
- * finishStaleMerges rolls forward every merge into the run whose intent is older than
- * staleIntentMs (a merge a crash cut short and no MergeRun retried), so its handles do not stay
- * held; resolves with how many it found. A merge that must abort is taken back as in finish.
+ * unlessAborted resolves a finish that aborted (ALREADY_EXISTS or ABORTED: the merge is taken
+ * back, not failed) with undefined and rethrows anything else.
  */
-export async function finishStaleMerges(
-  deps: MergeDeps,
-  tenant: string,
-  runId: string,
-  signal?: AbortSignal,
-): Promise<number> {
-  const journal = createMergeJournal(deps, signal);
-  let found = 0;
-  for (const intent of await journal.readIntents(tenant, runId)) {
-    if (deps.now() - intent.createdMs < staleIntentMs) continue;
-    found++;
-    await journal.finish(intent).catch((err: unknown) => {
-      if (
-        !(
-          err instanceof ConnectError &&
-          (err.code === Code.AlreadyExists || err.code === Code.Aborted)
-        )
-      ) {
-        throw err;
-      }
-    });
+function unlessAborted(err: unknown): undefined {
+  if (
+    err instanceof ConnectError &&
+    (err.code === Code.AlreadyExists || err.code === Code.Aborted)
+  ) {
+    return undefined;
   }
-  return found;
+  throw err;
+}
+
+/**
+ * readIntent reads the intent stored at key, undefined when it is gone. One the server did not
+ * write there (corrupt, or naming another tenant, run or id than its key) is DATA_LOSS.
+ */
+async function readIntent(
+  backend: Backend,
+  key: string,
+  signal?: AbortSignal,
+): Promise<MergeIntent | undefined> {
+  const bytes = await readObject(backend, key, maxIntentBytes, signal);
+  if (bytes === undefined) return undefined;
+  let intent: Partial<MergeIntent> | undefined;
+  try {
+    intent = JSON.parse(Buffer.from(bytes).toString()) as Partial<MergeIntent>;
+  } catch {
+    intent = undefined;
+  }
+  if (
+    typeof intent?.tenant !== "string" ||
+    typeof intent.parentRunId !== "string" ||
+    typeof intent.id !== "string" ||
+    typeof intent.childRunId !== "string" ||
+    typeof intent.createdMs !== "number" ||
+    !Array.isArray(intent.outputs) ||
+    key !== mergeIntentKey(intent.tenant, intent.parentRunId, intent.id)
+  ) {
+    throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
+  }
+  return intent as MergeIntent;
+}
+
+/**
+ * finishStaleMerge rolls forward the merge whose intent is stored at key (a merge-intent key a
+ * listing returned) when the intent is older than staleIntentMs: a merge a crash cut short and
+ * no MergeRun retried, whose handles must not stay held. A merge that must abort is taken back
+ * as in finish. Resolves true when the intent was stale; DATA_LOSS for an intent the server did
+ * not write there, which is followed nowhere.
+ */
+export async function finishStaleMerge(
+  deps: MergeDeps,
+  key: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  const intent = await readIntent(deps.backend, key, signal);
+  if (intent === undefined || deps.now() - intent.createdMs < staleIntentMs) return false;
+  await createMergeJournal(deps, signal).finish(intent).catch(unlessAborted);
+  return true;
 }

@@ -350,6 +350,14 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
     | { kind: "unchanged" }
     | { kind: "failed"; error: ConnectError };
 
+  /**
+   * Writes one output's record into the parent. The child's record is read again although the
+   * check read it: the intent holds only what identifies it, a roll-forward has nothing else,
+   * and keeping whole records (inline payloads) from the check would cost memory per output.
+   * The read also comes after the references on the bytes: a DeleteRun of the child that
+   * missed them has removed the record by then, so the merge aborts instead of committing a
+   * record whose bytes that delete removes.
+   */
   async function writeOne(intent: MergeIntent, output: MergedOutput): Promise<Written> {
     const { tenant, id, childRunId: child, parentRunId: into } = intent;
     const { handle } = output;

@@ -163,13 +163,13 @@ export async function mergeRun(
   // Merges into the parent that a crash left unfinished are finished first, so this one is
   // checked against the parent as they left it. Outputs one of them merged for this child
   // count as merged by this call: it is the retry that completed them.
-  let recovered = new Set<string>();
+  const recovered = new Set<string>();
   for (const intent of await readIntents(tenant, parentRunId)) {
     // A recovered merge that aborts does not fail this one: its records are taken back (or
     // wait for their executor); this merge's own check meets any that remain.
     const done = await finish(intent).catch(unlessAborted);
     if (done !== undefined && intent.childRunId === childRunId) {
-      recovered = new Set([...recovered, ...done.written]);
+      for (const handle of done.written) recovered.add(handle);
     }
   }
 

@@ -155,9 +155,13 @@ describe("MergeRun: kill -9 mid-merge", () => {
         expect(await handles(sdk, parent)).toEqual(["res_base"]);
         const run = (await sdk.raw.listRuns({})).runs.find((r) => r.runId === parent);
         expect(run?.outputCount).toBe(1n);
-        const pendingHandle = "res_c0";
+        // A handle whose record the killed merge did write: unreadable, not merely absent.
+        const pendingHandle = atKill
+          .find((k) => k.startsWith(`t/dev/r/${parent}/h/res_c`))
+          ?.slice(`t/dev/r/${parent}/h/`.length);
+        expect(pendingHandle).toMatch(/^res_c[0-9]+$/);
         await expect(
-          sdk.readToolOutput({ runId: parent, handle: pendingHandle }),
+          sdk.readToolOutput({ runId: parent, handle: pendingHandle ?? "" }),
         ).rejects.toMatchObject({ code: Code.PermissionDenied });
         // A fork of the parent now copies none of it either.
         expect((await sdk.forkRun(parent, `${parent}-fork`)).forkedAttachments).toBe(1n);

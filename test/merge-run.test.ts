@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { SpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
+import { bytesBody, readObject } from "../server/src/backends/body.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { readBack } from "./support/read-back.js";
@@ -167,11 +168,17 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
     afterEach(() => t.stop());
 
     let clock = Date.now();
-    const setUp = async (faults: Faults) => {
+    /** onePutPerRecord leaves putMany out, so faults see each record's own put. */
+    const setUp = async (faults: Faults, opts: { onePutPerRecord?: boolean } = {}) => {
       clock = Date.now();
       t = await startTestServer({
         backend: backendKind,
-        wrapBackend: withFaults(faults),
+        wrapBackend: (backend) => {
+          const { putMany, ...each } = withFaults(faults)(backend);
+          return opts.onePutPerRecord === true || putMany === undefined
+            ? each
+            : { ...each, putMany };
+        },
         now: () => clock,
       });
       const sdk = t.sdk();
@@ -226,6 +233,77 @@ describe.each(["memory", "filesystem", "s3-minio"] as const)(
       expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
       const res = await sdk.mergeRun("c", "p");
       expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([0n, 20n]);
+    });
+
+    it("follows no journal stored under another run than the one it names", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      faults.beforePut = async (key) => {
+        if (key.includes("/m/o/")) throw new ConnectError("store went away", Code.Unavailable);
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      faults.beforePut = undefined;
+      // A copy of the journal planted under another run, as a store-level writer could.
+      const [journal] = (await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"));
+      const bytes = await readObject(t.backend, journal ?? "", 1 << 20);
+      const planted = (journal ?? "").replace("/r/p/", "/r/victim/");
+      await t.backend.put(planted, bytesBody(bytes ?? new Uint8Array()));
+      await sdk.forkRun("victim", "v2");
+      await sdk.offload({ tenant: "dev", runId: "v2", callId: "own" }, "own\n");
+      expect(await codeOf(sdk.mergeRun("v2", "victim"))).toBe(Code.DataLoss);
+      clock += 11 * 60 * 1000;
+      const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+      // The real journal is finished; the planted one is refused and followed nowhere.
+      expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 1 });
+      expect((await handlesOf(sdk, "p")).size).toBe(21);
+      expect(await registryKeys("victim")).toEqual([]);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([planted]);
+    });
+
+    it("is cut short after its journal and the child is replaced: the sweep merges none of the new bytes", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults);
+      let journaled = false;
+      faults.beforePut = async (key) => {
+        if (journaled) throw new ConnectError("store went away", Code.Unavailable);
+        if (key.includes("/m/i/")) journaled = true;
+      };
+      expect(await codeOf(sdk.mergeRun("c", "p"))).toBe(Code.Unavailable);
+      faults.beforePut = undefined;
+      // The operator discards the child and a replayed run takes its id, with the same call ids.
+      await sdk.deleteRun("c");
+      await sdk.forkRun("p", "c");
+      for (let i = 0; i < 20; i++) {
+        await sdk.offload({ tenant: "dev", runId: "c", callId: `h${i}` }, `replayed ${i}\n`);
+      }
+      clock += 11 * 60 * 1000;
+      const sweeper = createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 });
+      expect(await sweeper.sweepOnce()).toMatchObject({ staleMerges: 1, refused: 0 });
+      // The journal named the bytes it checked; the replayed run's were never asked for.
+      expect([...(await handlesOf(sdk, "p")).keys()]).toEqual(["res_base"]);
+      // Whatever the cut-short call wrote is gone with its journal: no handle stays held.
+      expect(await registryKeys("p")).toHaveLength(1);
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
+      expect(
+        (await sdk.offloadResult({ tenant: "dev", runId: "p", callId: "h3" }, "parent 3\n"))
+          .created,
+      ).toBe(true);
+    });
+
+    it("meets a record taken back between its write and its read: writes it again", async () => {
+      const faults: Faults = {};
+      const sdk = await setUp(faults, { onePutPerRecord: true });
+      // Another merge's aborted record held the handle when the write was refused, and was taken
+      // back before the read: the handle is free again.
+      faults.beforePut = async (key) => {
+        if (!key.endsWith("/r/p/h/res_h5")) return;
+        faults.beforePut = undefined;
+        throw new ConnectError("object exists", Code.AlreadyExists);
+      };
+      const res = await sdk.mergeRun("c", "p");
+      expect([res.mergedAttachments, res.unchangedAttachments]).toEqual([20n, 0n]);
+      expect(await text(sdk, "p", "res_h5")).toBe("child 5\n");
+      expect((await storedKeys(t.backend)).filter((k) => k.includes("/m/i/"))).toEqual([]);
     });
 
     it("fails to clear its journal after its outcome: succeeds, and the next merge clears it", async () => {

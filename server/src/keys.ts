@@ -70,7 +70,7 @@ export function checkSlotPath(slot: string): void {
 }
 
 /** The highest attempt number a key may carry (BlobKey.attempt). */
-export const MAX_ATTEMPT = 1000;
+const MAX_ATTEMPT = 1000;
 
 /**
  * HandleKey is what a handle names inside its run: a call, for an attachment its slot, and

@@ -65,6 +65,47 @@ describe("merge outcomes", () => {
   });
 });
 
+describe("merge outcomes read concurrently", () => {
+  it("read a merge's outcome once for every record of it a listing shows at once", async () => {
+    const memory = createMemoryBackend();
+    let gets = 0;
+    const outcomes = createMergeOutcomes({
+      ...memory,
+      get: (key, opts) => {
+        if (key.includes("/m/o/")) gets++;
+        return memory.get(key, opts);
+      },
+    });
+    await outcomes.decide("t", "p", "m1", "committed");
+    // A restarted server lists a page of 500 records one merge brought in: one read, not 500.
+    const fresh = createMergeOutcomes({
+      ...memory,
+      get: (key, opts) => {
+        if (key.includes("/m/o/")) gets++;
+        return memory.get(key, opts);
+      },
+    });
+    const shown = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        fresh.isVisible(record({ handle: `res_${i}`, merge: { id: "m1", into: "p" } })),
+      ),
+    );
+    expect(shown.every((v) => v)).toBe(true);
+    expect(gets).toBe(1);
+    // A caller that gives up is released at once, and does not fail the others' shared read.
+    const again = createMergeOutcomes(memory);
+    const gone = new AbortController();
+    gone.abort();
+    const merged = record({ merge: { id: "m1", into: "p" } });
+    const [cancelled, kept] = await Promise.allSettled([
+      again.isVisible(merged, gone.signal),
+      again.isVisible(merged),
+    ]);
+    expect(cancelled.status).toBe("rejected");
+    expect(kept).toEqual({ status: "fulfilled", value: true });
+  });
+});
+
 describe("isOwnOutput", () => {
   it("is what the child offloaded or merged in itself, never what a fork copied", () => {
     expect(isOwnOutput(record({ runId: "child" }), "child")).toBe(true);

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
-import { bytesBody, readObject } from "./backends/body.js";
+import { bytesBody, raceAbort, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
 import { mergeOutcomeKey } from "./keys.js";
 import type { StoredRecord } from "./record.js";
@@ -38,11 +38,26 @@ const maxCachedCommits = 10_000;
 /** createMergeOutcomes keeps merge outcomes in backend, remembering the committed ones. */
 export function createMergeOutcomes(backend: Backend): MergeOutcomes {
   const committed = new Set<string>();
+  /**
+   * Reads under way, by key: a listing shows many records of one merge at once, and each would
+   * otherwise read the same outcome before the first read fills the cache. The shared read
+   * runs without any caller's signal, so one caller giving up fails none of the others.
+   */
+  const reading = new Map<string, Promise<MergeOutcome | undefined>>();
 
   const read: MergeOutcomes["read"] = async (tenant, into, mergeId, signal) => {
     const key = mergeOutcomeKey(tenant, into, mergeId);
     if (committed.has(key)) return "committed";
-    const bytes = await readObject(backend, key, 4096, signal);
+    let shared = reading.get(key);
+    if (shared === undefined) {
+      shared = readStored(key).finally(() => reading.delete(key));
+      reading.set(key, shared);
+    }
+    return signal === undefined ? shared : raceAbort(shared, signal);
+  };
+
+  const readStored = async (key: string): Promise<MergeOutcome | undefined> => {
+    const bytes = await readObject(backend, key, 4096);
     if (bytes === undefined) return undefined;
     let outcome: unknown;
     try {
@@ -72,7 +87,9 @@ export function createMergeOutcomes(backend: Backend): MergeOutcomes {
       } catch (err) {
         if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
       }
-      const held = await read(tenant, into, mergeId, signal);
+      // A read of its own: a shared one may have started before the outcome was written.
+      const fresh = readStored(mergeOutcomeKey(tenant, into, mergeId));
+      const held = await (signal === undefined ? fresh : raceAbort(fresh, signal));
       if (held === undefined) {
         throw new ConnectError("merge outcome vanished while it was decided; retry", Code.Aborted);
       }

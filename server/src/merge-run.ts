@@ -3,19 +3,11 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import {
-  forkMarkerKey,
-  mergeIntentKey,
-  mergeIntentPrefix,
-  ownerRefKey,
-  registryPrefix,
-  runMetaKey,
-  truncateForMessage,
-} from "./keys.js";
+import { mergeIntentKey, mergeIntentPrefix, registryPrefix, truncateForMessage } from "./keys.js";
 import { isExpired, type NewRecord, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
-import type { RunMeta, Runs } from "./runs.js";
+import type { Runs } from "./runs.js";
 
 /** MergeDeps is the state a merge reads and writes. */
 export interface MergeDeps {
@@ -33,16 +25,25 @@ export interface MergeResult {
   readonly unchanged: number;
 }
 
+/** MergedOutput is one output a merge checked: its handle and the bytes it found there. */
+export interface MergedOutput {
+  readonly handle: string;
+  readonly sha256: string;
+  readonly sizeBytes: number;
+}
+
 /**
  * MergeIntent is a merge's journal, written before its first record: enough for any later
- * MergeRun into the parent to finish the merge (roll it forward) after a crash.
+ * MergeRun into the parent to finish the merge (roll it forward) after a crash. It names the
+ * bytes the check found under each handle, so a roll-forward writes those or nothing, even
+ * when the child was deleted and its id taken by another run in the meantime.
  */
 export interface MergeIntent {
   readonly id: string;
   readonly tenant: string;
   readonly childRunId: string;
   readonly parentRunId: string;
-  readonly handles: readonly string[];
+  readonly outputs: readonly MergedOutput[];
   readonly createdMs: number;
 }
 
@@ -59,7 +60,7 @@ const maxIntentBytes = 64 * 1024 * 1024;
  */
 const writesInFlight = 64;
 
-const sameBytes = (a: StoredRecord, b: StoredRecord) =>
+const sameBytes = (a: MergedOutput, b: MergedOutput) =>
   a.sha256 === b.sha256 && a.sizeBytes === b.sizeBytes;
 
 /**
@@ -112,7 +113,7 @@ export async function mergeRun(
   const { backend, registry, runs, now } = deps;
   const { signal } = opts;
   const opt = signalOption(signal);
-  const { readIntents, finish, putIfAbsent } = createMergeJournal(deps, signal);
+  const { readIntents, finish } = createMergeJournal(deps, signal);
   if (childRunId === parentRunId) {
     throw new ConnectError("child_run_id must differ from parent_run_id", Code.InvalidArgument);
   }
@@ -122,23 +123,19 @@ export async function mergeRun(
       Code.NotFound,
     );
 
-  const [metaBytes, childHasRecords, childExpires, childDeleted] = await Promise.all([
-    readObject(backend, runMetaKey(tenant, childRunId), 65536, signal),
+  const [meta, childHasRecords, childExpires, childDeleted] = await Promise.all([
+    runs.meta(tenant, childRunId, signal),
     backend.list(registryPrefix(tenant, childRunId), { limit: 1, ...opt }),
     runs.expiresMs(tenant, childRunId, signal),
     runs.isDeleted(tenant, childRunId, signal),
   ]);
   if (
-    (metaBytes === undefined && childHasRecords.keys.length === 0) ||
+    (meta === undefined && childHasRecords.keys.length === 0) ||
     childDeleted ||
     (childExpires !== undefined && childExpires <= now())
   ) {
     throw notFound(childRunId);
   }
-  const meta =
-    metaBytes === undefined
-      ? undefined
-      : (JSON.parse(Buffer.from(metaBytes).toString()) as RunMeta);
   if (meta?.parentRunId === undefined) {
     throw new ConnectError(
       `run "${truncateForMessage(childRunId)}" is not a fork; only a forked run merges`,
@@ -166,28 +163,20 @@ export async function mergeRun(
   // Merges into the parent that a crash left unfinished are finished first, so this one is
   // checked against the parent as they left it. Outputs one of them merged for this child
   // count as merged by this call: it is the retry that completed them.
-  let recovered = new Set<string>();
+  const recovered = new Set<string>();
   for (const intent of await readIntents(tenant, parentRunId)) {
-    const done = await finish(intent).catch((err: unknown) => {
-      // A recovered merge that aborts does not fail this one: its records are taken back (or
-      // wait for their executor); this merge's own check meets any that remain.
-      if (
-        err instanceof ConnectError &&
-        (err.code === Code.AlreadyExists || err.code === Code.Aborted)
-      ) {
-        return undefined;
-      }
-      throw err;
-    });
+    // A recovered merge that aborts does not fail this one: its records are taken back (or
+    // wait for their executor); this merge's own check meets any that remain.
+    const done = await finish(intent).catch(unlessAborted);
     if (done !== undefined && intent.childRunId === childRunId) {
-      recovered = new Set([...recovered, ...done.written]);
+      for (const handle of done.written) recovered.add(handle);
     }
   }
 
   // The check, before anything is written, a listed page at a time. Only what the merge needs
   // later is kept of each output (not an inline payload), so a child of many outputs costs
   // little memory.
-  const toMerge: { handle: string; bytes: number; owner: string | undefined }[] = [];
+  const toMerge: (MergedOutput & { bytes: number; owner: string | undefined })[] = [];
   let unchanged = 0;
   let merged = 0;
   let after: string | undefined;
@@ -204,6 +193,8 @@ export async function mergeRun(
         if (existing === undefined || isExpired(existing, now())) {
           toMerge.push({
             handle: record.handle,
+            sha256: record.sha256,
+            sizeBytes: record.sizeBytes,
             bytes: record.stored === "preview_only" ? 0 : record.sizeBytes,
             owner: record.blob?.ownerRunId,
           });
@@ -231,16 +222,13 @@ export async function mergeRun(
   // References on the bytes go before the journal and the records, as a fork's do.
   const owners = new Set<string>();
   for (const { owner } of toMerge) if (owner !== undefined) owners.add(owner);
-  for (const owner of owners) {
-    await putIfAbsent(ownerRefKey(tenant, parentRunId, owner), { ownerRunId: owner });
-    await putIfAbsent(forkMarkerKey(tenant, owner, parentRunId), { createdMs: now() });
-  }
+  for (const owner of owners) await runs.refer(tenant, parentRunId, owner, signal);
   const intent: MergeIntent = {
     id: randomUUID(),
     tenant,
     childRunId,
     parentRunId,
-    handles: toMerge.map((r) => r.handle),
+    outputs: toMerge.map(({ handle, sha256, sizeBytes }) => ({ handle, sha256, sizeBytes })),
     createdMs: now(),
   };
   await backend.put(
@@ -248,35 +236,29 @@ export async function mergeRun(
     bytesBody(Buffer.from(JSON.stringify(intent))),
     opt,
   );
-  const done = await finish(intent);
+  const done = await finish(intent, { started: true });
   return { merged: merged + done.written.length, unchanged: unchanged + done.unchanged };
 }
 
 /** MergeJournal finishes merges from their intents; mergeRun and the sweep use it. */
-export interface MergeJournal {
+interface MergeJournal {
   /** The intents of merges into the run that have not finished. */
   readIntents(tenant: string, runId: string): Promise<MergeIntent[]>;
   /**
    * Rolls a merge forward to its outcome: committed (resolves with the handles this call wrote
    * or found written, and those the parent held with the same bytes), or aborted (rejects with
-   * why: ALREADY_EXISTS or ABORTED).
+   * why: ALREADY_EXISTS or ABORTED). `started` is the call that wrote the intent.
    */
-  finish(intent: MergeIntent): Promise<{ written: string[]; unchanged: number }>;
-  /** Writes a small JSON object unless its key is taken. */
-  putIfAbsent(key: string, value: unknown): Promise<void>;
+  finish(
+    intent: MergeIntent,
+    opts?: { started?: boolean },
+  ): Promise<{ written: string[]; unchanged: number }>;
 }
 
 /** createMergeJournal works on deps' store, each call under signal. */
-export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal {
+function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal {
   const { backend, registry, now } = deps;
   const opt = signalOption(signal);
-  async function putIfAbsent(key: string, value: unknown) {
-    try {
-      await backend.put(key, bytesBody(Buffer.from(JSON.stringify(value))), opt);
-    } catch (err) {
-      if (!(err instanceof ConnectError && err.code === Code.AlreadyExists)) throw err;
-    }
-  }
 
   async function readIntents(tenant: string, runId: string): Promise<MergeIntent[]> {
     const intents: MergeIntent[] = [];
@@ -288,17 +270,9 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
         ...opt,
       });
       for (const key of page.keys) {
-        const bytes = await readObject(backend, key, maxIntentBytes, signal);
-        if (bytes === undefined) continue;
-        const intent = JSON.parse(Buffer.from(bytes).toString()) as MergeIntent;
-        // Only an intent of this run, as the server wrote it, is followed.
-        if (
-          intent.tenant !== tenant ||
-          intent.parentRunId !== runId ||
-          typeof intent.id !== "string" ||
-          !Array.isArray(intent.handles) ||
-          key !== mergeIntentKey(tenant, runId, intent.id)
-        ) {
+        const intent = await readIntent(backend, key, signal);
+        if (intent === undefined) continue;
+        if (intent.tenant !== tenant || intent.parentRunId !== runId) {
           throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
         }
         intents.push(intent);
@@ -314,7 +288,10 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
    * the child. Any number of executors may run it at once: records are create-only and carry
    * the merge's id, and the outcome is decided once.
    */
-  async function finish(intent: MergeIntent): Promise<{ written: string[]; unchanged: number }> {
+  async function finish(
+    intent: MergeIntent,
+    opts: { started?: boolean } = {},
+  ): Promise<{ written: string[]; unchanged: number }> {
     const { id, tenant } = intent;
     const into = intent.parentRunId;
     const intentKey = mergeIntentKey(tenant, into, id);
@@ -325,21 +302,19 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
       return { written: [], unchanged: 0 };
     }
     if (decided === "aborted") {
-      if (now() - intent.createdMs >= staleIntentMs) {
-        for (const handle of intent.handles) await removeIfMine(intent, handle);
-        await backend.delete(intentKey, opt);
-      }
+      await takeBack(intent, [], false);
       throw new ConnectError(`merge ${id} was aborted`, Code.Aborted);
     }
     const created: string[] = [];
     const written: string[] = [];
     let unchanged = 0;
     let failure: ConnectError | undefined;
-    for (let i = 0; i < intent.handles.length && failure === undefined; i += writesInFlight) {
-      const batch = intent.handles.slice(i, i + writesInFlight);
+    for (let i = 0; i < intent.outputs.length && failure === undefined; i += writesInFlight) {
+      const batch = intent.outputs.slice(i, i + writesInFlight);
       await Promise.all(
-        batch.map(async (handle) => {
-          const outcome = await writeOne(intent, handle);
+        batch.map(async (output) => {
+          const { handle } = output;
+          const outcome = await writeOne(intent, output);
           if (outcome.kind === "created") {
             created.push(handle);
             written.push(handle);
@@ -365,9 +340,7 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
       await backend.delete(intentKey, opt).catch(() => undefined);
       return { written, unchanged };
     }
-    // Aborted, by this executor or another: this one takes back what it wrote itself.
-    await Promise.all(created.map((handle) => registry.remove(tenant, into, handle, signal)));
-    await backend.delete(intentKey, opt);
+    await takeBack(intent, created, opts.started === true);
     throw failure ?? new ConnectError(`merge ${id} was aborted`, Code.Aborted);
   }
 
@@ -377,21 +350,46 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     | { kind: "unchanged" }
     | { kind: "failed"; error: ConnectError };
 
-  async function writeOne(intent: MergeIntent, handle: string): Promise<Written> {
+  /**
+   * Writes one output's record into the parent. The child's record is read again although the
+   * check read it: the intent holds only what identifies it, a roll-forward has nothing else,
+   * and keeping whole records (inline payloads) from the check would cost memory per output.
+   * The read also comes after the references on the bytes: a DeleteRun of the child that
+   * missed them has removed the record by then, so the merge aborts instead of committing a
+   * record whose bytes that delete removes.
+   */
+  async function writeOne(intent: MergeIntent, output: MergedOutput): Promise<Written> {
     const { tenant, id, childRunId: child, parentRunId: into } = intent;
+    const { handle } = output;
     const source = await registry.get(tenant, child, handle, signal);
-    if (source === undefined || isExpired(source, now()) || !isOwnOutput(source, child)) {
+    // Other bytes under the handle: the child was deleted and its id reused since the check.
+    if (
+      source === undefined ||
+      isExpired(source, now()) ||
+      !isOwnOutput(source, child) ||
+      !sameBytes(source, output)
+    ) {
       return {
         kind: "failed",
         error: new ConnectError(
-          `output "${truncateForMessage(handle)}" left run "${truncateForMessage(child)}" during the merge; nothing was merged`,
+          `output "${truncateForMessage(handle)}" left run "${truncateForMessage(child)}" or changed during the merge; nothing was merged`,
           Code.Aborted,
         ),
       };
     }
     const record: NewRecord = { ...recommit(source), merge: { id, into, ms: intent.createdMs } };
     for (let attempt = 0; ; attempt++) {
-      const committed = await registry.commit(record, into, signal, { pending: true });
+      let committed: { record: StoredRecord; created: boolean };
+      try {
+        committed = await registry.commit(record, into, signal, { pending: true });
+      } catch (err) {
+        // The record that refused the write was taken back (another merge's abort) before it
+        // could be read: the handle is free again. Met again, this merge aborts: left undecided,
+        // a later MergeRun into the parent would commit what this call answered ABORTED.
+        if (!(err instanceof ConnectError && err.code === Code.Aborted)) throw err;
+        if (attempt < 2) continue;
+        return { kind: "failed", error: mergeInProgress(handle, into) };
+      }
       if (committed.created) return { kind: "created" };
       const existing = committed.record;
       if (existing.merge?.id === id) return { kind: "mine" };
@@ -410,6 +408,20 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     }
   }
 
+  /**
+   * Takes an aborted merge back: the records this executor created at once; once the intent is
+   * stale (no call can still be writing) every record of the merge, whoever wrote it, and the
+   * intent. Before that only the call that started the merge clears the intent, so records an
+   * executor that died wrote stay findable (by the sweep) through it.
+   */
+  async function takeBack(intent: MergeIntent, created: readonly string[], started: boolean) {
+    const { tenant, parentRunId: into } = intent;
+    await Promise.all(created.map((handle) => registry.remove(tenant, into, handle, signal)));
+    const stale = now() - intent.createdMs >= staleIntentMs;
+    if (stale) for (const { handle } of intent.outputs) await removeIfMine(intent, handle);
+    if (stale || started) await backend.delete(mergeIntentKey(tenant, into, intent.id), opt);
+  }
+
   async function removeIfMine(intent: MergeIntent, handle: string) {
     const held = await registry.get(intent.tenant, intent.parentRunId, handle, signal, {
       pending: true,
@@ -419,35 +431,68 @@ export function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): Merge
     }
   }
 
-  return { readIntents, finish, putIfAbsent };
+  return { readIntents, finish };
 }
 
 /**
- * finishStaleMerges rolls forward every merge into the run whose intent is older than
- * staleIntentMs (a merge a crash cut short and no MergeRun retried), so its handles do not stay
- * held; resolves with how many it found. A merge that must abort is taken back as in finish.
+ * unlessAborted resolves a finish that aborted (ALREADY_EXISTS or ABORTED: the merge is taken
+ * back, not failed) with undefined and rethrows anything else.
  */
-export async function finishStaleMerges(
-  deps: MergeDeps,
-  tenant: string,
-  runId: string,
-  signal?: AbortSignal,
-): Promise<number> {
-  const journal = createMergeJournal(deps, signal);
-  let found = 0;
-  for (const intent of await journal.readIntents(tenant, runId)) {
-    if (deps.now() - intent.createdMs < staleIntentMs) continue;
-    found++;
-    await journal.finish(intent).catch((err: unknown) => {
-      if (
-        !(
-          err instanceof ConnectError &&
-          (err.code === Code.AlreadyExists || err.code === Code.Aborted)
-        )
-      ) {
-        throw err;
-      }
-    });
+function unlessAborted(err: unknown): undefined {
+  if (
+    err instanceof ConnectError &&
+    (err.code === Code.AlreadyExists || err.code === Code.Aborted)
+  ) {
+    return undefined;
   }
-  return found;
+  throw err;
+}
+
+/**
+ * readIntent reads the intent stored at key, undefined when it is gone. One the server did not
+ * write there (corrupt, or naming another tenant, run or id than its key) is DATA_LOSS.
+ */
+async function readIntent(
+  backend: Backend,
+  key: string,
+  signal?: AbortSignal,
+): Promise<MergeIntent | undefined> {
+  const bytes = await readObject(backend, key, maxIntentBytes, signal);
+  if (bytes === undefined) return undefined;
+  let intent: Partial<MergeIntent> | undefined;
+  try {
+    intent = JSON.parse(Buffer.from(bytes).toString()) as Partial<MergeIntent>;
+  } catch {
+    intent = undefined;
+  }
+  if (
+    typeof intent?.tenant !== "string" ||
+    typeof intent.parentRunId !== "string" ||
+    typeof intent.id !== "string" ||
+    typeof intent.childRunId !== "string" ||
+    typeof intent.createdMs !== "number" ||
+    !Array.isArray(intent.outputs) ||
+    key !== mergeIntentKey(intent.tenant, intent.parentRunId, intent.id)
+  ) {
+    throw new ConnectError("stored merge intent belongs to another key", Code.DataLoss);
+  }
+  return intent as MergeIntent;
+}
+
+/**
+ * finishStaleMerge rolls forward the merge whose intent is stored at key (a merge-intent key a
+ * listing returned) when the intent is older than staleIntentMs: a merge a crash cut short and
+ * no MergeRun retried, whose handles must not stay held. A merge that must abort is taken back
+ * as in finish. Resolves true when the intent was stale; DATA_LOSS for an intent the server did
+ * not write there, which is followed nowhere.
+ */
+export async function finishStaleMerge(
+  deps: MergeDeps,
+  key: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  const intent = await readIntent(deps.backend, key, signal);
+  if (intent === undefined || deps.now() - intent.createdMs < staleIntentMs) return false;
+  await createMergeJournal(deps, signal).finish(intent).catch(unlessAborted);
+  return true;
 }

@@ -23,6 +23,15 @@ export interface Runs {
   expiresMs(tenant: string, runId: string, signal?: AbortSignal): Promise<number | undefined>;
   /** True when the run was deleted while forks still referred to its bytes. */
   isDeleted(tenant: string, runId: string, signal?: AbortSignal): Promise<boolean>;
+  /** What ForkRun stored about the run, or undefined for a run no fork created. */
+  meta(tenant: string, runId: string, signal?: AbortSignal): Promise<RunMeta | undefined>;
+  /**
+   * Records that runId's records may refer to bytes ownerRunId owns (ForkRun's copies,
+   * MergeRun's records): an owner reference under runId and a fork marker under the owner.
+   * Called before the first such record, so deleting either run keeps the bytes the other's
+   * records use, and the last of them deleted removes them. Idempotent.
+   */
+  refer(tenant: string, runId: string, ownerRunId: string, signal?: AbortSignal): Promise<void>;
   /**
    * Sets the run to expire ttlMs from now and returns the expiry; NOT_FOUND for a run that does
    * not exist (no record and not forked: never used, deleted or swept) or has expired.
@@ -168,6 +177,16 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     return records || forked;
   };
 
+  const refer: Runs["refer"] = async (tenant, runId, ownerRunId, signal) => {
+    // The reference tells runId's delete whose marker to take back; the marker keeps the
+    // owner's bytes through a concurrent delete of the owner.
+    await putIfAbsent(ownerRefKey(tenant, runId, ownerRunId), { ownerRunId }, signal);
+    await putIfAbsent(forkMarkerKey(tenant, ownerRunId, runId), { createdMs: now() }, signal);
+  };
+
+  const meta: Runs["meta"] = async (tenant, runId, signal) =>
+    (await readJson(runMetaKey(tenant, runId), signal)) as RunMeta | undefined;
+
   const expiresMs: Runs["expiresMs"] = async (tenant, runId, signal) => {
     const value = (await readJson(runTtlKey(tenant, runId), signal)) as
       | { expiresMs?: unknown }
@@ -177,6 +196,8 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
 
   return {
     expiresMs,
+    meta,
+    refer,
     async isDeleted(tenant, runId, signal) {
       return exists(runPrefix(tenant, runId) + deletedSuffix, signal);
     },
@@ -240,11 +261,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         for (const record of live) {
           const owner = record.blob?.ownerRunId;
           if (owner === undefined || owners.has(owner)) continue;
-          // Both go before the first record that refers to the owner's bytes: the reference
-          // tells the child's delete whose marker to take back, and the marker keeps the
-          // bytes through a concurrent delete of the owner.
-          await putIfAbsent(ownerRefKey(tenant, childRunId, owner), { ownerRunId: owner }, signal);
-          await putIfAbsent(forkMarkerKey(tenant, owner, childRunId), { createdMs: now() }, signal);
+          await refer(tenant, childRunId, owner, signal);
           owners.add(owner);
         }
         // Committed together, a group commit stores them as packs of records (one file for
@@ -265,8 +282,8 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       // runs (owner references) before its first such record: records are deleted unread.
       // The references go last, so a delete cut short finds them again when it is repeated.
       const owners = await ownerRefs(tenant, runId, signal);
-      const meta = (await readJson(runMetaKey(tenant, runId), signal)) as RunMeta | undefined;
-      if (meta?.parentRunId !== undefined && meta.ownerRefs !== true) {
+      const stored = await meta(tenant, runId, signal);
+      if (stored?.parentRunId !== undefined && stored.ownerRefs !== true) {
         await forEachPage(tenant, runId, signal, async (records) => {
           for (const record of records) {
             if (record.blob !== undefined && record.blob.ownerRunId !== runId) {

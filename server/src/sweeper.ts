@@ -3,8 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import { mergeIntentPrefix } from "./keys.js";
-import { finishStaleMerges } from "./merge-run.js";
+import { finishStaleMerge } from "./merge-run.js";
 import { grpcCode, type Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
@@ -70,7 +69,7 @@ export interface Sweeper {
  * before their commit), then asks the backend to sweep what interrupted writes left behind
  * (`sweepLeftovers`: temp files, incomplete multipart uploads) older than orphanAgeMs, when the
  * backend has such leftovers. Blobs of a run that forks still refer to are left alone. Merges
- * a crash cut short more than 10 minutes ago are finished (finishStaleMerges).
+ * a crash cut short more than 10 minutes ago are finished (finishStaleMerge).
  *
  * Guarantees: one entry it cannot read or remove (a symlink under a filesystem root, a corrupt
  * record, a failing delete) is logged, counted (`refused`, spillway_sweep_refused_total) and
@@ -107,30 +106,8 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     // Runs whose blobs must stay: forks refer to them, or a record could not be read.
     const keepBlobs = new Set<string>();
     const expiredRunIds: { tenant: string; runId: string }[] = [];
-    // Runs with a merge intent, by run prefix: the intent names its tenant and run.
-    const mergingRuns = new Map<string, { tenant: string; runId: string }>();
-
-    const visitIntent = async (key: string) => {
-      try {
-        const bytes = await readObject(backend, key, 64 * 1024 * 1024, signal);
-        const intent = (
-          bytes === undefined ? undefined : JSON.parse(Buffer.from(bytes).toString())
-        ) as { tenant?: unknown; parentRunId?: unknown } | undefined;
-        const { tenant, parentRunId: runId } = intent ?? {};
-        // Only an intent stored under the run it names is followed.
-        if (
-          typeof tenant === "string" &&
-          typeof runId === "string" &&
-          key.startsWith(mergeIntentPrefix(tenant, runId))
-        ) {
-          mergingRuns.set(mergeIntentPrefix(tenant, runId), { tenant, runId });
-        } else if (intent !== undefined) {
-          refuse(key, new ConnectError("merge intent names another run", Code.DataLoss));
-        }
-      } catch (err) {
-        refuse(key, err);
-      }
-    };
+    // Merge intents, finished once the walk is done (finishStaleMerge reads and checks each).
+    const intentKeys: string[] = [];
 
     const visitRecord = async (run: string, key: string) => {
       let record: StoredRecord | undefined;
@@ -212,7 +189,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
           list.push(key);
           blobsByRun.set(run, list);
         } else if (rest.startsWith("m/i/")) {
-          visits.push(() => visitIntent(key));
+          intentKeys.push(key);
         } else if (rest.startsWith("f/") || rest === "deleted") {
           keepBlobs.add(run);
         }
@@ -222,11 +199,11 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       startAfter = page.keys.at(-1);
     }
 
-    for (const { tenant, runId } of mergingRuns.values()) {
+    for (const key of intentKeys) {
       try {
-        staleMerges += await finishStaleMerges(core, tenant, runId, signal);
+        if (await finishStaleMerge(core, key, signal)) staleMerges++;
       } catch (err) {
-        refuse(`merges into ${tenant}/${runId}`, err);
+        refuse(key, err);
       }
     }
     for (const { tenant, runId } of expiredRunIds) {

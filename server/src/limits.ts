@@ -1,3 +1,5 @@
+import { defaultLineIndexStride } from "./window/line-index.js";
+
 /** ServerLimits bound every input the service accepts. */
 export interface ServerLimits {
   /** Largest payload one Offload may store. */
@@ -25,7 +27,7 @@ export const defaultLimits: ServerLimits = {
   maxBlobBytes: 8 * 1024 * 1024 * 1024,
   maxChunkBytes: 4 * 1024 * 1024,
   inlineBytes: 16 * 1024,
-  indexStride: 1024,
+  indexStride: defaultLineIndexStride,
   idleStreamMs: 60_000,
 };
 

@@ -76,10 +76,14 @@ export async function resolveHandle(
   return { record, runExpiresMs };
 }
 
+/** Most index entries a seek reads to bound a window's bytes (a 512-byte read). */
+const maxSpanEntries = 63;
+
 /**
  * windowSourceFor exposes a readable record to the window engine: inline bytes from the
- * record, blob bytes through ranged backend reads, line seeks through one 8-byte ranged read
- * of the line index, anchors by streaming that index in order.
+ * record, blob bytes through ranged backend reads, line seeks through one small ranged read of
+ * the line index (the entries where a window's lines start and end), anchors by streaming that
+ * index in order.
  */
 export function windowSourceFor(backend: Backend, record: StoredRecord): WindowSource {
   if (record.stored === "preview_only") {
@@ -123,24 +127,38 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
       return releaseOnAbort(exactly(body, want, record.handle), signal);
     },
     release: (chunk) => backend.release?.(chunk),
-    async seekLine(line, signal) {
-      const entry = Math.floor(line / blob.stride);
-      if (entry === 0 || blob.indexKey === undefined) return { line: 0, offset: 0 };
-      const range = lineIndexEntryRange(entry);
+    async seekLine(line, signal, lines) {
+      if (blob.indexKey === undefined) return { line: 0, offset: 0 };
+      const first = Math.floor(line / blob.stride);
+      // The entry of the first indexed line at or after line + lines, when one exists and
+      // lies close enough to fetch with the first in one small read.
+      const endLine =
+        lines === undefined ? undefined : Math.ceil((line + lines) / blob.stride) * blob.stride;
+      const last =
+        endLine !== undefined &&
+        endLine < record.lineCount &&
+        endLine / blob.stride - first <= maxSpanEntries
+          ? endLine / blob.stride
+          : first;
+      if (last === 0) return { line: 0, offset: 0 };
+      const range = lineIndexEntryRange(first);
+      const length = range.length * (last - first + 1);
       const bytes = await readAllBytes(
         await backend.get(blob.indexKey, {
           offset: range.offset,
-          length: range.length,
+          length,
           ...(signal === undefined ? {} : { signal }),
         }),
-        range.length,
+        length,
       );
-      if (bytes.byteLength !== range.length) {
+      if (bytes.byteLength !== length) {
         throw new ConnectError(`line index of "${record.handle}" is truncated`, Code.DataLoss);
       }
+      const entries = Buffer.from(bytes.buffer, bytes.byteOffset, length);
       return {
-        line: entry * blob.stride,
-        offset: Buffer.from(bytes.buffer, bytes.byteOffset, 8).readDoubleLE(0),
+        line: first * blob.stride,
+        offset: entries.readDoubleLE(0),
+        ...(last > first ? { end: entries.readDoubleLE(length - 8) } : {}),
       };
     },
     lineAnchors(signal) {

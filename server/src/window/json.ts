@@ -20,7 +20,7 @@ function jsonView(source: WindowSource, json: JsonViewSource): LineView {
   return {
     total: json.viewLines,
     // stripAnsi has nothing to remove: JSON text holds no raw control character, so no ESC.
-    async *feed(first, maxLineChars, _stripAnsi, signal, take) {
+    async *feed(first, _lines, maxLineChars, _stripAnsi, signal, take) {
       const checkpoint = await json.seek(first, signal);
       const stream = await source.read(checkpoint.offset, undefined, signal);
       const renderer = createJsonViewRenderer({

@@ -289,9 +289,13 @@ export interface LinesRequest {
 export interface LineView {
   /** Lines in the whole view. */
   readonly total: number;
-  /** Feeds every line from `first` on to `take` until it returns false; see feedLines. */
+  /**
+   * Feeds every line from `first` on to `take` until it returns false, or the `lines` lines
+   * from `first` when `lines` is set; see feedLines.
+   */
   feed(
     first: number,
+    lines: number | undefined,
     maxLineChars: number,
     stripAnsi: boolean,
     signal: AbortSignal | undefined,
@@ -311,8 +315,8 @@ export interface LineView {
 export function linesView(source: WindowSource): LineView {
   return {
     total: source.lineCount,
-    feed: (first, maxLineChars, stripAnsi, signal, take) =>
-      feedLines(source, first, maxLineChars, stripAnsi, signal, take),
+    feed: (first, lines, maxLineChars, stripAnsi, signal, take) =>
+      feedLines(source, first, lines, maxLineChars, stripAnsi, signal, take),
     header: (first, last) =>
       renderLinesHeader(source.handle, first, last, source.lineCount, source.size),
     footer: renderLinesFooter,
@@ -331,19 +335,24 @@ function checkAborted(signal: AbortSignal | undefined): void {
 
 /**
  * Feeds the payload from the indexed line nearest `first` through a splitter that hands every
- * shown line from `first` on to `take` until it returns false. Yields after each chunk so the
- * caller can pass on what it built; returns true when the stream ended before `take` stopped.
+ * shown line from `first` on to `take` until it returns false. Given `lines`, the read stops
+ * where the line index says lines `first` to `first + lines - 1` have ended, so a window deep in
+ * a large payload reads a stride of lines, not a chunk; lines past those may not be fed. Yields
+ * after each chunk so the caller can pass on what it built; returns true when the payload ended
+ * before `take` stopped.
  */
 async function* feedLines(
   source: WindowSource,
   first: number,
+  lines: number | undefined,
   maxLineChars: number,
   stripAnsi: boolean,
   signal: AbortSignal | undefined,
   take: (line: ShownLine) => boolean,
 ): AsyncGenerator<void, boolean> {
-  const seek = await source.seekLine(first, signal);
-  const stream = await source.read(seek.offset, undefined, signal);
+  const seek = await source.seekLine(first, signal, lines);
+  const length = seek.end === undefined ? undefined : seek.end - seek.offset;
+  const stream = await source.read(seek.offset, length, signal);
   const splitter = createLineSplitter({
     firstLine: seek.line,
     firstOffset: seek.offset,
@@ -360,6 +369,7 @@ async function* feedLines(
     yield;
     if (!more) return false;
   }
+  if (length !== undefined) return false;
   splitter.finish();
   return true;
 }
@@ -496,7 +506,7 @@ export async function* linesWindow(
   };
 
   const strip = request.keepAnsi !== true;
-  const feed = view.feed(start, caps.maxLineChars, strip, signal, (line) => {
+  const feed = view.feed(start, limit, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     const rowChars = countChars(row);
     if (shown.length > 0 && !rowsFit(line, rowChars)) {
@@ -566,7 +576,7 @@ async function* tailWindow(
   const first = Math.max(0, last - limit + 1);
   const read: { line: ShownLine; row: string; chars: number }[] = [];
   const strip = request.keepAnsi !== true;
-  const feed = view.feed(first, caps.maxLineChars, strip, signal, (line) => {
+  const feed = view.feed(first, last - first + 1, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     read.push({ line, row, chars: countChars(row) });
     return line.number <= last;

@@ -40,8 +40,12 @@ export interface WindowSource {
    * so its memory can serve later reads. Optional: chunks not handed back are collected.
    */
   release(chunk: Uint8Array): void;
-  /** Returns the nearest indexed line <= line and the byte offset where it starts. */
-  seekLine(line: number, signal?: AbortSignal): Promise<{ line: number; offset: number }>;
+  /**
+   * Returns the nearest indexed line <= line and the byte offset where it starts. Given
+   * `lines`, it may also return `end`: the start of an indexed line at or after line + lines,
+   * so the bytes [offset, end) hold every one of lines [line, line + lines).
+   */
+  seekLine(line: number, signal?: AbortSignal, lines?: number): Promise<LineSeek>;
   /**
    * Walks the whole line index forward (streamed, not loaded at once), for scans that skip
    * ahead; a payload stored without an index yields no anchors.
@@ -52,6 +56,16 @@ export interface WindowSource {
    * indexed): the reason is the FAILED_PRECONDITION message a JSON window answers with.
    */
   readonly json?: JsonViewSource | { readonly unavailable: string };
+}
+
+/** LineSeek is where a read for some lines starts and, when the index says, where it may stop. */
+export interface LineSeek {
+  /** The indexed line the read starts with (0-based). */
+  readonly line: number;
+  /** Byte offset where that line starts. */
+  readonly offset: number;
+  /** Byte offset by which every line asked for has ended; unset: read to the end. */
+  readonly end?: number;
 }
 
 /** JsonViewSource is a payload's indexed JSON view. */

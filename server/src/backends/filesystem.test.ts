@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { existsSync, lstatSync, renameSync, unlinkSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readlinkSync, renameSync, unlinkSync } from "node:fs";
 import {
   chmod,
   mkdir,
@@ -415,6 +415,77 @@ describe("filesystem backend", () => {
       expect(await codeOf(backend.delete("a/link"))).toBe(Code.FailedPrecondition);
       expect(await readFile(join(outside, "secret"), "utf8")).toBe("top secret");
       expect(await readdir(outside)).toEqual(["secret"]);
+    });
+  });
+
+  describe("descriptors kept between small reads", () => {
+    /** The files under root this process holds open, as the kernel names them. */
+    function openUnder(root: string): string[] {
+      return readdirSync("/proc/self/fd").flatMap((fd) => {
+        try {
+          const target = readlinkSync(`/proc/self/fd/${fd}`);
+          return target.startsWith(`${root}/`) ? [target] : [];
+        } catch {
+          return [];
+        }
+      });
+    }
+
+    it("reads a file renamed over a kept one afresh", async () => {
+      const { backend } = fresh();
+      await backend.put("t/run/a", bytesBody(text("first")));
+      expect(await readAllBytes(await backend.get("t/run/a"))).toEqual(text("first"));
+      const path = join(backend.root, "t", "run", "a");
+      await writeFile(`${path}.new`, "second, longer");
+      renameSync(`${path}.new`, path);
+      expect(await readAllBytes(await backend.get("t/run/a"))).toEqual(text("second, longer"));
+      await backend.close();
+    });
+
+    it("reports a kept file deleted by another process as missing", async () => {
+      const { backend } = fresh();
+      await backend.put("t/run/a", bytesBody(text("gone soon")));
+      await readAllBytes(await backend.get("t/run/a"));
+      unlinkSync(join(backend.root, "t", "run", "a"));
+      expect(await codeOf(backend.get("t/run/a"))).toBe(Code.NotFound);
+      await backend.close();
+    });
+
+    it("closes a file it deletes, and one deleted by another process once idle", async () => {
+      const base = join(scratch, `case-idle-${++serial}`);
+      const backend = createFilesystemBackend({
+        root: join(base, "root"),
+        openFiles: { maxFiles: 8, idleMs: 50 },
+      });
+      await backend.put("t/run/a", bytesBody(text("a")));
+      await backend.put("t/run/b", bytesBody(text("b")));
+      await readAllBytes(await backend.get("t/run/a"));
+      await readAllBytes(await backend.get("t/run/b"));
+      expect(openUnder(backend.root)).toHaveLength(2);
+      await backend.delete("t/run/a");
+      expect(openUnder(backend.root)).toEqual([join(backend.root, "t", "run", "b")]);
+      unlinkSync(join(backend.root, "t", "run", "b"));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(openUnder(backend.root)).toEqual([]);
+      await backend.close();
+    });
+
+    it("keeps at most maxFiles open, and none after close", async () => {
+      const base = join(scratch, `case-bound-${++serial}`);
+      const backend = createFilesystemBackend({
+        root: join(base, "root"),
+        openFiles: { maxFiles: 4, idleMs: 60_000 },
+      });
+      for (let i = 0; i < 10; i++) {
+        await backend.put(`t/run/f${i}`, bytesBody(text(`file ${i}`)));
+        expect(await readAllBytes(await backend.get(`t/run/f${i}`))).toEqual(text(`file ${i}`));
+      }
+      expect(openUnder(backend.root)).toHaveLength(4);
+      for (let i = 0; i < 10; i++) {
+        expect(await readAllBytes(await backend.get(`t/run/f${i}`))).toEqual(text(`file ${i}`));
+      }
+      await backend.close();
+      expect(openUnder(backend.root)).toEqual([]);
     });
   });
 

@@ -50,6 +50,11 @@ import {
   maxKeySegments,
   reservedSegmentPrefix as tempPrefix,
 } from "./object-key.js";
+import {
+  createOpenFileCache,
+  type OpenFileCache,
+  type OpenFileCacheOptions,
+} from "./open-file-cache.js";
 
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
@@ -96,7 +101,14 @@ export interface FilesystemBackendOptions {
   readonly root: string;
   /** Whether put fsyncs the file and its directory before resolving. Default true. */
   readonly fsync?: boolean;
+  /**
+   * How many descriptors of recently read files stay open for the next small read, and for how
+   * long unused (see open-file-cache.ts). Default 256 files, 5 s.
+   */
+  readonly openFiles?: OpenFileCacheOptions;
 }
+
+const defaultOpenFiles: OpenFileCacheOptions = { maxFiles: 256, idleMs: 5_000 };
 
 /** FilesystemBackend is a Backend over a local directory, with crash-leftover cleanup. */
 export type FilesystemBackend = Backend & {
@@ -157,7 +169,12 @@ export type FilesystemBackend = Backend & {
  *   with the node error while it cannot be written
  *   (`EROFS` on a read-only mount, `EACCES` for a user without write permission);
  * - a stream returned by get holds an open file until it is read to the end or abandoned
- *   with `break`/`return`, so callers always consume or close it.
+ *   with `break`/`return`, so callers always consume or close it;
+ * - a small read keeps its file open for the next (`openFiles`, open-file-cache.ts), serving
+ *   it again only while an lstat of the key's path names that same file: a renamed-over,
+ *   deleted or symlinked path is opened and checked afresh. A file deleted through this
+ *   backend is closed first; one deleted by another process stays open (its disk space held)
+ *   until its descriptor has been unused for `openFiles.idleMs` or is displaced.
  * Every filesystem failure is reported through `fromNodeError`.
  *
  * Lookups, opening existing files, closing, publishing the temp file, and reads and writes of
@@ -174,6 +191,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   // Sixteen free chunks (16 MiB) cover the read-ahead and the HTTP/2 writes in flight of
   // several concurrent reads.
   const chunks = createChunkPool(readChunkBytes, 16);
+  const files = createOpenFileCache(opts.openFiles ?? defaultOpenFiles);
   let root: string;
   try {
     const given = resolve(opts.root);
@@ -512,6 +530,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const stats = lstatIfPresent(final);
       if (stats === undefined || stats.isDirectory()) return undefined;
       if (stats.isSymbolicLink()) throw symlinkRefused(key);
+      files.forget(filePath(key));
       await unlinkIfPresent(final);
       return dirSegments;
     } catch (err) {
@@ -702,7 +721,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         if (found === undefined || found.isDirectory()) throw notFound(key);
         if (isSpecial(found)) throw notPlain(key);
         if (found.isFile() && rangeEnd(found.size, offset, length) - offset <= syncIoBytes) {
-          return readSmall(path, offset, length, key);
+          return readSmall(path, found, offset, length, key, files);
         }
         // O_NONBLOCK keeps a planted FIFO from hanging the open; it changes nothing for files.
         handle = await open(path, readFlags);
@@ -833,7 +852,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       }
     },
 
-    async close(): Promise<void> {},
+    async close(): Promise<void> {
+      files.clear();
+    },
 
     async sweepTempFiles(olderThanMs: number): Promise<number> {
       return backend.sweepLeftovers(olderThanMs);
@@ -1001,16 +1022,29 @@ function rangeEnd(size: number, offset: number, length: number | undefined): num
  */
 function readSmall(
   path: string,
+  found: Stats,
   offset: number,
   length: number | undefined,
   key: string,
+  files: OpenFileCache,
 ): AsyncIterable<Uint8Array> {
-  const fd = openSync(path, readFlags);
+  let fd = files.take(path, found);
+  let size = found.size;
+  if (fd === undefined) {
+    fd = openSync(path, readFlags);
+    try {
+      if (!fileIsAt(fd, path)) throw outsideRefused(key);
+      const stats = fstatSync(fd);
+      if (!stats.isFile()) throw notFileError(stats, key);
+      size = stats.size;
+      files.keep(path, fd, stats);
+    } catch (err) {
+      closeQuietly(fd);
+      throw err;
+    }
+  }
   try {
-    if (!fileIsAt(fd, path)) throw outsideRefused(key);
-    const stats = fstatSync(fd);
-    if (!stats.isFile()) throw notFileError(stats, key);
-    const end = rangeEnd(stats.size, offset, length);
+    const end = rangeEnd(size, offset, length);
     const bytes = Buffer.allocUnsafe(Math.max(0, end - offset));
     let at = 0;
     while (at < bytes.byteLength) {
@@ -1019,8 +1053,9 @@ function readSmall(
       at += read;
     }
     return bytesBody(bytes.subarray(0, at));
-  } finally {
-    closeQuietly(fd);
+  } catch (err) {
+    files.forget(path);
+    throw err;
   }
 }
 

@@ -496,7 +496,18 @@ export async function* linesWindow(
   const frames: ReadToolOutputResponse[] = [];
   yield view.headerFrame(start);
   const overCap = request.limit !== undefined && request.limit > limit;
+  // Header and footer only grow with the number of the last line shown (more digits), so
+  // those of the last line the window can reach bound them: a row fitting under the bound
+  // fits, and only a window near the character cap renders them line by line.
+  const reach = Math.min(total, start + limit);
+  const frameBound =
+    countChars(view.header(start + 1, reach)) +
+    Math.max(
+      countChars(view.footer({ kind: "end" })),
+      countChars(widestFooter(reach, false, overCap, caps, view.footer)),
+    );
   const rowsFit = (last: ShownLine, extra: number): boolean => {
+    if (frameBound + rowsChars + extra <= caps.maxWindowChars) return true;
     const footer =
       last.number >= total
         ? view.footer({ kind: "end" })

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import grpc.experimental
 
 from spillway_client import _messages as msg
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
@@ -120,6 +121,10 @@ class SpillwayClient:
         interceptors: Sequence[Any] = (),
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
+        # Each window's stream is read on the calling thread: by default grpc starts a thread
+        # per server-streaming call to wait on its messages, which cost a 100-line window
+        # about as much as the server's work on it.
+        options.append((grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1))
         self._retry = retry if retry is not None else RetryPolicy()
         self._channel = (
             grpc.secure_channel(address, creds, options=options)

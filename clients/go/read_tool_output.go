@@ -135,6 +135,8 @@ func (e *ReadToolOutputExecutor) Execute(ctx context.Context, args any) (string,
 		return "error: " + problem, nil
 	}
 	req.RunId = e.runID
+	// The model is shown the rendered text alone: the window's lines or matches need not come too.
+	req.RenderedOnly = true
 	w, err := e.read(ctx, req)
 	if err != nil {
 		if _, ok := status.FromError(err); !ok {

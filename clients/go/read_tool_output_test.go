@@ -235,6 +235,13 @@ func TestReadToolOutputExecutorPagesASearchWithItsCursor(t *testing.T) {
 	if !strings.Contains(pages[2], "ERROR step 201") {
 		t.Errorf("the third page: %q", pages[2])
 	}
+	mu.Lock()
+	for k, req := range sent {
+		if !req.GetRenderedOnly() {
+			t.Errorf("read %d did not ask for the rendered text only", k)
+		}
+	}
+	mu.Unlock()
 	execute(t, e, map[string]any{"handle": "res_log", "pattern": "ERROR", "context": 2, "limit": 2, "skip": 0})
 	execute(t, e, map[string]any{"handle": "res_log", "pattern": "ok", "context": 2, "limit": 2, "skip": 4})
 	if afterOf(3) != nil || afterOf(4) != nil {

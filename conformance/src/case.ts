@@ -86,6 +86,8 @@ export interface ReadSpec extends RunRef {
   readonly omitRendered?: boolean;
   /** Keep terminal escape sequences in the model-facing text. */
   readonly keepAnsi?: boolean;
+  /** Ask for the header and the trailer only (`rendered_only`). */
+  readonly renderedOnly?: boolean;
 }
 
 /** Expect is what a step must produce; unset fields are not checked. */

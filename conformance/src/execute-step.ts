@@ -358,6 +358,7 @@ function readRequest(
     handle: spec.handle,
     omitRendered: !!spec.omitRendered,
     keepAnsi: !!spec.keepAnsi,
+    renderedOnly: !!spec.renderedOnly,
   };
   if (spec.bytes !== undefined) {
     const { offset, limit } = spec.bytes;

@@ -262,6 +262,7 @@ export function createSpillwayService(
           "jsonpath",
           "json_view",
           "ansi_strip",
+          "rendered_only",
           "merge_run",
         ],
       });

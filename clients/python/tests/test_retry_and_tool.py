@@ -218,11 +218,27 @@ class RecordingClient:
     def __init__(self, client: SpillwayClient) -> None:
         self.client = client
         self.searches: list[dict] = []
+        self.windows: list[tuple[dict, list[str]]] = []
 
     def read_tool_output(self, run_id: str, handle: str, **kwargs):
         if "search" in kwargs:
             self.searches.append(kwargs["search"])
-        return self.client.read_tool_output(run_id, handle, **kwargs)
+        window = self.client.read_tool_output(run_id, handle, **kwargs)
+        self.windows.append((kwargs, [f.WhichOneof("frame") for f in window.frames]))
+        return window
+
+
+def test_tool_executor_asks_for_the_rendered_text_only(client: SpillwayClient, run_id: str) -> None:
+    log = "".join(f"ERROR step {i + 1}\n" if i % 50 == 0 else f"ok step {i + 1}\n" for i in range(300))
+    client.offload({"tenant": "dev", "run_id": run_id, "call_id": "only"}, log)
+    recording = RecordingClient(client)
+    executor_client: SpillwayClient = recording  # type: ignore[assignment]
+    lines = execute_read_tool_output(executor_client, run_id, {"handle": "res_only", "offset": 40, "limit": 20})
+    search = execute_read_tool_output(executor_client, run_id, {"handle": "res_only", "pattern": "ERROR"})
+    assert [kwargs.get("rendered_only") for kwargs, _ in recording.windows] == [True, True]
+    assert [frames for _, frames in recording.windows] == [["header", "trailer"], ["header", "trailer"]]
+    assert lines == client.read_tool_output(run_id, "res_only", lines={"offset": 40, "limit": 20}).rendered
+    assert search == client.read_tool_output(run_id, "res_only", search={"pattern": "ERROR"}).rendered
 
 
 def test_tool_executor_pages_a_search_by_cursor(client: SpillwayClient, run_id: str) -> None:

@@ -92,6 +92,32 @@ describe("read_tool_output tool against a live server", () => {
     expect(text).not.toContain("ERROR step 1 ");
   });
 
+  it("asks for the rendered text only, and shows the whole window's text", async () => {
+    const frames: string[][] = [];
+    const sent: MessageInitShape<typeof ReadToolOutputRequestSchema>[] = [];
+    const recording: SpillwayClient = {
+      ...client,
+      readToolOutput: async (request, call) => {
+        sent.push(request);
+        const window = await client.readToolOutput(request, call);
+        frames.push(window.frames.map((f) => f.frame.case ?? ""));
+        return window;
+      },
+    };
+    const tool = createReadToolOutputExecutor(recording, { runId });
+    const lines = await tool({ handle: "res_log", offset: 40, limit: 20 });
+    const search = await tool({ handle: "res_log", pattern: "ERROR", context: 1 });
+    expect(sent.map((r) => r.renderedOnly)).toEqual([true, true]);
+    expect(frames).toEqual([
+      ["header", "trailer"],
+      ["header", "trailer"],
+    ]);
+    expect(lines).toBe(await rendered({ case: "lines", value: { offset: 40n, limit: 20 } }));
+    expect(search).toBe(
+      await rendered({ case: "search", value: { pattern: "ERROR", contextLines: 1 } }),
+    );
+  });
+
   it("pages a search with the cursor of its last window, the text unchanged", async () => {
     const sent: MessageInitShape<typeof ReadToolOutputRequestSchema>[] = [];
     const recording: SpillwayClient = {

@@ -112,7 +112,8 @@ const rememberedSearches = 64;
  * `error: ` (for a forged handle, `error: invalid_deferred_handle: …`). Its output is already
  * bounded by the server's caps and must go to the model as is — an ElisionPolicy given
  * toolName `read_tool_output` passes it through. Only errors that are not ConnectErrors
- * (programming faults) are thrown.
+ * (programming faults) are thrown. Each read asks for the rendered text only
+ * (`rendered_only`): the window's lines or matches are not sent a second time.
  *
  * The model pages a search with `skip`, as the rendered text tells it. The executor keeps the
  * trailer's search cursor of the last window of each search (handle, pattern, regex,
@@ -153,7 +154,10 @@ export function createReadToolOutputRunner(
   const read = async (request: Request): Promise<Window> => {
     const window = request.window;
     if (window?.case !== "search") {
-      return client.readToolOutput({ runId: opts.runId, ...request }, opts.call);
+      return client.readToolOutput(
+        { runId: opts.runId, ...request, renderedOnly: true },
+        opts.call,
+      );
     }
     const search = window.value;
     const key = JSON.stringify([
@@ -171,6 +175,7 @@ export function createReadToolOutputRunner(
           runId: opts.runId,
           handle: request.handle,
           keepAnsi: request.keepAnsi,
+          renderedOnly: true,
           window: {
             case: "search",
             value: {

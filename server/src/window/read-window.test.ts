@@ -15,13 +15,14 @@ type WindowInit = MessageInitShape<typeof ReadToolOutputRequestSchema>["window"]
 async function frames(
   source: WindowSource,
   window: WindowInit,
-  extra: { omitRendered?: boolean; signal?: AbortSignal } = {},
+  extra: { omitRendered?: boolean; renderedOnly?: boolean; signal?: AbortSignal } = {},
 ): Promise<ReadToolOutputResponse[]> {
   const request = create(ReadToolOutputRequestSchema, {
     runId: "r",
     handle: source.handle,
     window,
     omitRendered: extra.omitRendered ?? false,
+    renderedOnly: extra.renderedOnly ?? false,
   });
   const out: ReadToolOutputResponse[] = [];
   for await (const frame of readWindow(source, request, undefined, extra.signal)) out.push(frame);
@@ -70,6 +71,28 @@ describe("readWindow", () => {
     const trailer = out.at(-1)?.frame;
     expect(trailer?.case === "trailer" && trailer.value.rendered).toBe("");
     expect(trailer?.case === "trailer" && trailer.value.returnedLines).toBe(2n);
+  });
+
+  it("sends only the header and the trailer of any window when asked, the same ones", async () => {
+    const json = createBufferWindowSource(
+      "res_j",
+      "application/json",
+      Buffer.from('{"a":[1,{"b":2}],"c":"three"}'),
+      false,
+    );
+    for (const [source, window] of [
+      [text, { case: "lines", value: { offset: 1n, limit: 1 } }],
+      [text, { case: "lines", value: { offset: 0n, fromEnd: true } }],
+      [text, { case: "search", value: { pattern: "t", contextLines: 1 } }],
+      [text, { case: "bytes", value: { offset: 2n, limit: 5n } }],
+      [json, { case: "json", value: {} }],
+      [json, { case: "jsonPath", value: { query: "$..b" } }],
+    ] as [WindowSource, WindowInit][]) {
+      const whole = await frames(source, window);
+      const only = await frames(source, window, { renderedOnly: true });
+      expect(whole.filter((f) => f.frame.case === "content").length).toBeGreaterThan(0);
+      expect(only).toEqual(whole.filter((f) => f.frame.case !== "content"));
+    }
   });
 
   it("reports binary payloads in lines and search mode and reads them in bytes mode", async () => {

@@ -44,8 +44,8 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
 /**
  * readWindow turns a stored payload into one bounded window.
  *
- * Guarantees: it yields exactly one header frame, zero or more content frames and exactly one
- * trailer frame, whose `rendered` is the deterministic model-facing text ("" when
+ * Guarantees: it yields exactly one header frame, zero or more content frames (none when
+ * `renderedOnly`) and exactly one trailer frame, whose `rendered` is the deterministic model-facing text ("" when
  * `omitRendered`), without terminal escape sequences unless `keep_ansi` (as are the texts of
  * lines and matches; bytes-mode data frames are the stored bytes either way); it streams the payload and never holds more of it than the caps allow; an
  * unset window is a lines window from line 0; lines and search windows over a binary payload
@@ -58,6 +58,21 @@ export async function* readWindow(
   request: ReadToolOutputRequest,
   caps: WindowCaps = defaultWindowCaps,
   signal?: AbortSignal,
+): AsyncGenerator<ReadToolOutputResponse> {
+  const frames = windowFrames(source, request, caps, signal);
+  if (!request.renderedOnly) {
+    yield* frames;
+    return;
+  }
+  for await (const frame of frames) if (frame.frame.case !== "content") yield frame;
+}
+
+/** The frames of the window request asks for, content frames included; see readWindow. */
+async function* windowFrames(
+  source: WindowSource,
+  request: ReadToolOutputRequest,
+  caps: WindowCaps,
+  signal: AbortSignal | undefined,
 ): AsyncGenerator<ReadToolOutputResponse> {
   const withText = !request.omitRendered;
   const window = request.window;

@@ -132,12 +132,15 @@ def read_request(
     json_: WindowLike | None = None,
     json_path: WindowLike | None = None,
     keep_ansi: bool = False,
+    rendered_only: bool = False,
 ) -> pb.ReadToolOutputRequest:
     """read_request builds a ReadToolOutput request; at most one window may be given."""
     given = [w for w in (lines, bytes_, search, json_, json_path) if w is not None]
     if len(given) > 1:
         raise ValueError("read_tool_output takes at most one of lines, bytes, search, json and json_path")
-    req = pb.ReadToolOutputRequest(run_id=run_id, handle=handle, omit_rendered=omit_rendered, keep_ansi=keep_ansi)
+    req = pb.ReadToolOutputRequest(
+        run_id=run_id, handle=handle, omit_rendered=omit_rendered, keep_ansi=keep_ansi, rendered_only=rendered_only
+    )
     if lines is not None:
         req.lines.CopyFrom(lines if isinstance(lines, pb.LinesWindow) else pb.LinesWindow(**lines))
     elif bytes_ is not None:

@@ -215,6 +215,7 @@ class SpillwayClient:
         json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         keep_ansi: bool = False,
+        rendered_only: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window of the output behind `handle` and collects it.
@@ -228,6 +229,8 @@ class SpillwayClient:
         window read is idempotent: a transient failure is retried from the window's start.
         Terminal escape sequences are removed from the model-facing text (rendered, line and
         match texts) unless `keep_ansi`; bytes-mode data is the stored bytes either way.
+        `rendered_only` asks for the header and the trailer alone, no content frames: the same
+        rendered text in about half the bytes, for callers that show nothing else (the model tool).
         """
         req = msg.read_request(
             run_id,
@@ -239,6 +242,7 @@ class SpillwayClient:
             json_path=json_path,
             omit_rendered=omit_rendered,
             keep_ansi=keep_ansi,
+            rendered_only=rendered_only,
         )
         return with_retries(
             self._retry,
@@ -466,6 +470,7 @@ class AsyncSpillwayClient:
         json_path: msg.WindowLike | None = None,
         omit_rendered: bool = False,
         keep_ansi: bool = False,
+        rendered_only: bool = False,
         timeout: float | None = None,
     ) -> Window:
         """read_tool_output reads one window and collects it (see SpillwayClient.read_tool_output)."""
@@ -479,6 +484,7 @@ class AsyncSpillwayClient:
             json_path=json_path,
             omit_rendered=omit_rendered,
             keep_ansi=keep_ansi,
+            rendered_only=rendered_only,
         )
 
         async def attempt(left: float | None) -> Window:

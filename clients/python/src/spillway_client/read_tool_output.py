@@ -226,8 +226,10 @@ class _SearchPaging:
         self.cursor = known if known is not None and known.matches_before <= search["skip"] else None
 
     def window(self, parsed: dict[str, Any], with_cursor: bool) -> dict[str, Any]:
-        """The read_tool_output keyword arguments, with the cursor when there is one to send."""
+        """The read_tool_output keyword arguments, with the cursor when there is one to send;
+        only the rendered text is asked for, the model's whole answer."""
         kwargs = {k: v for k, v in parsed.items() if k != "handle"}
+        kwargs["rendered_only"] = True
         if with_cursor and self.cursor is not None:
             kwargs["search"] = {**kwargs["search"], "after": self.cursor}
         return kwargs

@@ -682,7 +682,12 @@ type ReadToolOutputRequest struct {
 	// the rendered text and the text of lines and matches. By default they are removed there, so
 	// colour codes never reach a model; line numbers, byte offsets, bytes mode and the stored
 	// bytes are the same either way.
-	KeepAnsi      bool `protobuf:"varint,9,opt,name=keep_ansi,json=keepAnsi,proto3" json:"keep_ansi,omitempty"`
+	KeepAnsi bool `protobuf:"varint,9,opt,name=keep_ansi,json=keepAnsi,proto3" json:"keep_ansi,omitempty"`
+	// Send the window as a model sees it and nothing else: the header and the trailer with the
+	// rendered text, no content frames (lines, matches, nodes, data). The rendered text, counts
+	// and next offsets are those of the whole window. What a model tool needs, in about half the
+	// bytes.
+	RenderedOnly  bool `protobuf:"varint,10,opt,name=rendered_only,json=renderedOnly,proto3" json:"rendered_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +798,13 @@ func (x *ReadToolOutputRequest) GetOmitRendered() bool {
 func (x *ReadToolOutputRequest) GetKeepAnsi() bool {
 	if x != nil {
 		return x.KeepAnsi
+	}
+	return false
+}
+
+func (x *ReadToolOutputRequest) GetRenderedOnly() bool {
+	if x != nil {
+		return x.RenderedOnly
 	}
 	return false
 }
@@ -3346,7 +3358,7 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x06result\"A\n" +
 	"\x11OffloadBatchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xa5\x05\n" +
 	"\x15ReadToolOutputRequest\x12E\n" +
 	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12<\n" +
 	"\x06handle\x18\x02 \x01(\tB$\xbaH!r\x1f\x10\x01(\x80\x102\x18^[^\\x00-\\x1f\\x7f-\\x9f]*$R\x06handle\x120\n" +
@@ -3356,7 +3368,10 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x04json\x18\a \x01(\v2\x17.spillway.v1.JsonWindowH\x00R\x04json\x12:\n" +
 	"\tjson_path\x18\b \x01(\v2\x1b.spillway.v1.JsonPathWindowH\x00R\bjsonPath\x12#\n" +
 	"\romit_rendered\x18\x06 \x01(\bR\fomitRendered\x12\x1b\n" +
-	"\tkeep_ansi\x18\t \x01(\bR\bkeepAnsiB\b\n" +
+	"\tkeep_ansi\x18\t \x01(\bR\bkeepAnsi\x12#\n" +
+	"\rrendered_only\x18\n" +
+	" \x01(\bR\frenderedOnly:\x91\x01\xbaH\x8d\x01\x1a\x8a\x01\n" +
+	"\x1brendered_only_with_rendered\x12>rendered_only and omit_rendered together leave nothing to send\x1a+!(this.rendered_only && this.omit_rendered)B\b\n" +
 	"\x06window\"w\n" +
 	"\vLinesWindow\x12\x1f\n" +
 	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +

@@ -101,7 +101,7 @@ class OffloadBatchError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ReadToolOutputRequest(_message.Message):
-    __slots__ = ("run_id", "handle", "lines", "bytes", "search", "json", "json_path", "omit_rendered", "keep_ansi")
+    __slots__ = ("run_id", "handle", "lines", "bytes", "search", "json", "json_path", "omit_rendered", "keep_ansi", "rendered_only")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     LINES_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class ReadToolOutputRequest(_message.Message):
     JSON_PATH_FIELD_NUMBER: _ClassVar[int]
     OMIT_RENDERED_FIELD_NUMBER: _ClassVar[int]
     KEEP_ANSI_FIELD_NUMBER: _ClassVar[int]
+    RENDERED_ONLY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     handle: str
     lines: LinesWindow
@@ -120,7 +121,8 @@ class ReadToolOutputRequest(_message.Message):
     json_path: JsonPathWindow
     omit_rendered: bool
     keep_ansi: bool
-    def __init__(self, run_id: _Optional[str] = ..., handle: _Optional[str] = ..., lines: _Optional[_Union[LinesWindow, _Mapping]] = ..., bytes: _Optional[_Union[BytesWindow, _Mapping]] = ..., search: _Optional[_Union[SearchWindow, _Mapping]] = ..., json: _Optional[_Union[JsonWindow, _Mapping]] = ..., json_path: _Optional[_Union[JsonPathWindow, _Mapping]] = ..., omit_rendered: _Optional[bool] = ..., keep_ansi: _Optional[bool] = ...) -> None: ...
+    rendered_only: bool
+    def __init__(self, run_id: _Optional[str] = ..., handle: _Optional[str] = ..., lines: _Optional[_Union[LinesWindow, _Mapping]] = ..., bytes: _Optional[_Union[BytesWindow, _Mapping]] = ..., search: _Optional[_Union[SearchWindow, _Mapping]] = ..., json: _Optional[_Union[JsonWindow, _Mapping]] = ..., json_path: _Optional[_Union[JsonPathWindow, _Mapping]] = ..., omit_rendered: _Optional[bool] = ..., keep_ansi: _Optional[bool] = ..., rendered_only: _Optional[bool] = ...) -> None: ...
 
 class LinesWindow(_message.Message):
     __slots__ = ("offset", "limit", "from_end")

@@ -58,6 +58,17 @@ const valueGroups: readonly ValueGroup[] = [
     log: true,
   },
   {
+    id: "call-floor",
+    title: "Per-call cost against a bare HTTP/2 round trip",
+    axis: "µs per call, median of batches (lower is better)",
+    scenarios: [
+      "call_floor",
+      "deep_window_vs_floor",
+      "call_floor_python",
+      "deep_window_vs_floor_python",
+    ],
+  },
+  {
     id: "search",
     title: "Search over the whole 1 GiB log",
     axis: "MiB/s scanned (higher is better)",

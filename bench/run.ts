@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
 import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
+import { callFloorScenarios } from "./scenarios/call-floor.js";
 import { cliCatScenario } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { jsonViewScenario } from "./scenarios/json-view.js";
@@ -76,6 +77,15 @@ async function main(): Promise<void> {
     {
       names: ["deep_window_1gib", "tail_window_1gib", "deep_window_vs_anchor"],
       run: async () => windowScenarios(await log(), runs),
+    },
+    {
+      names: [
+        "call_floor",
+        "deep_window_vs_floor",
+        "call_floor_python",
+        "deep_window_vs_floor_python",
+      ],
+      run: async () => callFloorScenarios(await log(), runs),
     },
     {
       names: ["search_literal_1gib", "search_regex_1gib"],

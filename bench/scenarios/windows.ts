@@ -59,6 +59,11 @@ async function harnessWindowMs(fx: LogFixture, offset: number, runs: number): Pr
   return out.seconds.map((s) => s * 1000);
 }
 
+/** deepWindowLine is the 0-based line the deep-window scenarios read at: 11M, or near the end. */
+export function deepWindowLine(fx: LogFixture): number {
+  return Math.min(11_000_000, Math.floor(fx.log.lines * 0.92));
+}
+
 /**
  * windowScenarios measures `deep_window_1gib` and `tail_window_1gib` (a 100-line window deep
  * in, or at the end of, the 1 GiB log, against the same window at line 0, alternating) and
@@ -66,7 +71,7 @@ async function harnessWindowMs(fx: LogFixture, offset: number, runs: number): Pr
  * the same file).
  */
 export async function windowScenarios(fx: LogFixture, runs: number): Promise<BenchResult[]> {
-  const deep = Math.min(11_000_000, Math.floor(fx.log.lines * 0.92));
+  const deep = deepWindowLine(fx);
   const reps = runs * 10;
   // Warm both paths once (connection, page cache of the index and the bytes read).
   await timeWindow(fx, 0, false, 1);

@@ -27,10 +27,16 @@ export interface LogFixture {
   close(): Promise<void>;
 }
 
-/** openLogFixture writes a log of `bytes` bytes and offloads it from the file, streamed. */
-export async function openLogFixture(bytes: number): Promise<LogFixture> {
+/**
+ * openLogFixture writes a log of `bytes` bytes (with `write`: writeLogFile's unless given) and
+ * offloads it from the file, streamed.
+ */
+export async function openLogFixture(
+  bytes: number,
+  write: (path: string, bytes: number) => Promise<LogFile> = writeLogFile,
+): Promise<LogFixture> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-log-"));
-  const log = await writeLogFile(join(dir, "log.txt"), bytes);
+  const log = await write(join(dir, "log.txt"), bytes);
   const dataDir = join(dir, "store");
   const server = await spawnSpillway(["--data-dir", dataDir]);
   const client = createSpillwayClient({ baseUrl: server.url });

@@ -3,6 +3,7 @@ import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
+import { writeMixedLogFile } from "./mixed-log-file.js";
 import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 import { callFloorScenarios } from "./scenarios/call-floor.js";
@@ -90,6 +91,21 @@ async function main(): Promise<void> {
     {
       names: ["search_literal_1gib", "search_regex_1gib"],
       run: async () => searchScenarios(await log(), runs),
+    },
+    {
+      names: ["search_literal_mixed_1gib", "search_regex_mixed_1gib"],
+      run: async () => {
+        const fx = await openLogFixture(1024 * MiB, writeMixedLogFile);
+        try {
+          return await searchScenarios(fx, runs, {
+            name: "mixed_1gib",
+            literalRatio: 2,
+            regexRatio: 1.5,
+          });
+        } finally {
+          await fx.close();
+        }
+      },
     },
     {
       names: ["search_paging_64mib"],

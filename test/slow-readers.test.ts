@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, readlink, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -18,11 +18,17 @@ async function rssBytes(pid: number): Promise<number> {
 }
 
 /** openFiles counts the regular files a process holds open (payload blobs, not sockets). */
-async function openFiles(pid: number, under: string): Promise<number> {
+/**
+ * Counts the descriptors the server holds on files under `under` of at least `minBytes`: the
+ * payload the readers stream, not the small files (records, line indexes) the filesystem
+ * backend keeps open between small reads.
+ */
+async function openFiles(pid: number, under: string, minBytes = 64 * MiB): Promise<number> {
   let count = 0;
   for (const fd of await readdir(`/proc/${pid}/fd`)) {
     try {
-      if ((await readlink(`/proc/${pid}/fd/${fd}`)).startsWith(under)) count++;
+      const path = `/proc/${pid}/fd/${fd}`;
+      if ((await readlink(path)).startsWith(under) && (await stat(path)).size >= minBytes) count++;
     } catch {
       // The descriptor closed while we looked.
     }

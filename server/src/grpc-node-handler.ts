@@ -92,22 +92,7 @@ export function createGrpcNodeHandler(
 ): GrpcNodeHandler {
   const opts = validateUniversalHandlerOptions(options);
   const earlyAnswers = createEarlyAnswers();
-  const methods = new Map<string, Method>();
-  for (const service of calls.services) {
-    for (const spec of Object.values(service.methods)) {
-      const serialization = createMethodSerializationLookup(
-        spec.method,
-        opts.binaryOptions,
-        opts.jsonOptions,
-        opts,
-      );
-      methods.set(`/${service.service.typeName}/${spec.method.name}`, {
-        spec,
-        input: serialization.getI(true),
-        output: serialization.getO(true),
-      });
-    }
-  }
+  const methods = binaryMethods(calls.services, opts);
   return (req, res) => {
     if (req.method !== methodPost) return false;
     const method = methods.get(req.url);
@@ -138,10 +123,35 @@ const methodPost = "POST";
  */
 const callEnded = new ConnectError("the call has ended", Code.Canceled);
 
-interface Method {
+/** Method is one RPC a direct handler serves: its implementation and binary serializations. */
+export interface Method {
   readonly spec: MethodImplSpec;
   readonly input: Serialization<MessageShape<DescMessage>>;
   readonly output: Serialization<MessageShape<DescMessage>>;
+}
+
+/** binaryMethods maps each method's path (`/package.Service/Method`) to what serves it. */
+export function binaryMethods(
+  services: readonly ServiceImplSpec[],
+  opts: UniversalHandlerOptions,
+): Map<string, Method> {
+  const methods = new Map<string, Method>();
+  for (const service of services) {
+    for (const spec of Object.values(service.methods)) {
+      const serialization = createMethodSerializationLookup(
+        spec.method,
+        opts.binaryOptions,
+        opts.jsonOptions,
+        opts,
+      );
+      methods.set(`/${service.service.typeName}/${spec.method.name}`, {
+        spec,
+        input: serialization.getI(true),
+        output: serialization.getO(true),
+      });
+    }
+  }
+  return methods;
 }
 
 async function serve(
@@ -157,7 +167,17 @@ async function serve(
   const { requestChunks, framer, recycle } = calls.wire;
   const values = calls.contextValues?.(req) ?? createContextValues();
   if (requestChunks !== undefined) values.set(requestChunkReleaseKey, requestChunks.give);
-  const context = createCallContext(spec, req, timeoutMs, values);
+  const context = createCallContext(
+    spec,
+    {
+      protocolName,
+      url: `${req.scheme}://${req.authority}${req.url}`,
+      contentType: contentTypeProto,
+    },
+    requestHeaderOf(req.rawHeaders),
+    timeoutMs,
+    values,
+  );
   let ended = false;
   // A stream that closes before the response is complete was cancelled or reset by the
   // client (or by the server's deadline): the handler's signal says so at once.
@@ -209,7 +229,7 @@ async function serve(
         context,
         opts.interceptors,
       )(parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, requestChunks));
-      await writeMessages(res, context, messages, framing, reading);
+      await writeMessages(messages, framing, (parts) => writeMessage(res, context, parts, reading));
     }
   } catch (err) {
     failure = err;
@@ -226,7 +246,7 @@ async function serve(
 }
 
 /** CallContext is a call's HandlerContext and the means to end its signal. */
-interface CallContext extends HandlerContext {
+export interface CallContext extends HandlerContext {
   /** Aborts the call's signal with reason (once) and stops its deadline timer. */
   abort(reason: unknown): void;
 }
@@ -237,9 +257,10 @@ interface CallContext extends HandlerContext {
  * with one AbortController and a timer instead of three controllers linked by listeners:
  * connect's took ~35 µs per call here, most of a small call's context cost.
  */
-function createCallContext(
+export function createCallContext(
   spec: MethodImplSpec,
-  req: Http2ServerRequest,
+  call: { readonly protocolName: string; readonly url: string; readonly contentType: string },
+  requestHeader: [string, string][],
   timeoutMs: number | undefined,
   values: ContextValues,
 ): CallContext {
@@ -256,12 +277,12 @@ function createCallContext(
     method: spec.method,
     service: spec.method.parent,
     requestMethod: methodPost,
-    protocolName,
-    url: `${req.scheme}://${req.authority}${req.url}`,
+    protocolName: call.protocolName,
+    url: call.url,
     signal: controller.signal,
     timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
-    requestHeader: new Headers(requestHeaderOf(req)),
-    responseHeader: new Headers({ "content-type": contentTypeProto }),
+    requestHeader: new Headers(requestHeader),
+    responseHeader: new Headers({ "content-type": call.contentType }),
     responseTrailer: new Headers({ "grpc-status": grpcStatusOk }),
     values,
     abort(reason) {
@@ -272,7 +293,7 @@ function createCallContext(
 }
 
 /** Reads a unary call's one request message: none, or a second one, is a protocol error. */
-async function readSingle<T>(messages: AsyncIterable<T>): Promise<T> {
+export async function readSingle<T>(messages: AsyncIterable<T>): Promise<T> {
   const it = messages[Symbol.asyncIterator]();
   const first = await it.next();
   if (first.done === true) {
@@ -293,24 +314,22 @@ async function readSingle<T>(messages: AsyncIterable<T>): Promise<T> {
 }
 
 /**
- * Writes the response headers before the first message (so implementations may still set
- * them) and each message after them, waiting for the stream to drain whenever it asks to. A
- * failed write is thrown into the messages, so interceptors watching them see the call fail
- * with it (as connect-node does), and then out of this function.
+ * writeMessages frames each message and hands its parts to `write` (which sends the response
+ * headers before the first, and waits for the response to drain whenever it asks to). A failed
+ * write is thrown into the messages, so interceptors watching them see the call fail with it
+ * (as connect-node does), and then out of this function.
  */
-async function writeMessages(
-  res: Http2ServerResponse,
-  context: HandlerContext,
+export async function writeMessages(
   messages: AsyncIterable<MessageShape<DescMessage>>,
   framing: ResponseFramer,
-  reading: Reading,
+  write: (parts: readonly Uint8Array[]) => Promise<void>,
 ): Promise<void> {
   const it = messages[Symbol.asyncIterator]();
   for (;;) {
     const step = await it.next();
     if (step.done === true) return;
     try {
-      await writeMessage(res, context, framing.frame(step.value), reading);
+      await write(framing.frame(step.value));
     } catch (err) {
       await it.throw?.(err).catch(() => undefined);
       throw err;
@@ -339,17 +358,24 @@ async function writeMessage(
 /** Ends the response with the call's status in its trailers, unless the stream is gone. */
 function finish(res: Http2ServerResponse, context: HandlerContext, failure: unknown): void {
   if (res.stream.destroyed || res.writableEnded) return;
-  if (failure !== undefined) {
-    setTrailerStatus(
-      context.responseTrailer,
-      failure instanceof ConnectError
-        ? failure
-        : new ConnectError("internal error", Code.Internal, undefined, undefined, failure),
-    );
-  }
+  setFailureStatus(context.responseTrailer, failure);
   if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
   res.addTrailers(nodeHeaders(context.responseTrailer));
   res.end();
+}
+
+/**
+ * setFailureStatus puts the status of the error a call failed with into its trailers, as
+ * connect does: a ConnectError's own, INTERNAL for anything else; nothing when it succeeded.
+ */
+export function setFailureStatus(trailer: Headers, failure: unknown): void {
+  if (failure === undefined) return;
+  setTrailerStatus(
+    trailer,
+    failure instanceof ConnectError
+      ? failure
+      : new ConnectError("internal error", Code.Internal, undefined, undefined, failure),
+  );
 }
 
 /**
@@ -482,9 +508,9 @@ function requestBody(req: Http2ServerRequest): AsyncIterable<Uint8Array> {
   return readableChunks(req, requestQueueBytes);
 }
 
-function requestHeaderOf(req: Http2ServerRequest): [string, string][] {
+/** The request's header fields, HTTP/2 pseudo-headers left out. */
+export function requestHeaderOf(raw: readonly string[]): [string, string][] {
   const out: [string, string][] = [];
-  const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] as string;
     if (name.startsWith(":")) continue;
@@ -493,7 +519,8 @@ function requestHeaderOf(req: Http2ServerRequest): [string, string][] {
   return out;
 }
 
-function nodeHeaders(headers: Headers): Record<string, string> {
+/** nodeHeaders turns fetch-style Headers into the record Node's writeHead takes. */
+export function nodeHeaders(headers: Headers): Record<string, string> {
   const out: Record<string, string> = {};
   headers.forEach((value, name) => {
     out[name] = value;
@@ -501,7 +528,8 @@ function nodeHeaders(headers: Headers): Record<string, string> {
   return out;
 }
 
-function single(value: string | string[] | undefined): string | null {
+/** The first value of a Node header, or null. */
+export function single(value: string | string[] | undefined): string | null {
   if (value === undefined) return null;
   return typeof value === "string" ? value : (value[0] ?? null);
 }

@@ -30,6 +30,7 @@ import {
   watchHttp1Connection,
 } from "./connection-liveness.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
+import { createGrpcWebHandler } from "./grpc-web-handler.js";
 import type { GrpcWireOptions } from "./grpc-wire.js";
 import { createHealthState, type HealthState } from "./health.js";
 import { createHttp1Connections } from "./http1-connections.js";
@@ -307,6 +308,11 @@ export function createSpillwayHandler(
     contextValues: (req) => deadlines.contextValues(req),
     idleStreamMs,
   });
+  const grpcWebHandler = createGrpcWebHandler(handlerOptions, {
+    services,
+    wire,
+    contextValues: (req) => deadlines.contextValues(req),
+  });
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
     routes: (router: ConnectRouter) => {
@@ -327,14 +333,15 @@ export function createSpillwayHandler(
       req: http.IncomingMessage | http2.Http2ServerRequest,
       res: http.ServerResponse | http2.Http2ServerResponse,
     ) => {
-      if (
-        !(req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) ||
-        !grpcNodeHandler(req, res)
-      ) {
-        boundArrival(req, res);
-        watchResponseStall(req, res, idleStreamMs);
-        connectHandler(req, res);
+      if (req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) {
+        if (grpcNodeHandler(req, res)) return;
       }
+      boundArrival(req, res);
+      watchResponseStall(req, res, idleStreamMs);
+      if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
+        if (grpcWebHandler(req, res)) return;
+      }
+      connectHandler(req, res);
     },
   );
 }

@@ -1,0 +1,224 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import {
+  Code,
+  ConnectError,
+  type ContextValues,
+  createContextValues,
+  type HandlerContext,
+  type ServiceImplSpec,
+} from "@connectrpc/connect";
+import {
+  encodeEnvelope,
+  invokeUnaryImplementation,
+  transformInvokeImplementation,
+  type UniversalHandlerOptions,
+  validateUniversalHandlerOptions,
+} from "@connectrpc/connect/protocol";
+import {
+  contentTypeProto,
+  parseContentType,
+  parseTimeout,
+  trailerFlag,
+  trailerSerialize,
+} from "@connectrpc/connect/protocol-grpc-web";
+import {
+  binaryMethods,
+  createCallContext,
+  type Method,
+  nodeHeaders,
+  readSingle,
+  requestHeaderOf,
+  setFailureStatus,
+  single,
+  writeMessages,
+} from "./grpc-node-handler.js";
+import { createResponseFramer, type GrpcWireOptions, parseEnvelopes } from "./grpc-wire.js";
+import { readableChunks } from "./readable-chunks.js";
+
+/** GrpcWebCalls are what createGrpcWebHandler serves and how. */
+export interface GrpcWebCalls {
+  /** The services served, with their implementations. */
+  readonly services: readonly ServiceImplSpec[];
+  /** How response messages are framed (see grpc-wire.ts); requests are read plainly. */
+  readonly wire: GrpcWireOptions;
+  /** The context values a call starts with. */
+  readonly contextValues?: (req: IncomingMessage) => ContextValues;
+}
+
+/**
+ * GrpcWebHandler serves one HTTP/1.1 request if it can: true when it took the request (and will
+ * answer it), false when the caller must hand it to another handler untouched.
+ */
+export type GrpcWebHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * createGrpcWebHandler returns a handler for the binary gRPC-Web calls that arrive over
+ * HTTP/1.1 (content type `application/grpc-web` or `application/grpc-web+proto`, no
+ * `grpc-encoding` other than `identity`, a valid `grpc-timeout` or none) to a unary or
+ * server-streaming method: browsers and command-line clients reading outputs. It answers them
+ * as connect's gRPC-Web handler does (the same interceptors in the same order, the request gate
+ * first, the same context, the status in a trailer frame at the end of the body), but writes
+ * each response message as the wire's framer frames it: a bytes-mode data frame goes out as a
+ * short prefix and the backend's own buffer, where connect's stock path serializes and copies
+ * every payload byte twice (docs/design/grpc-fast-path.md).
+ *
+ * It declines everything else (HTTP/2, gRPC-Web text, JSON, Connect, compressed messages,
+ * client-streaming methods, unknown paths, malformed or too long timeouts) so that connect
+ * answers those as before. A call's signal is aborted when the call ends, or with CANCELED when
+ * the client closes the connection first. How long the request may take to arrive and how
+ * long a response may wait for a client that reads nothing are bounded by the caller, as for
+ * connect's handlers (createRequestArrivalBound, watchResponseStall: a stalled response is
+ * closed and its call fails with the error it is closed with).
+ */
+export function createGrpcWebHandler(
+  options: Partial<UniversalHandlerOptions>,
+  calls: GrpcWebCalls,
+): GrpcWebHandler {
+  const opts = validateUniversalHandlerOptions(options);
+  const methods = binaryMethods(calls.services, opts);
+  return (req, res) => {
+    if (req.method !== "POST" || req.httpVersionMajor !== 1) return false;
+    const method = methods.get(req.url ?? "");
+    if (method === undefined) return false;
+    const kind = method.spec.kind;
+    if (kind !== "unary" && kind !== "server_streaming") return false;
+    const type = parseContentType(req.headers["content-type"] ?? null);
+    if (type === undefined || !type.binary || type.text) return false;
+    const encoding = req.headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return false;
+    const timeout = parseTimeout(single(req.headers["grpc-timeout"]), opts.maxTimeoutMs);
+    if (timeout.error !== undefined) return false;
+    serve(method, req, res, timeout.timeoutMs, opts, calls).catch(() => {
+      // Unreachable by design (serve settles every call itself); should it happen, the client
+      // sees its connection close instead of waiting forever.
+      res.destroy();
+    });
+    return true;
+  };
+}
+
+/** The protocol name calls report in their HandlerContext, as connect's gRPC-Web handler does. */
+const protocolName = "grpc-web";
+
+/**
+ * What may wait between the request body and the call's parser before it is paused: a
+ * gRPC-Web request is one small message (a window, a stat), so one default chunk is ample.
+ */
+const requestQueueBytes = 1024 * 1024;
+
+async function serve(
+  method: Method,
+  req: IncomingMessage,
+  res: ServerResponse,
+  timeoutMs: number | undefined,
+  opts: UniversalHandlerOptions,
+  calls: GrpcWebCalls,
+): Promise<void> {
+  const { spec } = method;
+  const values = calls.contextValues?.(req) ?? createContextValues();
+  const scheme = "encrypted" in req.socket && req.socket.encrypted === true ? "https" : "http";
+  const context = createCallContext(
+    spec,
+    {
+      protocolName,
+      url: `${scheme}://${req.headers.host ?? ""}${req.url}`,
+      contentType: contentTypeProto,
+    },
+    requestHeaderOf(req.rawHeaders),
+    timeoutMs,
+    values,
+  );
+  let ended = false;
+  // A response that closes before it ended lost its client (or was cut by the server's own
+  // limits): the handler's signal says so at once.
+  res.once("close", () => {
+    if (!ended) {
+      context.abort(new ConnectError("the client closed the connection", Code.Canceled));
+    }
+  });
+  const framing = createResponseFramer(
+    method.output,
+    calls.wire.framer,
+    opts.writeMaxBytes,
+    calls.wire.recycle,
+    res,
+  );
+  let failure: unknown;
+  try {
+    if (opts.requestGate !== undefined) await opts.requestGate(context);
+    const input = parseEnvelopes(
+      readableChunks(req, requestQueueBytes),
+      opts.readMaxBytes,
+      method.input,
+      undefined,
+    );
+    if (spec.kind === "unary") {
+      const output = await invokeUnaryImplementation(
+        spec,
+        context,
+        await readSingle(input),
+        opts.interceptors,
+      );
+      await write(res, context, framing.frame(output));
+    } else {
+      const messages = transformInvokeImplementation(spec, context, opts.interceptors)(input);
+      await writeMessages(messages, framing, (parts) => write(res, context, parts));
+    }
+  } catch (err) {
+    failure = err;
+  }
+  ended = true;
+  context.abort(failure ?? callEnded);
+  finish(res, context, failure);
+}
+
+/**
+ * The reason a call's signal carries once its response has ended normally (see the same in
+ * grpc-node-handler.ts).
+ */
+const callEnded = new ConnectError("the call has ended", Code.Canceled);
+
+/**
+ * Writes the response headers before the first message (so implementations may still set
+ * them) and the message's parts after them, waiting for the socket to drain whenever it asks
+ * to.
+ */
+async function write(
+  res: ServerResponse,
+  context: HandlerContext,
+  parts: readonly Uint8Array[],
+): Promise<void> {
+  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
+  for (const part of parts) {
+    if (!res.write(part)) await drained(res);
+  }
+}
+
+/** Ends the body with the trailer frame holding the call's status, unless the response is gone. */
+function finish(res: ServerResponse, context: HandlerContext, failure: unknown): void {
+  if (res.destroyed || res.writableEnded) return;
+  setFailureStatus(context.responseTrailer, failure);
+  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
+  res.end(encodeEnvelope(trailerFlag, trailerSerialize(context.responseTrailer)));
+}
+
+/**
+ * Resolves once the response drains; rejects when it fails first (with the error it failed
+ * with: watchResponseStall's DEADLINE_EXCEEDED for a client that read nothing) or closes.
+ */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (err?: unknown) => {
+      res.off("drain", onDrain);
+      res.off("close", onClose);
+      res.off("error", done);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new ConnectError("the client closed the connection", Code.Canceled));
+    res.once("drain", onDrain);
+    res.once("close", onClose);
+    res.once("error", done);
+  });
+}

@@ -141,6 +141,29 @@ describe("the direct gRPC-Web path over HTTP/1.1", () => {
     expect(ConnectError.from(endings.at(-1)).code).toBe(Code.Canceled);
   });
 
+  it("reads out a request it refused, so the connection carries the next call", async () => {
+    // One connection for every call: a refused request left unread would hold it.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const one = createClient(
+      Health,
+      createGrpcWebTransport({ baseUrl: url, httpVersion: "1.1", nodeOptions: { agent } }),
+    );
+    const headers = { "x-gate": "open" };
+    try {
+      for (const size of [8 * 1024 * 1024, 100]) {
+        const err = await one
+          .check({ service: "x".repeat(size) }, { headers: { "x-gate": "shut" }, timeoutMs: 5000 })
+          .catch((e: unknown) => ConnectError.from(e));
+        expect(err?.code).toBe(Code.PermissionDenied);
+        const got: number[] = [];
+        for await (const m of one.watch({}, { headers, timeoutMs: 5000 })) got.push(m.status);
+        expect(got).toEqual([1, 1, 1]);
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
   it("leaves gRPC-Web text and other protocols to the next handler", async () => {
     const before = declined;
     for (const contentType of ["application/grpc-web-text", "application/json"]) {

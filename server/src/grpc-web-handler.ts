@@ -169,7 +169,28 @@ async function serve(
   }
   ended = true;
   context.abort(failure ?? callEnded);
+  releaseRequest(req, res);
   finish(res, context, failure);
+}
+
+/**
+ * Lets go of a request whose call ended before its reader took all of it, so that the
+ * connection does not stall: Node reads a connection's next request only once this one has been
+ * read to its end. A request whose body has all arrived (a reader that stopped at a parse error,
+ * or at a unary call's one message, leaves its end paused in the stream) is read out. One cut
+ * off mid-body (refused at its gate or for a message over the size limit, while the client may
+ * still be sending it) closes its connection after the answer instead of reading what may be
+ * megabytes the call will never use.
+ */
+function releaseRequest(req: IncomingMessage, res: ServerResponse): void {
+  if (req.readableEnded || req.destroyed) return;
+  if (req.complete) {
+    req.removeAllListeners("data");
+    req.resume();
+    return;
+  }
+  if (!res.headersSent) res.shouldKeepAlive = false;
+  else res.once("finish", () => req.socket.end());
 }
 
 /**

@@ -153,7 +153,10 @@ describe("the direct gRPC-Web path over HTTP/1.1", () => {
       for (const size of [8 * 1024 * 1024, 100]) {
         const err = await one
           .check({ service: "x".repeat(size) }, { headers: { "x-gate": "shut" }, timeoutMs: 5000 })
-          .catch((e: unknown) => ConnectError.from(e));
+          .then(
+            () => undefined,
+            (e: unknown) => ConnectError.from(e),
+          );
         expect(err?.code).toBe(Code.PermissionDenied);
         const got: number[] = [];
         for await (const m of one.watch({}, { headers, timeoutMs: 5000 })) got.push(m.status);

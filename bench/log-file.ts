@@ -24,22 +24,44 @@ const paths = ["/api/v1/items", "/api/v1/users/me", "/healthz", "/api/v1/orders/
  * Deterministic: the same size always gives the same bytes.
  */
 export async function writeLogFile(path: string, bytes: number): Promise<LogFile> {
+  let rare = 0;
+  const written = await writeLines(path, bytes, (line) => {
+    const ms = line % 1000;
+    const second = Math.floor(line / 1000) % 86_400;
+    const clock = `${String(Math.floor(second / 3600)).padStart(2, "0")}:${String(Math.floor(second / 60) % 60).padStart(2, "0")}:${String(second % 60).padStart(2, "0")}.${String(ms).padStart(3, "0")}`;
+    if (line % rareEvery === rareEvery - 1) {
+      rare++;
+      return `2026-11-30T${clock}Z ERROR svc=billing quota exceeded tenant=t${line % 97} line=${line}\n`;
+    }
+    return `2026-11-30T${clock}Z INFO  svc=${services[line % 5]} req=${line} path=${paths[line % 4]} status=200 ms=${line % 89}\n`;
+  });
+  return {
+    path,
+    ...written,
+    rareLiteral: "quota exceeded",
+    rareRegex: "ERROR svc=[a-z]+ quota (exceeded|exhausted) tenant=t[0-9]+",
+    rareLines: rare,
+  };
+}
+
+/**
+ * writeLines writes `lineAt(0)`, `lineAt(1)`, … (single-byte text, each ending with `\n`) to
+ * `path` through an 8 MiB buffer until at least `bytes` are written, and returns how many bytes
+ * and lines it wrote. lineAt is called once per line, in order.
+ */
+export async function writeLines(
+  path: string,
+  bytes: number,
+  lineAt: (line: number) => string,
+): Promise<{ bytes: number; lines: number }> {
   const file = await open(path, "w");
   const block = Buffer.allocUnsafe(8 * 1024 * 1024);
   let used = 0;
   let written = 0;
   let line = 0;
-  let rare = 0;
   try {
     while (written + used < bytes) {
-      const ms = line % 1000;
-      const second = Math.floor(line / 1000) % 86_400;
-      const clock = `${String(Math.floor(second / 3600)).padStart(2, "0")}:${String(Math.floor(second / 60) % 60).padStart(2, "0")}:${String(second % 60).padStart(2, "0")}.${String(ms).padStart(3, "0")}`;
-      const text =
-        line % rareEvery === rareEvery - 1
-          ? `2026-11-30T${clock}Z ERROR svc=billing quota exceeded tenant=t${line % 97} line=${line}\n`
-          : `2026-11-30T${clock}Z INFO  svc=${services[line % 5]} req=${line} path=${paths[line % 4]} status=200 ms=${line % 89}\n`;
-      if (line % rareEvery === rareEvery - 1) rare++;
+      const text = lineAt(line);
       if (used + text.length > block.length) {
         await file.write(block, 0, used);
         written += used;
@@ -53,12 +75,5 @@ export async function writeLogFile(path: string, bytes: number): Promise<LogFile
   } finally {
     await file.close();
   }
-  return {
-    path,
-    bytes: written,
-    lines: line,
-    rareLiteral: "quota exceeded",
-    rareRegex: "ERROR svc=[a-z]+ quota (exceeded|exhausted) tenant=t[0-9]+",
-    rareLines: rare,
-  };
+  return { bytes: written, lines: line };
 }

@@ -1,5 +1,4 @@
-import { open } from "node:fs/promises";
-import type { LogFile } from "./log-file.js";
+import { type LogFile, writeLines } from "./log-file.js";
 
 /** One line in this many carries the phrase the searches look for: about 50 in a 1 GiB log. */
 const rareEvery = 125_000;
@@ -47,44 +46,25 @@ export async function writeMixedLogFile(path: string, bytes: number): Promise<Lo
     Math.floor(next() * 2 ** 32)
       .toString(16)
       .padStart(8, "0");
-  const file = await open(path, "w");
-  const block = Buffer.allocUnsafe(8 * 1024 * 1024);
-  let used = 0;
-  let written = 0;
-  let line = 0;
   let rare = 0;
-  try {
-    while (written + used < bytes) {
-      const second = Math.floor(line / 500) % 86_400;
-      const clock = `${String(Math.floor(second / 3600)).padStart(2, "0")}:${String(Math.floor(second / 60) % 60).padStart(2, "0")}:${String(second % 60).padStart(2, "0")}.${String(line % 1000).padStart(3, "0")}`;
-      const count = 4 + Math.floor(next() * 6);
-      const said: string[] = [];
-      for (let k = 0; k < count; k++) said.push(pick(words));
-      // Never the phrase by chance: a "session token expired" the words happen to make is cut.
-      let msg = said.join(" ").replaceAll("session token expired", "session token renewed");
-      const isRare = line % rareEvery === rareEvery - 1;
-      if (isRare) {
-        msg = `${said.slice(0, 2).join(" ")} session token expired for ${pick(words)}`;
-        rare++;
-      }
-      const text = `2026-11-30T${clock}Z ${isRare ? "ERROR" : pick(levels)} [${pick(services)}-${Math.floor(next() * 16)}] trace=${hex8()}${hex8()} user=u${Math.floor(next() * 100_000)} msg="${msg}" latency_ms=${Math.floor(next() * 2000)} region=${pick(regions)}\n`;
-      if (used + text.length > block.length) {
-        await file.write(block, 0, used);
-        written += used;
-        used = 0;
-      }
-      used += block.write(text, used, "latin1");
-      line++;
+  const written = await writeLines(path, bytes, (line) => {
+    const second = Math.floor(line / 500) % 86_400;
+    const clock = `${String(Math.floor(second / 3600)).padStart(2, "0")}:${String(Math.floor(second / 60) % 60).padStart(2, "0")}:${String(second % 60).padStart(2, "0")}.${String(line % 1000).padStart(3, "0")}`;
+    const count = 4 + Math.floor(next() * 6);
+    const said: string[] = [];
+    for (let k = 0; k < count; k++) said.push(pick(words));
+    // Never the phrase by chance: a "session token expired" the words happen to make is cut.
+    let msg = said.join(" ").replaceAll("session token expired", "session token renewed");
+    const isRare = line % rareEvery === rareEvery - 1;
+    if (isRare) {
+      msg = `${said.slice(0, 2).join(" ")} session token expired for ${pick(words)}`;
+      rare++;
     }
-    await file.write(block, 0, used);
-    written += used;
-  } finally {
-    await file.close();
-  }
+    return `2026-11-30T${clock}Z ${isRare ? "ERROR" : pick(levels)} [${pick(services)}-${Math.floor(next() * 16)}] trace=${hex8()}${hex8()} user=u${Math.floor(next() * 100_000)} msg="${msg}" latency_ms=${Math.floor(next() * 2000)} region=${pick(regions)}\n`;
+  });
   return {
     path,
-    bytes: written,
-    lines: line,
+    ...written,
     rareLiteral: "session token expired",
     rareRegex: 'user=u[0-9]+ msg="[a-z]+ [a-z]+ session token (expired|revoked) for [a-z]+"',
     rareLines: rare,

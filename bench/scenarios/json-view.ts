@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
@@ -7,26 +7,19 @@ import { createSpillwayClient } from "@spillway/client";
 import { JsonKind } from "@spillway/proto/spillway/v1/types_pb.js";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { jsonDocumentChunks } from "../json-document.js";
+import { meterPeakRss } from "../peak-rss.js";
 import { type BenchResult, ratioResult } from "../result.js";
 import { timeSeconds } from "../timing.js";
 
 const MiB = 1024 * 1024;
 const windowLines = 100;
 
-/** Reads one figure (kB) from a process's /proc status, in MiB. */
-async function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const kib = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1];
-  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
-  return (Number(kib) * 1024) / MiB;
-}
-
 /**
  * jsonViewScenario measures `json_view_window_1gib`: a 1 GiB minified JSON document (an array
  * of nested records, bench/json-document.ts) is offloaded from a file (the JSON view indexed
  * in the same pass), then a 100-line JSON-view window 90% of the way through the view is
  * timed against the same window at line 0, alternating. The row records the server's peak
- * resident memory (VmHWM) over the offload and the windows, and the offload's throughput.
+ * resident memory (meterPeakRss) over the offload and the windows, and the offload's throughput.
  */
 export async function jsonViewScenario(runs: number, bytes = 1024 * MiB): Promise<BenchResult> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-json-"));
@@ -41,16 +34,16 @@ export async function jsonViewScenario(runs: number, bytes = 1024 * MiB): Promis
   try {
     const client = createSpillwayClient({ baseUrl: server.url });
     const runId = "bench-json";
-    await writeFile(`/proc/${server.pid}/clear_refs`, "5").catch(() => undefined);
     let attachment: Awaited<ReturnType<typeof client.offload>> | undefined;
-    const offloadSeconds = await timeSeconds(async () => {
-      attachment = await client.offload(
-        { tenant: "dev", runId, callId: "doc" },
-        createReadStream(file, { highWaterMark: MiB }),
-        { contentType: "application/json" },
-      );
-    });
-    const offloadPeak = await statusMiB(server.pid, "VmHWM");
+    const { result: offloadSeconds, peakMiB: offloadPeak } = await meterPeakRss(server.pid, () =>
+      timeSeconds(async () => {
+        attachment = await client.offload(
+          { tenant: "dev", runId, callId: "doc" },
+          createReadStream(file, { highWaterMark: MiB }),
+          { contentType: "application/json" },
+        );
+      }),
+    );
     if (attachment?.jsonKind !== JsonKind.DOCUMENT) {
       throw new Error(`the bench document was not indexed as JSON: ${attachment?.jsonKind}`);
     }
@@ -72,16 +65,16 @@ export async function jsonViewScenario(runs: number, bytes = 1024 * MiB): Promis
       }
       return seconds * 1000;
     };
-    await writeFile(`/proc/${server.pid}/clear_refs`, "5").catch(() => undefined);
-    await timeWindow(0);
-    await timeWindow(deep);
     const head: number[] = [];
     const deepMs: number[] = [];
-    for (let rep = 0; rep < runs * 10; rep++) {
-      head.push(await timeWindow(0));
-      deepMs.push(await timeWindow(deep));
-    }
-    const windowPeak = await statusMiB(server.pid, "VmHWM");
+    const { peakMiB: windowPeak } = await meterPeakRss(server.pid, async () => {
+      await timeWindow(0);
+      await timeWindow(deep);
+      for (let rep = 0; rep < runs * 10; rep++) {
+        head.push(await timeWindow(0));
+        deepMs.push(await timeWindow(deep));
+      }
+    });
     process.stderr.write(
       `bench: json_view_window_1gib: ${(size / MiB).toFixed(0)} MiB document, ${viewLines} view lines, offload ${(size / MiB / offloadSeconds).toFixed(1)} MiB/s (${offloadSeconds.toFixed(1)} s), server peak RSS ${offloadPeak.toFixed(0)} MiB over the offload, ${windowPeak.toFixed(0)} MiB over the windows; window at line ${deep}\n`,
     );

@@ -1,11 +1,12 @@
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import { jsonDocumentChunks } from "../json-document.js";
+import { meterPeakRss, statusMiB } from "../peak-rss.js";
 import { type BenchResult, ratioResult } from "../result.js";
 import { timeSeconds } from "../timing.js";
 
@@ -17,14 +18,6 @@ const handle = "res_doc";
 export const filterQuery = "$.items[?@.status == 'failed' && @.score > 999.9].id";
 /** Descendants with a filter: every node of the document is visited. */
 export const descendantQuery = "$..events[?@.latency_ms > 999.99].at";
-
-/** Reads one figure (kB) from a process's /proc status, in MiB. */
-async function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const kib = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1];
-  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
-  return (Number(kib) * 1024) / MiB;
-}
 
 /** Writes the generated document to `path`; returns its size. */
 async function writeDocument(path: string, bytes: number): Promise<number> {
@@ -95,23 +88,11 @@ export async function jsonPathScenarios(runs: number): Promise<BenchResult[]> {
     const peaks: number[] = [];
     /** Times one query while tracking the server's peak RSS. */
     const metered = async (text: string): Promise<number> => {
-      const reset = await writeFile(`/proc/${server.pid}/clear_refs`, "5").then(
-        () => true,
-        () => false,
+      const { result, peakMiB } = await meterPeakRss(server.pid, () =>
+        timeSeconds(() => query(client, text)),
       );
-      let sampled = 0;
-      let sampling = true;
-      const sampler = (async () => {
-        while (sampling) {
-          sampled = Math.max(sampled, await statusMiB(server.pid, "VmRSS"));
-          await sleep(20);
-        }
-      })();
-      const seconds = await timeSeconds(() => query(client, text));
-      sampling = false;
-      await sampler;
-      peaks.push(Math.max(reset ? await statusMiB(server.pid, "VmHWM") : 0, sampled));
-      return seconds;
+      peaks.push(peakMiB);
+      return result;
     };
     const mib = size / MiB;
     const rows: BenchResult[] = [];

@@ -1,21 +1,13 @@
 import { createReadStream } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createSpillwayClient } from "@spillway/client";
 import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import type { LogFixture } from "../log-fixture.js";
+import { meterPeakRss, statusMiB } from "../peak-rss.js";
 import { type BenchResult, ratioResult } from "../result.js";
 
 const MiB = 1024 * 1024;
 const fastReaders = 7;
-
-/** Reads one figure (kB) from a process's /proc status, in MiB. */
-async function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const kib = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1];
-  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
-  return (Number(kib) * 1024) / MiB;
-}
 
 /**
  * Reads the whole log in bytes mode; `pause` ms between frames makes a slow reader. Each reader
@@ -63,40 +55,27 @@ export async function memoryScenario(fx: LogFixture, runs: number): Promise<Benc
       const { pid } = replica;
       await sleep(500);
       idle.push(await statusMiB(pid, "VmRSS"));
-      // Writing 5 to clear_refs resets the high-water mark (Linux >= 4.0); sampling covers the rest.
-      const resetWorked = await writeFile(`/proc/${pid}/clear_refs`, "5").then(
-        () => true,
-        () => false,
-      );
-      let sampled = 0;
-      let sampling = true;
-      const sampler = (async () => {
-        while (sampling) {
-          sampled = Math.max(sampled, await statusMiB(pid, "VmRSS"));
-          await sleep(20);
-        }
-      })();
-      const slow = new AbortController();
-      const slowRead = fullRead(fx, replica.url, slow.signal, 50).catch(() => 0);
-      const done = new AbortController();
-      const reads = Array.from({ length: fastReaders }, () =>
-        fullRead(fx, replica.url, done.signal),
-      );
-      const offload = createSpillwayClient({ baseUrl: replica.url }).offload(
-        { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
-        createReadStream(fx.log.path, { highWaterMark: MiB }),
-      );
-      const read = await Promise.all(reads);
-      await offload;
-      slow.abort();
-      await slowRead;
-      sampling = false;
-      await sampler;
+      const { result: read, peakMiB } = await meterPeakRss(pid, async () => {
+        const slow = new AbortController();
+        const slowRead = fullRead(fx, replica.url, slow.signal, 50).catch(() => 0);
+        const done = new AbortController();
+        const reads = Array.from({ length: fastReaders }, () =>
+          fullRead(fx, replica.url, done.signal),
+        );
+        const offload = createSpillwayClient({ baseUrl: replica.url }).offload(
+          { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
+          createReadStream(fx.log.path, { highWaterMark: MiB }),
+        );
+        const fast = await Promise.all(reads);
+        await offload;
+        slow.abort();
+        await slowRead;
+        return fast;
+      });
       if (read.some((n) => n !== fx.log.bytes)) {
         throw new Error(`a full read came back short: ${read}`);
       }
-      const hwm = resetWorked ? await statusMiB(pid, "VmHWM") : 0;
-      peaks.push(Math.max(hwm, sampled));
+      peaks.push(peakMiB);
     } finally {
       await replica.stop();
     }

@@ -17,7 +17,7 @@ import {
   renderNodeRow,
   renderNoNodes,
 } from "./json-path-render.js";
-import { renderSearchFooter, type SearchFooter } from "./render.js";
+import { renderSearchFooter, searchFooterOf, widestSearchFooterChars } from "./render.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 
 /** JsonPathRequest is a JSONPath window with its int64 fields already converted. */
@@ -130,12 +130,7 @@ export async function* jsonPathWindow(
   const total = exhausted ? stream.total : undefined;
   const fits = (rowsChars: number, count: number): boolean => {
     const next = skip + count;
-    const footer = Math.max(
-      countChars(renderSearchFooter({ kind: "clipped", next, maxWindowChars })),
-      overCap
-        ? countChars(renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches }))
-        : 0,
-    );
+    const footer = widestSearchFooterChars(next, overCap, caps);
     const header = countChars(renderJsonPathHeader(describe(count, Math.max(total ?? 0, next))));
     return header + rowsChars + footer <= maxWindowChars;
   };
@@ -204,14 +199,7 @@ export async function* jsonPathWindow(
   if (returned === 0) {
     rendered = renderNoNodes(describe(0, total)) + renderSearchFooter({ kind: "end" });
   } else {
-    const footer: SearchFooter =
-      next === undefined
-        ? { kind: "end" }
-        : charClipped
-          ? { kind: "clipped", next, maxWindowChars }
-          : countCapped
-            ? { kind: "capped", next, maxMatches: caps.maxMatches }
-            : { kind: "more", next };
+    const footer = searchFooterOf(next, charClipped, countCapped, caps);
     rendered = renderJsonPathHeader(describe(returned, total)) + text + renderSearchFooter(footer);
   }
   yield create(ReadToolOutputResponseSchema, {

@@ -2,14 +2,15 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { ReadToolOutputResponse } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { createJsonViewRenderer } from "../json/json-view-renderer.js";
 import type { WindowCaps } from "./caps.js";
-import { type LinesRequest, type LineView, linesWindow, type ShownLine } from "./lines.js";
+import {
+  type LinesRequest,
+  type LineView,
+  linesWindow,
+  pushChunks,
+  type ShownLine,
+} from "./lines.js";
 import { renderJsonViewFooter, renderJsonViewHeader, renderNoJsonViewLines } from "./render.js";
 import { type JsonViewSource, type WindowSource, windowHeaderFrame } from "./source.js";
-
-/** Throws CANCELED when the caller went away. */
-function checkAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
-}
 
 /**
  * jsonView is the JSON view of a payload as a LineView: lines fed by a renderer resumed at the
@@ -30,13 +31,9 @@ function jsonView(source: WindowSource, json: JsonViewSource): LineView {
         maxLineChars,
         onLine: (line) => take(line satisfies ShownLine),
       });
-      for await (const chunk of stream) {
-        checkAborted(signal);
-        const more = renderer.push(chunk);
-        // The renderer copies what it keeps, so the chunk can serve later reads.
-        source.release(chunk);
-        yield;
-        if (!more) return false;
+      // The renderer copies what it keeps, so each chunk can serve later reads.
+      if (!(yield* pushChunks(source, stream, signal, (chunk) => renderer.push(chunk)))) {
+        return false;
       }
       renderer.finish();
       return true;

@@ -360,17 +360,33 @@ async function* feedLines(
     keepBytes: lineKeepBytes(maxLineChars, stripAnsi),
     onLine: (line) => take(showLine(line, maxLineChars, stripAnsi)),
   });
+  // The splitter keeps copies of what it needs (shown lines, a line's start that continues
+  // into the next chunk), so each chunk can serve later reads.
+  const ended = yield* pushChunks(source, stream, signal, (chunk) => splitter.push(chunk));
+  if (!ended || length !== undefined) return false;
+  splitter.finish();
+  return true;
+}
+
+/**
+ * pushChunks hands each chunk of a read to `push` (a splitter or renderer that copies what it
+ * keeps), gives the chunk back to the source for later reads, and yields after each so the
+ * caller can pass on what it built. Returns false once push asks to stop, true when the read
+ * ended; a cancelled signal is CANCELED.
+ */
+export async function* pushChunks(
+  source: WindowSource,
+  stream: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+  push: (chunk: Uint8Array) => boolean,
+): AsyncGenerator<void, boolean> {
   for await (const chunk of stream) {
     checkAborted(signal);
-    const more = splitter.push(chunk);
-    // The splitter keeps copies of what it needs (shown lines, a line's start that continues
-    // into the next chunk), so the chunk can serve later reads.
+    const more = push(chunk);
     source.release(chunk);
     yield;
     if (!more) return false;
   }
-  if (length !== undefined) return false;
-  splitter.finish();
   return true;
 }
 

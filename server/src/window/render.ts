@@ -1,3 +1,5 @@
+import { countChars } from "./caps.js";
+
 /**
  * The exact model-facing text of every window. Every function here is pure: the same
  * arguments render to the same string (no clocks, no locale, plain-digit numbers), so prompt
@@ -210,6 +212,44 @@ export type SearchFooter =
   | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
   | { readonly kind: "capped"; readonly next: number; readonly maxMatches: number }
   | { readonly kind: "end" };
+
+/**
+ * searchFooterOf says how a window of matches (search, JSONPath nodes) that goes on to `next`
+ * (undefined: nothing follows) ended: clipped by the character cap, capped by the match cap, or
+ * simply with more to read.
+ */
+export function searchFooterOf(
+  next: number | undefined,
+  charClipped: boolean,
+  countCapped: boolean,
+  caps: { readonly maxWindowChars: number; readonly maxMatches: number },
+): SearchFooter {
+  if (next === undefined) return { kind: "end" };
+  if (charClipped) return { kind: "clipped", next, maxWindowChars: caps.maxWindowChars };
+  if (countCapped) return { kind: "capped", next, maxMatches: caps.maxMatches };
+  return { kind: "more", next };
+}
+
+/**
+ * widestSearchFooterChars is the length, in characters, of the widest footer a window of
+ * matches going on to `next` may end with: the character-cap footer, or the match-cap one when
+ * the request asked for more matches than the cap (`overCap`).
+ */
+export function widestSearchFooterChars(
+  next: number,
+  overCap: boolean,
+  caps: { readonly maxWindowChars: number; readonly maxMatches: number },
+): number {
+  const clipped = renderSearchFooter({
+    kind: "clipped",
+    next,
+    maxWindowChars: caps.maxWindowChars,
+  });
+  const capped = overCap
+    ? renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches })
+    : "";
+  return Math.max(countChars(clipped), countChars(capped));
+}
 
 /** renderSearchFooter renders the last line of a search window: how to ask for more matches. */
 export function renderSearchFooter(footer: SearchFooter): string {

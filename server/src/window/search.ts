@@ -21,8 +21,9 @@ import {
   renderNoMatches,
   renderSearchFooter,
   renderSearchHeader,
-  type SearchFooter,
   type SearchHeader,
+  searchFooterOf,
+  widestSearchFooterChars,
 } from "./render.js";
 import {
   checkCursorTie,
@@ -398,12 +399,8 @@ export async function* searchWindow(
   /** True when `extra` more characters of rows still leave room for header and footer. */
   const fits = (extra: number, count: number): boolean => {
     const header = renderSearchHeader(describe(count, Math.max(source.lineCount, skip + count)));
-    const next = skip + count;
-    const clipped = countChars(renderSearchFooter({ kind: "clipped", next, maxWindowChars }));
-    const capped = overCap
-      ? countChars(renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches }))
-      : 0;
-    return countChars(header) + rowsChars + extra + Math.max(clipped, capped) <= maxWindowChars;
+    const footer = widestSearchFooterChars(skip + count, overCap, caps);
+    return countChars(header) + rowsChars + extra + footer <= maxWindowChars;
   };
   /** Renders rows for `lines` after line `prev` (0-based), with `--` before each gap. */
   const renderRows = (lines: readonly { line: ShownLine; tag: ":" | "-" }[]): string => {
@@ -577,14 +574,7 @@ export async function* searchWindow(
   if (returned === 0) {
     rendered = renderNoMatches(describe(0, seen));
   } else {
-    const footer: SearchFooter =
-      next === undefined
-        ? { kind: "end" }
-        : charClipped
-          ? { kind: "clipped", next, maxWindowChars }
-          : countCapped
-            ? { kind: "capped", next, maxMatches: caps.maxMatches }
-            : { kind: "more", next };
+    const footer = searchFooterOf(next, charClipped, countCapped, caps);
     rendered = renderSearchHeader(describe(returned, total)) + rows + renderSearchFooter(footer);
   }
   yield create(ReadToolOutputResponseSchema, {

@@ -5,7 +5,11 @@ import { ReadToolOutputResponseSchema } from "@spillway/proto/spillway/v1/spillw
 import { describe, expect, it } from "vitest";
 import { codeThrownBy } from "../../test/support/code-of.js";
 import { dataFrame, dataFramePath } from "./data-frame.js";
-import { type BytesFieldPiece, createEnvelopeReader } from "./envelope-reader.js";
+import {
+  type BytesFieldPiece,
+  createEnvelopeReader,
+  type TrailerFrame,
+} from "./envelope-reader.js";
 
 const message = (size: number, seed: number): Uint8Array => {
   const bytes = new Uint8Array(size);
@@ -139,6 +143,61 @@ describe("createEnvelopeReader", () => {
       expect(last).toHaveLength(1);
       expect(hex((last[0] as BytesFieldPiece).piece)).toBe(hex(data.subarray(-1)));
       expect(reader.atBoundary).toBe(true);
+    });
+  });
+
+  describe("with a trailer flag", () => {
+    const data = message(3000, 7);
+    const frame = toBinary(ReadToolOutputResponseSchema, dataFrame(data));
+    const trailer = Buffer.from("grpc-status: 0\r\ngrpc-message: \r\n");
+    const stream = Buffer.concat([
+      encodeEnvelope(0, message(10, 1)),
+      encodeEnvelope(0, frame),
+      encodeEnvelope(0x80, trailer),
+    ]);
+    const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
+    /** What came out, as text: messages by their hex, trailer frames by their lines. */
+    const shown = (items: readonly (Uint8Array | BytesFieldPiece | TrailerFrame)[]) =>
+      items.map((item) =>
+        item instanceof Uint8Array
+          ? `message ${hex(item)}`
+          : "piece" in item
+            ? `piece ${hex(item.piece)}`
+            : `trailer ${Buffer.from(item.trailer).toString()}`,
+      );
+
+    it("hands out a trailer frame whole wherever the body is split, its data never as pieces", () => {
+      // A trailer frame laid out like a data frame, cut inside: it is not the bytes field.
+      const lookalike = Buffer.from(encodeEnvelope(0x80, frame));
+      const reader = createEnvelopeReader(8192, { bytesField: dataFramePath, trailerFlag: 0x80 });
+      const parts = [
+        ...reader.push(lookalike.subarray(0, 100)),
+        ...reader.push(lookalike.subarray(100)),
+      ];
+      expect(parts.map((item) => ("trailer" in item ? hex(item.trailer) : "other"))).toEqual([
+        hex(frame),
+      ]);
+      for (let cut = 0; cut <= stream.length; cut++) {
+        const reader = createEnvelopeReader(8192, { trailerFlag: 0x80 });
+        const got = [...reader.push(stream.subarray(0, cut)), ...reader.push(stream.subarray(cut))];
+        expect(shown(got)).toEqual([
+          `message ${hex(message(10, 1))}`,
+          `message ${hex(frame)}`,
+          `trailer ${trailer.toString()}`,
+        ]);
+        expect(reader.atBoundary).toBe(true);
+      }
+    });
+
+    it("still refuses a compressed envelope, and a trailer over readMaxBytes", () => {
+      const compressed = Buffer.from(encodeEnvelope(0x01, message(3, 1)));
+      expect(
+        codeThrownBy(() => createEnvelopeReader(1024, { trailerFlag: 0x80 }).push(compressed)),
+      ).toBe(Code.Internal);
+      const big = Buffer.from(encodeEnvelope(0x80, message(2000, 1)));
+      expect(codeThrownBy(() => createEnvelopeReader(1999, { trailerFlag: 0x80 }).push(big))).toBe(
+        Code.ResourceExhausted,
+      );
     });
   });
 });

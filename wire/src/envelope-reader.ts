@@ -6,6 +6,11 @@ export interface BytesFieldPiece {
   readonly piece: Uint8Array;
 }
 
+/** TrailerFrame is a gRPC-Web trailer frame's data (its header lines), whole. */
+export interface TrailerFrame {
+  readonly trailer: Uint8Array;
+}
+
 /** EnvelopeReader splits a gRPC body, as it arrives, into the messages it carries. */
 export interface EnvelopeReader<Item = Uint8Array> {
   /**
@@ -30,6 +35,11 @@ export interface EnvelopeReaderOptions {
    * the pieces as they arrive.
    */
   readonly bytesField?: readonly number[];
+  /**
+   * The envelope flags (gRPC-Web's 0x80) that mark a trailer frame: such an envelope comes out
+   * whole as a TrailerFrame item instead of being refused.
+   */
+  readonly trailerFlag?: number;
 }
 
 /**
@@ -40,24 +50,31 @@ export interface EnvelopeReaderOptions {
  *
  * Guarantees: messages come out whole and in order however the body is split; a message
  * larger than readMaxBytes is RESOURCE_EXHAUSTED before any of it is buffered; a compressed
- * (flag 1) or otherwise flagged envelope is INTERNAL: the reader is for bodies sent without
+ * (flag 1) or otherwise flagged envelope, other than a `trailerFlag` one, is INTERNAL: the reader is for bodies sent without
  * compression (the SDK never accepts a response encoding; the server reads compressed
  * requests through connect's own stages).
  */
 export function createEnvelopeReader(
   readMaxBytes: number,
-  opts?: EnvelopeReaderOptions & { readonly bytesField?: undefined },
+  opts?: EnvelopeReaderOptions & {
+    readonly bytesField?: undefined;
+    readonly trailerFlag?: undefined;
+  },
 ): EnvelopeReader;
 export function createEnvelopeReader(
   readMaxBytes: number,
-  opts: EnvelopeReaderOptions,
+  opts: EnvelopeReaderOptions & { readonly trailerFlag?: undefined },
 ): EnvelopeReader<Uint8Array | BytesFieldPiece>;
 export function createEnvelopeReader(
   readMaxBytes: number,
+  opts: EnvelopeReaderOptions,
+): EnvelopeReader<Uint8Array | BytesFieldPiece | TrailerFrame>;
+export function createEnvelopeReader(
+  readMaxBytes: number,
   opts: EnvelopeReaderOptions = {},
-): EnvelopeReader<Uint8Array | BytesFieldPiece> {
+): EnvelopeReader<Uint8Array | BytesFieldPiece | TrailerFrame> {
   const allocate = opts.allocate ?? ((bytes: number) => Buffer.allocUnsafe(bytes));
-  const { bytesField } = opts;
+  const { bytesField, trailerFlag } = opts;
   const header = new Uint8Array(envelopeHeaderBytes);
   let headerFill = 0;
   // The message being assembled across pieces, and how much of it has arrived.
@@ -65,10 +82,14 @@ export function createEnvelopeReader(
   let bodyFill = 0;
   // Bytes of the bytesField data still to come as pieces.
   let pieceLeft = 0;
+  // Whether the envelope being read is a trailer frame.
+  let trailer = false;
+  const item = (data: Uint8Array) => (trailer ? { trailer: data } : data);
 
   /** Checks a complete header and returns the length of the message it announces. */
   const open = (flags: number, length: number): number => {
-    if (flags !== 0) {
+    trailer = flags === trailerFlag;
+    if (flags !== 0 && !trailer) {
       throw new ConnectError(
         `protocol error: envelope flags 0x${flags.toString(16)} in a body sent without compression`,
         Code.Internal,
@@ -88,7 +109,7 @@ export function createEnvelopeReader(
       return headerFill === 0 && body === undefined && pieceLeft === 0;
     },
     push(chunk) {
-      const out: (Uint8Array | BytesFieldPiece)[] = [];
+      const out: (Uint8Array | BytesFieldPiece | TrailerFrame)[] = [];
       const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       let pos = 0;
       while (pos < chunk.length) {
@@ -105,7 +126,7 @@ export function createEnvelopeReader(
           bodyFill += take;
           pos += take;
           if (bodyFill === body.length) {
-            out.push(body);
+            out.push(item(body));
             body = undefined;
           }
           continue;
@@ -124,14 +145,14 @@ export function createEnvelopeReader(
           length = open(header[0] as number, new DataView(header.buffer).getUint32(1));
         }
         if (chunk.length - pos >= length) {
-          out.push(chunk.subarray(pos, pos + length));
+          out.push(item(chunk.subarray(pos, pos + length)));
           pos += length;
           continue;
         }
         // The field's prefix is judged from this piece alone; one cut inside it (a few bytes
         // at most) makes the message go the assembled way, which is always correct.
         const prefix =
-          bytesField === undefined
+          bytesField === undefined || trailer
             ? undefined
             : bytesFieldPrefix(bytesField, chunk.subarray(pos), length);
         if (prefix === undefined) {

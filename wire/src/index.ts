@@ -21,6 +21,7 @@ export {
   createEnvelopeReader,
   type EnvelopeReader,
   type EnvelopeReaderOptions,
+  type TrailerFrame,
 } from "./envelope-reader.js";
 export { fromHttp2Error, fromResetCode } from "./http2-error.js";
 export { statusName } from "./status-name.js";

@@ -14,19 +14,29 @@ import {
   Protocol,
 } from "./gen/connectrpc/conformance/v1/config_pb.js";
 import { readSizeDelimited, sizeDelimited } from "./size-delimited.js";
-import { createGrpcTransport, createWideWindowSessionManager } from "./spillway.js";
+import {
+  createGrpcTransport,
+  createGrpcWebTransport,
+  createKeepAliveAgent,
+  createWideWindowSessionManager,
+} from "./spillway.js";
 
 /** connect's default message limit, for test cases that set none. */
 const unlimitedBytes = 0xffffffff;
 /** Test cases run at once: enough to overlap their delays, few enough for a 2-core machine. */
 const concurrency = 8;
 
-/** Makes one test case's call over its own connection with the SDK's gRPC transport. */
+/**
+ * Makes one test case's call over its own connection with the SDK's transport for its
+ * protocol: gRPC over HTTP/2, or gRPC-Web over HTTP/1.1.
+ */
 async function run(req: ClientCompatRequest): Promise<ClientCompatResponse> {
   const res = create(ClientCompatResponseSchema, { testName: req.testName });
   try {
-    if (req.httpVersion !== HTTPVersion.HTTP_VERSION_2) throw new Error("only HTTP/2 is spoken");
-    if (req.protocol !== Protocol.GRPC) throw new Error("only the gRPC protocol is spoken");
+    const grpc = req.httpVersion === HTTPVersion.HTTP_VERSION_2 && req.protocol === Protocol.GRPC;
+    const grpcWeb =
+      req.httpVersion === HTTPVersion.HTTP_VERSION_1 && req.protocol === Protocol.GRPC_WEB;
+    if (!grpc && !grpcWeb) throw new Error("only gRPC over HTTP/2 and gRPC-Web over HTTP/1.1");
     if (req.codec !== Codec.PROTO) throw new Error("only the proto codec is spoken");
     if (req.compression !== Compression.IDENTITY && req.compression !== Compression.UNSPECIFIED) {
       throw new Error("no compression is spoken");
@@ -34,23 +44,28 @@ async function run(req: ClientCompatRequest): Promise<ClientCompatResponse> {
     const tls = req.serverTlsCert.length > 0;
     const baseUrl = `${tls ? "https" : "http"}://${req.host}:${req.port}`;
     const creds = req.clientTlsCreds;
-    const sessionManager = createWideWindowSessionManager(
-      baseUrl,
-      tls
-        ? {
-            ca: Buffer.from(req.serverTlsCert),
-            ...(creds === undefined
-              ? {}
-              : { cert: Buffer.from(creds.cert), key: Buffer.from(creds.key) }),
-          }
-        : {},
-    );
+    const tlsOptions = tls
+      ? {
+          ca: Buffer.from(req.serverTlsCert),
+          ...(creds === undefined
+            ? {}
+            : { cert: Buffer.from(creds.cert), key: Buffer.from(creds.key) }),
+        }
+      : {};
+    const readMaxBytes = req.messageReceiveLimit > 0 ? req.messageReceiveLimit : unlimitedBytes;
+    if (grpcWeb) {
+      const agent = createKeepAliveAgent(baseUrl, tlsOptions);
+      try {
+        const transport = createGrpcWebTransport({ baseUrl, agent, readMaxBytes });
+        res.result = { case: "response", value: await invokeCompatRequest(transport, req) };
+      } finally {
+        agent.destroy();
+      }
+      return res;
+    }
+    const sessionManager = createWideWindowSessionManager(baseUrl, tlsOptions);
     try {
-      const transport = createGrpcTransport({
-        baseUrl,
-        sessionManager,
-        readMaxBytes: req.messageReceiveLimit > 0 ? req.messageReceiveLimit : unlimitedBytes,
-      });
+      const transport = createGrpcTransport({ baseUrl, sessionManager, readMaxBytes });
       res.result = { case: "response", value: await invokeCompatRequest(transport, req) };
     } finally {
       sessionManager.abort();
@@ -66,8 +81,9 @@ async function run(req: ClientCompatRequest): Promise<ClientCompatResponse> {
 
 /**
  * The client under test for `connectconformance --mode client`: reads ClientCompatRequests from
- * stdin, makes each call with the Spillway SDK's gRPC transport (createGrpcTransport over
- * createWideWindowSessionManager, with its TLS options when the case uses TLS), a few at a time, and writes each ClientCompatResponse to
+ * stdin, makes each call with the Spillway SDK's transport for its protocol (createGrpcTransport
+ * over createWideWindowSessionManager, or createGrpcWebTransport over createKeepAliveAgent, with
+ * its TLS options when the case uses TLS), a few at a time, and writes each ClientCompatResponse to
  * stdout as its call ends. Exits once stdin ends and every call has answered, or on SIGTERM.
  */
 async function main(): Promise<void> {

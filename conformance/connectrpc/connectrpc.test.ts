@@ -9,15 +9,16 @@ const passingCase =
   "Basic/HTTPVersion:2/Protocol:PROTOCOL_GRPC/Codec:CODEC_PROTO/Compression:COMPRESSION_IDENTITY/TLS:false/unary/success";
 
 // connectrpc's own conformance suite, run by its own runner against Spillway's server stack
-// and against the SDK's gRPC transport (dist/ is built by the global setup).
+// and against the SDK's gRPC and gRPC-Web transports (dist/ is built by the global setup).
 describe("connectrpc conformance", () => {
   const dir = scratchDir("spillway-known-failing-");
 
-  // The features in server.yaml and client.yaml select far more cases than these minimums;
+  // The features in each mode's yaml select far more cases than these minimums;
   // fewer means the runner skipped what it should run.
   for (const { side, under, minimum } of [
     { side: "server", under: "Spillway's server stack", minimum: 1800 },
     { side: "client", under: "the SDK's gRPC transport", minimum: 300 },
+    { side: "client-grpc-web", under: "the SDK's gRPC-Web transport", minimum: 200 },
   ] as const) {
     it(`${under} passes every ${side} case but its known failures`, async () => {
       const run = await runConnectconformance(side);

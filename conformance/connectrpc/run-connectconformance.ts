@@ -50,6 +50,12 @@ export const modes = {
     // The client under test runs 8 cases at once against at most two reference servers.
     parallelism: ["--max-servers", "2"],
   },
+  "client-grpc-web": {
+    conf: "conformance/connectrpc/client-grpc-web.yaml",
+    knownFailing: "conformance/connectrpc/client-grpc-web-known-failing.txt",
+    program: "dist/conformance/connectrpc/client-under-test.js",
+    parallelism: ["--max-servers", "2"],
+  },
 } as const;
 
 /**
@@ -69,7 +75,7 @@ export function runConnectconformance(
   const m = modes[mode];
   const args = [
     "--mode",
-    mode,
+    mode === "server" ? "server" : "client",
     "--conf",
     m.conf,
     "--known-failing",

@@ -1,9 +1,14 @@
 /**
  * The parts of Spillway under test, in one place: the server's handler stack and the SDK's
- * gRPC transport. Every other file here imports Spillway only through this one.
+ * transports (gRPC over HTTP/2, gRPC-Web over HTTP/1.1). Every other file here imports Spillway only through this one.
  */
 
-export { createGrpcTransport, createWideWindowSessionManager } from "@spillway/client";
+export {
+  createGrpcTransport,
+  createGrpcWebTransport,
+  createKeepAliveAgent,
+  createWideWindowSessionManager,
+} from "@spillway/client";
 export { createChunkPool } from "../../server/src/backends/chunk-pool.js";
 export { createRequestIdleLimit } from "../../server/src/idle-request.js";
 export { defaultLimits } from "../../server/src/limits.js";

@@ -14,7 +14,8 @@ import {
 import { dataFrame, dataFramePath } from "@spillway/wire";
 import { afterEach, describe, expect, it } from "vitest";
 import { failureOf } from "../../../test/support/code-of.js";
-import { createGrpcTransport, type SplitBytesField } from "./grpc-transport.js";
+import { createGrpcTransport } from "./grpc-transport.js";
+import type { SplitBytesField } from "./response-queue.js";
 import { createWideWindowSessionManager } from "./session-manager.js";
 
 /** What a hand-written gRPC server does with one call. */

@@ -1,23 +1,12 @@
 import * as http2 from "node:http2";
-import {
-  type DescMessage,
-  type DescMethodStreaming,
-  type DescMethodUnary,
-  fromBinary,
-  type MessageInitShape,
-  type MessageShape,
+import type {
+  DescMessage,
+  DescMethodStreaming,
+  DescMethodUnary,
+  MessageShape,
 } from "@bufbuild/protobuf";
-import {
-  Code,
-  ConnectError,
-  type ContextValues,
-  createContextValues,
-  type Interceptor,
-  type StreamResponse,
-  type Transport,
-  type UnaryResponse,
-} from "@connectrpc/connect";
-import { createMethodUrl, getAbortSignalReason } from "@connectrpc/connect/protocol";
+import { Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
+import { getAbortSignalReason } from "@connectrpc/connect/protocol";
 import {
   headerEncoding,
   headerGrpcStatus,
@@ -27,8 +16,10 @@ import {
 } from "@connectrpc/connect/protocol-grpc";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { createEnvelopeReader, fromHttp2Error, fromResetCode } from "@spillway/wire";
+import { createExchangeTransport, type Exchange } from "./exchange-transport.js";
+import { toHeaders, toNodeHeaders } from "./node-headers.js";
 import { wireRequest } from "./request-wire.js";
-import { runStreamingCall, runUnaryCall } from "./run-call.js";
+import { createResponseQueue, type SplitBytesField } from "./response-queue.js";
 
 /** GrpcTransportOptions configure createGrpcTransport. */
 export interface GrpcTransportOptions {
@@ -47,52 +38,6 @@ export interface GrpcTransportOptions {
    * fields whose protocol says a message's data may be split (bytes-mode data frames).
    */
   readonly bytesFields?: readonly SplitBytesField[];
-}
-
-/** SplitBytesField names a response bytes field that may be handed out in pieces. */
-export interface SplitBytesField {
-  /** The response message type. */
-  readonly output: DescMessage;
-  /** The field numbers, outermost first, of the bytes field. */
-  readonly path: readonly number[];
-  /** The message that carries one piece of the field's data. */
-  message(piece: Uint8Array): MessageShape<DescMessage>;
-}
-
-/**
- * Parsed response messages, and their bytes on the wire, held before the stream is paused;
- * reading resumes below half of both.
- */
-const pauseAtMessages = 256;
-const pauseAtBytes = 4 * 1024 * 1024;
-
-/** The first part of a response: its header and, as they arrive, its messages and trailer. */
-interface Exchange<O extends DescMessage> {
-  readonly header: Headers;
-  /** Filled in when the response ends. */
-  readonly trailer: Headers;
-  /** The call's error when the server answered with a trailers-only response. */
-  readonly headerError: ConnectError | undefined;
-  readonly messages: AsyncIterable<MessageShape<O>>;
-}
-
-/** Node's response header or trailer as a fetch Headers object, pseudo-headers left out. */
-function toHeaders(node: http2.IncomingHttpHeaders): Headers {
-  const header = new Headers();
-  for (const [name, value] of Object.entries(node)) {
-    if (name.startsWith(":") || value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) header.append(name, String(v));
-  }
-  return header;
-}
-
-/** A request header as Node's http2 takes it. */
-function toNodeHeaders(header: Headers): http2.OutgoingHttpHeaders {
-  const node: http2.OutgoingHttpHeaders = {};
-  header.forEach((value, name) => {
-    node[name] = value;
-  });
-  return node;
 }
 
 /**
@@ -209,14 +154,14 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     opts.readMaxBytes,
     split === undefined ? {} : { bytesField: split.path },
   );
-  const queue: { message: MessageShape<O>; bytes: number }[] = [];
-  let queuedBytes = 0;
+  const queue = createResponseQueue(method.output, split, () => {
+    if (stream.isPaused()) stream.resume();
+  });
   const trailer = new Headers();
   let responseHeader: Headers | undefined;
   let foundStatus = false;
   let ended = false;
   let failure: ConnectError | undefined;
-  let wake: (() => void) | undefined;
   let settleHeader: { resolve(ex: Exchange<O>): void; reject(err: ConnectError): void };
   const headerPromise = new Promise<Exchange<O>>((resolve, reject) => {
     settleHeader = { resolve, reject };
@@ -228,11 +173,10 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     failure = err;
     if (reset && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
     settleHeader.reject(err);
-    wake?.();
+    queue.close(err);
   };
   const onAbort = () => {
-    queue.length = 0;
-    queuedBytes = 0;
+    queue.clear();
     fail(ConnectError.from(getAbortSignalReason(signal), Code.Canceled));
   };
   signal.addEventListener("abort", onAbort, { once: true });
@@ -257,29 +201,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       }
     }
     ended = true;
-    wake?.();
-  };
-
-  const messages: AsyncIterable<MessageShape<O>> = {
-    [Symbol.asyncIterator]: () => ({
-      async next(): Promise<IteratorResult<MessageShape<O>>> {
-        for (;;) {
-          const item = queue.shift();
-          if (item !== undefined) {
-            queuedBytes -= item.bytes;
-            const below = queue.length < pauseAtMessages / 2 && queuedBytes < pauseAtBytes / 2;
-            if (below && stream.isPaused()) stream.resume();
-            return { value: item.message, done: false };
-          }
-          if (failure !== undefined) throw failure;
-          if (ended) return { value: undefined, done: true };
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = undefined;
-        }
-      },
-    }),
+    queue.close();
   };
 
   stream.on("response", (node) => {
@@ -292,7 +214,12 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       }
       responseHeader = h;
       foundStatus = checked.foundStatus;
-      settleHeader.resolve({ header: h, trailer, headerError: checked.headerError, messages });
+      settleHeader.resolve({
+        header: h,
+        trailer,
+        headerError: checked.headerError,
+        messages: queue.messages,
+      });
     } catch (err) {
       fail(ConnectError.from(err));
     }
@@ -300,19 +227,9 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   stream.on("data", (chunk: Buffer) => {
     sm.notifyResponseByteRead(stream);
     if (failure !== undefined) return;
+    let room = true;
     try {
-      for (const item of reader.push(chunk)) {
-        if (item instanceof Uint8Array) {
-          queue.push({ message: fromBinary(method.output, item), bytes: item.byteLength });
-          queuedBytes += item.byteLength;
-        } else if (split !== undefined) {
-          queue.push({
-            message: split.message(item.piece) as MessageShape<O>,
-            bytes: item.piece.byteLength,
-          });
-          queuedBytes += item.piece.byteLength;
-        }
-      }
+      for (const item of reader.push(chunk)) room = queue.push(item) && room;
     } catch (err) {
       fail(
         err instanceof ConnectError
@@ -321,8 +238,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       );
       return;
     }
-    if (queue.length >= pauseAtMessages || queuedBytes >= pauseAtBytes) stream.pause();
-    wake?.();
+    if (!room) stream.pause();
   });
   stream.on("trailers", (node) => {
     toHeaders(node).forEach((value, name) => {
@@ -373,130 +289,12 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   return headerPromise;
 }
 
-/** Yields one message. */
-async function* single<T>(message: T): AsyncIterable<T> {
-  yield message;
-}
-
-/**
- * createGrpcTransport returns a connect Transport that speaks gRPC (binary protobuf, no
- * compression) over connect-node's HTTP/2 session manager, with the same interceptors,
- * deadlines (sent as grpc-timeout), cancellation and status handling as connect-node's own
- * gRPC transport, for less CPU per call and per byte.
- *
- * It writes an OffloadRequest chunk as a short prefix followed by the caller's buffer (no
- * copy), parses each response message as soon as its envelope is complete (one copy at most,
- * none when it arrived in one piece; a `bytesFields` message comes out in pieces instead, none
- * copied), and applies backpressure by pausing the HTTP/2 stream once 4 MiB or 256 parsed
- * messages wait for the consumer.
- *
- * A streaming call's promise may be awaited late (connect's promise client awaits it at the
- * first read): a call that fails before then never becomes an unhandled rejection.
- */
 export function createGrpcTransport(opts: GrpcTransportOptions): Transport {
-  const interceptors = [...(opts.interceptors ?? [])];
-  const deadline = (timeoutMs: number | undefined) =>
-    timeoutMs === undefined || timeoutMs <= 0 ? undefined : timeoutMs;
-  /** The request fields a unary and a streaming call share. */
-  const requestFor = <M extends DescMethodUnary | DescMethodStreaming>(
-    method: M,
-    timeoutMs: number | undefined,
-    header: ConstructorParameters<typeof Headers>[0] | undefined,
-    contextValues: ContextValues | undefined,
-  ) => ({
-    service: method.parent,
-    method,
-    requestMethod: "POST",
-    url: createMethodUrl(opts.baseUrl, method),
-    header: requestHeader(true, timeoutMs, header),
-    contextValues: contextValues ?? createContextValues(),
+  return createExchangeTransport({
+    baseUrl: opts.baseUrl,
+    interceptors: opts.interceptors,
+    requestHeader: (timeoutMs, header) => requestHeader(true, timeoutMs, header),
+    exchange: (method, url, header, signal, input) =>
+      exchange(opts, method, url, header, signal, input),
   });
-  return {
-    async unary<I extends DescMessage, O extends DescMessage>(
-      method: DescMethodUnary<I, O>,
-      signal: AbortSignal | undefined,
-      timeoutMs: number | undefined,
-      header: ConstructorParameters<typeof Headers>[0] | undefined,
-      input: MessageInitShape<I>,
-      contextValues?: ContextValues,
-    ): Promise<UnaryResponse<I, O>> {
-      const ms = deadline(timeoutMs);
-      return runUnaryCall<I, O>({
-        interceptors,
-        signal,
-        timeoutMs: ms,
-        req: { stream: false, ...requestFor(method, ms, header, contextValues), message: input },
-        next: async (req) => {
-          const ex = await exchange(
-            opts,
-            method,
-            req.url,
-            req.header,
-            req.signal,
-            single(req.message),
-          );
-          let message: MessageShape<O> | undefined;
-          for await (const m of ex.messages) {
-            if (message !== undefined) {
-              throw new ConnectError(
-                "protocol error: received extra output message for unary method",
-                Code.Unimplemented,
-              );
-            }
-            message = m;
-          }
-          if (message === undefined) {
-            if (ex.headerError !== undefined) throw ex.headerError;
-            throw new ConnectError(
-              "protocol error: missing output message for unary method",
-              ex.trailer.has(headerGrpcStatus) ? Code.Unimplemented : Code.Unknown,
-            );
-          }
-          if (ex.headerError !== undefined) {
-            throw new ConnectError(
-              "protocol error: received output message for unary method with error status",
-              Code.Unknown,
-            );
-          }
-          return {
-            stream: false,
-            service: method.parent,
-            method,
-            header: ex.header,
-            message,
-            trailer: ex.trailer,
-          };
-        },
-      });
-    },
-    stream<I extends DescMessage, O extends DescMessage>(
-      method: DescMethodStreaming<I, O>,
-      signal: AbortSignal | undefined,
-      timeoutMs: number | undefined,
-      header: ConstructorParameters<typeof Headers>[0] | undefined,
-      input: AsyncIterable<MessageInitShape<I>>,
-      contextValues?: ContextValues,
-    ): Promise<StreamResponse<I, O>> {
-      const response = (async () => {
-        const ms = deadline(timeoutMs);
-        return runStreamingCall<I, O>({
-          interceptors,
-          signal,
-          timeoutMs: ms,
-          req: { stream: true, ...requestFor(method, ms, header, contextValues), message: input },
-          next: async (req) => {
-            const ex = await exchange(opts, method, req.url, req.header, req.signal, req.message);
-            if (ex.headerError !== undefined) throw ex.headerError;
-            return { ...req, header: ex.header, trailer: ex.trailer, message: ex.messages };
-          },
-        });
-      })();
-      // connect's promise client awaits a server-streaming or bidi call's response only when
-      // its caller first reads it, and a caller may write requests or wait first: a call that
-      // fails before then (its deadline, an abort, a refused stream) keeps its failure for that
-      // read instead of being an unhandled rejection that ends the caller's process.
-      response.catch(() => undefined);
-      return response;
-    },
-  };
 }

@@ -34,6 +34,12 @@ export {
 } from "./elision-policy.js";
 export { createGrpcTransport, type GrpcTransportOptions } from "./grpc-transport.js";
 export {
+  createGrpcWebTransport,
+  createKeepAliveAgent,
+  type GrpcWebTransportOptions,
+  isHttp1Refusal,
+} from "./grpc-web-transport.js";
+export {
   type AttemptTracker,
   createAttemptTracker,
   maxAttempt,
@@ -54,6 +60,7 @@ export {
   type RunInfoJson,
   runInfoJson,
 } from "./record-json.js";
+export type { SplitBytesField } from "./response-queue.js";
 export {
   isTransientError,
   type RetryBudget,

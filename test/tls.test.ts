@@ -1,13 +1,14 @@
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { createSpillwayClient } from "@spillway/client";
+import { type ClientTlsOptions, createSpillwayClient } from "@spillway/client";
 import {
   ReadToolOutputRequestSchema,
   ReadToolOutputResponseSchema,
@@ -246,5 +247,38 @@ describe("mTLS", () => {
       // The same server still serves a client with a signed certificate: the refusal is mTLS.
       expect((await clientWith(clientCert, clientKey).getServerInfo({})).backend).toBe("memory");
     }
+  });
+
+  it("reads bytes over HTTP/1.1 with the SDK's client certificate, and refuses it without", async () => {
+    // The SDK speaks gRPC-Web only over HTTP/1.1, and answers say which they are.
+    const seen: string[] = [];
+    const protocolOf: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      seen.push(`${req.method.name} ${res.header.get("content-type")}`);
+      return res;
+    };
+    const sdk = (tls: ClientTlsOptions) =>
+      createSpillwayClient({
+        baseUrl: server.url,
+        tls,
+        bulkReads: "http1",
+        interceptors: [protocolOf],
+        retry: { maxAttempts: 1 },
+      });
+    const signed = sdk({ ca: serverCert, cert: clientCert, key: clientKey });
+    const payload = randomBytes(3 * 1024 * 1024 + 5);
+    const { handle } = await signed.offload({ tenant: "dev", runId: "mtls", callId: "a" }, payload);
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of signed.readBytes("mtls", handle)) chunks.push(Buffer.from(chunk));
+    expect(Buffer.concat(chunks).equals(payload)).toBe(true);
+    expect(seen).toEqual([
+      "Offload application/grpc+proto",
+      "ReadToolOutput application/grpc-web+proto",
+    ]);
+    const anonymous = sdk({ ca: serverCert }).readBytes("mtls", handle);
+    const err = await (async () => {
+      for await (const _ of anonymous);
+    })().catch((e: unknown) => ConnectError.from(e));
+    expect((err as ConnectError).rawMessage).toMatch(/certificate required/);
   });
 });

@@ -76,10 +76,15 @@ function checkedUrl(url: string): string {
   return url;
 }
 
-/** clientOf builds the SDK client for a connection. */
+/**
+ * clientOf builds the SDK client for a connection. Its byte reads (`cat`, `head -c`, `tail -c`)
+ * go over HTTP/1.1 where the server answers it (nearer the disk's speed; see the SDK's
+ * bulkReads), every other call over HTTP/2.
+ */
 export function clientOf(connection: Connection): SpillwayClient {
   return createSpillwayClient({
     baseUrl: connection.url,
+    bulkReads: "http1",
     ...(connection.token === undefined ? {} : { token: connection.token }),
     tls: connection.tls,
   });

@@ -22,6 +22,11 @@ import {
 import type { BlobKey, ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import { dataFrame, dataFramePath } from "@spillway/wire";
 import { createGrpcTransport } from "./grpc-transport.js";
+import {
+  createGrpcWebTransport,
+  createKeepAliveAgent,
+  isHttp1Refusal,
+} from "./grpc-web-transport.js";
 import { createOffloadBatcher } from "./offload-batcher.js";
 import {
   isTransientError,
@@ -48,6 +53,14 @@ export interface SpillwayClientOptions {
   readonly interceptors?: readonly Interceptor[];
   /** How offload retries UNAVAILABLE; default 3 attempts, 100 ms base backoff, 2 s cap. */
   readonly retry?: RetryOptions;
+  /**
+   * `"http1"`: readBytes streams payloads as binary gRPC-Web over HTTP/1.1 keep-alive
+   * connections, which Node reads with far less CPU per byte than HTTP/2 (for copying whole
+   * outputs out, as `spillway cat` does). Every other call, and readBytes from a server or
+   * proxy that does not answer gRPC-Web over HTTP/1.1 (after which the client stays on HTTP/2),
+   * runs over HTTP/2. Default `"http2"`; ignored with `transport`.
+   */
+  readonly bulkReads?: "http1" | "http2";
 }
 
 /** SpillwayCallOptions bound one SDK call: a deadline for the whole call and a cancel signal. */
@@ -257,19 +270,33 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     return next(req);
   };
   const traced = createTracePropagation();
+  const transportOptions = {
+    baseUrl: opts.baseUrl,
+    interceptors: [auth, ...(traced === undefined ? [] : [traced]), ...(opts.interceptors ?? [])],
+    readMaxBytes: 64 * 1024 * 1024,
+    // A bytes-mode read hands out each data frame's bytes as they arrive, uncopied.
+    bytesFields: [
+      { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
+    ],
+  };
   const transport =
     opts.transport ??
     createGrpcTransport({
-      baseUrl: opts.baseUrl,
-      interceptors: [auth, ...(traced === undefined ? [] : [traced]), ...(opts.interceptors ?? [])],
-      readMaxBytes: 64 * 1024 * 1024,
-      // A bytes-mode read hands out each data frame's bytes as they arrive, uncopied.
-      bytesFields: [
-        { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
-      ],
+      ...transportOptions,
       sessionManager: createWideWindowSessionManager(opts.baseUrl, opts.tls),
     });
   const raw = createClient(SpillwayService, transport);
+  /** The client readBytes uses while the server answers gRPC-Web over HTTP/1.1. */
+  let bulk =
+    opts.bulkReads === "http1" && opts.transport === undefined
+      ? createClient(
+          SpillwayService,
+          createGrpcWebTransport({
+            ...transportOptions,
+            agent: createKeepAliveAgent(opts.baseUrl, opts.tls),
+          }),
+        )
+      : undefined;
   /** The client's retry policy for one call: transient failures, within its signal and time. */
   const retryPolicy = (call: SpillwayCallOptions) => ({
     retry: opts.retry,
@@ -443,8 +470,9 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           } as const;
           const from = position;
           let trailer: WindowTrailer | undefined;
+          const reader = bulk ?? raw;
           try {
-            for await (const frame of raw.readToolOutput(
+            for await (const frame of reader.readToolOutput(
               request,
               callOptions(call, budget.left()),
             )) {
@@ -459,6 +487,10 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
               yield data;
             }
           } catch (err) {
+            if (reader === bulk && isHttp1Refusal(err)) {
+              bulk = undefined;
+              continue;
+            }
             failures = position > from ? 1 : failures + 1;
             await budget.failed(err, failures);
             continue;

@@ -7,7 +7,7 @@ import { writeMixedLogFile } from "./mixed-log-file.js";
 import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 import { callFloorScenarios } from "./scenarios/call-floor.js";
-import { cliCatScenario } from "./scenarios/cli-cat.js";
+import { cliCatScenarios } from "./scenarios/cli-cat.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { jsonViewScenario } from "./scenarios/json-view.js";
 import { jsonPathScenarios } from "./scenarios/jsonpath.js";
@@ -123,8 +123,8 @@ async function main(): Promise<void> {
       run: async () => [await jsonViewScenario(runs)],
     },
     {
-      names: ["cli_cat_1gib"],
-      run: async () => [await cliCatScenario({ runs: transferRuns, bytes: 1024 * MiB })],
+      names: ["cli_cat_1gib", "cli_cat_count_1gib"],
+      run: () => cliCatScenarios({ runs: transferRuns, bytes: 1024 * MiB }),
     },
     {
       names: ["jsonpath_filter_1gib", "jsonpath_descendant_1gib", "jsonpath_peak_rss_1gib"],

@@ -227,6 +227,31 @@ describe("load balancer: replicas behind nginx", () => {
     }
   }, 180_000);
 
+  it("lets the CLI's HTTP/1.1 bulk reads fall back to HTTP/2 through an h2c-only nginx", async () => {
+    const seen: string[] = [];
+    const contentType: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (req.method.name === "ReadToolOutput") seen.push(res.header.get("content-type") ?? "");
+      return res;
+    };
+    const proxy = createSpillwayClient({
+      baseUrl: nginx?.url ?? "",
+      bulkReads: "http1",
+      interceptors: [contentType],
+    });
+    const data = payload("bulk-through-nginx", 3 * 1024 * 1024 + 17);
+    const att = await proxy.offload({ tenant, runId: "bulk-nginx", callId: "a" }, data);
+    for (let read = 0; read < 2; read++) {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of proxy.readBytes("bulk-nginx", att.handle)) {
+        chunks.push(Buffer.from(chunk));
+      }
+      expect(sha256(Buffer.concat(chunks))).toBe(sha256(data));
+    }
+    // The first HTTP/1.1 attempt got no gRPC-Web answer; both reads came over HTTP/2.
+    expect(seen).toEqual(["application/grpc+proto", "application/grpc+proto"]);
+  }, 60_000);
+
   it("documents the nginx config the test runs", async () => {
     const docs = await readFile(join(root, "docs/operations.md"), "utf8");
     const upstreams = ["10.0.0.11:50051", "10.0.0.12:50051", "10.0.0.13:50051"];

@@ -33,6 +33,12 @@ const valueGroups: readonly ValueGroup[] = [
     scenarios: ["offload_256mib_fs", "read_full_256mib_fs", "offload_256mib_minio"],
   },
   {
+    id: "offload-concurrent",
+    title: "16 offloads of 64 MiB at once",
+    axis: "MiB/s (higher is better)",
+    scenarios: ["offload_concurrent_16"],
+  },
+  {
     id: "cli-cat",
     title: "spillway-cli cat of a 1 GiB output into a pipe",
     axis: "MiB/s (higher is better)",

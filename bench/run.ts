@@ -8,6 +8,7 @@ import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
 import { callFloorScenarios } from "./scenarios/call-floor.js";
 import { cliCatScenarios } from "./scenarios/cli-cat.js";
+import { concurrentOffloadScenario, concurrentOffloads } from "./scenarios/concurrent-offloads.js";
 import { filesystemScenarios } from "./scenarios/filesystem.js";
 import { jsonViewScenario } from "./scenarios/json-view.js";
 import { jsonPathScenarios } from "./scenarios/jsonpath.js";
@@ -58,6 +59,10 @@ async function main(): Promise<void> {
     {
       names: ["offload_256mib_minio"],
       run: () => minioScenarios({ runs: transferRuns, bytes }),
+    },
+    {
+      names: ["offload_concurrent_16"],
+      run: async () => [await concurrentOffloadScenario({ runs, ...concurrentOffloads })],
     },
     {
       names: ["small_offloads"],

@@ -231,11 +231,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     try {
       for (const item of reader.push(chunk)) room = queue.push(item) && room;
     } catch (err) {
-      fail(
-        err instanceof ConnectError
-          ? err
-          : new ConnectError(`parse binary: ${String(err)}`, Code.Internal),
-      );
+      // The reader's and the queue's errors are ConnectErrors already.
+      fail(ConnectError.from(err));
       return;
     }
     if (!room) stream.pause();

@@ -1,5 +1,5 @@
 import { type DescMessage, fromBinary, type MessageShape } from "@bufbuild/protobuf";
-import type { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { BytesFieldPiece } from "@spillway/wire";
 
 /** SplitBytesField names a response bytes field that may be handed out in pieces. */
@@ -27,7 +27,8 @@ export interface ResponseQueue<O extends DescMessage> {
   /**
    * Parses and queues what an envelope reader handed out: a whole message, or a piece of the
    * `split` field's data (as split.message of it). Returns false once the queue is full: the
-   * caller pauses its source until `resume` is called.
+   * caller pauses its source until `resume` is called. A message that does not parse is an
+   * INTERNAL ConnectError ("parse binary: ...").
    */
   push(item: Uint8Array | BytesFieldPiece): boolean;
   /** Drops every queued message (an aborted call hands out nothing more). */
@@ -56,7 +57,13 @@ export function createResponseQueue<O extends DescMessage>(
   return {
     push(item) {
       if (item instanceof Uint8Array) {
-        queue.push({ message: fromBinary(output, item), bytes: item.byteLength });
+        let message: MessageShape<O>;
+        try {
+          message = fromBinary(output, item);
+        } catch (err) {
+          throw new ConnectError(`parse binary: ${String(err)}`, Code.Internal);
+        }
+        queue.push({ message, bytes: item.byteLength });
         queuedBytes += item.byteLength;
       } else if (split !== undefined) {
         queue.push({

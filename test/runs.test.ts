@@ -470,6 +470,29 @@ describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backen
     expect(logged).toContain("t/dev/r/stray");
     if (backendKind === "filesystem") expect(logged).toContain("t/dev/r/hurt/h/link");
   });
+  it("reads many records at once for one call without Node's listener-leak warning", async () => {
+    // Each store request in flight listens on the call's signal; a listing reads up to 8 runs of
+    // 16 records at once, by design, which is no leak to warn an operator about.
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await Promise.all(
+      Array.from({ length: 120 }, (_, c) =>
+        sdk.offload({ tenant: "dev", runId: `many-${c % 8}`, callId: `c${c}` }, `${c}\n`),
+      ),
+    );
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const page = await sdk.listRuns({ pageSize: 100 });
+      expect(page.runs.map((r) => r.outputCount)).toEqual(Array(8).fill(15n));
+      // Node emits the warning on the next turn of the event loop.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+  });
 });
 
 describe("ListRuns bounds a call", () => {

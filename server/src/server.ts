@@ -22,6 +22,7 @@ import { type ChunkPool, createChunkPool } from "./backends/chunk-pool.js";
 import { instrumentBackend } from "./backends/instrumented.js";
 import { markStoreFaults } from "./backends/mark-store-faults.js";
 import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
+import { allowCallFanOut } from "./call-fan-out.js";
 import { loadTlsCredentials, TLS_FLAG_NAMES, type TlsFileNames } from "./config-files.js";
 import {
   type ConnectionLiveness,
@@ -461,7 +462,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     // A chunk plus the header and framing; larger messages are refused before they are read.
     readMaxBytes: limits.maxChunkBytes + 64 * 1024,
   };
-  const spillwayImpl = createSpillwayService(core, callLimits, logger);
+  const spillwayImpl = allowCallFanOut(createSpillwayService(core, callLimits, logger));
   const spillway = createServiceImplSpec<typeof SpillwayService>(SpillwayService, spillwayImpl);
   const wire = {
     framer: wireDataFrame,

@@ -66,9 +66,14 @@ function offloadHeldOpen(url: string, sendMiB: number): Promise<HeldOpen> {
       for (let i = 0; i < sendMiB && !stream.closed && !stream.destroyed; i++) {
         sentAfter += mib.byteLength;
         if (!stream.write(mib)) {
-          await new Promise((resolve) => {
-            stream.once("drain", resolve);
-            stream.once("close", resolve);
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              stream.off("drain", done);
+              stream.off("close", done);
+              resolve();
+            };
+            stream.once("drain", done);
+            stream.once("close", done);
           });
         }
       }

@@ -8,6 +8,7 @@ import { bytesBody } from "../server/src/backends/body.js";
 import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf, failureOf } from "./support/code-of.js";
+import { listenerWarningsOf } from "./support/listener-warnings.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /** Every key the backend holds, whatever the backend. */
@@ -480,18 +481,11 @@ describe.each(["memory", ...serviceBackends] as const)("ListRuns  (%s)", (backen
         sdk.offload({ tenant: "dev", runId: `many-${c % 8}`, callId: `c${c}` }, `${c}\n`),
       ),
     );
-    const warnings: string[] = [];
-    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
-    process.on("warning", onWarning);
-    try {
+    const warnings = await listenerWarningsOf(async () => {
       const page = await sdk.listRuns({ pageSize: 100 });
       expect(page.runs.map((r) => r.outputCount)).toEqual(Array(8).fill(15n));
-      // Node emits the warning on the next turn of the event loop.
-      await new Promise((resolve) => setImmediate(resolve));
-    } finally {
-      process.off("warning", onWarning);
-    }
-    expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+    });
+    expect(warnings).toEqual([]);
   });
 });
 

@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
+import { allowFanOut } from "./call-fan-out.js";
 import { finishStaleMerge } from "./merge-run.js";
 import { grpcCode, type Metrics } from "./metrics.js";
 import { isExpired, type StoredRecord } from "./record.js";
@@ -250,6 +251,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       return undefined;
     }
     const abort = new AbortController();
+    allowFanOut(abort.signal);
     const onAbort = () => abort.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     if (signal?.aborted === true) abort.abort(signal.reason);

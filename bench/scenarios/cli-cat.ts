@@ -2,10 +2,10 @@ import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { createReadStream, createWriteStream } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { withFilesystemSpillway } from "../filesystem-spillway.js";
+import { statusMiB } from "../peak-rss.js";
 import { type BenchResult, median, throughputResult } from "../result.js";
 import { alternate } from "../timing.js";
 
@@ -15,13 +15,6 @@ const MiB = 1024 * 1024;
 const spillwayCliBin = createRequire(import.meta.url)
   .resolve("@spillway/cli/package.json")
   .replace(/package\.json$/, "bin/spillway-cli.js");
-
-/** A process's peak resident memory so far (VmHWM), in MiB; 0 once it has gone. */
-async function peakRssMiB(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
-  const kib = /^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1];
-  return kib === undefined ? 0 : Number(kib) / 1024;
-}
 
 /**
  * drain runs `command` with its stdout on a pipe that this process reads and, with `hashed`,
@@ -40,9 +33,13 @@ function drain(
   let peak = 0;
   const poll = setInterval(() => {
     if (child.pid !== undefined) {
-      void peakRssMiB(child.pid).then((mib) => {
-        peak = Math.max(peak, mib);
-      });
+      // VmHWM, the peak so far; a process that has gone counts 0.
+      void statusMiB(child.pid, "VmHWM").then(
+        (mib) => {
+          peak = Math.max(peak, mib);
+        },
+        () => undefined,
+      );
     }
   }, 10);
   child.stdout.on("data", (chunk: Buffer) => {

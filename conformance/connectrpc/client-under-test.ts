@@ -1,4 +1,5 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
 import { invokeCompatRequest } from "./call-under-test.js";
 import {
   type ClientCompatRequest,
@@ -15,6 +16,7 @@ import {
 } from "./gen/connectrpc/conformance/v1/config_pb.js";
 import { readSizeDelimited, sizeDelimited } from "./size-delimited.js";
 import {
+  type ClientTlsOptions,
   createGrpcTransport,
   createGrpcWebTransport,
   createKeepAliveAgent,
@@ -25,6 +27,30 @@ import {
 const unlimitedBytes = 0xffffffff;
 /** Test cases run at once: enough to overlap their delays, few enough for a 2-core machine. */
 const concurrency = 8;
+
+/**
+ * A test case's own connection and the SDK transport over it: gRPC-Web on a keep-alive agent,
+ * or gRPC on a session manager; `close` ends it once the case's call has answered.
+ */
+function connect(
+  grpcWeb: boolean,
+  baseUrl: string,
+  tls: ClientTlsOptions,
+  readMaxBytes: number,
+): { transport: Transport; close(): void } {
+  if (grpcWeb) {
+    const agent = createKeepAliveAgent(baseUrl, tls);
+    return {
+      transport: createGrpcWebTransport({ baseUrl, agent, readMaxBytes }),
+      close: () => agent.destroy(),
+    };
+  }
+  const sessionManager = createWideWindowSessionManager(baseUrl, tls);
+  return {
+    transport: createGrpcTransport({ baseUrl, sessionManager, readMaxBytes }),
+    close: () => sessionManager.abort(),
+  };
+}
 
 /**
  * Makes one test case's call over its own connection with the SDK's transport for its
@@ -53,22 +79,11 @@ async function run(req: ClientCompatRequest): Promise<ClientCompatResponse> {
         }
       : {};
     const readMaxBytes = req.messageReceiveLimit > 0 ? req.messageReceiveLimit : unlimitedBytes;
-    if (grpcWeb) {
-      const agent = createKeepAliveAgent(baseUrl, tlsOptions);
-      try {
-        const transport = createGrpcWebTransport({ baseUrl, agent, readMaxBytes });
-        res.result = { case: "response", value: await invokeCompatRequest(transport, req) };
-      } finally {
-        agent.destroy();
-      }
-      return res;
-    }
-    const sessionManager = createWideWindowSessionManager(baseUrl, tlsOptions);
+    const { transport, close } = connect(grpcWeb, baseUrl, tlsOptions, readMaxBytes);
     try {
-      const transport = createGrpcTransport({ baseUrl, sessionManager, readMaxBytes });
       res.result = { case: "response", value: await invokeCompatRequest(transport, req) };
     } finally {
-      sessionManager.abort();
+      close();
     }
   } catch (err) {
     res.result = {

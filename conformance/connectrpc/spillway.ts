@@ -4,6 +4,7 @@
  */
 
 export {
+  type ClientTlsOptions,
   createGrpcTransport,
   createGrpcWebTransport,
   createKeepAliveAgent,

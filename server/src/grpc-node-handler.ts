@@ -25,7 +25,7 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
-import { fromResetCode } from "@spillway/wire";
+import { fromResetCode, toNodeHeaders } from "@spillway/wire";
 import { createEarlyAnswers, type EarlyAnswers } from "./early-answers.js";
 import {
   createResponseFramer,
@@ -94,17 +94,9 @@ export function createGrpcNodeHandler(
   const earlyAnswers = createEarlyAnswers();
   const methods = binaryMethods(calls.services, opts);
   return (req, res) => {
-    if (req.method !== methodPost) return false;
-    const method = methods.get(req.url);
-    if (method === undefined) return false;
-    const headers = req.headers;
-    const type = parseContentType(headers["content-type"] ?? null);
-    if (type === undefined || !type.binary) return false;
-    const encoding = headers["grpc-encoding"];
-    if (encoding !== undefined && encoding !== "identity") return false;
-    const timeout = parseTimeout(single(headers["grpc-timeout"]), opts.maxTimeoutMs);
-    if (timeout.error !== undefined) return false;
-    serve(method, req, res, timeout.timeoutMs, opts, calls, earlyAnswers).catch(() => {
+    const call = directCallOf(methods, req, binaryGrpc, opts.maxTimeoutMs);
+    if (call === undefined) return false;
+    serve(call.method, req, res, call.timeoutMs, opts, calls, earlyAnswers).catch(() => {
       // Unreachable by design (serve settles every call itself); should it happen, the client
       // sees its stream reset instead of waiting forever.
       req.stream.close(h2.NGHTTP2_INTERNAL_ERROR);
@@ -115,13 +107,56 @@ export function createGrpcNodeHandler(
 
 /** The protocol name calls report in their HandlerContext, as connect's gRPC handler does. */
 const protocolName = "grpc";
-/** The only HTTP method a gRPC call arrives with. */
+/** The only HTTP method a gRPC or gRPC-Web call arrives with. */
 const methodPost = "POST";
 /**
  * The reason a call's signal carries once its response has ended normally. Connect aborts it
  * without one, and Node then builds a DOMException, stack trace included, for every call.
  */
-const callEnded = new ConnectError("the call has ended", Code.Canceled);
+export const callEnded = new ConnectError("the call has ended", Code.Canceled);
+
+/** Whether a content type is gRPC's binary one (`application/grpc`, `+proto`). */
+function binaryGrpc(contentType: string | null): boolean {
+  return parseContentType(contentType)?.binary === true;
+}
+
+/** DirectCall is a request a direct handler takes: the method it calls and its deadline. */
+export interface DirectCall {
+  readonly method: Method;
+  /** The client's `grpc-timeout`, if it sent one. */
+  readonly timeoutMs: number | undefined;
+}
+
+/**
+ * directCallOf returns the call a request makes when a direct handler may serve it: a POST to
+ * a served path, with a content type `binary` accepts, no `grpc-encoding` but `identity` and a
+ * valid `grpc-timeout` (or none). Anything else is undefined, for connect to answer.
+ */
+export function directCallOf(
+  methods: ReadonlyMap<string, Method>,
+  req: {
+    readonly method?: string | undefined;
+    readonly url?: string | undefined;
+    readonly headers: {
+      readonly "content-type"?: string | undefined;
+      readonly "grpc-encoding"?: string | string[] | undefined;
+      readonly "grpc-timeout"?: string | string[] | undefined;
+    };
+  },
+  binary: (contentType: string | null) => boolean,
+  maxTimeoutMs: number,
+): DirectCall | undefined {
+  if (req.method !== methodPost) return undefined;
+  const method = methods.get(req.url ?? "");
+  if (method === undefined) return undefined;
+  const { headers } = req;
+  if (!binary(headers["content-type"] ?? null)) return undefined;
+  const encoding = headers["grpc-encoding"];
+  if (encoding !== undefined && encoding !== "identity") return undefined;
+  const timeout = parseTimeout(single(headers["grpc-timeout"]), maxTimeoutMs);
+  if (timeout.error !== undefined) return undefined;
+  return { method, timeoutMs: timeout.timeoutMs };
+}
 
 /** Method is one RPC a direct handler serves: its implementation and binary serializations. */
 export interface Method {
@@ -349,7 +384,7 @@ async function writeMessage(
   parts: readonly Uint8Array[],
   reading: Reading,
 ): Promise<void> {
-  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
+  if (!res.headersSent) res.writeHead(200, toNodeHeaders(context.responseHeader));
   for (const part of parts) {
     if (!res.write(part)) await drained(res, reading);
   }
@@ -359,8 +394,8 @@ async function writeMessage(
 function finish(res: Http2ServerResponse, context: HandlerContext, failure: unknown): void {
   if (res.stream.destroyed || res.writableEnded) return;
   setFailureStatus(context.responseTrailer, failure);
-  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
-  res.addTrailers(nodeHeaders(context.responseTrailer));
+  if (!res.headersSent) res.writeHead(200, toNodeHeaders(context.responseHeader));
+  res.addTrailers(toNodeHeaders(context.responseTrailer));
   res.end();
 }
 
@@ -519,17 +554,8 @@ export function requestHeaderOf(raw: readonly string[]): [string, string][] {
   return out;
 }
 
-/** nodeHeaders turns fetch-style Headers into the record Node's writeHead takes. */
-export function nodeHeaders(headers: Headers): Record<string, string> {
-  const out: Record<string, string> = {};
-  headers.forEach((value, name) => {
-    out[name] = value;
-  });
-  return out;
-}
-
 /** The first value of a Node header, or null. */
-export function single(value: string | string[] | undefined): string | null {
+function single(value: string | string[] | undefined): string | null {
   if (value === undefined) return null;
   return typeof value === "string" ? value : (value[0] ?? null);
 }

@@ -17,19 +17,19 @@ import {
 import {
   contentTypeProto,
   parseContentType,
-  parseTimeout,
   trailerFlag,
   trailerSerialize,
 } from "@connectrpc/connect/protocol-grpc-web";
+import { toNodeHeaders } from "@spillway/wire";
 import {
   binaryMethods,
+  callEnded,
   createCallContext,
+  directCallOf,
   type Method,
-  nodeHeaders,
   readSingle,
   requestHeaderOf,
   setFailureStatus,
-  single,
   writeMessages,
 } from "./grpc-node-handler.js";
 import { createResponseFramer, type GrpcWireOptions, parseEnvelopes } from "./grpc-wire.js";
@@ -77,18 +77,11 @@ export function createGrpcWebHandler(
   const opts = validateUniversalHandlerOptions(options);
   const methods = binaryMethods(calls.services, opts);
   return (req, res) => {
-    if (req.method !== "POST" || req.httpVersionMajor !== 1) return false;
-    const method = methods.get(req.url ?? "");
-    if (method === undefined) return false;
-    const kind = method.spec.kind;
-    if (kind !== "unary" && kind !== "server_streaming") return false;
-    const type = parseContentType(req.headers["content-type"] ?? null);
-    if (type === undefined || !type.binary || type.text) return false;
-    const encoding = req.headers["grpc-encoding"];
-    if (encoding !== undefined && encoding !== "identity") return false;
-    const timeout = parseTimeout(single(req.headers["grpc-timeout"]), opts.maxTimeoutMs);
-    if (timeout.error !== undefined) return false;
-    serve(method, req, res, timeout.timeoutMs, opts, calls).catch(() => {
+    if (req.httpVersionMajor !== 1) return false;
+    const call = directCallOf(methods, req, binaryGrpcWeb, opts.maxTimeoutMs);
+    const kind = call?.method.spec.kind;
+    if (call === undefined || (kind !== "unary" && kind !== "server_streaming")) return false;
+    serve(call.method, req, res, call.timeoutMs, opts, calls).catch(() => {
       // Unreachable by design (serve settles every call itself); should it happen, the client
       // sees its connection close instead of waiting forever.
       res.destroy();
@@ -99,6 +92,12 @@ export function createGrpcWebHandler(
 
 /** The protocol name calls report in their HandlerContext, as connect's gRPC-Web handler does. */
 const protocolName = "grpc-web";
+
+/** Whether a content type is gRPC-Web's binary one (`application/grpc-web`, `+proto`). */
+function binaryGrpcWeb(contentType: string | null): boolean {
+  const type = parseContentType(contentType);
+  return type?.binary === true && !type.text;
+}
 
 /**
  * What may wait between the request body and the call's parser before it is paused: a
@@ -194,12 +193,6 @@ function releaseRequest(req: IncomingMessage, res: ServerResponse): void {
 }
 
 /**
- * The reason a call's signal carries once its response has ended normally (see the same in
- * grpc-node-handler.ts).
- */
-const callEnded = new ConnectError("the call has ended", Code.Canceled);
-
-/**
  * Writes the response headers before the first message (so implementations may still set
  * them) and the message's parts after them, waiting for the socket to drain whenever it asks
  * to.
@@ -209,7 +202,7 @@ async function write(
   context: HandlerContext,
   parts: readonly Uint8Array[],
 ): Promise<void> {
-  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
+  if (!res.headersSent) res.writeHead(200, toNodeHeaders(context.responseHeader));
   for (const part of parts) {
     if (!res.write(part)) await drained(res);
   }
@@ -219,7 +212,7 @@ async function write(
 function finish(res: ServerResponse, context: HandlerContext, failure: unknown): void {
   if (res.destroyed || res.writableEnded) return;
   setFailureStatus(context.responseTrailer, failure);
-  if (!res.headersSent) res.writeHead(200, nodeHeaders(context.responseHeader));
+  if (!res.headersSent) res.writeHead(200, toNodeHeaders(context.responseHeader));
   res.end(encodeEnvelope(trailerFlag, trailerSerialize(context.responseTrailer)));
 }
 

@@ -15,9 +15,14 @@ import {
   validateTrailer,
 } from "@connectrpc/connect/protocol-grpc";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
-import { createEnvelopeReader, fromHttp2Error, fromResetCode } from "@spillway/wire";
+import {
+  createEnvelopeReader,
+  fromHttp2Error,
+  fromResetCode,
+  toHeaders,
+  toNodeHeaders,
+} from "@spillway/wire";
 import { createExchangeTransport, type Exchange } from "./exchange-transport.js";
-import { toHeaders, toNodeHeaders } from "./node-headers.js";
 import { wireRequest } from "./request-wire.js";
 import { createResponseQueue, type SplitBytesField } from "./response-queue.js";
 

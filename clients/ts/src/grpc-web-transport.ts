@@ -18,9 +18,8 @@ import {
   validateResponse,
   validateTrailer,
 } from "@connectrpc/connect/protocol-grpc-web";
-import { createEnvelopeReader, fromHttp2Error } from "@spillway/wire";
+import { createEnvelopeReader, fromHttp2Error, toHeaders, toNodeHeaders } from "@spillway/wire";
 import { createExchangeTransport, type Exchange } from "./exchange-transport.js";
-import { toHeaders, toNodeHeaders } from "./node-headers.js";
 import { createResponseQueue, type SplitBytesField } from "./response-queue.js";
 import type { ClientTlsOptions } from "./session-manager.js";
 
@@ -222,22 +221,16 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     const h = toHeaders(incoming.headers);
     const type = parseContentType(incoming.headers["content-type"] ?? null);
     try {
-      if (!h.has(headerGrpcStatus) && (status !== 200 || type === undefined)) {
-        validateResponse(status, h);
-        throw new ConnectError(
-          `HTTP ${status} with content type ${incoming.headers["content-type"] ?? "(none)"}, not gRPC-Web`,
-          Code.Unknown,
-          h,
-        );
-      }
-      if (type !== undefined && (!type.binary || type.text)) {
-        throw new ConnectError(
-          `unexpected response content type ${incoming.headers["content-type"]}`,
-          Code.Internal,
-          h,
-        );
-      }
+      // An HTTP error is connect's error for its status; a 2xx answer must be binary gRPC-Web,
+      // or carry its gRPC status in the header (a trailers-only response).
       ({ foundStatus, headerError } = validateResponse(status, h));
+      if (type === undefined ? !foundStatus : !type.binary || type.text) {
+        throw new ConnectError(
+          `HTTP ${status} with content type ${incoming.headers["content-type"] ?? "(none)"}, not binary gRPC-Web`,
+          type === undefined ? Code.Unknown : Code.Internal,
+          h,
+        );
+      }
       responseHeader = h;
       // A status in the header is judged once the body has shown whether it has a trailer.
       settleHeader.resolve({

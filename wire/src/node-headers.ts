@@ -11,7 +11,11 @@ export function toHeaders(node: Readonly<Record<string, string | string[] | unde
   return header;
 }
 
-/** toNodeHeaders returns a request header as Node's http and http2 modules take it. */
+/**
+ * toNodeHeaders returns fetch-style Headers as the record Node's http and http2 modules take
+ * (a request's header, writeHead's, addTrailers'); repeated fields come joined as Headers joins
+ * them.
+ */
 export function toNodeHeaders(header: Headers): Record<string, string> {
   const node: Record<string, string> = {};
   header.forEach((value, name) => {

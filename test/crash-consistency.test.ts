@@ -43,8 +43,8 @@ interface Planned {
 interface Target {
   readonly args: string[];
   readonly env: NodeJS.ProcessEnv;
-  /** Counts what interrupted writes left: `.tmp-*` files, or incomplete multipart uploads. */
-  leftovers(): Promise<number>;
+  /** Names what interrupted writes left: `.tmp-*` files, or incomplete multipart uploads. */
+  leftovers(): Promise<string[]>;
   /** Lists the keys under the run's blob prefix (payloads and line indexes), without the prefix. */
   blobKeys(): Promise<string[]>;
 }
@@ -182,7 +182,7 @@ async function crashAndRecover(target: Target) {
   let leftoversAtKill = 0;
   for (;;) {
     if (acked.size >= killAfterAcks) {
-      leftoversAtKill = await target.leftovers();
+      leftoversAtKill = (await target.leftovers()).length;
       if (leftoversAtKill >= minLeftoversAtKill || settled >= unheld) break;
     }
     if (Date.now() > deadline) throw new Error(`only ${acked.size} offloads acknowledged in 60 s`);
@@ -218,14 +218,26 @@ async function crashAndRecover(target: Target) {
   // A store may still be carrying out requests the killed server had already sent (a CI-clone run
   // found, after the sweep, an incomplete multipart upload that this count had not seen): count
   // once the leftovers stop changing.
-  const leftoversBefore = await steadyCount(() => target.leftovers());
+  const leftoversBefore = await steadyCount(async () => (await target.leftovers()).length);
+  const namesBefore = await target.leftovers();
   const blobsBefore = await target.blobKeys();
   const orphansBefore = blobsBefore.filter((k) => !committed.has(callOf(k)));
 
   const report = await runSweep(target);
   expect(report.leftovers).toBe(leftoversBefore);
   expect(report.orphanBlobs).toBe(orphansBefore.length);
-  expect(await target.leftovers()).toBe(0);
+  // A CI run on MinIO once listed one upload after a sweep that had removed every upload listed
+  // before it: a store may still surface an upload the killed server's requests left in flight.
+  // Sweeps recur (serve runs one on a timer), so the next one must remove whatever is left.
+  const leftAfterSweep = await target.leftovers();
+  if (leftAfterSweep.length > 0) {
+    console.log(
+      `crash-consistency: left after the sweep: ${leftAfterSweep.join(", ")}; listed before it: ${namesBefore.join(", ")}`,
+    );
+    const again = await runSweep(target);
+    expect(again.leftovers).toBe(leftAfterSweep.length);
+  }
+  expect(await target.leftovers()).toEqual([]);
   const blobsAfter = await target.blobKeys();
   // Exactly one payload blob per committed offload remains, and nothing of any other call.
   const payloads = blobsAfter.filter((k) => !k.endsWith(".idx"));
@@ -247,6 +259,7 @@ async function crashAndRecover(target: Target) {
     committedUnacked,
     leftoversAtKill,
     leftoversBefore,
+    leftAfterSweep: leftAfterSweep.length,
     orphansBefore: orphansBefore.length,
     report,
   };
@@ -281,7 +294,7 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
       args: ["--backend", "filesystem", "--data-dir", dir],
       env: {},
       leftovers: async () =>
-        (await filesUnder(dir)).filter((f) => f.split("/").at(-1)?.startsWith(".tmp-")).length,
+        (await filesUnder(dir)).filter((f) => f.split("/").at(-1)?.startsWith(".tmp-")),
       blobKeys: async () =>
         (await filesUnder(dir)).filter(
           (f) => f.startsWith(`t/dev/r/${runId}/b/`) && !f.split("/").at(-1)?.startsWith(".tmp-"),
@@ -306,7 +319,9 @@ describe("crash consistency: kill -9 during 100 concurrent offloads", () => {
         leftovers: async () => {
           const out = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
           expect(out.IsTruncated).not.toBe(true);
-          return (out.Uploads ?? []).filter((u) => u.Key?.startsWith(`${prefix}/`)).length;
+          return (out.Uploads ?? [])
+            .filter((u) => u.Key?.startsWith(`${prefix}/`))
+            .map((u) => `${u.Key} ${u.UploadId} ${u.Initiated?.toISOString()}`);
         },
         blobKeys: async () => {
           const keys: string[] = [];

@@ -42,7 +42,7 @@ const valueGroups: readonly ValueGroup[] = [
     id: "cli-cat",
     title: "spillway-cli cat of a 1 GiB output into a pipe",
     axis: "MiB/s (higher is better)",
-    scenarios: ["cli_cat_1gib", "cli_cat_count_1gib"],
+    scenarios: ["cli_cat_disk_1gib", "cli_cat_count_1gib", "cli_cat_1gib"],
   },
   {
     id: "small-offloads",

@@ -128,7 +128,7 @@ async function main(): Promise<void> {
       run: async () => [await jsonViewScenario(runs)],
     },
     {
-      names: ["cli_cat_1gib", "cli_cat_count_1gib"],
+      names: ["cli_cat_disk_1gib", "cli_cat_count_1gib", "cli_cat_1gib"],
       run: () => cliCatScenarios({ runs: transferRuns, bytes: 1024 * MiB }),
     },
     {

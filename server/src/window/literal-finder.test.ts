@@ -24,6 +24,36 @@ describe("createLiteralFinder", () => {
     );
   });
 
+  it("finds exactly what Buffer.indexOf finds for long needles taken from text like the haystack's", () => {
+    // Words of a skewed alphabet, so rare and common needle bytes, probes, guards and partial
+    // matches all occur; needles are cut from one of the haystacks, so most of them are found.
+    const word = fc.constantFrom("session", "token", "expired", "xk", "e", "ee", " ", "\n", "tok");
+    const textArb = fc.array(word, { maxLength: 600 }).map((w) => Buffer.from(w.join("")));
+    fc.assert(
+      fc.property(
+        fc.array(textArb, { minLength: 1, maxLength: 3 }),
+        fc.nat(),
+        fc.integer({ min: 1, max: 24 }),
+        fc.integer({ min: -3, max: 3000 }),
+        (haystacks, cut, length, from) => {
+          const source = haystacks[cut % haystacks.length] as Buffer;
+          const at = source.length === 0 ? 0 : cut % source.length;
+          const needle = Buffer.from(source.subarray(at, at + length));
+          const finder = createLiteralFinder(needle);
+          for (const haystack of haystacks) {
+            for (let pos = from, found = 0; found < 50; found++) {
+              const want = haystack.indexOf(needle, Math.max(0, pos));
+              expect(finder.indexOf(haystack, pos)).toBe(want);
+              if (want < 0) break;
+              pos = want + 1;
+            }
+          }
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
   it("keeps finding every occurrence when the learned rare byte turns out to be common", () => {
     const needle = Buffer.from("zq");
     const finder = createLiteralFinder(needle);

@@ -55,6 +55,11 @@ const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
     "a1|needle",
     "\\bx\\b",
     "r*",
+    // Expressions every match of which holds a plain text, found first.
+    "ne+dle",
+    "(foo|bar) needle",
+    "é foo",
+    "x foo[ ]*",
   ),
   regex: fc.boolean(),
   ignoreCase: fc.boolean(),
@@ -127,7 +132,9 @@ describe("search candidate skipping", () => {
   it("tests (?-m) and \\A patterns line by line, where a chunk scan would miss them", async () => {
     const payload = Buffer.from("zz\nbar one\nzz\nbar two\n");
     const source = createBufferWindowSource("res_m", "text/plain", payload, false);
-    for (const pattern of ["(?-m)^bar", "\\Abar"]) {
+    // Neither names text every match holds (two letters, and a flag group), so no literal scan
+    // picks their candidates either.
+    for (const pattern of ["(?-m)^bar", "\\Aba"]) {
       const request: SearchRequest = {
         pattern,
         regex: true,

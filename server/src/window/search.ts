@@ -14,7 +14,7 @@ import {
   showLine,
   toLineMessage,
 } from "./lines.js";
-import { createLiteralFinder } from "./literal-finder.js";
+import { createLiteralFinder, type LiteralFinder } from "./literal-finder.js";
 import {
   groupSeparator,
   renderLineRow,
@@ -25,6 +25,7 @@ import {
   searchFooterOf,
   widestSearchFooterChars,
 } from "./render.js";
+import { requiredLiterals } from "./required-literal.js";
 import {
   checkCursorTie,
   resolveSearchStart,
@@ -140,31 +141,64 @@ function createLiteralMatcher(pattern: string): LineMatcher {
  */
 const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
 
+/** Bytes of the first chunk searched in which each required text's occurrences are counted. */
+const literalSampleBytes = 64 * 1024;
+
+/** Occurrences of `literal` in the first literalSampleBytes of `sample`. */
+function occurrences(sample: Buffer, literal: Buffer): number {
+  const head = sample.subarray(0, literalSampleBytes);
+  let count = 0;
+  for (let at = head.indexOf(literal); at >= 0; at = head.indexOf(literal, at + 1)) count++;
+  return count;
+}
+
 /**
- * RE2 matcher: each line is tested alone; candidates come from one RE2 scan of the whole chunk
- * in multi-line mode, where every line that matches alone also has a match starting inside it
- * (a match across lines only adds a candidate that its line's own test then rejects).
+ * Candidates of an expression that names texts every match holds (requiredLiterals): the start
+ * of the next line holding the one of them rarest in the first chunk searched (the longest of
+ * the rarest), found by a LiteralFinder; lines without it cannot match.
+ */
+function literalCandidates(literals: readonly string[]): (chunk: Buffer, from: number) => number {
+  let finder: LiteralFinder | undefined;
+  return (chunk, from) => {
+    if (finder === undefined) {
+      const texts = literals.map((literal) => Buffer.from(literal, "utf8"));
+      const counts = texts.map((text) => occurrences(chunk, text));
+      let pick = 0;
+      for (let k = 1; k < texts.length; k++) if ((counts[k] ?? 0) < (counts[pick] ?? 0)) pick = k;
+      finder = createLiteralFinder(texts[pick] as Buffer);
+    }
+    const at = finder.indexOf(chunk, from);
+    return at < 0 ? -1 : Math.max(from, chunk.lastIndexOf(10, at) + 1);
+  };
+}
+
+/**
+ * RE2 matcher: each line is tested alone. Candidates come from a literal scan when every match
+ * holds some plain text (requiredLiterals: RE2 then only tests the lines holding it), else from
+ * one RE2 scan of the whole chunk in multi-line mode, where every line that matches alone also
+ * has a match starting inside it (a match across lines only adds a candidate that its line's
+ * own test then rejects).
  */
 function createRegexMatcher(
   source: string,
   ignoreCase: boolean,
 ): LineMatcher & { readonly testText: (text: Buffer) => boolean } {
   const line = compile(source, ignoreCase ? "iu" : "u");
-  const chunked = lineBoundPattern.test(source)
-    ? undefined
-    : compile(source, ignoreCase ? "gimu" : "gmu");
+  const literals = ignoreCase ? [] : requiredLiterals(source);
+  let find: ((chunk: Buffer, from: number) => number) | undefined;
+  if (literals.length > 0) find = literalCandidates(literals);
+  else if (!lineBoundPattern.test(source)) {
+    const chunked = compile(source, ignoreCase ? "gimu" : "gmu");
+    find = (chunk, from) => {
+      chunked.lastIndex = from;
+      return chunked.exec(chunk)?.index ?? -1;
+    };
+  }
   return {
     beginChunk() {},
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
-    ...(chunked === undefined
-      ? {}
-      : {
-          find(chunk: Buffer, from: number) {
-            chunked.lastIndex = from;
-            return chunked.exec(chunk)?.index ?? -1;
-          },
-        }),
+    ...(find === undefined ? {} : { find }),
   };
 }
 

@@ -1,0 +1,117 @@
+/** Characters that are literal when escaped with a backslash (RE2's punctuation escapes). */
+const punctuation = new Set([..."\\.+*?()|[]{}^$-/ #&~,:;<=>@!%'\"`_"]);
+/** Escapes whose meaning this reader does not follow: it gives up rather than guess. */
+const unfollowed = new Set([..."pPxQC01234567"]);
+/** Shortest literal worth scanning for ahead of the expression. */
+const minLiteralChars = 3;
+
+/** Where a quantifier `{n}`, `{n,}` or `{n,m}` starting at `i` ends, or -1 if `{` is literal. */
+function braceQuantifierEnd(source: string, i: number): number {
+  const match = /^\{\d+(,\d*)?\}/.exec(source.slice(i, i + 24));
+  return match === null ? -1 : i + match[0].length;
+}
+
+/** The index just past the character class that opens at `i` (`[`), or -1 when it is unclosed. */
+function classEnd(source: string, i: number): number {
+  let j = i + 1;
+  if (source[j] === "^") j++;
+  // A `]` first in the class is one of its members.
+  if (source[j] === "]") j++;
+  while (j < source.length) {
+    const c = source[j];
+    if (c === "\\") j += 2;
+    else if (c === "[" && source[j + 1] === ":") {
+      const close = source.indexOf(":]", j + 2);
+      if (close < 0) return -1;
+      j = close + 2;
+    } else if (c === "]") return j + 1;
+    else j++;
+  }
+  return -1;
+}
+
+/**
+ * requiredLiterals returns pieces of plain text, of at least three characters each and longest
+ * first, that every match of the RE2 expression `source` contains (all of them, case-sensitively,
+ * on one line); none when it cannot name one. It reads only the top level of the expression: runs of literal
+ * characters between groups, classes, anchors and quantified atoms (a quantified character
+ * leaves the run, since it may occur zero times), and gives up on a top-level `|`, an inline
+ * flag group (`(?i)`) and escapes it does not follow (`\p`, `\x`, `\Q`, octal). A scan may look
+ * for any of them first and test the expression only on lines that hold it.
+ */
+export function requiredLiterals(source: string): string[] {
+  const runs: string[] = [];
+  // Code points, so a quantifier takes a whole character off the run, never half a surrogate pair.
+  let run: string[] = [];
+  const endRun = () => {
+    for (const piece of run.join("").split("\n")) {
+      if (piece.length >= minLiteralChars) runs.push(piece);
+    }
+    run = [];
+  };
+  let i = 0;
+  while (i < source.length) {
+    const c = source[i] as string;
+    if (c === "\\") {
+      const next = source[i + 1];
+      if (next === undefined || unfollowed.has(next)) return [];
+      if (punctuation.has(next)) {
+        // A quantifier after the escaped character is handled with the next character.
+        run.push(next);
+      } else {
+        // A class (\d, \w, \s), an assertion (\b, \A, \z) or a control escape (\n, \t).
+        endRun();
+      }
+      i += 2;
+    } else if (c === "[") {
+      endRun();
+      const end = classEnd(source, i);
+      if (end < 0) return [];
+      i = end;
+    } else if (c === "(") {
+      endRun();
+      if (source[i + 1] === "?" && /^\(\?[a-zA-Z-]*\)/.test(source.slice(i))) return [];
+      // Skip the group whole: what it holds may be optional or one of several alternatives.
+      let depth = 0;
+      let j = i;
+      while (j < source.length) {
+        const g = source[j];
+        if (g === "\\") j += 2;
+        else if (g === "[") {
+          const end = classEnd(source, j);
+          if (end < 0) return [];
+          j = end;
+        } else {
+          if (g === "(") depth++;
+          else if (g === ")" && --depth === 0) break;
+          j++;
+        }
+      }
+      if (j >= source.length) return [];
+      i = j + 1;
+    } else if (c === "|") {
+      return [];
+    } else if (
+      c === "*" ||
+      c === "+" ||
+      c === "?" ||
+      (c === "{" && braceQuantifierEnd(source, i) > 0)
+    ) {
+      // The quantified atom, if it was the run's last character, may be absent (or repeated).
+      run.pop();
+      endRun();
+      i = c === "{" ? braceQuantifierEnd(source, i) : i + 1;
+      // A lazy or possessive marker after the quantifier.
+      if (source[i] === "?" || source[i] === "+") i++;
+    } else if (c === "." || c === "^" || c === "$") {
+      endRun();
+      i++;
+    } else {
+      const char = String.fromCodePoint(source.codePointAt(i) ?? 0);
+      run.push(char);
+      i += char.length;
+    }
+  }
+  endRun();
+  return runs.sort((a, b) => b.length - a.length);
+}

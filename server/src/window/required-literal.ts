@@ -2,6 +2,8 @@
 const punctuation = new Set([..."\\.+*?()|[]{}^$-/ #&~,:;<=>@!%'\"`_"]);
 /** Escapes whose meaning this reader does not follow: it gives up rather than guess. */
 const unfollowed = new Set([..."pPxQC01234567"]);
+/** An inline flag group, `(?i)` or `(?-m)`, which changes how the rest of the expression reads. */
+const inlineFlags = /\(\?[a-zA-Z-]*\)/y;
 /** Shortest literal worth scanning for ahead of the expression. */
 const minLiteralChars = 3;
 
@@ -70,7 +72,8 @@ export function requiredLiterals(source: string): string[] {
       i = end;
     } else if (c === "(") {
       endRun();
-      if (source[i + 1] === "?" && /^\(\?[a-zA-Z-]*\)/.test(source.slice(i))) return [];
+      inlineFlags.lastIndex = i;
+      if (inlineFlags.test(source)) return [];
       // Skip the group whole: what it holds may be optional or one of several alternatives.
       let depth = 0;
       let j = i;

@@ -54,13 +54,15 @@ function byteCounts(sample: Buffer): { counts: Uint32Array; end: number } {
   return { counts, end };
 }
 
-/** Occurrences of `probe` in the first sampleBytes of `sample`. */
-function probeHits(sample: Buffer, probe: Buffer): number {
-  const end = Math.min(sample.length, sampleBytes);
-  const head = sample.subarray(0, end);
-  let hits = 0;
-  for (let at = head.indexOf(probe); at >= 0; at = head.indexOf(probe, at + 1)) hits++;
-  return hits;
+/**
+ * sampleOccurrences counts the occurrences of `text` (overlapping ones too) in the first 64 KiB
+ * of `sample`: the stretch a finder learns its plan from.
+ */
+export function sampleOccurrences(sample: Buffer, text: Buffer): number {
+  const head = sample.subarray(0, sampleBytes);
+  let count = 0;
+  for (let at = head.indexOf(text); at >= 0; at = head.indexOf(text, at + 1)) count++;
+  return count;
 }
 
 /**
@@ -79,7 +81,7 @@ function planFor(needle: Buffer, sample: Buffer): Plan | undefined {
   for (const anchor of byRarity.slice(0, anchorsTried)) {
     if (count(anchor) > end / bytesPerAnchorByte) break;
     const probe = needle.subarray(anchor, Math.min(needle.length, anchor + probeBytes));
-    const hits = probeHits(sample, probe);
+    const hits = sampleOccurrences(sample, probe);
     const cost = count(anchor) * anchorStopNs + hits * probeHitNs;
     if (best === undefined || cost < best.cost) best = { anchor, probe, hits, cost };
   }

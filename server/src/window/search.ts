@@ -14,7 +14,7 @@ import {
   showLine,
   toLineMessage,
 } from "./lines.js";
-import { createLiteralFinder, type LiteralFinder } from "./literal-finder.js";
+import { createLiteralFinder, type LiteralFinder, sampleOccurrences } from "./literal-finder.js";
 import {
   groupSeparator,
   renderLineRow,
@@ -141,17 +141,6 @@ function createLiteralMatcher(pattern: string): LineMatcher {
  */
 const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
 
-/** Bytes of the first chunk searched in which each required text's occurrences are counted. */
-const literalSampleBytes = 64 * 1024;
-
-/** Occurrences of `literal` in the first literalSampleBytes of `sample`. */
-function occurrences(sample: Buffer, literal: Buffer): number {
-  const head = sample.subarray(0, literalSampleBytes);
-  let count = 0;
-  for (let at = head.indexOf(literal); at >= 0; at = head.indexOf(literal, at + 1)) count++;
-  return count;
-}
-
 /**
  * Candidates of an expression that names texts every match holds (requiredLiterals): the start
  * of the next line holding the one of them rarest in the first chunk searched (the longest of
@@ -162,7 +151,7 @@ function literalCandidates(literals: readonly string[]): (chunk: Buffer, from: n
   return (chunk, from) => {
     if (finder === undefined) {
       const texts = literals.map((literal) => Buffer.from(literal, "utf8"));
-      const counts = texts.map((text) => occurrences(chunk, text));
+      const counts = texts.map((text) => sampleOccurrences(chunk, text));
       let pick = 0;
       for (let k = 1; k < texts.length; k++) if ((counts[k] ?? 0) < (counts[pick] ?? 0)) pick = k;
       finder = createLiteralFinder(texts[pick] as Buffer);

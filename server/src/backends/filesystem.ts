@@ -1109,6 +1109,9 @@ async function writeAll(fd: number, chunk: Uint8Array, position: number): Promis
   }
 }
 
+/** Reads a bulk read keeps in flight once its reads are whole chunks (see readRange). */
+const bulkReadsAhead = 4;
+
 async function* readRange(
   handle: FileHandle,
   start: number,
@@ -1131,25 +1134,40 @@ async function* readRange(
     const { bytesRead } = await handle.read(buffer, 0, want, position);
     return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
   };
-  // The next chunk is read while the consumer works on this one, so the disk and the consumer
-  // (a search scan, encoding for the wire) overlap instead of taking turns.
-  let ahead: Promise<Uint8Array> | undefined = start < end ? readAt(start) : undefined;
+  // Reads run ahead of the consumer, so the disk and the consumer (a search scan, encoding for
+  // the wire) overlap instead of taking turns: one read while reads are still growing, up to
+  // bulkReadsAhead once they are whole chunks (a bulk read, whose next bytes are certain to be
+  // wanted), so several copies out of the page cache run at once on the pool's threads.
+  const ahead: { position: number; read: Promise<Uint8Array> }[] = [];
+  let next = start;
+  const fill = () => {
+    const depth = size === readChunkBytes ? bulkReadsAhead : 1;
+    while (ahead.length < depth && next < end) {
+      const position = next;
+      next += Math.min(size, end - position);
+      ahead.push({ position, read: readAt(position) });
+    }
+  };
   try {
-    let position = start;
-    while (ahead !== undefined) {
-      const chunk = await ahead;
+    fill();
+    for (let item = ahead.shift(); item !== undefined; item = ahead.shift()) {
+      const chunk = await item.read;
       if (chunk.byteLength === 0) return;
-      position += chunk.byteLength;
-      ahead = position < end ? readAt(position) : undefined;
+      // A short read means the file ended before `end`: nothing read after it counts.
+      const short = item.position + chunk.byteLength < (ahead[0]?.position ?? next);
+      if (!short) fill();
       yield chunk;
+      if (short) return;
     }
   } catch (err) {
     throw fromNodeError(err, key);
   } finally {
-    // A consumer that stops early leaves a read in flight: let it settle before closing, and
-    // give its chunk back (nobody ever saw it).
-    const unread = await ahead?.catch(() => undefined);
-    if (unread !== undefined) chunks.give(unread);
+    // A consumer that stops early leaves reads in flight: let them settle before closing, and
+    // give their chunks back (nobody ever saw them).
+    for (const item of ahead) {
+      const unread = await item.read.catch(() => undefined);
+      if (unread !== undefined) chunks.give(unread);
+    }
     await handle.close().catch(() => undefined);
   }
 }

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { existsSync, lstatSync, readdirSync, readlinkSync, renameSync, unlinkSync } from "node:fs";
 import {
@@ -11,6 +11,7 @@ import {
   rm,
   stat,
   symlink,
+  truncate,
   utimes,
   writeFile,
 } from "node:fs/promises";
@@ -415,6 +416,66 @@ describe("filesystem backend", () => {
       expect(await codeOf(backend.delete("a/link"))).toBe(Code.FailedPrecondition);
       expect(await readFile(join(outside, "secret"), "utf8")).toBe("top secret");
       expect(await readdir(outside)).toEqual(["secret"]);
+    });
+  });
+
+  describe("bulk reads with several reads in flight", () => {
+    const mib = 1024 * 1024;
+
+    it("ends at a file cut short mid-read with every byte before the cut, in order", async () => {
+      const { backend } = fresh();
+      const payload = new Uint8Array(randomBytes(9 * mib));
+      await backend.put("t/run/cut", bytesBody(payload));
+      const it = (await backend.get("t/run/cut"))[Symbol.asyncIterator]();
+      const got: Uint8Array[] = [];
+      let total = 0;
+      // Reads grow 64 KiB, 128, 256, 512, then whole chunks, four in flight.
+      while (total < 2 * mib) {
+        const step = await it.next();
+        if (step.done === true) throw new Error("ended early");
+        got.push(Buffer.from(step.value));
+        total += step.value.byteLength;
+      }
+      const cut = 3 * mib + 12_345;
+      await truncate(join(backend.root, "t", "run", "cut"), cut);
+      for (let step = await it.next(); step.done !== true; step = await it.next()) {
+        got.push(Buffer.from(step.value));
+      }
+      const read = Buffer.concat(got);
+      // Reads that finished before the cut may have brought bytes past it, never a gap.
+      expect(read.byteLength).toBeGreaterThanOrEqual(cut);
+      expect(read.equals(Buffer.from(payload.subarray(0, read.byteLength)))).toBe(true);
+      await backend.close();
+    });
+
+    it("leaves no unhandled rejection when its call is aborted while the reader is slow", async () => {
+      const { backend } = fresh();
+      await backend.put("t/run/slow", bytesBody(new Uint8Array(randomBytes(6 * mib))));
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => unhandled.push(reason);
+      process.on("unhandledRejection", onUnhandled);
+      try {
+        const controller = new AbortController();
+        const it = (await backend.get("t/run/slow", { signal: controller.signal }))[
+          Symbol.asyncIterator
+        ]();
+        await it.next();
+        controller.abort(new ConnectError("cancelled", Code.Canceled));
+        // Each next() queues reads, which now fail at once; the reader dawdles between chunks.
+        const failure = await (async () => {
+          for (;;) {
+            const step = await it.next();
+            if (step.done === true) return undefined;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        })().catch((err: unknown) => err);
+        expect(ConnectError.from(failure).code).toBe(Code.Canceled);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(unhandled).toEqual([]);
+      } finally {
+        process.off("unhandledRejection", onUnhandled);
+        await backend.close();
+      }
     });
   });
 

@@ -1124,10 +1124,8 @@ async function* readRange(
   // reads (and reads ahead) kilobytes, not megabytes, while a bulk read reaches full chunks
   // within a few reads.
   let size = firstReadBytes;
-  const readAt = async (position: number): Promise<Uint8Array> => {
+  const readAt = async (position: number, want: number): Promise<Uint8Array> => {
     throwIfAborted(signal);
-    const want = Math.min(size, end - position);
-    size = Math.min(size * 2, readChunkBytes);
     // From the pool, so a reader that gives chunks back reuses them; not zero-filled: only
     // the bytes the read wrote are ever handed out.
     const buffer = chunks.take(want);
@@ -1138,26 +1136,31 @@ async function* readRange(
   // the wire) overlap instead of taking turns: one read while reads are still growing, up to
   // bulkReadsAhead once they are whole chunks (a bulk read, whose next bytes are certain to be
   // wanted), so several copies out of the page cache run at once on the pool's threads.
-  const ahead: { position: number; read: Promise<Uint8Array> }[] = [];
+  const ahead: { want: number; read: Promise<Uint8Array> }[] = [];
   let next = start;
   const fill = () => {
-    const depth = size === readChunkBytes ? bulkReadsAhead : 1;
-    while (ahead.length < depth && next < end) {
-      const position = next;
-      next += Math.min(size, end - position);
-      ahead.push({ position, read: readAt(position) });
+    while (ahead.length < (size === readChunkBytes ? bulkReadsAhead : 1) && next < end) {
+      const want = Math.min(size, end - next);
+      const read = readAt(next, want);
+      // Its failure surfaces when it is awaited; until then, with the reader busy elsewhere, it
+      // must not count as an unhandled rejection (which ends the process).
+      read.catch(() => undefined);
+      ahead.push({ want, read });
+      next += want;
+      size = Math.min(size * 2, readChunkBytes);
     }
   };
   try {
     fill();
     for (let item = ahead.shift(); item !== undefined; item = ahead.shift()) {
       const chunk = await item.read;
-      if (chunk.byteLength === 0) return;
       // A short read means the file ended before `end`: nothing read after it counts.
-      const short = item.position + chunk.byteLength < (ahead[0]?.position ?? next);
-      if (!short) fill();
+      if (chunk.byteLength < item.want) {
+        if (chunk.byteLength > 0) yield chunk;
+        return;
+      }
+      fill();
       yield chunk;
-      if (short) return;
     }
   } catch (err) {
     throw fromNodeError(err, key);

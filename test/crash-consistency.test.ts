@@ -125,18 +125,16 @@ function callOf(key: string): string {
   return key.split("/")[5] ?? "";
 }
 
-/** Reads a count until it has not changed for a second (at most 15 s), and returns it. */
-async function steadyCount(count: () => Promise<number>): Promise<number> {
+/** Lists until the list's length has not changed for a second (at most 15 s), and returns it. */
+async function steadyList(list: () => Promise<string[]>): Promise<string[]> {
   const deadline = Date.now() + 15_000;
-  let value = await count();
+  let value = await list();
   let stableSince = Date.now();
   while (Date.now() - stableSince < 1_000 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 250));
-    const next = await count();
-    if (next !== value) {
-      value = next;
-      stableSince = Date.now();
-    }
+    const next = await list();
+    if (next.length !== value.length) stableSince = Date.now();
+    value = next;
   }
   return value;
 }
@@ -218,8 +216,8 @@ async function crashAndRecover(target: Target) {
   // A store may still be carrying out requests the killed server had already sent (a CI-clone run
   // found, after the sweep, an incomplete multipart upload that this count had not seen): count
   // once the leftovers stop changing.
-  const leftoversBefore = await steadyCount(async () => (await target.leftovers()).length);
-  const namesBefore = await target.leftovers();
+  const namesBefore = await steadyList(() => target.leftovers());
+  const leftoversBefore = namesBefore.length;
   const blobsBefore = await target.blobKeys();
   const orphansBefore = blobsBefore.filter((k) => !committed.has(callOf(k)));
 

@@ -15,16 +15,16 @@ const probeBytes = 6;
 /** Rarest needle bytes whose probes are tried on the sample; the cheapest is kept. */
 const anchorsTried = 3;
 /**
- * Estimated cost of a stop of Node's memchr on the probe's first byte (a few bytes compared in
- * C++), against some 30 ns for a probe hit (back in JavaScript, a byte checked): a probe's cost
- * on the sample is its first byte's count times this, plus its hits times 30.
+ * Estimated costs, in ns, of a stop of Node's memchr on the probe's first byte (a few bytes
+ * compared in C++) and of a probe hit (back in JavaScript: a call into `Buffer.indexOf` and a
+ * byte compared). A probe's cost on the sample is its first byte's count times the one plus its
+ * hits times the other.
  */
 const anchorStopNs = 3;
 const probeHitNs = 30;
 /**
- * A probe hit costs some 30 ns (a call into `Buffer.indexOf` and a byte compared), where Node's
- * own substring search of the whole needle costs about 0.25 ns a byte of text: past one probe
- * hit per this many bytes, the probe scan is no faster, and Node's search takes over.
+ * Node's own substring search of the whole needle costs about 0.25 ns a byte of text: past one
+ * probe hit (probeHitNs) per this many bytes, the probe scan is no faster, and it takes over.
  */
 const bytesPerProbeHit = 128;
 /**
@@ -33,7 +33,7 @@ const bytesPerProbeHit = 128;
  */
 const bytesPerAnchorByte = 16;
 
-/** How the needle is looked for: a probe from its rarest byte, and a second byte to check. */
+/** How the needle is looked for: a probe from a rare byte of it, and a second byte to check. */
 interface Plan {
   /** Offset in the needle where the probe starts (one of its rarest bytes). */
   readonly anchor: number;
@@ -67,9 +67,9 @@ export function sampleOccurrences(sample: Buffer, text: Buffer): number {
 
 /**
  * Plans the search from a sample of the text: the probe starts at one of the needle's rarest
- * bytes, the one whose probe the sample says is cheapest to scan for; the guard is its rarest byte outside
- * the probe. Undefined when the sample says Node's own search
- * of the whole needle is faster (a needle of one byte, or no byte of it rare enough).
+ * bytes, the one whose probe the sample says is cheapest to scan for; the guard is the rarest
+ * needle byte outside the probe. Undefined when the sample says Node's own search of the whole
+ * needle is faster (a needle of one byte, or no byte of it rare enough).
  */
 function planFor(needle: Buffer, sample: Buffer): Plan | undefined {
   if (needle.length < 2) return undefined;

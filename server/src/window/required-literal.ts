@@ -7,10 +7,13 @@ const inlineFlags = /\(\?[a-zA-Z-]*\)/y;
 /** Shortest literal worth scanning for ahead of the expression. */
 const minLiteralChars = 3;
 
-/** Where a quantifier `{n}`, `{n,}` or `{n,m}` starting at `i` ends, or -1 if `{` is literal. */
-function braceQuantifierEnd(source: string, i: number): number {
-  const match = /^\{\d+(,\d*)?\}/.exec(source.slice(i, i + 24));
-  return match === null ? -1 : i + match[0].length;
+/** A quantifier (`*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}`) and its lazy or possessive marker. */
+const quantifier = /(?:[*+?]|\{\d+(?:,\d*)?\})[?+]?/y;
+
+/** The index just past a quantifier that starts at `i`, or -1 when none does there. */
+function quantifierEnd(source: string, i: number): number {
+  quantifier.lastIndex = i;
+  return quantifier.test(source) ? quantifier.lastIndex : -1;
 }
 
 /** The index just past the character class that opens at `i` (`[`), or -1 when it is unclosed. */
@@ -32,14 +35,34 @@ function classEnd(source: string, i: number): number {
   return -1;
 }
 
+/** The index just past the group that opens at `i` (`(`), or -1 when it is unclosed. */
+function groupEnd(source: string, i: number): number {
+  let depth = 0;
+  let j = i;
+  while (j < source.length) {
+    const c = source[j];
+    if (c === "\\") j += 2;
+    else if (c === "[") {
+      j = classEnd(source, j);
+      if (j < 0) return -1;
+    } else {
+      if (c === "(") depth++;
+      else if (c === ")" && --depth === 0) return j + 1;
+      j++;
+    }
+  }
+  return -1;
+}
+
 /**
  * requiredLiterals returns pieces of plain text, of at least three characters each and longest
  * first, that every match of the RE2 expression `source` contains (all of them, case-sensitively,
- * on one line); none when it cannot name one. It reads only the top level of the expression: runs of literal
- * characters between groups, classes, anchors and quantified atoms (a quantified character
- * leaves the run, since it may occur zero times), and gives up on a top-level `|`, an inline
- * flag group (`(?i)`) and escapes it does not follow (`\p`, `\x`, `\Q`, octal). A scan may look
- * for any of them first and test the expression only on lines that hold it.
+ * on one line); none when it cannot name one. It reads only the top level of the expression:
+ * runs of literal characters between groups, classes, anchors and quantified atoms (a
+ * quantified character leaves the run, since it may occur zero times), and gives up on a
+ * top-level `|`, an inline flag group (`(?i)`) and escapes it does not follow (`\p`, `\x`,
+ * `\Q`, octal). A scan may look for any of them first and test the expression only on lines
+ * that hold it.
  */
 export function requiredLiterals(source: string): string[] {
   const runs: string[] = [];
@@ -54,6 +77,7 @@ export function requiredLiterals(source: string): string[] {
   let i = 0;
   while (i < source.length) {
     const c = source[i] as string;
+    const quantified = quantifierEnd(source, i);
     if (c === "\\") {
       const next = source[i + 1];
       if (next === undefined || unfollowed.has(next)) return [];
@@ -74,38 +98,17 @@ export function requiredLiterals(source: string): string[] {
       endRun();
       inlineFlags.lastIndex = i;
       if (inlineFlags.test(source)) return [];
-      // Skip the group whole: what it holds may be optional or one of several alternatives.
-      let depth = 0;
-      let j = i;
-      while (j < source.length) {
-        const g = source[j];
-        if (g === "\\") j += 2;
-        else if (g === "[") {
-          const end = classEnd(source, j);
-          if (end < 0) return [];
-          j = end;
-        } else {
-          if (g === "(") depth++;
-          else if (g === ")" && --depth === 0) break;
-          j++;
-        }
-      }
-      if (j >= source.length) return [];
-      i = j + 1;
+      // Skipped whole: what a group holds may be optional or one of several alternatives.
+      const end = groupEnd(source, i);
+      if (end < 0) return [];
+      i = end;
     } else if (c === "|") {
       return [];
-    } else if (
-      c === "*" ||
-      c === "+" ||
-      c === "?" ||
-      (c === "{" && braceQuantifierEnd(source, i) > 0)
-    ) {
+    } else if (quantified > 0) {
       // The quantified atom, if it was the run's last character, may be absent (or repeated).
       run.pop();
       endRun();
-      i = c === "{" ? braceQuantifierEnd(source, i) : i + 1;
-      // A lazy or possessive marker after the quantifier.
-      if (source[i] === "?" || source[i] === "+") i++;
+      i = quantified;
     } else if (c === "." || c === "^" || c === "$") {
       endRun();
       i++;

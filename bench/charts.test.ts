@@ -68,6 +68,8 @@ describe("benchmark charts", () => {
       target: "ratio <= 3",
       met: true,
       samples: { spillway: [2], baseline: [1] },
+      range: { spillway: [2, 2], baseline: [1, 1] },
+      rounds: 1,
     };
     expect(benchCharts([row]).map((c) => c.file)).toEqual([
       "bench-ratios.svg",

@@ -20,6 +20,16 @@ export interface BenchResult {
   readonly met: boolean;
   /** Every sample, Spillway's then the baseline's, for the record. */
   readonly samples: { readonly spillway: number[]; readonly baseline: number[] };
+  /** The lowest and highest of each side's samples, `[min, max]`. */
+  readonly range: {
+    readonly spillway: readonly [number, number];
+    readonly baseline: readonly [number, number];
+  };
+  /**
+   * How many timed rounds the samples come from: the scenario's count, or more when its
+   * baseline's samples had not settled (bench/timing.ts settleRounds), up to three times it.
+   */
+  readonly rounds: number;
   /**
    * Where a timed run's time went, for scenarios that meter it: per side, the medians of its
    * elapsed seconds (`wall`) and of each process's CPU seconds (see meterCpu).
@@ -71,7 +81,8 @@ export function throughputResult(opts: {
 
 /**
  * ratioResult builds a row from raw samples: medians of each side, `ratioOf` of the medians,
- * and whether `meets` accepts it (given the ratio and Spillway's median).
+ * whether `meets` accepts it (given the ratio and Spillway's median), each side's range, and
+ * the rounds taken: `rounds` when given, else one a baseline sample.
  */
 export function ratioResult(opts: {
   name: string;
@@ -82,10 +93,14 @@ export function ratioResult(opts: {
   ratioOf: (value: number, baseline: number) => number;
   target: string;
   meets: (ratio: number, value: number) => boolean;
+  /** Rounds taken, where a round took other than one baseline sample. */
+  rounds?: number;
 }): BenchResult {
   const value = median(opts.spillway);
   const baselineValue = median(opts.baselineSamples);
   const ratio = opts.ratioOf(value, baselineValue);
+  const spillway = opts.spillway.map((v) => round(v));
+  const baseline = opts.baselineSamples.map((v) => round(v));
   return {
     name: opts.name,
     value: round(value),
@@ -95,11 +110,15 @@ export function ratioResult(opts: {
     ratio: round(ratio, 3),
     target: opts.target,
     met: opts.meets(ratio, value),
-    samples: {
-      spillway: opts.spillway.map((v) => round(v)),
-      baseline: opts.baselineSamples.map((v) => round(v)),
-    },
+    samples: { spillway, baseline },
+    range: { spillway: sampleRange(spillway), baseline: sampleRange(baseline) },
+    rounds: opts.rounds ?? baseline.length,
   };
+}
+
+/** sampleRange returns the lowest and the highest sample. */
+export function sampleRange(samples: readonly number[]): [number, number] {
+  return [Math.min(...samples), Math.max(...samples)];
 }
 
 function round(value: number, digits = 1): number {

@@ -170,14 +170,15 @@ async function main(): Promise<void> {
   await writeFile(out, `${JSON.stringify(merged, null, 2)}\n`);
   const cpu = cpus()[0]?.model ?? "unknown CPU";
   process.stdout.write(
-    `\nmachine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB; runs: ${runs} (medians)\n\n`,
+    `\nmachine: ${cpus().length} x ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB; runs: ${runs} (medians; more rounds while a baseline is unsettled)\n\n`,
   );
   process.stdout.write(
-    "| scenario | spillway | baseline | ratio | target | met |\n|---|---|---|---|---|---|\n",
+    "| scenario | spillway | spillway range | baseline | baseline range | rounds | ratio | target | met |\n|---|---|---|---|---|---|---|---|---|\n",
   );
   for (const r of results) {
+    const { spillway, baseline } = r.range;
     process.stdout.write(
-      `| ${r.name} | ${r.value} ${r.unit} | ${r.baseline_value} ${r.unit} (${r.baseline}) | ${r.ratio} | ${r.target} | ${r.met ? "yes" : "no"} |\n`,
+      `| ${r.name} | ${r.value} ${r.unit} | ${spillway[0]}-${spillway[1]} | ${r.baseline_value} ${r.unit} (${r.baseline}) | ${baseline[0]}-${baseline[1]} | ${r.rounds} | ${r.ratio} | ${r.target} | ${r.met ? "yes" : "no"} |\n`,
     );
   }
   const metered = results.filter((r) => r.cpu_seconds !== undefined);

@@ -21,13 +21,45 @@ export function unsettled(samples: readonly number[]): boolean {
 }
 
 /**
+ * settleRounds takes `count` rounds (run 1, 2, ...), each measuring a set of named figures back
+ * to back, so whatever else the shared machine does falls on all of them alike, and goes on with
+ * more rounds while the samples of the `baseline` figure are unsettled, up to `maxCount` rounds
+ * (three times `count` unless set). It guarantees: at least `count` rounds; never more than
+ * `count` or `maxCount`, whichever is higher; and no round once the baseline's samples have
+ * settled after the first `count`. It returns each figure's samples in round order, one a round.
+ * Warm-up rounds are the caller's to run first.
+ */
+export async function settleRounds<K extends string>(
+  count: number,
+  round: (run: number) => Promise<Record<K, number>>,
+  baseline: NoInfer<K>,
+  maxCount = 3 * count,
+): Promise<Record<K, number[]>> {
+  if (!(count >= 1)) throw new RangeError(`settleRounds needs at least one round, not ${count}`);
+  const samples: Partial<Record<K, number[]>> = {};
+  for (
+    let run = 1;
+    run <= count || (run <= maxCount && unsettled(samples[baseline] ?? []));
+    run++
+  ) {
+    const figures = await round(run);
+    for (const key of Object.keys(figures) as K[]) {
+      const list = samples[key] ?? [];
+      list.push(figures[key]);
+      samples[key] = list;
+    }
+  }
+  return samples as Record<K, number[]>;
+}
+
+/**
  * alternate runs the Spillway and baseline measurements interleaved, `runs` times each, so a
  * noisy neighbour on the shared machine hurts both sides alike, and goes on with more rounds
- * while the baseline's samples are unsettled, up to `maxRuns` (three times `runs` unless set):
- * a ratio then rides a settled median, not one noisy round. One untimed round of each side
- * comes first (run 0), so neither side's timings include its warm-up (compiling its code,
- * opening its connections); the timed rounds are runs 1 and on, and every round gets its own
- * run number to name what it writes.
+ * while the baseline's samples are unsettled, up to `maxRuns` (three times `runs` unless set;
+ * see settleRounds): a ratio then rides a settled median, not one noisy round. One untimed
+ * round of each side comes first (run 0), so neither side's timings include its warm-up
+ * (compiling its code, opening its connections); the timed rounds are runs 1 and on, and every
+ * round gets its own run number to name what it writes.
  */
 export async function alternate(
   runs: number,
@@ -37,11 +69,13 @@ export async function alternate(
 ): Promise<{ spillwaySeconds: number[]; baselineSeconds: number[] }> {
   await baseline(0);
   await spillway(0);
-  const spillwaySeconds: number[] = [];
-  const baselineSeconds: number[] = [];
-  for (let run = 1; run <= runs || (run <= maxRuns && unsettled(baselineSeconds)); run++) {
-    baselineSeconds.push(await timeSeconds(() => baseline(run)));
-    spillwaySeconds.push(await timeSeconds(() => spillway(run)));
-  }
-  return { spillwaySeconds, baselineSeconds };
+  return settleRounds(
+    runs,
+    async (run) => ({
+      baselineSeconds: await timeSeconds(() => baseline(run)),
+      spillwaySeconds: await timeSeconds(() => spillway(run)),
+    }),
+    "baselineSeconds",
+    maxRuns,
+  );
 }

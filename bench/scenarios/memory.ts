@@ -5,6 +5,7 @@ import { spawnSpillway } from "../../test/support/spawn-spillway.js";
 import type { LogFixture } from "../log-fixture.js";
 import { meterPeakRss, statusMiB } from "../peak-rss.js";
 import { type BenchResult, ratioResult } from "../result.js";
+import { settleRounds } from "../timing.js";
 
 const MiB = 1024 * 1024;
 const fastReaders = 7;
@@ -44,47 +45,51 @@ async function fullRead(
  * (started on the fixture's data directory, so it serves the 1 GiB log it did not write) while
  * one 1 GiB offload and 8 full reads of the log (one of them deliberately slow, cancelled once
  * the others are done) run at once, against its idle RSS. The peak is the kernel's high-water
- * mark (VmHWM, reset before each run) or the highest 20 ms sample, whichever is higher.
+ * mark (VmHWM, reset before each run) or the highest 20 ms sample, whichever is higher. Each
+ * round starts its own replica, so each reads the idle RSS afresh: `runs` rounds, or up to
+ * three times as many while the idle readings are unsettled (settleRounds).
  */
 export async function memoryScenario(fx: LogFixture, runs: number): Promise<BenchResult> {
-  const idle: number[] = [];
-  const peaks: number[] = [];
-  for (let run = 0; run < runs; run++) {
-    const replica = await spawnSpillway(["--data-dir", fx.dataDir]);
-    try {
-      const { pid } = replica;
-      await sleep(500);
-      idle.push(await statusMiB(pid, "VmRSS"));
-      const { result: read, peakMiB } = await meterPeakRss(pid, async () => {
-        const slow = new AbortController();
-        const slowRead = fullRead(fx, replica.url, slow.signal, 50).catch(() => 0);
-        const done = new AbortController();
-        const reads = Array.from({ length: fastReaders }, () =>
-          fullRead(fx, replica.url, done.signal),
-        );
-        const offload = createSpillwayClient({ baseUrl: replica.url }).offload(
-          { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
-          createReadStream(fx.log.path, { highWaterMark: MiB }),
-        );
-        const fast = await Promise.all(reads);
-        await offload;
-        slow.abort();
-        await slowRead;
-        return fast;
-      });
-      if (read.some((n) => n !== fx.log.bytes)) {
-        throw new Error(`a full read came back short: ${read}`);
+  const { idle, peak } = await settleRounds(
+    runs,
+    async (run) => {
+      const replica = await spawnSpillway(["--data-dir", fx.dataDir]);
+      try {
+        const { pid } = replica;
+        await sleep(500);
+        const idleMiB = await statusMiB(pid, "VmRSS");
+        const { result: read, peakMiB } = await meterPeakRss(pid, async () => {
+          const slow = new AbortController();
+          const slowRead = fullRead(fx, replica.url, slow.signal, 50).catch(() => 0);
+          const done = new AbortController();
+          const reads = Array.from({ length: fastReaders }, () =>
+            fullRead(fx, replica.url, done.signal),
+          );
+          const offload = createSpillwayClient({ baseUrl: replica.url }).offload(
+            { tenant: "dev", runId: fx.runId, callId: `load-${run}` },
+            createReadStream(fx.log.path, { highWaterMark: MiB }),
+          );
+          const fast = await Promise.all(reads);
+          await offload;
+          slow.abort();
+          await slowRead;
+          return fast;
+        });
+        if (read.some((n) => n !== fx.log.bytes)) {
+          throw new Error(`a full read came back short: ${read}`);
+        }
+        return { idle: idleMiB, peak: peakMiB };
+      } finally {
+        await replica.stop();
       }
-      peaks.push(peakMiB);
-    } finally {
-      await replica.stop();
-    }
-  }
+    },
+    "idle",
+  );
   return ratioResult({
     name: "memory_under_load",
     unit: "MiB",
     baseline: "the same replica's idle RSS before the load",
-    spillway: peaks,
+    spillway: peak,
     baselineSamples: idle,
     ratioOf: (value, baseline) => value / baseline,
     target: "peak <= 256 MiB",

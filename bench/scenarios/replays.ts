@@ -7,6 +7,7 @@ import { pool } from "../pool.js";
 import { cpuSecondsOf, medianCpu, meterCpu, type SideCpu } from "../process-cpu.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
 import { type BenchResult, ratioResult } from "../result.js";
+import { settleRounds } from "../timing.js";
 
 const replayCount = 2_000;
 const deleteCount = 10_000;
@@ -38,16 +39,15 @@ function offloadAll(
 /**
  * replayScenario measures `replay_offloads`: the Spillway server's CPU per replayed offload
  * (2,000 keys of 4 KiB offloaded again with the same bytes, as an SDK retry does, 32 in flight)
- * against its CPU per new offload of the same keys just before, on the filesystem backend.
- * Target: a replay costs about what a new offload costs (ratio <= 1.2).
+ * against its CPU per new offload of the same keys just before, on the filesystem backend:
+ * `runs` rounds, or up to three times as many while the new offloads' CPU is unsettled
+ * (settleRounds). Target: a replay costs about what a new offload costs (ratio <= 1.2).
  */
 export async function replayScenario(runs: number): Promise<BenchResult> {
   return withFilesystemSpillway("replay", async ({ server, client }) => {
     const payloads = Array.from({ length: 64 }, () => randomBytes(size));
-    const fresh: number[] = [];
-    const replayed: number[] = [];
-    // Run 0 warms both paths up and is not counted.
-    for (let run = 0; run <= runs; run++) {
+    /** One round: the new offloads of run `run`'s keys, then their replays. */
+    const round = async (run: number) => {
       const runId = `replay-${run}`;
       const created = await serverMsPerOp(server.pid, replayCount, () =>
         offloadAll(client, runId, payloads),
@@ -55,11 +55,11 @@ export async function replayScenario(runs: number): Promise<BenchResult> {
       const again = await serverMsPerOp(server.pid, replayCount, () =>
         offloadAll(client, runId, payloads),
       );
-      if (run > 0) {
-        fresh.push(created);
-        replayed.push(again);
-      }
-    }
+      return { created, again };
+    };
+    // Run 0 warms both paths up and is not counted.
+    await round(0);
+    const { created: fresh, again: replayed } = await settleRounds(runs, round, "created");
     return ratioResult({
       name: "replay_offloads",
       unit: "server CPU µs/offload",
@@ -78,17 +78,17 @@ export async function replayScenario(runs: number): Promise<BenchResult> {
  * deleteRunScenario measures `delete_run_10k`: the wall microseconds per record of a DeleteRun
  * of a run of 10,000 offloads of 4 KiB on the filesystem backend, against removing a directory
  * of 10,000 files of 4 KiB written by rawAtomicWrite (`fs.rm`, recursive) on the same disk.
- * Both follow the disk, so the target is the ratio: <= 2. Each timed run also meters the CPU
- * of the server and of this process (the row's `cpu_seconds`).
+ * Both follow the disk, so the target is the ratio: <= 2. `runs` rounds, or up to three times
+ * as many while the `fs.rm` times are unsettled (settleRounds). Each timed run also meters the
+ * CPU of the server and of this process (the row's `cpu_seconds`).
  */
 export async function deleteRunScenario(runs: number): Promise<BenchResult> {
   return withFilesystemSpillway("delete", async ({ dir, server, client }) => {
     const payloads = Array.from({ length: 64 }, () => randomBytes(size));
-    const spillway: number[] = [];
-    const baseline: number[] = [];
     const cpu: SideCpu = { spillway: [], baseline: [] };
     const processes = { server: server.pid, bench: "self" } as const;
-    for (let run = 0; run <= runs; run++) {
+    /** One round: DeleteRun of run `run`, then fs.rm of as many raw files; returns µs/record. */
+    const round = async (run: number) => {
       const runId = `delete-${run}`;
       // Run 0 warms both sides up on a tenth of the records and is not counted.
       const count = run === 0 ? deleteCount / 10 : deleteCount;
@@ -106,12 +106,16 @@ export async function deleteRunScenario(runs: number): Promise<BenchResult> {
       });
       const removed = await meterCpu(processes, () => rm(raw, { recursive: true }));
       if (run > 0) {
-        spillway.push(((deleted.wall ?? 0) * 1e6) / deleteCount);
-        baseline.push(((removed.wall ?? 0) * 1e6) / deleteCount);
         cpu.spillway.push(deleted);
         cpu.baseline.push(removed);
       }
-    }
+      return {
+        spillway: ((deleted.wall ?? 0) * 1e6) / count,
+        baseline: ((removed.wall ?? 0) * 1e6) / count,
+      };
+    };
+    await round(0);
+    const { spillway, baseline } = await settleRounds(runs, round, "baseline");
     const row = ratioResult({
       name: "delete_run_10k",
       unit: "µs/record",

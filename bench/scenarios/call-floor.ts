@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { LogFixture } from "../log-fixture.js";
 import { type BenchResult, median, ratioResult } from "../result.js";
-import { unsettled } from "../timing.js";
+import { settleRounds } from "../timing.js";
 import { deepWindowLine } from "./windows.js";
 
 const run = promisify(execFile);
@@ -113,9 +113,7 @@ export async function callFloorScenarios(fx: LogFixture, runs: number): Promise<
   const batches = Math.max(5, runs);
   const line = deepWindowLine(fx);
   const bare = await startBareHttp2();
-  const floor: number[] = [];
-  const unary: number[] = [];
-  const deep: number[] = [];
+  let samples: { floor: number[]; unary: number[]; deep: number[] };
   try {
     // Untimed batches first: the page cache, and both servers' code compiled by V8's optimizing
     // tier as in a long-running process (a fresh server's window takes about half again as
@@ -125,15 +123,20 @@ export async function callFloorScenarios(fx: LogFixture, runs: number): Promise<
       await batchMedian(() => timed(() => fx.client.serverInfo()));
       await batchMedian(() => modelWindow(fx, line));
     }
-    // More batches while the floor is unsettled (see alternate), up to three times as many.
-    for (let batch = 0; batch < batches || (batch < 3 * batches && unsettled(floor)); batch++) {
-      floor.push(await batchMedian(() => bare.roundTrip()));
-      unary.push(await batchMedian(() => timed(() => fx.client.serverInfo())));
-      deep.push(await batchMedian(() => modelWindow(fx, line)));
-    }
+    // More batches while the floor is unsettled, up to three times as many (settleRounds).
+    samples = await settleRounds(
+      batches,
+      async () => ({
+        floor: await batchMedian(() => bare.roundTrip()),
+        unary: await batchMedian(() => timed(() => fx.client.serverInfo())),
+        deep: await batchMedian(() => modelWindow(fx, line)),
+      }),
+      "floor",
+    );
   } finally {
     await bare.close();
   }
+  const { floor, unary, deep } = samples;
   const python = await pythonFloor(fx, line, floor.length);
   const micros = (ms: number[]) => ms.map((v) => v * 1000);
   const overFloor = (max: number) => ({

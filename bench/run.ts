@@ -44,6 +44,9 @@ async function main(): Promise<void> {
   // The 256 MiB transfers take a second or two a run and their ratios move the most between
   // runs (the baselines follow the disk's and the CPU's phases): they take more runs.
   const transferRuns = Number(values.runs ?? (quick ? 7 : 9));
+  // The 1 GiB JSONPath queries and the memory replicas take minutes a round: fewer rounds.
+  const slowRuns = (quickCount: number, fullCount: number) =>
+    Number(values.runs ?? (quick ? quickCount : fullCount));
   const bytes = 256 * MiB;
   // The 1 GiB log is written and offloaded once, for every scenario that reads it.
   let fixture: Promise<LogFixture> | undefined;
@@ -133,11 +136,11 @@ async function main(): Promise<void> {
     },
     {
       names: ["jsonpath_filter_1gib", "jsonpath_descendant_1gib", "jsonpath_peak_rss_1gib"],
-      run: () => jsonPathScenarios(quick ? 1 : 2),
+      run: () => jsonPathScenarios(slowRuns(1, 2)),
     },
     {
       names: ["memory_under_load"],
-      run: async () => [await memoryScenario(await log(), quick ? 1 : 3)],
+      run: async () => [await memoryScenario(await log(), slowRuns(1, 3))],
     },
   ];
   const results: BenchResult[] = [];

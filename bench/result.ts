@@ -116,8 +116,8 @@ export function ratioResult(opts: {
   };
 }
 
-/** sampleRange returns the lowest and the highest sample. */
-export function sampleRange(samples: readonly number[]): [number, number] {
+/** The lowest and the highest sample. */
+function sampleRange(samples: readonly number[]): [number, number] {
   return [Math.min(...samples), Math.max(...samples)];
 }
 

@@ -40,13 +40,13 @@ async function main(): Promise<void> {
     options: { quick: { type: "boolean" }, only: { type: "string" }, runs: { type: "string" } },
   });
   const quick = values.quick === true;
-  const runs = Number(values.runs ?? (quick ? 3 : 5));
+  /** A scenario's count: `--runs` when given, else its own for a quick or a full run. */
+  const runsOr = (quickCount: number, fullCount: number) =>
+    Number(values.runs ?? (quick ? quickCount : fullCount));
+  const runs = runsOr(3, 5);
   // The 256 MiB transfers take a second or two a run and their ratios move the most between
   // runs (the baselines follow the disk's and the CPU's phases): they take more runs.
-  const transferRuns = Number(values.runs ?? (quick ? 7 : 9));
-  // The 1 GiB JSONPath queries and the memory replicas take minutes a round: fewer rounds.
-  const slowRuns = (quickCount: number, fullCount: number) =>
-    Number(values.runs ?? (quick ? quickCount : fullCount));
+  const transferRuns = runsOr(7, 9);
   const bytes = 256 * MiB;
   // The 1 GiB log is written and offloaded once, for every scenario that reads it.
   let fixture: Promise<LogFixture> | undefined;
@@ -134,13 +134,14 @@ async function main(): Promise<void> {
       names: ["cli_cat_disk_1gib", "cli_cat_count_1gib", "cli_cat_1gib"],
       run: () => cliCatScenarios({ runs: transferRuns, bytes: 1024 * MiB }),
     },
+    // The 1 GiB JSONPath queries and the memory replicas take minutes a round: fewer rounds.
     {
       names: ["jsonpath_filter_1gib", "jsonpath_descendant_1gib", "jsonpath_peak_rss_1gib"],
-      run: () => jsonPathScenarios(slowRuns(1, 2)),
+      run: () => jsonPathScenarios(runsOr(1, 2)),
     },
     {
       names: ["memory_under_load"],
-      run: async () => [await memoryScenario(await log(), slowRuns(1, 3))],
+      run: async () => [await memoryScenario(await log(), runsOr(1, 3))],
     },
   ];
   const results: BenchResult[] = [];

@@ -19,8 +19,9 @@ const windowLines = 100;
  * of nested records, bench/json-document.ts) is offloaded from a file (the JSON view indexed
  * in the same pass), then a 100-line JSON-view window 90% of the way through the view is
  * timed against the same window at line 0, alternating, `runs` x 10 times or, while the line-0
- * window's times are unsettled, up to three times as many (settleRounds). The row records the server's peak
- * resident memory (meterPeakRss) over the offload and the windows, and the offload's throughput.
+ * window's times are unsettled, up to three times as many (settleRounds). The row records the
+ * server's peak resident memory (meterPeakRss) over the offload and the windows, and the
+ * offload's throughput.
  */
 export async function jsonViewScenario(runs: number, bytes = 1024 * MiB): Promise<BenchResult> {
   const dir = await mkdtemp(join(tmpdir(), "spillway-bench-json-"));

@@ -112,7 +112,7 @@ export function offloadWhole(
     },
     close: () => undefined,
   };
-  return offloadFrom(deps, tenant, reader, signal, tenantLimits, undefined);
+  return offloadFrom(deps, tenant, reader, signal, tenantLimits, undefined, data.byteLength);
 }
 
 /** offloadFrom is offload on a stream whose reader enforces the idle limit. */
@@ -123,6 +123,7 @@ async function offloadFrom(
   signal: AbortSignal,
   tenantLimits: TenantLimits,
   releaseChunk: ((bytes: Uint8Array) => void) | undefined,
+  wholeBytes?: number,
 ): Promise<OffloadResponse> {
   const first = await reader.next();
   if (first.done === true || first.value.msg.case !== "header") {
@@ -169,13 +170,18 @@ async function offloadFrom(
     return found === undefined || isExpired(found, deps.now()) ? undefined : found;
   };
   // The record is looked up before anything is written: a replay (an SDK's retry) then only
-  // hashes its bytes and compares, instead of writing a record or a blob that the create-only
-  // commit refuses and that must be read back and deleted. A run limit must know it too.
+  // hashes its bytes and compares, instead of writing a blob that the create-only commit
+  // refuses and that must be deleted. A run limit must know it too. A payload known whole and
+  // small enough to be inline leaves no blob behind, so without a run limit its commit alone
+  // finds a replay (the create-only write is refused and the record read), and the first
+  // offload of a handle, the common case, does not pay for a lookup.
   // Independent lookups: one round trip to the store, not several.
+  const inlineWithoutLookup =
+    wholeBytes !== undefined && wholeBytes <= deps.limits.inlineBytes && maxRunBytes === undefined;
   const [deleted, runExpires, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
     deps.runs.expiresMs(tenant, key.runId, signal),
-    lookUp(),
+    inlineWithoutLookup ? undefined : lookUp(),
     maxRunBytes === undefined ? 0 : runBytes(handle),
   ]);
   if (deleted) {

@@ -118,6 +118,22 @@ describe("createOffloadBatcher", () => {
     answer(create(OffloadBatchResponseSchema));
   });
 
+  it("leaves an answered batch's call alone: its signal is never aborted afterwards", async () => {
+    let batchSignal: AbortSignal | undefined;
+    const batcher = createOffloadBatcher({
+      async sendBatch(items, _timeoutMs, signal) {
+        batchSignal = signal;
+        return committed(items);
+      },
+      sendOne: () => Promise.reject(new Error("not expected")),
+    });
+    const done = await Promise.all(
+      ["a", "b"].map((id) => batcher.offload(header(id), new Uint8Array(1), {})),
+    );
+    expect(done.map((r) => r.attachment?.handle)).toEqual(["res_a", "res_b"]);
+    expect(batchSignal?.aborted).toBe(false);
+  });
+
   it("gives the batch the latest deadline of its items, and none when one item has none", async () => {
     const deadlines: (number | undefined)[] = [];
     const batcher = createOffloadBatcher({

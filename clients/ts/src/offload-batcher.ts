@@ -115,10 +115,13 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
     }
     const controller = new AbortController();
     let left = batch.length;
+    let answered = false;
     for (const pending of batch) {
       pending.onGone = () => {
         left -= 1;
-        if (left === 0) controller.abort();
+        // Once answered, the call is over: aborting it would only build an AbortError and
+        // dispatch it to listeners with nothing left to stop, once per batch.
+        if (left === 0 && !answered) controller.abort();
       };
     }
     const deadlines = batch.map((p) => p.deadline);
@@ -133,6 +136,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
         controller.signal,
       );
     } catch (error) {
+      answered = true;
       if (ConnectError.from(error).code === Code.Unimplemented) {
         batchUnsupported = true;
         await Promise.all(batch.map(sendAlone));
@@ -141,6 +145,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
       for (const pending of batch) pending.settle({ error });
       return;
     }
+    answered = true;
     if (response.results.length !== batch.length) {
       const error = new ConnectError(
         `protocol error: ${response.results.length} results for a batch of ${batch.length}`,

@@ -44,18 +44,26 @@ export async function filesystemScenarios(opts: {
         rawAtomicWrite(raw, `o${run}`, payloads[run % 2] as Buffer),
       ),
     );
+    // The reads may take more rounds than the offloads did (each settles on its own): round
+    // `run` reads what offload round `run % written` wrote.
+    const written = offload.spillwaySeconds.length + 1;
     const read = await alternate(
       opts.runs,
       metered(processes, readCpu, "spillway", async (run) => {
         // Like the baseline, every byte is hashed: the SDK checks them against the record's
         // sha256 (on a worker thread) and fails the read on a mismatch.
         let read = 0;
-        for await (const chunk of client.readBytes("bench", `res_o${run}`, {}, { verify: true })) {
+        for await (const chunk of client.readBytes(
+          "bench",
+          `res_o${run % written}`,
+          {},
+          { verify: true },
+        )) {
           read += chunk.byteLength;
         }
         if (read !== opts.bytes) throw new Error(`read ${read} bytes of ${opts.bytes}`);
       }),
-      metered(processes, readCpu, "baseline", (run) => rawRead(join(raw, `o${run}`))),
+      metered(processes, readCpu, "baseline", (run) => rawRead(join(raw, `o${run % written}`))),
     );
     return [
       throughputResult({
@@ -71,7 +79,8 @@ export async function filesystemScenarios(opts: {
         baseline: "raw Node read + sha256, same file size",
         bytes: opts.bytes,
         ...read,
-        minRatio: 0.5,
+        // Issue 26: within a tenth of reading and hashing the file directly.
+        minRatio: 0.9,
         cpu: readCpu,
       }),
     ];

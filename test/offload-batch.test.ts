@@ -147,6 +147,9 @@ describe("OffloadBatch concurrency", () => {
   let t: TestServer;
   const writes = { now: 0, most: 0 };
   const runStateReads: string[] = [];
+  /** Records looked up (read by key) and keys written, in order. */
+  const recordReads: string[] = [];
+  const keysWritten: string[] = [];
   /** Counts `records` records as being written while write runs, made slow enough to overlap. */
   const slowWrite = async <T>(records: number, write: () => Promise<T>): Promise<T> => {
     writes.now += records;
@@ -168,12 +171,21 @@ describe("OffloadBatch concurrency", () => {
       },
       get(k, opts) {
         if (k.endsWith("/ttl")) runStateReads.push(k);
+        if (k.includes("/h/")) recordReads.push(k);
         return base.get(k, opts);
       },
-      put: (k, body, opts) => slowWrite(1, () => base.put(k, body, opts)),
+      put: (k, body, opts) => {
+        keysWritten.push(k);
+        return slowWrite(1, () => base.put(k, body, opts));
+      },
       // Records committed together are one putMany, which writes each of them.
-      putMany: (keys, body, opts) =>
-        slowWrite(keys.length, () => base.putMany?.(keys, body, opts) ?? Promise.resolve([])),
+      putMany: (keys, body, opts) => {
+        keysWritten.push(...keys);
+        return slowWrite(
+          keys.length,
+          () => base.putMany?.(keys, body, opts) ?? Promise.resolve([]),
+        );
+      },
     });
     t = await startTestServer({ wrapBackend: counting });
   });
@@ -190,6 +202,27 @@ describe("OffloadBatch concurrency", () => {
     // and they do overlap.
     expect(writes.most).toBeLessThanOrEqual(32);
     expect(writes.most).toBeGreaterThanOrEqual(16);
+  });
+
+  it("commits a first batch of small items without looking each one up, and writes nothing for its retry", async () => {
+    const items = Array.from({ length: 10 }, (_, i) => ({
+      header: { key: key(`c${i}`, "retried") },
+      data: Buffer.from(`line ${i}\n`),
+    }));
+    recordReads.length = 0;
+    keysWritten.length = 0;
+    expect(new Set(outcomes(await t.raw().offloadBatch({ items })))).toEqual(new Set(["ok"]));
+    // One look at the first item's handle decides; the rest commit at once.
+    expect(recordReads).toHaveLength(1);
+    expect(keysWritten.filter((k) => k.includes("/retried/"))).toHaveLength(10);
+
+    recordReads.length = 0;
+    keysWritten.length = 0;
+    const again = await t.raw().offloadBatch({ items });
+    expect(new Set(outcomes(again))).toEqual(new Set(["existing"]));
+    // The first item is committed, so every item is looked up and nothing is written again.
+    expect(keysWritten).toEqual([]);
+    expect(recordReads.length).toBeGreaterThanOrEqual(10);
   });
 
   it("reads each run's state once per batch, not once per item", async () => {

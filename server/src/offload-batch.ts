@@ -10,7 +10,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { abortReason } from "./backends/body.js";
 import { limitsForTenant, type TenantLimits } from "./limits.js";
-import { type OffloadDeps, offloadWhole } from "./offload.js";
+import { isCommitted, type OffloadDeps, offloadWhole } from "./offload.js";
 import type { Runs } from "./runs.js";
 
 /** MAX_BATCH_ITEMS is the most items one OffloadBatch may carry (the proto's max_items). */
@@ -56,6 +56,11 @@ export async function offloadBatch(
   // Every item of one run sees the same run state, read once for the whole batch: on an object
   // store that is two requests per run instead of two per item.
   const shared = { ...deps, runs: readOncePerRun(deps.runs) };
+  // An SDK retries a batch whole, so its first item tells whether this is a retry: then every
+  // item is looked up before it is written (a replay writes nothing); otherwise small items
+  // commit without a lookup each (offloadWhole's lookUpFirst), and the few replays among them
+  // find their records when their create-only commits are refused.
+  const lookUpFirst = await isCommitted(shared, tenant, request.items[0]?.header, signal);
   const commitItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
     try {
       if (item.header === undefined) {
@@ -68,6 +73,7 @@ export async function offloadBatch(
         item.data,
         signal,
         tenantLimits,
+        lookUpFirst,
       );
       return create(OffloadBatchResultSchema, { result: { case: "offloaded", value: offloaded } });
     } catch (err) {

@@ -89,6 +89,12 @@ export async function offload(
  * offloadWhole commits one payload that arrived whole (an OffloadBatch item) exactly as an
  * Offload stream of its header and one chunk of data would be committed: the same
  * validation, limits, idempotency and commit point, without a stream to wait on.
+ *
+ * With `lookUpFirst` false, a payload small enough to be stored inline is committed without
+ * looking its handle up first when no run limit applies: its record holds its bytes and no
+ * blob is written, so its create-only commit finds a committed record instead (the write is
+ * refused and the record read). Only the cost differs: a first offload saves a lookup, a
+ * replay pays for a refused write. The answer is the same either way.
  */
 export function offloadWhole(
   deps: OffloadDeps,
@@ -97,6 +103,7 @@ export function offloadWhole(
   data: Uint8Array,
   signal: AbortSignal,
   tenantLimits: TenantLimits = {},
+  lookUpFirst = true,
 ): Promise<OffloadResponse> {
   const messages: OffloadRequest[] = [
     create(OffloadRequestSchema, { msg: { case: "header", value: header } }),
@@ -112,7 +119,41 @@ export function offloadWhole(
     },
     close: () => undefined,
   };
-  return offloadFrom(deps, tenant, reader, signal, tenantLimits, undefined, data.byteLength);
+  return offloadFrom(
+    deps,
+    tenant,
+    reader,
+    signal,
+    tenantLimits,
+    undefined,
+    lookUpFirst ? undefined : data.byteLength,
+  );
+}
+
+/**
+ * isCommitted reports whether the handle a well-formed, valid header of tenant names holds a
+ * live (unexpired) record. A header that is not (it fails validation, names another tenant or
+ * a bad slot or attempt) or a lookup that fails answers true: the caller then takes the path
+ * that looks every handle up.
+ */
+export async function isCommitted(
+  deps: OffloadDeps,
+  tenant: string,
+  header: OffloadHeader | undefined,
+  signal: AbortSignal,
+): Promise<boolean> {
+  try {
+    if (header === undefined) return true;
+    validateRequest(OffloadHeaderSchema, header, "header.");
+    const key = header.key;
+    if (key === undefined || key.tenant !== tenant) return true;
+    if (header.slot !== undefined) checkSlotPath(header.slot);
+    const handle = handleFor(key.callId, header.slot, attemptOf(key.attempt));
+    const found = await deps.registry.get(tenant, key.runId, handle, signal);
+    return found !== undefined && !isExpired(found, deps.now());
+  } catch {
+    return true;
+  }
 }
 
 /** offloadFrom is offload on a stream whose reader enforces the idle limit. */
@@ -123,6 +164,7 @@ async function offloadFrom(
   signal: AbortSignal,
   tenantLimits: TenantLimits,
   releaseChunk: ((bytes: Uint8Array) => void) | undefined,
+  /** The size of a payload that came whole and need not be looked up first (offloadWhole). */
   wholeBytes?: number,
 ): Promise<OffloadResponse> {
   const first = await reader.next();
@@ -170,11 +212,10 @@ async function offloadFrom(
     return found === undefined || isExpired(found, deps.now()) ? undefined : found;
   };
   // The record is looked up before anything is written: a replay (an SDK's retry) then only
-  // hashes its bytes and compares, instead of writing a blob that the create-only commit
-  // refuses and that must be deleted. A run limit must know it too. A payload known whole and
-  // small enough to be inline leaves no blob behind, so without a run limit its commit alone
-  // finds a replay (the create-only write is refused and the record read), and the first
-  // offload of a handle, the common case, does not pay for a lookup.
+  // hashes its bytes and compares, instead of writing a record or a blob that the create-only
+  // commit refuses. A run limit must know it too. A payload known whole and small enough to be
+  // inline leaves no blob behind, so without a run limit its commit alone can find a replay
+  // (see offloadWhole's lookUpFirst).
   // Independent lookups: one round trip to the store, not several.
   const inlineWithoutLookup =
     wholeBytes !== undefined && wholeBytes <= deps.limits.inlineBytes && maxRunBytes === undefined;

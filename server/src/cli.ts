@@ -1,3 +1,4 @@
+import cluster from "node:cluster";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { createAuthenticator } from "./auth.js";
@@ -14,6 +15,7 @@ import {
   packageCommandFor,
   runPackageCommand,
 } from "./package-command.js";
+import { isFirstWorker, reportListening, superviseWorkers } from "./serve-workers.js";
 import { startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -58,6 +60,7 @@ const flags = {
   "orphan-age-ms": "SPILLWAY_ORPHAN_AGE_MS",
   "abort-incomplete-uploads-days": "SPILLWAY_ABORT_INCOMPLETE_UPLOADS_DAYS",
   "log-level": "SPILLWAY_LOG_LEVEL",
+  workers: "SPILLWAY_WORKERS",
 } as const;
 type Flag = keyof typeof flags;
 
@@ -211,6 +214,19 @@ async function main(argv: string[]): Promise<void> {
   };
   const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
   const metricsPort = int("metrics-port", { max: 65_535 });
+  const workers = int("workers", { min: 1, max: 1024 }) ?? 1;
+  if (workers > 1 && metricsPort !== undefined) {
+    // Each worker would count its own calls, and a scrape would reach one of them at random.
+    throw new Error(
+      `${name("metrics-port")} is not served with ${name("workers")} above 1 yet: each worker keeps its own metrics`,
+    );
+  }
+  if (workers > 1 && cluster.isPrimary) {
+    // The store was reached and its flags checked once, here; every worker opens its own.
+    await backend.close();
+    superviseWorkers(workers, log);
+    return;
+  }
   // prom-client is loaded only when metrics are asked for.
   const metrics =
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
@@ -251,7 +267,8 @@ async function main(argv: string[]): Promise<void> {
     log,
     ...(metrics === undefined ? {} : { metrics }),
   });
-  sweeper.start();
+  // One sweeper a host: several would walk the same store for the same leftovers.
+  if (isFirstWorker()) sweeper.start();
   let stopping = false;
   const shutdown = (signal: string) => {
     // SIGINT is someone at a terminal, not a load balancer's orchestrator: no delay.
@@ -277,6 +294,8 @@ async function main(argv: string[]): Promise<void> {
   process.on("SIGHUP", () => reloadOnHangup(server, log));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
+  // A worker whose primary is gone (killed outright) would serve on with no one to stop it.
+  if (cluster.isWorker) process.on("disconnect", () => shutdown("SIGTERM"));
   // Only now: whoever starts the server on this line may signal it at once, and a signal
   // that comes before its handler is installed kills the process outright.
   log.info(
@@ -284,6 +303,7 @@ async function main(argv: string[]): Promise<void> {
     `spillway ${SPILLWAY_VERSION} listening on ${server.url}`,
   );
   if (inspector) log.info({ url: `${server.url}/inspector/` }, "inspector served");
+  reportListening();
 }
 
 /** Runs one sweep over the configured backend and prints its report as one JSON line. */

@@ -39,6 +39,9 @@ directory that cannot be used, stops the server before it listens, naming the fl
               h, d (30s, 1.5m, 2h)
 ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 127.0.0.1
   --port <port>                   SPILLWAY_PORT         default 50051
+  --workers <n>                   SPILLWAY_WORKERS      serve from this many processes sharing the
+                                                        port, each a replica with its own limits;
+                                                        default 1; not yet with --metrics-port
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
                                                         [max_blob_bytes=<size>] [max_run_bytes=<size>]
                                                         [max_inflight_bytes=<size>] [max_calls=<n>]";

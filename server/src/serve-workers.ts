@@ -1,0 +1,86 @@
+import cluster, { type Worker } from "node:cluster";
+import type { Logger } from "pino";
+
+/** The environment variable that tells a `spillway serve` worker its index, 0 to count - 1. */
+export const WORKER_INDEX_ENV = "SPILLWAY_WORKER_INDEX";
+
+/** The message a worker sends its primary once it listens. */
+export const LISTENING_MESSAGE = "spillway:listening";
+
+/** The signals the primary passes on to every worker. */
+const FORWARDED = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+
+/**
+ * isFirstWorker says whether this process runs the work one process of a host does for all
+ * (the sweeper): a single `spillway serve`, or the worker of index 0 of several.
+ */
+export function isFirstWorker(env: NodeJS.ProcessEnv = process.env): boolean {
+  return !cluster.isWorker || env[WORKER_INDEX_ENV] === "0";
+}
+
+/** Tells the primary, when there is one, that this worker listens. */
+export function reportListening(): void {
+  if (cluster.isWorker) process.send?.(LISTENING_MESSAGE);
+}
+
+/**
+ * superviseWorkers runs `count` workers, each this same `spillway serve` command line in a
+ * process of its own, sharing the primary's listening sockets (`node:cluster`: the primary
+ * accepts connections and hands each to a worker in turn), and supervises them:
+ *
+ * - SIGTERM, SIGINT and SIGHUP are passed on to every worker, which drains, stops or reloads
+ *   as a single server does; once every worker has exited after SIGTERM or SIGINT, the primary
+ *   exits, 0 when each exited 0;
+ * - a worker that exits before it listens ends the start: the others are stopped and the
+ *   primary exits 1 (a port in use or a bad store would otherwise fail forever);
+ * - a worker that exits later, while no stop was asked for, is started again with its index.
+ */
+export function superviseWorkers(count: number, log: Logger): void {
+  const listening = new Set<Worker>();
+  const live = new Set<Worker>();
+  let stopping = false;
+  let failed = false;
+
+  const start = (index: number) => {
+    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(index) });
+    live.add(worker);
+    worker.on("message", (message: unknown) => {
+      if (message === LISTENING_MESSAGE) listening.add(worker);
+    });
+    worker.on("exit", (code, signal) => {
+      live.delete(worker);
+      const started = listening.delete(worker);
+      if (stopping) {
+        if (code !== 0) failed = true;
+        if (live.size === 0) process.exit(failed ? 1 : 0);
+        return;
+      }
+      if (!started) {
+        log.error({ worker: index, code, signal }, "a worker stopped before it listened");
+        failed = true;
+        stop("SIGINT");
+        return;
+      }
+      log.warn({ worker: index, code, signal }, "a worker stopped; starting it again");
+      start(index);
+    });
+  };
+
+  const stop = (signal: "SIGTERM" | "SIGINT") => {
+    stopping = true;
+    if (live.size === 0) process.exit(failed ? 1 : 0);
+    for (const worker of live) worker.process.kill(signal);
+  };
+
+  for (const signal of FORWARDED) {
+    process.on(signal, () => {
+      if (signal === "SIGHUP") {
+        for (const worker of live) worker.process.kill(signal);
+      } else {
+        stop(signal);
+      }
+    });
+  }
+  log.info({ workers: count }, "starting workers");
+  for (let index = 0; index < count; index++) start(index);
+}

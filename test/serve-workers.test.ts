@@ -1,0 +1,144 @@
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSpillwayClient } from "@spillway/client";
+import { afterEach, describe, expect, it } from "vitest";
+import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
+
+/** The log lines of a server's stdout, parsed. */
+function logLines(output: string): { pid: number; level: number; msg: string }[] {
+  return output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { pid: number; level: number; msg: string });
+}
+
+/** The processes that logged that they listen, in order. */
+const listeningPids = (output: string) =>
+  logLines(output)
+    .filter((line) => line.msg.includes(" listening on "))
+    .map((line) => line.pid);
+
+/** The processes that logged a call (debug level logs each call). */
+const callingPids = (output: string) =>
+  new Set(
+    logLines(output)
+      .filter((line) => line.level === 20)
+      .map((line) => line.pid),
+  );
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Whether pid is a running process: an exited one left unreaped (a zombie) is not. */
+const alive = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
+  } catch {
+    return false;
+  }
+};
+
+describe("spillway serve --workers", () => {
+  let dir = "";
+  let server: SpillwayProcess | undefined;
+  let taken: Server | undefined;
+  afterEach(async () => {
+    server?.kill();
+    await server?.exited;
+    server = undefined;
+    taken?.close();
+    taken = undefined;
+    if (dir !== "") await rm(dir, { recursive: true, force: true });
+  });
+
+  it("serves from every worker on one port, replaces a killed one and stops them all on SIGTERM", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    server = await spawnSpillway([
+      "--data-dir",
+      join(dir, "store"),
+      "--workers",
+      "2",
+      "--log-level",
+      "debug",
+    ]);
+    const running = server;
+    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const workers = listeningPids(running.output());
+    expect(new Set(workers).size).toBe(2);
+    expect(workers).not.toContain(running.pid);
+
+    // Each client holds a connection of its own; the connections go to the workers in turn.
+    const key = (i: number) => ({ tenant: "dev", runId: "shared", callId: `c${i}` });
+    for (let i = 0; i < 6; i++) {
+      await createSpillwayClient({ baseUrl: running.url }).offload(key(i), `output ${i}\n`);
+    }
+    expect(callingPids(running.output())).toEqual(new Set(workers));
+
+    // A worker killed outright is started again, and what it committed stays readable.
+    process.kill(workers[0] as number, "SIGKILL");
+    await until(() => listeningPids(running.output()).length === 3, "a replacement worker");
+    for (let i = 0; i < 6; i++) {
+      const window = await createSpillwayClient({ baseUrl: running.url }).readToolOutput({
+        runId: "shared",
+        handle: `res_c${i}`,
+      });
+      expect(window.rendered).toContain(`output ${i}`);
+    }
+
+    // SIGTERM to the primary drains every worker; the primary exits 0 once they have.
+    const all = listeningPids(running.output());
+    await running.stop();
+    expect(await running.exited).toEqual({ code: 0, signal: null });
+    expect(all.filter(alive)).toEqual([]);
+  });
+
+  it("stops its workers when the primary is killed outright", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    server = await spawnSpillway(["--data-dir", join(dir, "store"), "--workers", "2"]);
+    const running = server;
+    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const workers = listeningPids(running.output());
+    running.kill("SIGKILL");
+    await running.exited;
+    await until(() => workers.filter(alive).length === 0, "the orphaned workers to stop");
+  });
+
+  it("exits 1 with every worker stopped when the workers cannot listen", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const holder = createServer();
+    taken = holder;
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const address = holder.address();
+    const port = typeof address === "object" && address !== null ? address.port : 0;
+    const started = spawnSpillway([
+      "--data-dir",
+      join(dir, "store"),
+      "--workers",
+      "2",
+      "--port",
+      String(port),
+    ]);
+    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+  });
+
+  it("refuses --metrics-port with more than one worker before anything listens", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const started = spawnSpillway([
+      "--data-dir",
+      join(dir, "store"),
+      "--workers",
+      "2",
+      "--metrics-port",
+      "0",
+    ]);
+    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+  });
+});

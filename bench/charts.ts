@@ -36,7 +36,7 @@ const valueGroups: readonly ValueGroup[] = [
     id: "offload-concurrent",
     title: "16 offloads of 64 MiB at once",
     axis: "MiB/s (higher is better)",
-    scenarios: ["offload_concurrent_16"],
+    scenarios: ["offload_concurrent_16", "offload_concurrent_16_workers"],
   },
   {
     id: "cli-cat",

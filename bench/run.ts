@@ -1,5 +1,5 @@
 import { readFile, writeFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
+import { availableParallelism, cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
@@ -64,8 +64,16 @@ async function main(): Promise<void> {
       run: () => minioScenarios({ runs: transferRuns, bytes }),
     },
     {
-      names: ["offload_concurrent_16"],
-      run: async () => [await concurrentOffloadScenario({ runs, ...concurrentOffloads })],
+      names: ["offload_concurrent_16", "offload_concurrent_16_workers"],
+      run: async () => [
+        await concurrentOffloadScenario({ runs, ...concurrentOffloads }),
+        // One worker a core and a connection for each: the every-core decision's topology.
+        await concurrentOffloadScenario({
+          runs,
+          ...concurrentOffloads,
+          workers: Math.max(2, availableParallelism()),
+        }),
+      ],
     },
     {
       names: ["small_offloads"],

@@ -100,6 +100,29 @@ describe("spillway serve --workers", () => {
     expect(all.filter(alive)).toEqual([]);
   });
 
+  it("gives one client's calls to every worker when the client opens a connection for each", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    server = await spawnSpillway([
+      "--data-dir",
+      join(dir, "store"),
+      "--workers",
+      "2",
+      "--log-level",
+      "debug",
+    ]);
+    const running = server;
+    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const sdk = createSpillwayClient({ baseUrl: running.url, connections: 2 });
+    // Calls at once, each an Offload stream of its own (larger than the SDK batches): each
+    // starts on the connection with the fewest open.
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        sdk.offload({ tenant: "dev", runId: "one-client", callId: `c${i}` }, "x".repeat(200_000)),
+      ),
+    );
+    expect(callingPids(running.output())).toEqual(new Set(listeningPids(running.output())));
+  });
+
   it("stops its workers when the primary is killed outright", async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     server = await spawnSpillway(["--data-dir", join(dir, "store"), "--workers", "2"]);

@@ -1,5 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import type { SpillwayProcess } from "../../test/support/spawn-spillway.js";
 import { withFilesystemSpillway } from "../filesystem-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { metered, type SideCpu } from "../process-cpu.js";
@@ -17,46 +18,73 @@ const MiB = 1024 * 1024;
  * The row is the aggregate MiB/s and, per timed run, the CPU of the server and of this process
  * (`cpu_seconds`): how much of the machine's cores the server puts to work. Each run's outputs
  * are deleted before the next, so the disk holds one run at a time.
+ *
+ * With `workers` above 1 (`offload_concurrent_16_workers`) the server runs that many worker
+ * processes (`--workers`) and the client opens as many connections (`connections`), so its
+ * calls reach every worker (it starts once every worker listens); that row carries no CPU
+ * figures, the workers being processes of their own.
  */
 export async function concurrentOffloadScenario(opts: {
   runs: number;
   streams: number;
   bytes: number;
+  workers?: number;
 }): Promise<BenchResult> {
-  return withFilesystemSpillway("concurrent", async ({ dir, server, client }) => {
-    const processes = { server: server.pid, bench: "self" } as const;
-    const cpu: SideCpu = { spillway: [], baseline: [] };
-    const payloads = Array.from({ length: opts.streams }, (_, i) =>
-      i % 2 === 0 ? textPayload(opts.bytes) : randomPayload(opts.bytes),
-    );
-    const timed = await alternate(
-      opts.runs,
-      metered(processes, cpu, "spillway", async (run) => {
-        const runId = `concurrent-${run}`;
-        await Promise.all(
-          payloads.map((data, i) =>
-            client.offload({ tenant: "dev", runId, callId: `c${i}` }, data),
-          ),
-        );
-        await client.deleteRun(runId);
-      }),
-      metered(processes, cpu, "baseline", async (run) => {
-        const target = join(dir, "raw", String(run));
-        await mkdir(target, { recursive: true });
-        await Promise.all(payloads.map((data, i) => rawAtomicWrite(target, `c${i}`, data)));
-        await rm(target, { recursive: true });
-      }),
-    );
-    return throughputResult({
-      name: `offload_concurrent_${opts.streams}`,
-      baseline: `${opts.streams} raw Node atomic writes at once (sha256, temp, fsync, rename), same disk`,
-      bytes: opts.streams * opts.bytes,
-      ...timed,
-      minRatio: 0.8,
-      cpu,
-    });
-  });
+  const workers = opts.workers ?? 1;
+  const suffix = workers === 1 ? "" : "_workers";
+  return withFilesystemSpillway(
+    "concurrent",
+    async ({ dir, server, client }) => {
+      await everyWorkerListening(server, workers);
+      const processes = { server: server.pid, bench: "self" } as const;
+      const cpu: SideCpu = { spillway: [], baseline: [] };
+      const payloads = Array.from({ length: opts.streams }, (_, i) =>
+        i % 2 === 0 ? textPayload(opts.bytes) : randomPayload(opts.bytes),
+      );
+      const timed = await alternate(
+        opts.runs,
+        metered(processes, cpu, "spillway", async (run) => {
+          const runId = `concurrent-${run}`;
+          await Promise.all(
+            payloads.map((data, i) =>
+              client.offload({ tenant: "dev", runId, callId: `c${i}` }, data),
+            ),
+          );
+          await client.deleteRun(runId);
+        }),
+        metered(processes, cpu, "baseline", async (run) => {
+          const target = join(dir, "raw", String(run));
+          await mkdir(target, { recursive: true });
+          await Promise.all(payloads.map((data, i) => rawAtomicWrite(target, `c${i}`, data)));
+          await rm(target, { recursive: true });
+        }),
+      );
+      return throughputResult({
+        name: `offload_concurrent_${opts.streams}${suffix}`,
+        baseline: `${opts.streams} raw Node atomic writes at once (sha256, temp, fsync, rename), same disk`,
+        bytes: opts.streams * opts.bytes,
+        ...timed,
+        minRatio: 0.8,
+        ...(workers === 1 ? { cpu } : {}),
+      });
+    },
+    workers === 1 ? [] : ["--workers", String(workers)],
+    workers === 1 ? {} : { connections: workers },
+  );
 }
 
 /** The issue's shape: 16 offloads of 64 MiB at once, 1 GiB a run. */
 export const concurrentOffloads = { streams: 16, bytes: 64 * MiB } as const;
+
+/**
+ * Resolves once `workers` processes of server have logged that they listen: the first
+ * process hands each new connection to a worker that listens, so a client connecting earlier
+ * could find only some of them.
+ */
+async function everyWorkerListening(server: SpillwayProcess, workers: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (server.output().split(" listening on ").length - 1 < workers) {
+    if (Date.now() > deadline) throw new Error(`${workers} workers did not all listen in 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -36,6 +36,7 @@ import {
   retryUnavailable,
 } from "./retry.js";
 import { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
+import { createSessionPool } from "./session-pool.js";
 import { createSha256Hasher, type Sha256Hash } from "./sha256-hasher.js";
 import { createTracePropagation } from "./trace-propagation.js";
 
@@ -61,6 +62,13 @@ export interface SpillwayClientOptions {
    * runs over HTTP/2. Default `"http2"`; ignored with `transport`.
    */
   readonly bulkReads?: "http1" | "http2";
+  /**
+   * HTTP/2 connections to open to the server; each call starts on the one with the fewest
+   * calls open. A server with several workers (`spillway serve --workers`) gives each
+   * connection to one worker, so one connection reaches one worker. Default 1; ignored with
+   * `transport`.
+   */
+  readonly connections?: number;
 }
 
 /** SpillwayCallOptions bound one SDK call: a deadline for the whole call and a cancel signal. */
@@ -283,7 +291,11 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     opts.transport ??
     createGrpcTransport({
       ...transportOptions,
-      sessionManager: createWideWindowSessionManager(opts.baseUrl, opts.tls),
+      sessionManager: createSessionPool(
+        Array.from({ length: connectionCount(opts.connections) }, () =>
+          createWideWindowSessionManager(opts.baseUrl, opts.tls),
+        ),
+      ),
     });
   const raw = createClient(SpillwayService, transport);
   /** The client readBytes uses while the server answers gRPC-Web over HTTP/1.1. */
@@ -620,4 +632,16 @@ async function* chunks(
   // From here on the caller's stream may have lost data to this attempt; it cannot be replayed.
   source.started = true;
   yield* data;
+}
+
+/** The connections option, checked: a whole number from 1 to 64. */
+function connectionCount(connections: number | undefined): number {
+  const n = connections ?? 1;
+  if (!Number.isInteger(n) || n < 1 || n > 64) {
+    throw new ConnectError(
+      `connections must be a whole number from 1 to 64, got ${connections}`,
+      Code.InvalidArgument,
+    );
+  }
+  return n;
 }

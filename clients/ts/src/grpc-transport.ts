@@ -14,7 +14,6 @@ import {
   validateResponse,
   validateTrailer,
 } from "@connectrpc/connect/protocol-grpc";
-import type { Http2SessionManager } from "@connectrpc/connect-node";
 import {
   createEnvelopeReader,
   fromHttp2Error,
@@ -25,13 +24,17 @@ import {
 import { createExchangeTransport, type Exchange } from "./exchange-transport.js";
 import { wireRequest } from "./request-wire.js";
 import { createResponseQueue, type SplitBytesField } from "./response-queue.js";
+import type { Sessions } from "./session-pool.js";
 
 /** GrpcTransportOptions configure createGrpcTransport. */
 export interface GrpcTransportOptions {
   /** Server URL, e.g. `http://127.0.0.1:50051`; a path is kept as a prefix of every method. */
   readonly baseUrl: string;
-  /** The HTTP/2 connection calls run on (connect-node's, with its keepalive and reconnects). */
-  readonly sessionManager: Http2SessionManager;
+  /**
+   * The HTTP/2 connections calls run on: connect-node's Http2SessionManager (one connection,
+   * with its keepalive and reconnects) or a pool of them (createSessionPool).
+   */
+  readonly sessionManager: Sessions;
   /** Interceptors, outermost first. */
   readonly interceptors?: readonly Interceptor[];
   /** Largest response message accepted; a larger one fails the call RESOURCE_EXHAUSTED. */

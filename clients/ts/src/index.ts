@@ -70,6 +70,7 @@ export {
   retryUnavailable,
 } from "./retry.js";
 export { type ClientTlsOptions, createWideWindowSessionManager } from "./session-manager.js";
+export { createSessionPool, type Sessions } from "./session-pool.js";
 export {
   type SummarizeAction,
   type Summarizer,

@@ -152,6 +152,11 @@ describe("spillway serve --workers", () => {
     await expect(started).rejects.toThrow(/exited \(1\) before listening/);
   });
 
+  it("refuses the memory backend with more than one worker, whose stores would differ", async () => {
+    const started = spawnSpillway(["--backend", "memory", "--workers", "2"]);
+    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+  });
+
   it("refuses --metrics-port with more than one worker before anything listens", async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     const started = spawnSpillway([

@@ -215,6 +215,12 @@ async function main(argv: string[]): Promise<void> {
   const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
   const metricsPort = int("metrics-port", { max: 65_535 });
   const workers = int("workers", { min: 1, max: 1024 }) ?? 1;
+  if (workers > 1 && kind === "memory") {
+    // Each worker would hold its own store: an output offloaded to one is missing from the rest.
+    throw new Error(
+      `${name("workers")} above 1 needs a store the workers share (filesystem or s3), not --backend memory`,
+    );
+  }
   if (workers > 1 && metricsPort !== undefined) {
     // Each worker would count its own calls, and a scrape would reach one of them at random.
     throw new Error(

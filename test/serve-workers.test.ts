@@ -21,11 +21,11 @@ const listeningPids = (output: string) =>
     .filter((line) => line.msg.includes(" listening on "))
     .map((line) => line.pid);
 
-/** The processes that logged a call (debug level logs each call). */
+/** The processes that logged a call (debug level logs each call; a refused one logs a warning). */
 const callingPids = (output: string) =>
   new Set(
     logLines(output)
-      .filter((line) => line.level === 20)
+      .filter((line) => "procedure" in line)
       .map((line) => line.pid),
   );
 
@@ -157,16 +157,38 @@ describe("spillway serve --workers", () => {
     await expect(started).rejects.toThrow(/exited \(1\) before listening/);
   });
 
-  it("refuses --metrics-port with more than one worker before anything listens", async () => {
+  it("serves one /metrics with every worker's counts summed", async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    const started = spawnSpillway([
+    server = await spawnSpillway([
       "--data-dir",
       join(dir, "store"),
       "--workers",
       "2",
       "--metrics-port",
       "0",
+      "--log-level",
+      "debug",
     ]);
-    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+    const running = server;
+    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const lines = logLines(running.output()) as { msg: string; url?: string }[];
+    const metricsUrl = lines.find((l) => l.msg.startsWith("metrics served"))?.url;
+    const url = lines.find((l) => l.msg.includes(" listening on "))?.url;
+    expect(metricsUrl).toBeDefined();
+    expect(url).toBeDefined();
+    for (let i = 0; i < 6; i++) {
+      await createSpillwayClient({ baseUrl: url as string })
+        .stat("none", `res_c${i}`)
+        .catch(() => {});
+    }
+    expect(callingPids(running.output()).size).toBe(2);
+    const text = await (await fetch(metricsUrl as string)).text();
+    const started = text
+      .split("\n")
+      .filter(
+        (line) => line.startsWith("grpc_server_started_total{") && line.includes("StatToolOutput"),
+      )
+      .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
+    expect(started).toBe(6);
   });
 });

@@ -221,21 +221,36 @@ async function main(argv: string[]): Promise<void> {
       `${name("workers")} above 1 needs a store the workers share (filesystem or s3), not --backend memory`,
     );
   }
-  if (workers > 1 && metricsPort !== undefined) {
-    // Each worker would count its own calls, and a scrape would reach one of them at random.
-    throw new Error(
-      `${name("metrics-port")} is not served with ${name("workers")} above 1 yet: each worker keeps its own metrics`,
-    );
-  }
   if (workers > 1 && cluster.isPrimary) {
     // The store was reached and its flags checked once, here; every worker opens its own.
     await backend.close();
     superviseWorkers(workers, log);
+    if (metricsPort !== undefined) {
+      // One scrape, every worker's metrics summed: each worker answers the primary's request.
+      const { AggregatorRegistry } = await import("prom-client");
+      const workersMetrics = new AggregatorRegistry();
+      const summed = await (await import("./metrics-server.js")).startMetricsServer({
+        host: opt("metrics-host") ?? "127.0.0.1",
+        port: metricsPort,
+        registry: {
+          contentType: workersMetrics.contentType,
+          metrics: () => workersMetrics.clusterMetrics(),
+        },
+      });
+      log.info({ url: summed.url }, "metrics served, summed over the workers");
+    }
     return;
   }
   // prom-client is loaded only when metrics are asked for.
   const metrics =
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
+  if (metrics !== undefined && cluster.isWorker) {
+    // The primary serves the scrape; this worker answers it with its own registry.
+    const { AggregatorRegistry } = await import("prom-client");
+    AggregatorRegistry.setRegistries([metrics.registry]);
+    // Its constructor is what makes a worker answer the primary's requests.
+    void new AggregatorRegistry();
+  }
   const server = await startSpillwayServer({
     backend,
     host: opt("host") ?? "127.0.0.1",
@@ -259,7 +274,7 @@ async function main(argv: string[]): Promise<void> {
     inspector,
   });
   const metricsServer =
-    metrics === undefined || metricsPort === undefined
+    metrics === undefined || metricsPort === undefined || cluster.isWorker
       ? undefined
       : await (await import("./metrics-server.js")).startMetricsServer({
           host: opt("metrics-host") ?? "127.0.0.1",

@@ -1,7 +1,13 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isIP } from "node:net";
-import type { Registry } from "prom-client";
+/** MetricsSource is what a scrape reads: a prom-client Registry, or the workers' metrics summed. */
+export interface MetricsSource {
+  /** The exposition format's content type. */
+  readonly contentType: string;
+  /** The metrics, in that format. */
+  metrics(): Promise<string>;
+}
 
 /** MetricsServerOptions configure startMetricsServer. */
 export interface MetricsServerOptions {
@@ -9,8 +15,8 @@ export interface MetricsServerOptions {
   readonly host: string;
   /** Port to bind; 0 picks a free port. */
   readonly port: number;
-  /** The registry whose metrics are served. */
-  readonly registry: Registry;
+  /** Where the metrics served come from. */
+  readonly registry: MetricsSource;
 }
 
 /** MetricsServer is a running metrics endpoint. */

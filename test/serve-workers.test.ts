@@ -123,6 +123,22 @@ describe("spillway serve --workers", () => {
     expect(callingPids(running.output())).toEqual(new Set(listeningPids(running.output())));
   });
 
+  it("gives each of n workers an n-th of the default bytes in flight, and a given limit whole", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const limitOf = async (args: string[]) => {
+      const started = await spawnSpillway(["--data-dir", join(dir, "store"), ...args]);
+      server = started;
+      await until(() => listeningPids(started.output()).length === 2, "two workers");
+      const info = await createSpillwayClient({ baseUrl: started.url }).serverInfo();
+      await started.stop();
+      return info.limits?.maxInflightBytes;
+    };
+    expect(await limitOf(["--workers", "2"])).toBe(BigInt(512 * 1024 * 1024));
+    expect(await limitOf(["--workers", "2", "--max-inflight-bytes", "1GiB"])).toBe(
+      BigInt(1024 * 1024 * 1024),
+    );
+  });
+
   it("stops its workers when the primary is killed outright", async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     server = await spawnSpillway(["--data-dir", join(dir, "store"), "--workers", "2"]);

@@ -16,7 +16,7 @@ import {
   runPackageCommand,
 } from "./package-command.js";
 import { isFirstWorker, reportListening, superviseWorkers } from "./serve-workers.js";
-import { startSpillwayServer } from "./server.js";
+import { DEFAULT_MAX_INFLIGHT_BYTES, startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
 import { runTokenCommand } from "./token-command.js";
@@ -262,7 +262,7 @@ async function main(argv: string[]): Promise<void> {
     caps,
     logger: log,
     ...defined("maxCallsPerTenant", int("max-calls-per-tenant", { min: 1 })),
-    ...defined("maxInflightBytes", bytes("max-inflight-bytes")),
+    ...defined("maxInflightBytes", bytes("max-inflight-bytes") ?? workerShare(workers)),
     ...defined("requestDeadlineMs", ms("request-deadline-ms")),
     ...defined("maxInflightBytesPerTenant", bytes("max-inflight-bytes-per-tenant")),
     ...defined("connectionIdleMs", ms("connection-idle-ms")),
@@ -405,3 +405,13 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   );
   process.exit(1);
 });
+
+/**
+ * The bytes in flight a worker holds by default: the host's default budget shared by its
+ * workers (at least 64 MiB each), so several workers hold no more than one server would.
+ * Undefined for a single server, which takes the default itself.
+ */
+function workerShare(workers: number): number | undefined {
+  if (workers <= 1) return undefined;
+  return Math.max(64 * 1024 * 1024, Math.floor(DEFAULT_MAX_INFLIGHT_BYTES / workers));
+}

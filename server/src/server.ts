@@ -266,6 +266,9 @@ function refuseForeignHost(res: http.ServerResponse): void {
  */
 const maxSessionMemoryMb = 2 * (FLOW_CONTROL_WINDOW / (1024 * 1024)) + 16;
 
+/** The bytes a server holds for calls in flight when `maxInflightBytes` is not given: 1 GiB. */
+export const DEFAULT_MAX_INFLIGHT_BYTES = 1024 ** 3;
+
 /** The HTTP/2 settings Spillway's server sends its clients. */
 export const serverHttp2Settings: http2.Settings = {
   initialWindowSize: FLOW_CONTROL_WINDOW,
@@ -405,7 +408,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     return next(req);
   };
 
-  const maxInflightBytes = opts.maxInflightBytes ?? 1024 ** 3;
+  const maxInflightBytes = opts.maxInflightBytes ?? DEFAULT_MAX_INFLIGHT_BYTES;
   const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
   const auth = createAuthenticator({
     tokenFile: opts.tokenFile,

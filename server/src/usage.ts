@@ -73,7 +73,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --max-calls-per-tenant <n>      SPILLWAY_MAX_CALLS_PER_TENANT  calls in flight per tenant, default 256;
                                                         at least 1
   --max-inflight-bytes <size>     SPILLWAY_MAX_INFLIGHT_BYTES  bytes held for offloads and reads in
-                                                        flight, default 1GiB; 0 = no limit
+                                                        flight, default 1GiB (an n-th of it in
+                                                        each of n --workers); 0 = no limit
   --max-inflight-bytes-per-tenant <size> SPILLWAY_MAX_INFLIGHT_BYTES_PER_TENANT  the share of them one
                                                         tenant may hold; default a quarter with a
                                                         token file, all in dev mode; 0 = no limit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -44,6 +45,18 @@ def _channel_args(
     if credentials is None and tls:
         credentials = grpc.ssl_channel_credentials()
     return address, credentials, [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+
+
+def _connection_count(connections: int) -> int:
+    if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= 64:
+        raise ValueError(f"connections must be a whole number from 1 to 64, got {connections!r}")
+    return connections
+
+
+def _own_connections(options: list[tuple[str, Any]], count: int) -> list[tuple[str, Any]]:
+    # grpc lets channels with the same arguments share one connection; several must each keep
+    # their own to reach several workers of a server.
+    return [*options, ("grpc.use_local_subchannel_pool", 1)] if count > 1 else options
 
 
 def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
@@ -108,7 +121,10 @@ class SpillwayClient:
     (`is_transient_error`) under `retry` (default `RetryPolicy()`: 3 attempts, 0.1 s base
     backoff with full jitter, 2 s cap), the policy docs/operations.md#retries describes for every SDK; the
     other calls are never repeated. `interceptors` are grpc client interceptors every call
-    (each attempt of a retried one) passes through.
+    (each attempt of a retried one) passes through. `connections` (1 to 64, default 1) opens
+    that many HTTP/2 connections, which calls (and each attempt of a retried one) take in turn:
+    a server with several workers (`spillway serve --workers`) gives each connection to one
+    worker, so one connection reaches one worker.
     """
 
     def __init__(
@@ -119,27 +135,41 @@ class SpillwayClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry: RetryPolicy | None = None,
         interceptors: Sequence[Any] = (),
+        connections: int = 1,
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
+        count = _connection_count(connections)
         # Each window's stream is read on the calling thread: by default grpc starts a thread
         # per server-streaming call to wait on its messages, which cost a 100-line window
         # about as much as the server's work on it.
         options.append((grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1))
+        options = _own_connections(options, count)
         self._retry = retry if retry is not None else RetryPolicy()
-        self._channel = (
+        self._channels = [
             grpc.secure_channel(address, creds, options=options)
             if creds is not None
             else grpc.insecure_channel(address, options=options)
-        )
+            for _ in range(count)
+        ]
         self._metadata = _metadata(token)
         # Each attempt of a retried call passes through the interceptors (grpc client interceptors).
-        calls = grpc.intercept_channel(self._channel, *interceptors) if interceptors else self._channel
-        self.raw = pb_grpc.SpillwayServiceStub(calls)
-        """The generated stub, for calls the SDK does not wrap."""
+        stubs = [
+            pb_grpc.SpillwayServiceStub(grpc.intercept_channel(channel, *interceptors) if interceptors else channel)
+            for channel in self._channels
+        ]
+        self.raw = stubs[0]
+        """The generated stub on the first connection, for calls the SDK does not wrap."""
+        self._stubs = itertools.cycle(stubs) if count > 1 else None
+
+    def _stub(self) -> pb_grpc.SpillwayServiceStub:
+        # With one connection every call goes through `raw`, as it always has; itertools.cycle's
+        # next runs under the GIL, so threads sharing a client each get a connection.
+        return self.raw if self._stubs is None else next(self._stubs)
 
     def close(self) -> None:
-        """close releases the channel."""
-        self._channel.close()
+        """close releases the connections."""
+        for channel in self._channels:
+            channel.close()
 
     def __enter__(self) -> SpillwayClient:
         return self
@@ -182,7 +212,7 @@ class SpillwayClient:
         )
 
     def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
-        res: pb.OffloadResponse = self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
+        res: pb.OffloadResponse = self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
         return res.attachment
 
     def offload_batch(
@@ -199,7 +229,7 @@ class SpillwayClient:
         """
         req = msg.batch_request(items)
         res = with_retries(
-            self._retry, timeout, lambda left: self.raw.OffloadBatch(req, timeout=left, metadata=self._metadata)
+            self._retry, timeout, lambda left: self._stub().OffloadBatch(req, timeout=left, metadata=self._metadata)
         )
         return msg.batch_outcomes(res, len(req.items))
 
@@ -247,7 +277,7 @@ class SpillwayClient:
         return with_retries(
             self._retry,
             timeout,
-            lambda left: collect(list(self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata))),
+            lambda left: collect(list(self._stub().ReadToolOutput(req, timeout=left, metadata=self._metadata))),
         )
 
     def read_bytes(
@@ -274,7 +304,7 @@ class SpillwayClient:
             record = self.stat(run_id, handle, timeout=read.timeout())
             read.expect(record.size_bytes, record.sha256)
         while read.more():
-            call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
+            call = self._stub().ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
             try:
                 for frame in call:
                     data = read.take(frame)
@@ -293,7 +323,7 @@ class SpillwayClient:
         """stat returns the record behind `handle` in run `run_id`; a transient failure is retried."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
         res = with_retries(
-            self._retry, timeout, lambda left: self.raw.StatToolOutput(req, timeout=left, metadata=self._metadata)
+            self._retry, timeout, lambda left: self._stub().StatToolOutput(req, timeout=left, metadata=self._metadata)
         )
         return res.attachment
 
@@ -302,7 +332,7 @@ class SpillwayClient:
     ) -> pb.ListToolOutputsResponse:
         """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
-        return self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
+        return self._stub().ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 
     def list_all(
         self, run_id: str, *, page_size: int = 0, timeout: float | None = None
@@ -326,7 +356,7 @@ class SpillwayClient:
         page; a token of another tenant or an edited one is INVALID_ARGUMENT.
         """
         req = pb.ListRunsRequest(page_size=page_size, page_token=page_token)
-        return self.raw.ListRuns(req, timeout=timeout, metadata=self._metadata)
+        return self._stub().ListRuns(req, timeout=timeout, metadata=self._metadata)
 
     def list_all_runs(self, *, page_size: int = 0, timeout: float | None = None) -> Iterator[pb.RunInfo]:
         """list_all_runs yields every run of the calling tenant, fetching pages as it goes (`timeout` is per page)."""
@@ -341,7 +371,7 @@ class SpillwayClient:
     def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
         """delete_run removes a run's registry and bytes; returns how many records were removed."""
         req = pb.DeleteRunRequest(run_id=run_id)
-        return self.raw.DeleteRun(req, timeout=timeout, metadata=self._metadata).deleted_attachments
+        return self._stub().DeleteRun(req, timeout=timeout, metadata=self._metadata).deleted_attachments
 
     def fork_run(
         self, parent_run_id: str, child_run_id: str, *, ttl: msg.TtlLike | None = None, timeout: float | None = None
@@ -350,7 +380,7 @@ class SpillwayClient:
         req = pb.ForkRunRequest(parent_run_id=parent_run_id, child_run_id=child_run_id)
         if ttl is not None:
             req.ttl.CopyFrom(msg.to_duration(ttl))
-        return self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata).forked_attachments
+        return self._stub().ForkRun(req, timeout=timeout, metadata=self._metadata).forked_attachments
 
     def merge_run(self, child_run_id: str, parent_run_id: str, *, timeout: float | None = None) -> pb.MergeRunResponse:
         """merge_run brings the outputs forked run `child_run_id` created into `parent_run_id`, its
@@ -359,23 +389,24 @@ class SpillwayClient:
         with other bytes, FAILED_PRECONDITION when the parent is not the child's fork parent,
         NOT_FOUND for a missing child. Repeating it changes nothing (all unchanged)."""
         req = pb.MergeRunRequest(child_run_id=child_run_id, parent_run_id=parent_run_id)
-        return self.raw.MergeRun(req, timeout=timeout, metadata=self._metadata)
+        return self._stub().MergeRun(req, timeout=timeout, metadata=self._metadata)
 
     def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
         """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
         req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
-        return self.raw.SetRunTtl(req, timeout=timeout, metadata=self._metadata)
+        return self._stub().SetRunTtl(req, timeout=timeout, metadata=self._metadata)
 
     def server_info(self, *, timeout: float | None = None) -> pb.GetServerInfoResponse:
         """server_info returns the server's version, backend, limits, window caps and features."""
-        return self.raw.GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
+        return self._stub().GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
 
 
 class AsyncSpillwayClient:
     """AsyncSpillwayClient is SpillwayClient on grpc.aio: the same methods, awaited.
 
     `offload` also accepts an async iterator of bytes, and `list_all` is an async iterator.
-    Create and use it inside one running event loop. Retries as SpillwayClient's.
+    Create and use it inside one running event loop. Retries as SpillwayClient's, and
+    `connections` opens that many HTTP/2 connections, taken in turn, as SpillwayClient's does.
     """
 
     def __init__(
@@ -386,22 +417,32 @@ class AsyncSpillwayClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry: RetryPolicy | None = None,
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        connections: int = 1,
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
+        count = _connection_count(connections)
+        options = _own_connections(options, count)
         self._retry = retry if retry is not None else RetryPolicy()
-        self._channel = (
+        self._channels = [
             grpc.aio.secure_channel(address, creds, options=options, interceptors=interceptors or None)
             if creds is not None
             else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors or None)
-        )
+            for _ in range(count)
+        ]
         self._metadata = _metadata(token)
-        self.raw = pb_grpc.SpillwayServiceStub(self._channel)
-        """The generated stub on the aio channel, for calls the SDK does not wrap."""
+        stubs = [pb_grpc.SpillwayServiceStub(channel) for channel in self._channels]
+        self.raw = stubs[0]
+        """The generated stub on the first aio connection, for calls the SDK does not wrap."""
+        self._stubs = itertools.cycle(stubs) if count > 1 else None
         self._batcher = AsyncOffloadBatcher(self._send_batch, self._send_alone)
 
+    def _stub(self) -> pb_grpc.SpillwayServiceStub:
+        return self.raw if self._stubs is None else next(self._stubs)
+
     async def close(self) -> None:
-        """close releases the channel."""
-        await self._channel.close()
+        """close releases the connections."""
+        for channel in self._channels:
+            await channel.close()
 
     async def __aenter__(self) -> AsyncSpillwayClient:
         return self
@@ -444,11 +485,11 @@ class AsyncSpillwayClient:
 
     async def _send_batch(self, req: pb.OffloadBatchRequest, timeout: float | None) -> pb.OffloadBatchResponse:
         return await with_retries_async(
-            self._retry, timeout, lambda left: self.raw.OffloadBatch(req, timeout=left, metadata=self._metadata)
+            self._retry, timeout, lambda left: self._stub().OffloadBatch(req, timeout=left, metadata=self._metadata)
         )
 
     async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
-        res: pb.OffloadResponse = await self.raw.Offload(requests, timeout=timeout, metadata=self._metadata)
+        res: pb.OffloadResponse = await self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
         return res.attachment
 
     async def offload_batch(
@@ -488,7 +529,7 @@ class AsyncSpillwayClient:
         )
 
         async def attempt(left: float | None) -> Window:
-            call = self.raw.ReadToolOutput(req, timeout=left, metadata=self._metadata)
+            call = self._stub().ReadToolOutput(req, timeout=left, metadata=self._metadata)
             return collect([frame async for frame in call])
 
         return await with_retries_async(self._retry, timeout, attempt)
@@ -509,7 +550,7 @@ class AsyncSpillwayClient:
             record = await self.stat(run_id, handle, timeout=read.timeout())
             read.expect(record.size_bytes, record.sha256)
         while read.more():
-            call = self.raw.ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
+            call = self._stub().ReadToolOutput(read.request(), timeout=read.timeout(), metadata=self._metadata)
             try:
                 async for frame in call:
                     data = read.take(frame)
@@ -527,7 +568,7 @@ class AsyncSpillwayClient:
         """stat returns the record behind `handle` in run `run_id`; a transient failure is retried."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
         res = await with_retries_async(
-            self._retry, timeout, lambda left: self.raw.StatToolOutput(req, timeout=left, metadata=self._metadata)
+            self._retry, timeout, lambda left: self._stub().StatToolOutput(req, timeout=left, metadata=self._metadata)
         )
         return res.attachment
 
@@ -536,7 +577,7 @@ class AsyncSpillwayClient:
     ) -> pb.ListToolOutputsResponse:
         """list returns one page of a run's records, by escaped handle, a call's attempts together."""
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
-        return await self.raw.ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
+        return await self._stub().ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 
     async def list_all(
         self, run_id: str, *, page_size: int = 0, timeout: float | None = None
@@ -561,7 +602,7 @@ class AsyncSpillwayClient:
         page; a token of another tenant or an edited one is INVALID_ARGUMENT.
         """
         req = pb.ListRunsRequest(page_size=page_size, page_token=page_token)
-        return await self.raw.ListRuns(req, timeout=timeout, metadata=self._metadata)
+        return await self._stub().ListRuns(req, timeout=timeout, metadata=self._metadata)
 
     async def list_all_runs(self, *, page_size: int = 0, timeout: float | None = None) -> AsyncIterator[pb.RunInfo]:
         """list_all_runs yields every run of the calling tenant, fetching pages as it goes (`timeout` is per page)."""
@@ -577,7 +618,7 @@ class AsyncSpillwayClient:
     async def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
         """delete_run removes a run's registry and bytes; returns how many records were removed."""
         req = pb.DeleteRunRequest(run_id=run_id)
-        return (await self.raw.DeleteRun(req, timeout=timeout, metadata=self._metadata)).deleted_attachments
+        return (await self._stub().DeleteRun(req, timeout=timeout, metadata=self._metadata)).deleted_attachments
 
     async def fork_run(
         self, parent_run_id: str, child_run_id: str, *, ttl: msg.TtlLike | None = None, timeout: float | None = None
@@ -586,20 +627,20 @@ class AsyncSpillwayClient:
         req = pb.ForkRunRequest(parent_run_id=parent_run_id, child_run_id=child_run_id)
         if ttl is not None:
             req.ttl.CopyFrom(msg.to_duration(ttl))
-        return (await self.raw.ForkRun(req, timeout=timeout, metadata=self._metadata)).forked_attachments
+        return (await self._stub().ForkRun(req, timeout=timeout, metadata=self._metadata)).forked_attachments
 
     async def merge_run(
         self, child_run_id: str, parent_run_id: str, *, timeout: float | None = None
     ) -> pb.MergeRunResponse:
         """merge_run is SpillwayClient.merge_run, awaited."""
         req = pb.MergeRunRequest(child_run_id=child_run_id, parent_run_id=parent_run_id)
-        return await self.raw.MergeRun(req, timeout=timeout, metadata=self._metadata)
+        return await self._stub().MergeRun(req, timeout=timeout, metadata=self._metadata)
 
     async def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
         """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
         req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
-        return await self.raw.SetRunTtl(req, timeout=timeout, metadata=self._metadata)
+        return await self._stub().SetRunTtl(req, timeout=timeout, metadata=self._metadata)
 
     async def server_info(self, *, timeout: float | None = None) -> pb.GetServerInfoResponse:
         """server_info returns the server's version, backend, limits, window caps and features."""
-        return await self.raw.GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
+        return await self._stub().GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)

@@ -237,7 +237,7 @@ async function main(argv: string[]): Promise<void> {
           metrics: () => workersMetrics.clusterMetrics(),
         },
       });
-      log.info({ url: summed.url }, "metrics served, summed over the workers");
+      log.info({ url: summed.url, workers }, "metrics served");
     }
     return;
   }

@@ -50,6 +50,12 @@ describe("spillway serve --workers", () => {
   let dir = "";
   let server: SpillwayProcess | undefined;
   let taken: Server | undefined;
+  /** Starts `serve --workers 2` (plus args) on a fresh data directory; resolves once both listen. */
+  const startTwo = async (...args: string[]) => {
+    if (dir === "") dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    server = await spawnSpillway(["--data-dir", join(dir, "store"), "--workers", "2", ...args]);
+    return server;
+  };
   afterEach(async () => {
     server?.kill();
     await server?.exited;
@@ -57,20 +63,11 @@ describe("spillway serve --workers", () => {
     taken?.close();
     taken = undefined;
     if (dir !== "") await rm(dir, { recursive: true, force: true });
+    dir = "";
   });
 
   it("serves from every worker on one port, replaces a killed one and stops them all on SIGTERM", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    server = await spawnSpillway([
-      "--data-dir",
-      join(dir, "store"),
-      "--workers",
-      "2",
-      "--log-level",
-      "debug",
-    ]);
-    const running = server;
-    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const running = await startTwo("--log-level", "debug");
     const workers = listeningPids(running.output());
     expect(new Set(workers).size).toBe(2);
     expect(workers).not.toContain(running.pid);
@@ -101,17 +98,7 @@ describe("spillway serve --workers", () => {
   });
 
   it("gives one client's calls to every worker when the client opens a connection for each", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    server = await spawnSpillway([
-      "--data-dir",
-      join(dir, "store"),
-      "--workers",
-      "2",
-      "--log-level",
-      "debug",
-    ]);
-    const running = server;
-    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const running = await startTwo("--log-level", "debug");
     const sdk = createSpillwayClient({ baseUrl: running.url, connections: 2 });
     // Calls at once, each an Offload stream of its own (larger than the SDK batches): each
     // starts on the connection with the fewest open.
@@ -124,26 +111,18 @@ describe("spillway serve --workers", () => {
   });
 
   it("gives each of n workers an n-th of the default bytes in flight, and a given limit whole", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    const limitOf = async (args: string[]) => {
-      const started = await spawnSpillway(["--data-dir", join(dir, "store"), ...args]);
-      server = started;
-      await until(() => listeningPids(started.output()).length === 2, "two workers");
+    const limitOf = async (...args: string[]) => {
+      const started = await startTwo(...args);
       const info = await createSpillwayClient({ baseUrl: started.url }).serverInfo();
       await started.stop();
       return info.limits?.maxInflightBytes;
     };
-    expect(await limitOf(["--workers", "2"])).toBe(BigInt(512 * 1024 * 1024));
-    expect(await limitOf(["--workers", "2", "--max-inflight-bytes", "1GiB"])).toBe(
-      BigInt(1024 * 1024 * 1024),
-    );
+    expect(await limitOf()).toBe(BigInt(512 * 1024 * 1024));
+    expect(await limitOf("--max-inflight-bytes", "1GiB")).toBe(BigInt(1024 * 1024 * 1024));
   });
 
   it("stops its workers when the primary is killed outright", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    server = await spawnSpillway(["--data-dir", join(dir, "store"), "--workers", "2"]);
-    const running = server;
-    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const running = await startTwo();
     const workers = listeningPids(running.output());
     running.kill("SIGKILL");
     await running.exited;
@@ -151,21 +130,12 @@ describe("spillway serve --workers", () => {
   });
 
   it("exits 1 with every worker stopped when the workers cannot listen", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     const holder = createServer();
     taken = holder;
     await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
     const address = holder.address();
     const port = typeof address === "object" && address !== null ? address.port : 0;
-    const started = spawnSpillway([
-      "--data-dir",
-      join(dir, "store"),
-      "--workers",
-      "2",
-      "--port",
-      String(port),
-    ]);
-    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+    await expect(startTwo("--port", String(port))).rejects.toThrow(/exited \(1\) before listening/);
   });
 
   it("refuses the memory backend with more than one worker, whose stores would differ", async () => {
@@ -174,26 +144,12 @@ describe("spillway serve --workers", () => {
   });
 
   it("serves one /metrics with every worker's counts summed", async () => {
-    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
-    server = await spawnSpillway([
-      "--data-dir",
-      join(dir, "store"),
-      "--workers",
-      "2",
-      "--metrics-port",
-      "0",
-      "--log-level",
-      "debug",
-    ]);
-    const running = server;
-    await until(() => listeningPids(running.output()).length === 2, "two workers");
+    const running = await startTwo("--metrics-port", "0", "--log-level", "debug");
     const lines = logLines(running.output()) as { msg: string; url?: string }[];
-    const metricsUrl = lines.find((l) => l.msg.startsWith("metrics served"))?.url;
-    const url = lines.find((l) => l.msg.includes(" listening on "))?.url;
+    const metricsUrl = lines.find((l) => l.msg === "metrics served")?.url;
     expect(metricsUrl).toBeDefined();
-    expect(url).toBeDefined();
     for (let i = 0; i < 6; i++) {
-      await createSpillwayClient({ baseUrl: url as string })
+      await createSpillwayClient({ baseUrl: running.url })
         .stat("none", `res_c${i}`)
         .catch(() => {});
     }

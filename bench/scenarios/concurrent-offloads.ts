@@ -1,6 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { SpillwayProcess } from "../../test/support/spawn-spillway.js";
 import { withFilesystemSpillway } from "../filesystem-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { metered, type SideCpu } from "../process-cpu.js";
@@ -21,8 +20,8 @@ const MiB = 1024 * 1024;
  *
  * With `workers` above 1 (`offload_concurrent_16_workers`) the server runs that many worker
  * processes (`--workers`) and the client opens as many connections (`connections`), so its
- * calls reach every worker (it starts once every worker listens); that row carries no CPU
- * figures, the workers being processes of their own.
+ * calls reach every worker; that row carries no CPU figures, the workers being processes of
+ * their own.
  */
 export async function concurrentOffloadScenario(opts: {
   runs: number;
@@ -35,7 +34,6 @@ export async function concurrentOffloadScenario(opts: {
   return withFilesystemSpillway(
     "concurrent",
     async ({ dir, server, client }) => {
-      await everyWorkerListening(server, workers);
       const processes = { server: server.pid, bench: "self" } as const;
       const cpu: SideCpu = { spillway: [], baseline: [] };
       const payloads = Array.from({ length: opts.streams }, (_, i) =>
@@ -75,16 +73,3 @@ export async function concurrentOffloadScenario(opts: {
 
 /** The issue's shape: 16 offloads of 64 MiB at once, 1 GiB a run. */
 export const concurrentOffloads = { streams: 16, bytes: 64 * MiB } as const;
-
-/**
- * Resolves once `workers` processes of server have logged that they listen: the first
- * process hands each new connection to a worker that listens, so a client connecting earlier
- * could find only some of them.
- */
-async function everyWorkerListening(server: SpillwayProcess, workers: number): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (server.output().split(" listening on ").length - 1 < workers) {
-    if (Date.now() > deadline) throw new Error(`${workers} workers did not all listen in 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

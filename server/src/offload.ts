@@ -142,18 +142,49 @@ export async function isCommitted(
   header: OffloadHeader | undefined,
   signal: AbortSignal,
 ): Promise<boolean> {
+  if (header === undefined) return true;
   try {
-    if (header === undefined) return true;
-    validateRequest(OffloadHeaderSchema, header, "header.");
-    const key = header.key;
-    if (key === undefined || key.tenant !== tenant) return true;
-    if (header.slot !== undefined) checkSlotPath(header.slot);
-    const handle = handleFor(key.callId, header.slot, attemptOf(key.attempt));
-    const found = await deps.registry.get(tenant, key.runId, handle, signal);
-    return found !== undefined && !isExpired(found, deps.now());
+    const { key, handle } = checkHeader(header, tenant);
+    return (await liveRecord(deps, tenant, key.runId, handle, signal)) !== undefined;
   } catch {
     return true;
   }
+}
+
+/**
+ * checkHeader checks an offload's header for tenant (its declared rules, its key's tenant, its
+ * slot path and attempt) and returns its key and the handle it commits under; a failure throws
+ * the status the Offload answers with.
+ */
+function checkHeader(
+  header: OffloadHeader,
+  tenant: string,
+): { key: NonNullable<OffloadHeader["key"]>; attempt: number; handle: string } {
+  validateRequest(OffloadHeaderSchema, header, "header.");
+  const key = header.key;
+  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
+  if (key.tenant !== tenant) {
+    throw new ConnectError(
+      "header.key.tenant: the key names a tenant other than the caller's",
+      Code.PermissionDenied,
+    );
+  }
+  if (header.slot !== undefined) checkSlotPath(header.slot);
+  // Each attempt of a call is its own output under its own handle; 0 and 1 are the first.
+  const attempt = attemptOf(key.attempt);
+  return { key, attempt, handle: handleFor(key.callId, header.slot, attempt) };
+}
+
+/** The record committed under handle, unless there is none or it has expired (the commit replaces an expired one). */
+async function liveRecord(
+  deps: OffloadDeps,
+  tenant: string,
+  runId: string,
+  handle: string,
+  signal: AbortSignal,
+): Promise<StoredRecord | undefined> {
+  const found = await deps.registry.get(tenant, runId, handle, signal);
+  return found === undefined || isExpired(found, deps.now()) ? undefined : found;
 }
 
 /** offloadFrom is offload on a stream whose reader enforces the idle limit. */
@@ -177,19 +208,7 @@ async function offloadFrom(
     );
   }
   const header = first.value.msg.value;
-  validateRequest(OffloadHeaderSchema, header, "header.");
-  const key = header.key;
-  if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
-  if (key.tenant !== tenant) {
-    throw new ConnectError(
-      "header.key.tenant: the key names a tenant other than the caller's",
-      Code.PermissionDenied,
-    );
-  }
-  if (header.slot !== undefined) checkSlotPath(header.slot);
-  // Each attempt of a call is its own output under its own handle; 0 and 1 are the first.
-  const attempt = attemptOf(key.attempt);
-  const handle = handleFor(key.callId, header.slot, attempt);
+  const { key, attempt, handle } = checkHeader(header, tenant);
 
   const limits = limitsForTenant(deps.limits, tenantLimits);
   // A payload announced as too large is refused before any of it is sent or anything is read.
@@ -206,11 +225,7 @@ async function offloadFrom(
       signal,
       ...(exceptHandle === undefined ? {} : { exceptHandle }),
     });
-  // An expired record counts as none here; the commit replaces it (see commit).
-  const lookUp = async () => {
-    const found = await deps.registry.get(tenant, key.runId, handle, signal);
-    return found === undefined || isExpired(found, deps.now()) ? undefined : found;
-  };
+  const lookUp = () => liveRecord(deps, tenant, key.runId, handle, signal);
   // The record is looked up before anything is written: a replay (an SDK's retry) then only
   // hashes its bytes and compares, instead of writing a record or a blob that the create-only
   // commit refuses. A run limit must know it too. A payload known whole and small enough to be

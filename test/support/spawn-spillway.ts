@@ -35,9 +35,17 @@ export interface SpillwayProcess {
   output(): string;
 }
 
+/** The value of `--workers` among args: how many processes log that they listen (1 without it). */
+function workersOf(args: readonly string[]): number {
+  const at = args.lastIndexOf("--workers");
+  return at === -1 ? 1 : Number(args[at + 1]);
+}
+
 /**
  * spawnSpillway starts `spillway serve --port 0 ...args` in its own process, with `env` over
- * this process's environment, and resolves once the server logs the URL it listens on.
+ * this process's environment, and resolves once the server logs the URL it listens on: with
+ * `--workers n`, once each of the n workers has (the first process hands a connection only to
+ * a worker that listens, so a client connecting earlier could reach only some of them).
  *
  * Guarantees: the server gets a free loopback port; it stops without a drain delay
  * (`SPILLWAY_DRAIN_DELAY_MS=0`, which `env` may override), so `stop()` takes only as long as
@@ -61,13 +69,16 @@ export function spawnSpillway(
   const kill = (signal: NodeJS.Signals = "SIGKILL"): void => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
   };
+  const workers = workersOf(args);
   return new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (chunk: Buffer) => {
       if (out.length > keptOutputChars) return;
       out += chunk.toString();
-      const url = /"url":"([^"]+)"/.exec(out)?.[1];
-      if (url !== undefined && child.pid !== undefined) {
+      // The listening lines alone: a metrics endpoint logs its own URL first.
+      const listening = [...out.matchAll(/"url":"([^"]+)"[^\n]* listening on /g)];
+      const url = listening[0]?.[1];
+      if (url !== undefined && listening.length >= workers && child.pid !== undefined) {
         resolve({
           url,
           pid: child.pid,

@@ -1,11 +1,13 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
-import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
+import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
 /** The log lines of a server's stdout, parsed. */
 function logLines(output: string): { pid: number; level: number; msg: string }[] {
@@ -121,6 +123,27 @@ describe("spillway serve --workers", () => {
     expect(await limitOf("--max-inflight-bytes", "1GiB")).toBe(BigInt(1024 * 1024 * 1024));
   });
 
+  it("exits 0 on a SIGTERM that comes while its workers are still starting", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const child = spawn(
+      process.execPath,
+      [spillwayCli, "serve", "--port", "0", "--data-dir", join(dir, "store"), "--workers", "2"],
+      {
+        env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0" },
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const exited = once(child, "exit");
+    try {
+      // The first line is the primary's "starting workers", before any worker can listen.
+      await once(child.stdout, "data");
+      child.kill("SIGTERM");
+      expect(await exited).toEqual([0, null]);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
   it("stops its workers when the primary is killed outright", async () => {
     const running = await startTwo();
     const workers = listeningPids(running.output());
@@ -136,6 +159,21 @@ describe("spillway serve --workers", () => {
     const address = holder.address();
     const port = typeof address === "object" && address !== null ? address.port : 0;
     await expect(startTwo("--port", String(port))).rejects.toThrow(/exited \(1\) before listening/);
+  });
+
+  it("runs a worker a core unless told, and one with the memory backend", async () => {
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const cores = availableParallelism();
+    // Unset, as on an operator's machine: spawnSpillway otherwise asks for one process.
+    server = await spawnSpillway(["--data-dir", join(dir, "store")], {
+      SPILLWAY_WORKERS: undefined,
+    });
+    await until(() => listeningPids(server?.output() ?? "").length === cores, "every worker");
+    expect(new Set(listeningPids(server.output())).size).toBe(cores);
+    expect(listeningPids(server.output())).not.toContain(server.pid);
+    await server.stop();
+    server = await spawnSpillway(["--backend", "memory"], { SPILLWAY_WORKERS: undefined });
+    expect(listeningPids(server.output())).toEqual([server.pid]);
   });
 
   it("refuses the memory backend with more than one worker, whose stores would differ", async () => {

@@ -1,4 +1,5 @@
 import cluster from "node:cluster";
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
 import { createAuthenticator } from "./auth.js";
@@ -214,7 +215,9 @@ async function main(argv: string[]): Promise<void> {
   };
   const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
   const metricsPort = int("metrics-port", { max: 65_535 });
-  const workers = int("workers", { min: 1, max: 1024 }) ?? 1;
+  const askedWorkers = int("workers", { min: 1, max: 1024 });
+  // One process a core, as nginx's `worker_processes auto`; a memory store cannot be shared.
+  const workers = askedWorkers ?? (kind === "memory" ? 1 : availableParallelism());
   if (workers > 1 && kind === "memory") {
     // Each worker would hold its own store: an output offloaded to one is missing from the rest.
     throw new Error(

@@ -30,7 +30,7 @@ export function reportListening(): void {
  *
  * - SIGTERM, SIGINT and SIGHUP are passed on to every worker, which drains, stops or reloads
  *   as a single server does; once every worker has exited after SIGTERM or SIGINT, the primary
- *   exits, 0 when each exited 0;
+ *   exits, 0 when each exited 0 or, still starting, was ended by that signal;
  * - a worker that exits before it listens ends the start: the others are stopped and the
  *   primary exits 1 (a port in use or a bad store would otherwise fail forever);
  * - a worker that exits later, while no stop was asked for, is started again with its index.
@@ -38,7 +38,7 @@ export function reportListening(): void {
 export function superviseWorkers(count: number, log: Logger): void {
   const listening = new Set<Worker>();
   const live = new Set<Worker>();
-  let stopping = false;
+  let stopping: "SIGTERM" | "SIGINT" | undefined;
   let failed = false;
 
   const start = (index: number) => {
@@ -50,8 +50,9 @@ export function superviseWorkers(count: number, log: Logger): void {
     worker.on("exit", (code, signal) => {
       live.delete(worker);
       const started = listening.delete(worker);
-      if (stopping) {
-        if (code !== 0) failed = true;
+      if (stopping !== undefined) {
+        // A worker still starting has no handler yet: the stop's own signal ends it, cleanly.
+        if (code !== 0 && signal !== stopping) failed = true;
         if (live.size === 0) process.exit(failed ? 1 : 0);
         return;
       }
@@ -67,7 +68,7 @@ export function superviseWorkers(count: number, log: Logger): void {
   };
 
   const stop = (signal: "SIGTERM" | "SIGINT") => {
-    stopping = true;
+    stopping = signal;
     if (live.size === 0) process.exit(failed ? 1 : 0);
     for (const worker of live) worker.process.kill(signal);
   };

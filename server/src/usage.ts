@@ -41,8 +41,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --port <port>                   SPILLWAY_PORT         default 50051
   --workers <n>                   SPILLWAY_WORKERS      serve from this many processes sharing the
                                                         port, each a replica with its own limits;
-                                                        default 1; a shared store (not memory);
-                                                        /metrics sums the workers' metrics
+                                                        default one a core (1 with --backend
+                                                        memory); /metrics sums the workers' metrics
   --token-file <path>             SPILLWAY_TOKEN_FILE   lines "<sha256 hex of token> <tenant>
                                                         [max_blob_bytes=<size>] [max_run_bytes=<size>]
                                                         [max_inflight_bytes=<size>] [max_calls=<n>]";

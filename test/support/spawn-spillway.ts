@@ -25,6 +25,8 @@ export interface SpillwayProcess {
   readonly url: string;
   /** The process id, for reading the process's /proc entries. */
   readonly pid: number;
+  /** Every process of the server: `pid` and the workers that have logged that they listen. */
+  pids(): number[];
   /** Settles once the process has exited. */
   readonly exited: Promise<ProcessExit>;
   /** Sends `signal` (default SIGKILL) unless the process has already exited. */
@@ -35,10 +37,14 @@ export interface SpillwayProcess {
   output(): string;
 }
 
-/** The value of `--workers` among args: how many processes log that they listen (1 without it). */
-function workersOf(args: readonly string[]): number {
+/**
+ * How many processes log that they listen: `--workers` among args, else SPILLWAY_WORKERS of the
+ * environment the server gets (which spawnSpillway makes 1 unless told otherwise); with neither,
+ * the first to listen is waited for.
+ */
+function workersOf(args: readonly string[], env: NodeJS.ProcessEnv): number {
   const at = args.lastIndexOf("--workers");
-  return at === -1 ? 1 : Number(args[at + 1]);
+  return Number((at === -1 ? env.SPILLWAY_WORKERS : args[at + 1]) ?? 1);
 }
 
 /**
@@ -47,7 +53,10 @@ function workersOf(args: readonly string[]): number {
  * `--workers n`, once each of the n workers has (the first process hands a connection only to
  * a worker that listens, so a client connecting earlier could reach only some of them).
  *
- * Guarantees: the server gets a free loopback port; it stops without a drain delay
+ * Guarantees: the server gets a free loopback port; it runs as one process
+ * (`SPILLWAY_WORKERS=1`, where `spillway serve` runs one a core) unless `args` say `--workers`
+ * or `env` sets SPILLWAY_WORKERS, so `pid` is the process that serves, whose threads, heap and
+ * death a test can read or cause; it stops without a drain delay
  * (`SPILLWAY_DRAIN_DELAY_MS=0`, which `env` may override), so `stop()` takes only as long as
  * the calls in flight; its stdout is read for as long as it runs,
  * so logging can never block it, and its stderr goes to this process's; if it exits (or cannot
@@ -59,8 +68,14 @@ export function spawnSpillway(
   env: NodeJS.ProcessEnv = {},
   cli: string = spillwayCli,
 ): Promise<SpillwayProcess> {
+  const serverEnv = {
+    ...process.env,
+    SPILLWAY_DRAIN_DELAY_MS: "0",
+    SPILLWAY_WORKERS: "1",
+    ...env,
+  };
   const child = spawn(process.execPath, [cli, "serve", "--port", "0", ...args], {
-    env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0", ...env },
+    env: serverEnv,
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise<ProcessExit>((resolve) =>
@@ -69,7 +84,7 @@ export function spawnSpillway(
   const kill = (signal: NodeJS.Signals = "SIGKILL"): void => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
   };
-  const workers = workersOf(args);
+  const workers = workersOf(args, serverEnv);
   return new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (chunk: Buffer) => {
@@ -82,6 +97,12 @@ export function spawnSpillway(
         resolve({
           url,
           pid: child.pid,
+          pids: () => [
+            ...new Set([
+              child.pid as number,
+              ...[...out.matchAll(/"pid":(\d+)[^\n]* listening on /g)].map((m) => Number(m[1])),
+            ]),
+          ],
           exited,
           kill,
           stop: async () => {

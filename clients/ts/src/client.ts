@@ -63,10 +63,11 @@ export interface SpillwayClientOptions {
    */
   readonly bulkReads?: "http1" | "http2";
   /**
-   * HTTP/2 connections to open to the server; each call starts on the one with the fewest
-   * calls open. A server with several workers (`spillway serve --workers`) gives each
-   * connection to one worker, so one connection reaches one worker. Default 1; ignored with
-   * `transport`.
+   * Most HTTP/2 connections to hold to the server, 1 to 64; each call starts on the one with
+   * the fewest calls open, and a connection opens with the first call it gets, so a client
+   * making one call at a time holds one. A server with several workers (`spillway serve`, a
+   * worker a core) gives each connection to one worker, so concurrent calls reach several.
+   * Default 4; ignored with `transport`.
    */
   readonly connections?: number;
 }
@@ -634,9 +635,12 @@ async function* chunks(
   yield* data;
 }
 
+/** The connections a client may hold unless told: enough to reach a small host's workers. */
+const DEFAULT_CONNECTIONS = 4;
+
 /** The connections option, checked: a whole number from 1 to 64. */
 function connectionCount(connections: number | undefined): number {
-  const n = connections ?? 1;
+  const n = connections ?? DEFAULT_CONNECTIONS;
   if (!Number.isInteger(n) || n < 1 || n > 64) {
     throw new ConnectError(
       `connections must be a whole number from 1 to 64, got ${connections}`,

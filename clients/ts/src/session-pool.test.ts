@@ -71,6 +71,39 @@ describe("createSessionPool", () => {
 });
 
 describe("createSpillwayClient's connections option", () => {
+  it("holds one connection for one call at a time and up to four for calls at once", async () => {
+    // A gRPC server answering every call, after a pause, with an empty message and status OK.
+    const seen: http2.ServerHttp2Session[] = [];
+    const grpc = http2.createServer();
+    grpc.on("session", (session) => seen.push(session));
+    grpc.on("stream", (stream) => {
+      stream.on("data", () => {});
+      setTimeout(() => {
+        stream.respond(
+          { ":status": 200, "content-type": "application/grpc" },
+          {
+            waitForTrailers: true,
+          },
+        );
+        stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(Buffer.alloc(5));
+      }, 20);
+    });
+    await new Promise<void>((resolve) => grpc.listen(0, "127.0.0.1", resolve));
+    const client = createSpillwayClient({
+      baseUrl: `http://127.0.0.1:${(grpc.address() as AddressInfo).port}`,
+    });
+    try {
+      for (let i = 0; i < 5; i++) await client.raw.getServerInfo({});
+      expect(seen).toHaveLength(1);
+      await Promise.all(Array.from({ length: 8 }, () => client.raw.getServerInfo({})));
+      expect(seen).toHaveLength(4);
+    } finally {
+      for (const session of seen) session.destroy();
+      await new Promise((resolve) => grpc.close(resolve));
+    }
+  });
+
   it("refuses a count that is not a whole number from 1 to 64", () => {
     for (const connections of [0, 1.5, 65, Number.NaN]) {
       expect(() => createSpillwayClient({ baseUrl: "http://127.0.0.1:1", connections })).toThrow(

@@ -36,7 +36,7 @@ const valueGroups: readonly ValueGroup[] = [
     id: "offload-concurrent",
     title: "16 offloads of 64 MiB at once",
     axis: "MiB/s (higher is better)",
-    scenarios: ["offload_concurrent_16", "offload_concurrent_16_workers"],
+    scenarios: ["offload_concurrent_16", "offload_concurrent_16_one_worker"],
   },
   {
     id: "cli-cat",
@@ -48,7 +48,7 @@ const valueGroups: readonly ValueGroup[] = [
     id: "small-offloads",
     title: "10,000 offloads of 4 KiB, 32 in flight",
     axis: "offloads/s (higher is better)",
-    scenarios: ["small_offloads"],
+    scenarios: ["small_offloads", "small_offloads_one_worker"],
   },
   {
     id: "per-record",

@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   createSpillwayClient,
@@ -7,6 +7,33 @@ import {
   type SpillwayClientOptions,
 } from "@spillway/client";
 import { type SpillwayProcess, spawnSpillway } from "../test/support/spawn-spillway.js";
+
+/** Topology is how a scenario lays out its server's processes and its client's connections. */
+export interface Topology {
+  /** What the scenario's row name ends with ("" for the defaults). */
+  readonly suffix: string;
+  /** `spillway serve` arguments. */
+  readonly args: readonly string[];
+  /** SDK client options. */
+  readonly client: Omit<SpillwayClientOptions, "baseUrl">;
+}
+
+/**
+ * What `spillway serve` and the SDK run unless told: a worker a core (said outright, so the
+ * bench waits for each to listen), the client's default connections.
+ */
+export const everyCore: Topology = {
+  suffix: "",
+  args: ["--workers", String(availableParallelism())],
+  client: {},
+};
+
+/** One server process and one connection: Spillway before it ran a worker a core. */
+export const oneWorker: Topology = {
+  suffix: "_one_worker",
+  args: ["--workers", "1"],
+  client: { connections: 1 },
+};
 
 /** FilesystemSpillway is one `spillway serve` on the filesystem backend, in a scratch directory. */
 export interface FilesystemSpillway {

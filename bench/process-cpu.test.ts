@@ -32,6 +32,19 @@ describe("process CPU metering", () => {
     }
   });
 
+  it("reads several processes as one, their CPU summed", async () => {
+    const children = [busyChild("one", 200), busyChild("two", 300)];
+    try {
+      await Promise.all(children.map((child) => once(child.stdout, "data")));
+      const pids = children.map((child) => child.pid ?? -1);
+      const each = await Promise.all(pids.map((pid) => cpuSecondsOf(pid)));
+      expect(await cpuSecondsOf(pids)).toBeCloseTo((each[0] ?? 0) + (each[1] ?? 0), 5);
+      expect(await cpuSecondsOf(pids)).toBeGreaterThanOrEqual(0.49);
+    } finally {
+      for (const child of children) child.kill();
+    }
+  });
+
   it("refuses a process that has gone rather than report it idle", async () => {
     const child = busyChild("gone", 0);
     await once(child.stdout, "data");

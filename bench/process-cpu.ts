@@ -14,13 +14,24 @@ const userHz = 100;
 export type CpuSeconds = Readonly<Record<string, number>>;
 
 /**
+ * MeteredProcess names what a meter reads: a process id, `"self"` (this process), or several
+ * processes read as one (a server's primary and its workers).
+ */
+export type MeteredProcess = number | "self" | readonly number[];
+
+/**
  * cpuSecondsOf returns the CPU time, user plus system and over all its threads, that process
- * `pid` has used so far, from /proc/<pid>/stat; `"self"` is this process (process.cpuUsage).
+ * `pid` has used so far, from /proc/<pid>/stat; `"self"` is this process (process.cpuUsage);
+ * a list of processes is their sum.
  *
  * Guarantees: the figure only grows while the process runs; it throws when /proc has no such
  * process, so a meter never reports a process that has gone as idle.
  */
-export async function cpuSecondsOf(pid: number | "self"): Promise<number> {
+export async function cpuSecondsOf(pid: MeteredProcess): Promise<number> {
+  if (typeof pid === "object") {
+    const each = await Promise.all(pid.map((one) => cpuSecondsOf(one)));
+    return each.reduce((sum, seconds) => sum + seconds, 0);
+  }
   if (pid === "self") {
     const { user, system } = process.cpuUsage();
     return (user + system) / 1e6;
@@ -39,7 +50,7 @@ export async function cpuSecondsOf(pid: number | "self"): Promise<number> {
  * means the run was bound by CPU, not by waiting.
  */
 export async function meterCpu(
-  processes: Readonly<Record<string, number | "self">>,
+  processes: Readonly<Record<string, MeteredProcess>>,
   fn: () => Promise<unknown>,
 ): Promise<CpuSeconds> {
   const measured = Object.entries(processes);
@@ -80,7 +91,7 @@ export interface SideCpu {
  * alternate) meters `processes` and records its CpuSeconds in `into[side]`.
  */
 export function metered(
-  processes: Readonly<Record<string, number | "self">>,
+  processes: Readonly<Record<string, MeteredProcess>>,
   into: SideCpu,
   side: keyof SideCpu,
   fn: (run: number) => Promise<unknown>,

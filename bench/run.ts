@@ -1,7 +1,8 @@
 import { readFile, writeFile } from "node:fs/promises";
-import { availableParallelism, cpus, totalmem } from "node:os";
+import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { everyCore, oneWorker } from "./filesystem-spillway.js";
 import { type LogFixture, openLogFixture } from "./log-fixture.js";
 import { writeMixedLogFile } from "./mixed-log-file.js";
 import { writeCharts } from "./render-charts.js";
@@ -64,20 +65,18 @@ async function main(): Promise<void> {
       run: () => minioScenarios({ runs: transferRuns, bytes }),
     },
     {
-      names: ["offload_concurrent_16", "offload_concurrent_16_workers"],
+      names: ["offload_concurrent_16", "offload_concurrent_16_one_worker"],
       run: async () => [
-        await concurrentOffloadScenario({ runs, ...concurrentOffloads }),
-        // One worker a core and a connection for each: the every-core decision's topology.
-        await concurrentOffloadScenario({
-          runs,
-          ...concurrentOffloads,
-          workers: Math.max(2, availableParallelism()),
-        }),
+        await concurrentOffloadScenario({ runs, ...concurrentOffloads, topology: everyCore }),
+        await concurrentOffloadScenario({ runs, ...concurrentOffloads, topology: oneWorker }),
       ],
     },
     {
-      names: ["small_offloads"],
-      run: async () => [await smallOffloadScenario(runs)],
+      names: ["small_offloads", "small_offloads_one_worker"],
+      run: async () => [
+        await smallOffloadScenario(runs, everyCore),
+        await smallOffloadScenario(runs, oneWorker),
+      ],
     },
     {
       names: ["replay_offloads"],

@@ -1,6 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { withFilesystemSpillway } from "../filesystem-spillway.js";
+import { type Topology, withFilesystemSpillway } from "../filesystem-spillway.js";
 import { randomPayload, textPayload } from "../payload.js";
 import { metered, type SideCpu } from "../process-cpu.js";
 import { rawAtomicWrite } from "../raw-atomic-write.js";
@@ -14,27 +14,22 @@ const MiB = 1024 * 1024;
  * each, all in flight at once from one SDK client to the filesystem backend, against as many
  * atomic file writes (rawAtomicWrite: sha256, temp, fsync, rename) of the same payloads at once
  * from this process, on the same disk. Half the payloads are log-like text, half random bytes.
- * The row is the aggregate MiB/s and, per timed run, the CPU of the server and of this process
- * (`cpu_seconds`): how much of the machine's cores the server puts to work. Each run's outputs
- * are deleted before the next, so the disk holds one run at a time.
- *
- * With `workers` above 1 (`offload_concurrent_16_workers`) the server runs that many worker
- * processes (`--workers`) and the client opens as many connections (`connections`), so its
- * calls reach every worker; that row carries no CPU figures, the workers being processes of
- * their own.
+ * The row is the aggregate MiB/s and, per timed run, the CPU of the server's processes and of
+ * this process (`cpu_seconds`): how much of the machine's cores the server puts to work. Each
+ * run's outputs are deleted before the next, so the disk holds one run at a time. `topology`
+ * lays out the server and client: a worker a core as `spillway serve` runs by default, or one
+ * (`_one_worker`).
  */
 export async function concurrentOffloadScenario(opts: {
   runs: number;
   streams: number;
   bytes: number;
-  workers?: number;
+  topology: Topology;
 }): Promise<BenchResult> {
-  const workers = opts.workers ?? 1;
-  const suffix = workers === 1 ? "" : "_workers";
   return withFilesystemSpillway(
     "concurrent",
     async ({ dir, server, client }) => {
-      const processes = { server: server.pid, bench: "self" } as const;
+      const processes = { server: server.pids(), bench: "self" } as const;
       const cpu: SideCpu = { spillway: [], baseline: [] };
       const payloads = Array.from({ length: opts.streams }, (_, i) =>
         i % 2 === 0 ? textPayload(opts.bytes) : randomPayload(opts.bytes),
@@ -58,16 +53,16 @@ export async function concurrentOffloadScenario(opts: {
         }),
       );
       return throughputResult({
-        name: `offload_concurrent_${opts.streams}${suffix}`,
+        name: `offload_concurrent_${opts.streams}${opts.topology.suffix}`,
         baseline: `${opts.streams} raw Node atomic writes at once (sha256, temp, fsync, rename), same disk`,
         bytes: opts.streams * opts.bytes,
         ...timed,
         minRatio: 0.8,
-        ...(workers === 1 ? { cpu } : {}),
+        cpu,
       });
     },
-    workers === 1 ? [] : ["--workers", String(workers)],
-    workers === 1 ? {} : { connections: workers },
+    opts.topology.args,
+    opts.topology.client,
   );
 }
 

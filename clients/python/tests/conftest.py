@@ -121,6 +121,20 @@ async def aclient(server_url: str) -> AsyncIterator[AsyncSpillwayClient]:
 
 
 @pytest.fixture
+def client_one(server_url: str) -> Iterator[SpillwayClient]:
+    """A blocking client holding one connection: every call goes through its `raw` stub, which a test may wrap."""
+    with SpillwayClient(server_url, connections=1) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient_one(server_url: str) -> AsyncIterator[AsyncSpillwayClient]:
+    """An async client holding one connection: every call goes through its `raw` stub, which a test may wrap."""
+    async with AsyncSpillwayClient(server_url, connections=1) as c:
+        yield c
+
+
+@pytest.fixture
 def run_id() -> str:
     """A run id no other test uses."""
     return f"run-{uuid.uuid4().hex[:12]}"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,28 +29,69 @@ def _established_to(port: int) -> int:
     return count
 
 
-def test_a_blocking_client_opens_that_many_connections_and_uses_each() -> None:
+def _offload_together(client: SpillwayClient, run_id: str, count: int) -> None:
+    """Offloads `count` streams from as many threads, all open at once before any ends."""
+    together = threading.Barrier(count)
+
+    def pieces(i: int) -> Iterator[bytes]:
+        yield f"out {i} ".encode()
+        together.wait(timeout=20)
+        yield b"end\n"
+
+    with ThreadPoolExecutor(count) as pool:
+        done = [
+            pool.submit(client.offload, {"tenant": "dev", "run_id": run_id, "call_id": f"c{i}"}, pieces(i))
+            for i in range(count)
+        ]
+        for future in done:
+            future.result()
+
+
+def test_a_blocking_client_holds_one_connection_for_one_call_at_a_time_and_four_for_more() -> None:
     with spillway_server() as url:
         port = int(url.rsplit(":", 1)[1])
-        with SpillwayClient(url, connections=3) as client:
-            for i in range(6):
-                client.offload({"tenant": "dev", "run_id": "r", "call_id": f"c{i}"}, f"out {i}\n")
-            assert _established_to(port) == 3
-            for i in range(6):
-                assert f"out {i}" in client.read_tool_output("r", f"res_c{i}").rendered
         with SpillwayClient(url) as client:
-            client.server_info()
+            for i in range(6):
+                client.offload({"tenant": "dev", "run_id": "one", "call_id": f"c{i}"}, f"out {i}\n")
+                assert f"out {i}" in client.read_tool_output("one", f"res_c{i}").rendered
+            assert _established_to(port) == 1
+            _offload_together(client, "together", 4)
+            assert _established_to(port) == 4
+            for i in range(4):
+                assert f"out {i} end" in client.read_tool_output("together", f"res_c{i}").rendered
+        with SpillwayClient(url, connections=2) as client:
+            _offload_together(client, "two", 4)
+            assert _established_to(port) == 2
+
+
+def test_a_stream_left_early_no_longer_counts_against_its_connection() -> None:
+    with spillway_server() as url:
+        port = int(url.rsplit(":", 1)[1])
+        with SpillwayClient(url) as client:
+            client.offload({"tenant": "dev", "run_id": "r", "call_id": "big"}, b"x" * 300_000)
+            reader = client.read_bytes("r", "res_big")
+            next(reader)
+            reader.close()
+            for _ in range(3):
+                client.server_info()
             assert _established_to(port) == 1
 
 
-def test_an_async_client_opens_that_many_connections() -> None:
-    async def run(url: str) -> int:
-        async with AsyncSpillwayClient(url, connections=2) as client:
-            await asyncio.gather(*(client.server_info() for _ in range(4)))
-            return _established_to(int(url.rsplit(":", 1)[1]))
+def test_an_async_client_holds_one_connection_for_one_call_at_a_time_and_more_for_calls_at_once() -> None:
+    async def run(url: str, connections: int | None) -> tuple[int, int]:
+        port = int(url.rsplit(":", 1)[1])
+        client = AsyncSpillwayClient(url) if connections is None else AsyncSpillwayClient(url, connections=connections)
+        async with client:
+            for _ in range(3):
+                await client.server_info()
+            alone = _established_to(port)
+            await asyncio.gather(*(client.server_info() for _ in range(6)))
+            return alone, _established_to(port)
 
     with spillway_server() as url:
-        assert asyncio.run(run(url)) == 2
+        assert asyncio.run(run(url, None)) == (1, 4)
+    with spillway_server() as url:
+        assert asyncio.run(run(url, 2)) == (1, 2)
 
 
 @pytest.mark.parametrize("connections", [0, 65, 1.5, True])

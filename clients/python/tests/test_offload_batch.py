@@ -73,18 +73,18 @@ def spy_batches(aclient: AsyncSpillwayClient) -> list[int]:
     return sizes
 
 
-async def test_async_offloads_started_together_share_one_call(aclient: AsyncSpillwayClient, run_id: str) -> None:
-    sizes = spy_batches(aclient)
+async def test_async_offloads_started_together_share_one_call(aclient_one: AsyncSpillwayClient, run_id: str) -> None:
+    sizes = spy_batches(aclient_one)
     payloads = [f"payload {i}\n".encode() * (i + 1) for i in range(40)]
     large = b"x" * 100_000
     big, *small = await asyncio.gather(
-        aclient.offload(key(run_id, "large"), large),
-        *(aclient.offload(key(run_id, f"s{i}"), p) for i, p in enumerate(payloads)),
+        aclient_one.offload(key(run_id, "large"), large),
+        *(aclient_one.offload(key(run_id, f"s{i}"), p) for i, p in enumerate(payloads)),
     )
     assert big.sha256 == hashlib.sha256(large).hexdigest()
     assert [a.sha256 for a in small] == [hashlib.sha256(p).hexdigest() for p in payloads]
     assert sizes == [40]
-    await aclient.offload(key(run_id, "later"), "later\n")
+    await aclient_one.offload(key(run_id, "later"), "later\n")
     assert sizes == [40, 1]
 
 
@@ -99,34 +99,34 @@ async def test_async_item_failure_is_an_rpc_error(aclient: AsyncSpillwayClient, 
     assert error_reason(theirs) is None
 
 
-async def test_async_offload_cancelled_before_its_batch_is_left_out(aclient: AsyncSpillwayClient, run_id: str) -> None:
-    sizes = spy_batches(aclient)
-    gone = asyncio.ensure_future(aclient.offload(key(run_id, "gone"), "gone\n"))
-    kept = asyncio.ensure_future(aclient.offload(key(run_id, "kept"), "kept\n"))
+async def test_async_offload_cancelled_before_its_batch_is_left_out(aclient_one: AsyncSpillwayClient, run_id: str) -> None:
+    sizes = spy_batches(aclient_one)
+    gone = asyncio.ensure_future(aclient_one.offload(key(run_id, "gone"), "gone\n"))
+    kept = asyncio.ensure_future(aclient_one.offload(key(run_id, "kept"), "kept\n"))
     await asyncio.sleep(0)
     gone.cancel()
     assert (await kept).handle == "res_kept"
     with pytest.raises(asyncio.CancelledError):
         await gone
     assert sizes == [1]
-    assert [a.handle async for a in aclient.list_all(run_id)] == ["res_kept"]
+    assert [a.handle async for a in aclient_one.list_all(run_id)] == ["res_kept"]
 
 
-async def test_async_offload_gives_up_at_its_timeout(aclient: AsyncSpillwayClient, run_id: str) -> None:
-    real = aclient.raw.OffloadBatch
+async def test_async_offload_gives_up_at_its_timeout(aclient_one: AsyncSpillwayClient, run_id: str) -> None:
+    real = aclient_one.raw.OffloadBatch
 
     async def slow(req, **kwargs):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.3)
         return await real(req, **kwargs)
 
-    aclient.raw.OffloadBatch = slow  # type: ignore[method-assign]
+    aclient_one.raw.OffloadBatch = slow  # type: ignore[method-assign]
     with pytest.raises(grpc.RpcError) as caught:
-        await aclient.offload(key(run_id, "slow"), "slow\n", timeout=0.05)
+        await aclient_one.offload(key(run_id, "slow"), "slow\n", timeout=0.05)
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 async def test_async_falls_back_to_offload_streams_when_batches_are_unimplemented(
-    aclient: AsyncSpillwayClient, run_id: str
+    aclient_one: AsyncSpillwayClient, run_id: str
 ) -> None:
     refused: list[int] = []
 
@@ -134,9 +134,9 @@ async def test_async_falls_back_to_offload_streams_when_batches_are_unimplemente
         refused.append(len(req.items))
         raise BatchItemError(grpc.StatusCode.UNIMPLEMENTED.value[0], "unknown method")
 
-    aclient.raw.OffloadBatch = older_replica  # type: ignore[method-assign]
-    first = await asyncio.gather(aclient.offload(key(run_id, "a"), "a\n"), aclient.offload(key(run_id, "b"), "b\n"))
+    aclient_one.raw.OffloadBatch = older_replica  # type: ignore[method-assign]
+    first = await asyncio.gather(aclient_one.offload(key(run_id, "a"), "a\n"), aclient_one.offload(key(run_id, "b"), "b\n"))
     assert [a.handle for a in first] == ["res_a", "res_b"]
-    assert (await aclient.offload(key(run_id, "c"), "c\n")).handle == "res_c"
+    assert (await aclient_one.offload(key(run_id, "c"), "c\n")).handle == "res_c"
     assert refused == [2]
-    assert [a.handle async for a in aclient.list_all(run_id)] == ["res_a", "res_b", "res_c"]
+    assert [a.handle async for a in aclient_one.list_all(run_id)] == ["res_a", "res_b", "res_c"]

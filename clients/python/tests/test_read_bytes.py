@@ -73,7 +73,7 @@ def test_whole_payload_and_ranges(client: SpillwayClient, run_id: str) -> None:
 
 
 def test_reads_on_past_the_servers_max_bytes_window(small_window_url: str, run_id: str) -> None:
-    with SpillwayClient(small_window_url) as small:
+    with SpillwayClient(small_window_url, connections=1) as small:
         small.offload(key(run_id, "blob"), PAYLOAD)
         cut = _CutReads(small.raw, [])
         small.raw = cut
@@ -82,31 +82,31 @@ def test_reads_on_past_the_servers_max_bytes_window(small_window_url: str, run_i
         assert cut.calls == -(-(len(PAYLOAD) - 3) // window)
 
 
-def test_resumes_at_the_first_byte_not_yet_yielded(client: SpillwayClient, run_id: str) -> None:
-    client.offload(key(run_id, "blob"), PAYLOAD)
-    raw = client.raw
+def test_resumes_at_the_first_byte_not_yet_yielded(client_one: SpillwayClient, run_id: str) -> None:
+    client_one.offload(key(run_id, "blob"), PAYLOAD)
+    raw = client_one.raw
     try:
         # Lost after the header and two data frames, then after one more: three calls in all,
         # though three attempts in a row without progress would give up.
         cut = _CutReads(raw, [3, 2])
-        client.raw = cut
-        assert b"".join(client.read_bytes(run_id, "res_blob")) == PAYLOAD
+        client_one.raw = cut
+        assert b"".join(client_one.read_bytes(run_id, "res_blob")) == PAYLOAD
         assert cut.calls == 3
         # Without progress the read gives up after three attempts; a refusal is never retried.
         cut = _CutReads(raw, [0, 0, 0, 0])
-        client.raw = cut
+        client_one.raw = cut
         with pytest.raises(grpc.RpcError) as lost:
-            b"".join(client.read_bytes(run_id, "res_blob"))
+            b"".join(client_one.read_bytes(run_id, "res_blob"))
         assert lost.value.code() == grpc.StatusCode.UNAVAILABLE
         assert cut.calls == 3
         cut = _CutReads(raw, [])
-        client.raw = cut
+        client_one.raw = cut
         with pytest.raises(grpc.RpcError) as refused:
-            b"".join(client.read_bytes(run_id, "res_missing"))
+            b"".join(client_one.read_bytes(run_id, "res_missing"))
         assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert cut.calls == 1
     finally:
-        client.raw = raw
+        client_one.raw = raw
 
 
 async def test_async_read_bytes(aclient: AsyncSpillwayClient, run_id: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -14,6 +13,7 @@ import grpc.aio
 import grpc.experimental
 
 from spillway_client import _messages as msg
+from spillway_client._connections import spread_async_stub, spread_stub
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
@@ -25,6 +25,9 @@ from spillway_client.window import Window, collect
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """Largest message the clients accept (a bytes window of the server's max_bytes_window fits)."""
+
+DEFAULT_CONNECTIONS = 4
+"""The most HTTP/2 connections a client holds unless told: enough to reach a small host's workers."""
 
 BATCHED_BYTES = 64 * 1024
 """The async client sends payloads up to this size given whole through shared OffloadBatch calls."""
@@ -121,10 +124,11 @@ class SpillwayClient:
     (`is_transient_error`) under `retry` (default `RetryPolicy()`: 3 attempts, 0.1 s base
     backoff with full jitter, 2 s cap), the policy docs/operations.md#retries describes for every SDK; the
     other calls are never repeated. `interceptors` are grpc client interceptors every call
-    (each attempt of a retried one) passes through. `connections` (1 to 64, default 1) opens
-    that many HTTP/2 connections, which calls (and each attempt of a retried one) take in turn:
-    a server with several workers (`spillway serve --workers`) gives each connection to one
-    worker, so one connection reaches one worker.
+    (each attempt of a retried one) passes through. `connections` (1 to 64, default 4) is the
+    most HTTP/2 connections the client holds: each call (and each attempt of a retried one)
+    starts on the one with the fewest calls open, and a connection opens with its first call, so
+    a client making one call at a time holds one. `spillway serve` runs a worker a core and
+    gives each connection to one worker, so calls at once reach several.
     """
 
     def __init__(
@@ -135,7 +139,7 @@ class SpillwayClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry: RetryPolicy | None = None,
         interceptors: Sequence[Any] = (),
-        connections: int = 1,
+        connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
         count = _connection_count(connections)
@@ -159,12 +163,11 @@ class SpillwayClient:
         ]
         self.raw = stubs[0]
         """The generated stub on the first connection, for calls the SDK does not wrap."""
-        self._stubs = itertools.cycle(stubs) if count > 1 else None
+        self._spread = spread_stub(stubs) if count > 1 else None
 
     def _stub(self) -> pb_grpc.SpillwayServiceStub:
-        # With one connection every call goes through `raw`, as it always has; itertools.cycle's
-        # next runs under the GIL, so threads sharing a client each get a connection.
-        return self.raw if self._stubs is None else next(self._stubs)
+        # With one connection every call goes through `raw`, as it always has.
+        return self.raw if self._spread is None else self._spread
 
     def close(self) -> None:
         """close releases the connections."""
@@ -406,7 +409,7 @@ class AsyncSpillwayClient:
 
     `offload` also accepts an async iterator of bytes, and `list_all` is an async iterator.
     Create and use it inside one running event loop. Retries as SpillwayClient's, and
-    `connections` opens that many HTTP/2 connections, taken in turn, as SpillwayClient's does.
+    `connections` spreads calls over up to that many HTTP/2 connections, as SpillwayClient's does.
     """
 
     def __init__(
@@ -417,7 +420,7 @@ class AsyncSpillwayClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry: RetryPolicy | None = None,
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
-        connections: int = 1,
+        connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         address, creds, options = _channel_args(target, credentials)
         count = _connection_count(connections)
@@ -433,11 +436,11 @@ class AsyncSpillwayClient:
         stubs = [pb_grpc.SpillwayServiceStub(channel) for channel in self._channels]
         self.raw = stubs[0]
         """The generated stub on the first aio connection, for calls the SDK does not wrap."""
-        self._stubs = itertools.cycle(stubs) if count > 1 else None
+        self._spread = spread_async_stub(stubs) if count > 1 else None
         self._batcher = AsyncOffloadBatcher(self._send_batch, self._send_alone)
 
     def _stub(self) -> pb_grpc.SpillwayServiceStub:
-        return self.raw if self._stubs is None else next(self._stubs)
+        return self.raw if self._spread is None else self._spread
 
     async def close(self) -> None:
         """close releases the connections."""

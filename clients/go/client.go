@@ -27,11 +27,11 @@ import (
 // frame included.
 const maxReceiveBytes = 64 << 20
 
-// Client is a connection to one Spillway server. It is safe for concurrent use; Close releases
-// it.
+// Client holds connections to one Spillway server (see WithConnections). It is safe for
+// concurrent use; Close releases it.
 type Client struct {
-	conn *grpc.ClientConn
-	raw  spillwayv1.SpillwayServiceClient
+	conns *spreadConn
+	raw   spillwayv1.SpillwayServiceClient
 }
 
 // Option configures Dial.
@@ -41,6 +41,7 @@ type dialConfig struct {
 	token       string
 	tls         *tls.Config
 	dialOptions []grpc.DialOption
+	connections int
 }
 
 // WithToken sends `authorization: Bearer <token>` on every call. Omit it for a server in dev
@@ -56,6 +57,15 @@ func WithTLSConfig(cfg *tls.Config) Option {
 	return func(c *dialConfig) { c.tls = cfg }
 }
 
+// WithConnections sets the most HTTP/2 connections the client holds, 1 to 64 (default 4). Each
+// call starts on the one with the fewest calls open, and a connection dials with its first call,
+// so a client making one call at a time holds one; `spillway serve` runs a worker a core and
+// gives each connection to one worker, so calls made at once reach several. Dial refuses a
+// count outside 1 to 64 with codes.InvalidArgument.
+func WithConnections(n int) Option {
+	return func(c *dialConfig) { c.connections = n }
+}
+
 // WithDialOptions adds gRPC dial options (interceptors, keepalive, ...) after the client's own.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *dialConfig) { c.dialOptions = append(c.dialOptions, opts...) }
@@ -65,9 +75,12 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // `https://host:port` (TLS); without a port, 80 and 443. It does not wait for the connection:
 // the first call does. A malformed URL is a codes.InvalidArgument status error.
 func Dial(baseURL string, opts ...Option) (*Client, error) {
-	cfg := dialConfig{}
+	cfg := dialConfig{connections: defaultConnections}
 	for _, opt := range opts {
 		opt(&cfg)
+	}
+	if cfg.connections < 1 || cfg.connections > 64 {
+		return nil, status.Errorf(codes.InvalidArgument, "spillway: connections must be from 1 to 64, got %d", cfg.connections)
 	}
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -96,19 +109,24 @@ func Dial(baseURL string, opts ...Option) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer{token: cfg.token}))
 	}
 	dialOpts = append(dialOpts, cfg.dialOptions...)
-	conn, err := grpc.NewClient(target, dialOpts...)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "spillway: dial %s: %v", baseURL, err)
+	spread := &spreadConn{open: make([]int, cfg.connections)}
+	for range cfg.connections {
+		conn, err := grpc.NewClient(target, dialOpts...)
+		if err != nil {
+			_ = spread.Close()
+			return nil, status.Errorf(codes.InvalidArgument, "spillway: dial %s: %v", baseURL, err)
+		}
+		spread.conns = append(spread.conns, conn)
 	}
-	return &Client{conn: conn, raw: spillwayv1.NewSpillwayServiceClient(conn)}, nil
+	return &Client{conns: spread, raw: spillwayv1.NewSpillwayServiceClient(spread)}, nil
 }
 
-// Close closes the connection; calls in flight fail with codes.Canceled.
+// Close closes the connections; calls in flight fail with codes.Canceled.
 func (c *Client) Close() error {
-	return c.conn.Close()
+	return c.conns.Close()
 }
 
-// Raw returns the generated gRPC client on the same connection, for the RPCs this package does
+// Raw returns the generated gRPC client on the same connections, for the RPCs this package does
 // not wrap (OffloadBatch, ForkRun, SetRunTtl).
 func (c *Client) Raw() spillwayv1.SpillwayServiceClient {
 	return c.raw

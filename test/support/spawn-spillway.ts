@@ -25,7 +25,7 @@ export interface SpillwayProcess {
   readonly url: string;
   /** The process id, for reading the process's /proc entries. */
   readonly pid: number;
-  /** Every process of the server: `pid` and the workers that have logged that they listen. */
+  /** Every process of the server: `pid` and the workers that listened as it started. */
   pids(): number[];
   /** Settles once the process has exited. */
   readonly exited: Promise<ProcessExit>;
@@ -90,19 +90,16 @@ export function spawnSpillway(
     child.stdout.on("data", (chunk: Buffer) => {
       if (out.length > keptOutputChars) return;
       out += chunk.toString();
-      // The listening lines alone: a metrics endpoint logs its own URL first.
-      const listening = [...out.matchAll(/"url":"([^"]+)"[^\n]* listening on /g)];
-      const url = listening[0]?.[1];
+      // The listening lines alone (pino writes `pid` before `url`): a metrics endpoint logs its
+      // own URL first.
+      const listening = [...out.matchAll(/"pid":(\d+)[^\n]*"url":"([^"]+)"[^\n]* listening on /g)];
+      const url = listening[0]?.[2];
       if (url !== undefined && listening.length >= workers && child.pid !== undefined) {
+        const pids = [...new Set([child.pid, ...listening.map((m) => Number(m[1]))])];
         resolve({
           url,
           pid: child.pid,
-          pids: () => [
-            ...new Set([
-              child.pid as number,
-              ...[...out.matchAll(/"pid":(\d+)[^\n]* listening on /g)].map((m) => Number(m[1])),
-            ]),
-          ],
+          pids: () => pids,
           exited,
           kill,
           stop: async () => {

@@ -70,6 +70,20 @@ for (const [kind, make] of backends) {
       expect(page.records).toEqual(odd.sort((a, b) => (a.handle < b.handle ? -1 : 1)));
     });
 
+    it("read as they are now: a removed record is gone, one committed again is the new one", async () => {
+      const registry = createRegistry(make(join(dir, "again")));
+      const first = record("run", "again");
+      await registry.commit(first, "run");
+      expect(await registry.get("dev", "run", first.handle)).toEqual(first);
+      await registry.remove("dev", "run", first.handle);
+      expect(await registry.get("dev", "run", first.handle)).toBeUndefined();
+      const second = record("run", "again");
+      await registry.commit(second, "run");
+      const now = await registry.get("dev", "run", first.handle);
+      expect(now).toEqual(second);
+      expect(now).not.toEqual(first);
+    });
+
     it("answer a taken handle with the record already there, and commit the rest", async () => {
       const registry = createRegistry(make(join(dir, "b")));
       const earlier = record("run", "taken");

@@ -13,8 +13,9 @@ import {
   truncateForMessage,
 } from "./keys.js";
 import { createMergeOutcomes, type MergeOutcomes } from "./merge-outcomes.js";
-import { decodeRecord, encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
+import { encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
+import { createRecordMemo } from "./record-memo.js";
 import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
 
 /** The largest record the registry reads back (inline payloads included). */
@@ -158,6 +159,7 @@ export function createRegistry(backend: Backend): Registry {
   };
 
   const merges = createMergeOutcomes(backend);
+  const memo = createRecordMemo();
   const visible = async (record: StoredRecord | undefined, signal?: AbortSignal) =>
     record === undefined || (await merges.isVisible(record, signal)) ? record : undefined;
 
@@ -172,10 +174,10 @@ export function createRegistry(backend: Backend): Registry {
       let bytes = await readObject(backend, key, MAX_RECORD_BYTES, signal, { length: asked });
       if (bytes === undefined) return undefined;
       if (!isRecordPack(bytes)) {
-        if (bytes.byteLength < firstReadBytes) return decodeRecord(bytes);
+        if (bytes.byteLength < firstReadBytes) return memo.decode(key, bytes);
         const whole = await readObject(backend, key, MAX_RECORD_BYTES, signal);
         if (whole === undefined) return undefined;
-        if (!isRecordPack(whole)) return decodeRecord(whole);
+        if (!isRecordPack(whole)) return memo.decode(key, whole);
         if (attempt >= 3) throw changingRecord();
         continue;
       }
@@ -194,7 +196,7 @@ export function createRegistry(backend: Backend): Registry {
         throw new ConnectError("stored record pack holds no record for its key", Code.DataLoss);
       }
       const end = slice.offset + slice.length;
-      if (end <= bytes.byteLength) return decodeRecord(bytes.subarray(slice.offset, end));
+      if (end <= bytes.byteLength) return memo.decode(key, bytes.subarray(slice.offset, end));
       if (bytes.byteLength < asked) {
         throw new ConnectError("stored record pack is shorter than its header says", Code.DataLoss);
       }
@@ -211,7 +213,7 @@ export function createRegistry(backend: Backend): Registry {
             Code.DataLoss,
           );
         }
-        return decodeRecord(record);
+        return memo.decode(key, record);
       }
       if (attempt >= 3) throw changingRecord();
     }

@@ -279,6 +279,8 @@ export interface LinesRequest {
   readonly fromEnd: boolean;
   /** Keep terminal escape sequences in the lines' text; by default they are removed. */
   readonly keepAnsi?: boolean;
+  /** Leave the content frames out: the caller shows the rendered text alone. */
+  readonly renderedOnly?: boolean;
 }
 
 /**
@@ -466,8 +468,9 @@ function windowLimit(request: LinesRequest, caps: WindowCaps): number {
 }
 
 /**
- * linesWindow streams one lines window: a header frame, content frames of up to 256 lines,
- * and a trailer with the rendered text (empty when `withText` is false).
+ * linesWindow streams one lines window: a header frame, content frames of up to 256 lines
+ * (none when `request.renderedOnly`), and a trailer with the rendered text (empty when
+ * `withText` is false).
  *
  * Guarantees: it reads from the nearest indexed line and stops as soon as the window is full;
  * at most `limit` (capped by maxWindowLines) lines; each line clipped at maxLineChars code
@@ -533,6 +536,7 @@ export async function* linesWindow(
   };
 
   const strip = request.keepAnsi !== true;
+  const renderedOnly = request.renderedOnly === true;
   const feed = view.feed(start, limit, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
     const rowChars = countChars(row);
@@ -543,10 +547,12 @@ export async function* linesWindow(
     shown.push(line);
     rows += row;
     rowsChars += rowChars;
-    batch.push(line);
-    if (batch.length === linesPerFrame) {
-      frames.push(linesFrame(batch));
-      batch = [];
+    if (!renderedOnly) {
+      batch.push(line);
+      if (batch.length === linesPerFrame) {
+        frames.push(linesFrame(batch));
+        batch = [];
+      }
     }
     return shown.length < limit && line.number < total;
   });
@@ -636,8 +642,10 @@ async function* tailWindow(
   const next = shownFirst > 0 ? offset + shown.length : undefined;
 
   yield view.headerFrame(shownFirst);
-  for (let at = 0; at < shown.length; at += linesPerFrame) {
-    yield linesFrame(shown.slice(at, at + linesPerFrame));
+  if (request.renderedOnly !== true) {
+    for (let at = 0; at < shown.length; at += linesPerFrame) {
+      yield linesFrame(shown.slice(at, at + linesPerFrame));
+    }
   }
   const countCapped = next !== undefined && !charClipped && overCap;
   const footer: LinesFooter =

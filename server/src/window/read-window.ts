@@ -84,6 +84,7 @@ async function* windowFrames(
         limit: window.value?.limit,
         fromEnd: window.value?.fromEnd ?? false,
         keepAnsi: request.keepAnsi,
+        renderedOnly: request.renderedOnly,
       };
       if (source.binary) yield* binaryWindow(source, withText);
       else yield* linesWindow(source, lines, caps, withText, signal);
@@ -103,6 +104,7 @@ async function* windowFrames(
         offset: count(window.value.offset, "json.offset"),
         limit: window.value.limit,
         fromEnd: window.value.fromEnd,
+        renderedOnly: request.renderedOnly,
       };
       yield* jsonWindow(source, lines, caps, withText, signal);
       return;

@@ -42,6 +42,11 @@ describe("code point clipping", () => {
   it("counts code points, not UTF-16 units", () => {
     expect(countChars("a😀é")).toBe(3);
     expect(countChars("\uD800x")).toBe(2);
+    expect(countChars("x\uDC00")).toBe(2);
+    expect(countChars("ab\uD83D")).toBe(3);
+    const row = `${String(7).padStart(6)}\t${"é😀".repeat(3)}\n`;
+    expect(countChars(row)).toBe(14);
+    expect(countChars("plain ascii")).toBe(11);
   });
 
   it("clips strings without leaving a lone surrogate", () => {

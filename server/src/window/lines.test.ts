@@ -281,3 +281,25 @@ describe("lines window caps", () => {
     expect(delivered[1]?.end).toBe(100_007);
   });
 });
+
+describe("lines windows without escape sequences", () => {
+  it("are stripped of them wherever they first appear: a later chunk, or across two", async () => {
+    const plain = Array.from({ length: 20 }, (_, i) => `plain line ${i}`);
+    const coloured = Array.from(
+      { length: 20 },
+      (_, i) => `\x1b[31mred ${i}\x1b[0m and \u009b1mbold\u009b0m`,
+    );
+    const bytes = Buffer.from(`${[...plain, ...coloured].join("\n")}\n`);
+    const shown = [...plain, ...coloured.map((_, i) => `red ${i} and bold`)];
+    for (const sizes of [[7], [64], [300, 5], [bytes.length]]) {
+      const source = rechunked(
+        createBufferWindowSource("res_a", "text/plain", bytes, false),
+        sizes,
+      );
+      for (const offset of [0, 15, 25]) {
+        const window = await readLines(source, { offset: BigInt(offset), limit: 40 });
+        expect(window.lines.map((line) => line.text)).toEqual(shown.slice(offset));
+      }
+    }
+  });
+});

@@ -10,6 +10,7 @@ import { clipString, clipUtf8, countChars, type WindowCaps } from "./caps.js";
 import type { LineAnchors } from "./line-anchors.js";
 import {
   type LinesFooter,
+  lineRowChars,
   type RowLine,
   renderLineRow,
   renderLinesFooter,
@@ -251,7 +252,7 @@ export function showLine(line: ScannedLine, maxLineChars: number, stripAnsi = fa
   const continuesAt = line.start + cut;
   return {
     number: line.index + 1,
-    text: decoder.decode(head.subarray(0, cut)),
+    text: decoder.decode(cut === head.length ? head : head.subarray(0, cut)),
     clipped,
     continuesAt,
     byteOffset: line.start,
@@ -355,16 +356,22 @@ async function* feedLines(
   const seek = await source.seekLine(first, signal, lines);
   const length = seek.end === undefined ? undefined : seek.end - seek.offset;
   const stream = await source.read(seek.offset, length, signal);
+  // While no chunk read so far holds a byte an escape sequence starts with, no line does
+  // either: one scan of each chunk spares every line its own.
+  let plain = true;
   const splitter = createLineSplitter({
     firstLine: seek.line,
     firstOffset: seek.offset,
     skipUntil: first,
     keepBytes: lineKeepBytes(maxLineChars, stripAnsi),
-    onLine: (line) => take(showLine(line, maxLineChars, stripAnsi)),
+    onLine: (line) => take(showLine(line, maxLineChars, stripAnsi && !plain)),
   });
   // The splitter keeps copies of what it needs (shown lines, a line's start that continues
   // into the next chunk), so each chunk can serve later reads.
-  const ended = yield* pushChunks(source, stream, signal, (chunk) => splitter.push(chunk));
+  const ended = yield* pushChunks(source, stream, signal, (chunk) => {
+    if (stripAnsi && plain) plain = !hasAnsiBytes(chunk);
+    return splitter.push(chunk);
+  });
   if (!ended || length !== undefined) return false;
   splitter.finish();
   return true;
@@ -539,7 +546,7 @@ export async function* linesWindow(
   const renderedOnly = request.renderedOnly === true;
   const feed = view.feed(start, limit, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
-    const rowChars = countChars(row);
+    const rowChars = lineRowChars(row, line);
     if (shown.length > 0 && !rowsFit(line, rowChars)) {
       charClipped = true;
       return false;
@@ -611,7 +618,7 @@ async function* tailWindow(
   const strip = request.keepAnsi !== true;
   const feed = view.feed(first, last - first + 1, caps.maxLineChars, strip, signal, (line) => {
     const row = renderLineRow(line, caps.maxLineChars);
-    read.push({ line, row, chars: countChars(row) });
+    read.push({ line, row, chars: lineRowChars(row, line) });
     return line.number <= last;
   });
   while (!(await feed.next()).done) {

@@ -1,9 +1,10 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { ReadToolOutputRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { describe, expect, it } from "vitest";
-import { createWindowCaps } from "./caps.js";
+import { countChars, createWindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
 import {
+  lineRowChars,
   renderBinary,
   renderHexLine,
   renderLineRow,
@@ -105,5 +106,27 @@ describe("render helpers", () => {
     expect(renderHexLine(16, Buffer.from("Hello\n"))).toBe(
       "00000010: 4865 6c6c 6f0a                           Hello.",
     );
+  });
+});
+
+describe("lineRowChars", () => {
+  it("counts a row's code points as countChars does, from its line's text alone", () => {
+    for (const text of [
+      "",
+      "plain",
+      "😀 pair",
+      "é\u00e9",
+      "lone \uD800",
+      "\uDC00 lone",
+      "end 😀",
+    ]) {
+      for (const clipped of [false, true]) {
+        const line = { number: 1_234_567, text, clipped, continuesAt: 99 };
+        for (const tag of ["", ":", "-"] as const) {
+          const row = renderLineRow(line, 10, tag);
+          expect(lineRowChars(row, line)).toBe(countChars(row));
+        }
+      }
+    }
   });
 });

@@ -35,6 +35,17 @@ export function renderLineRow(line: RowLine, maxLineChars: number, tag: RowTag =
   return `${String(line.number).padStart(6)}${tag}\t${line.text}${marker}\n`;
 }
 
+/**
+ * lineRowChars returns the code points of `row`, the row renderLineRow made of `line`. Nothing
+ * in a row but the line's text can hold a surrogate pair (digits, tag, tab, marker and newline
+ * are one UTF-16 unit each, and the text cannot pair with what surrounds it), so only the text
+ * is counted: a flat string, where counting the row itself would first flatten the
+ * concatenation.
+ */
+export function lineRowChars(row: string, line: RowLine): number {
+  return row.length - line.text.length + countChars(line.text);
+}
+
 /** renderLinesHeader renders the first line of a lines window (first and last are 1-based). */
 export function renderLinesHeader(
   handle: string,

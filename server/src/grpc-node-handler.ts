@@ -34,6 +34,8 @@ import {
   type ResponseFramer,
   requestChunkReleaseKey,
 } from "./grpc-wire.js";
+import { invokeServerStreaming } from "./invoke-server-streaming.js";
+import { readSingle } from "./read-single.js";
 import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcNodeCalls are what createGrpcNodeHandler serves and how. */
@@ -252,6 +254,7 @@ async function serve(
       try {
         input = await readSingle(
           parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, undefined),
+          "unary",
         );
       } finally {
         clearTimeout(late);
@@ -259,11 +262,16 @@ async function serve(
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
       await writeMessage(res, context, framing.frame(output), reading);
     } else {
-      const messages = transformInvokeImplementation(
-        spec,
-        context,
-        opts.interceptors,
-      )(parseEnvelopes(requestBody(req), opts.readMaxBytes, method.input, requestChunks));
+      const input = parseEnvelopes(
+        requestBody(req),
+        opts.readMaxBytes,
+        method.input,
+        requestChunks,
+      );
+      const messages =
+        spec.kind === "server_streaming"
+          ? invokeServerStreaming(spec, context, input, opts.interceptors)
+          : transformInvokeImplementation(spec, context, opts.interceptors)(input);
       await writeMessages(messages, framing, (parts) => writeMessage(res, context, parts, reading));
     }
   } catch (err) {
@@ -325,27 +333,6 @@ export function createCallContext(
       if (!controller.signal.aborted) controller.abort(reason);
     },
   };
-}
-
-/** Reads a unary call's one request message: none, or a second one, is a protocol error. */
-export async function readSingle<T>(messages: AsyncIterable<T>): Promise<T> {
-  const it = messages[Symbol.asyncIterator]();
-  const first = await it.next();
-  if (first.done === true) {
-    throw new ConnectError(
-      "protocol error: missing input message for unary method",
-      Code.Unimplemented,
-    );
-  }
-  const second = await it.next();
-  if (second.done !== true) {
-    await it.return?.();
-    throw new ConnectError(
-      "protocol error: received extra input message for unary method",
-      Code.Unimplemented,
-    );
-  }
-  return first.value;
 }
 
 /**

@@ -27,12 +27,13 @@ import {
   createCallContext,
   directCallOf,
   type Method,
-  readSingle,
   requestHeaderOf,
   setFailureStatus,
   writeMessages,
 } from "./grpc-node-handler.js";
 import { createResponseFramer, type GrpcWireOptions, parseEnvelopes } from "./grpc-wire.js";
+import { invokeServerStreaming } from "./invoke-server-streaming.js";
+import { readSingle } from "./read-single.js";
 import { readableChunks } from "./readable-chunks.js";
 
 /** GrpcWebCalls are what createGrpcWebHandler serves and how. */
@@ -155,12 +156,15 @@ async function serve(
       const output = await invokeUnaryImplementation(
         spec,
         context,
-        await readSingle(input),
+        await readSingle(input, "unary"),
         opts.interceptors,
       );
       await write(res, context, framing.frame(output));
     } else {
-      const messages = transformInvokeImplementation(spec, context, opts.interceptors)(input);
+      const messages =
+        spec.kind === "server_streaming"
+          ? invokeServerStreaming(spec, context, input, opts.interceptors)
+          : transformInvokeImplementation(spec, context, opts.interceptors)(input);
       await writeMessages(messages, framing, (parts) => write(res, context, parts));
     }
   } catch (err) {

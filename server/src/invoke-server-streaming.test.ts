@@ -1,0 +1,135 @@
+import { create, isMessage } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  createContextValues,
+  createServiceImplSpec,
+  type Interceptor,
+} from "@connectrpc/connect";
+import {
+  Health,
+  type HealthCheckRequest,
+  HealthCheckRequestSchema,
+  HealthCheckResponseSchema,
+} from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { describe, expect, it } from "vitest";
+import { createCallContext } from "./grpc-node-handler.js";
+import { invokeServerStreaming } from "./invoke-server-streaming.js";
+
+const seen = createContextKey("", { description: "what an interceptor put in the context" });
+
+/** Health's Watch, answering with what it was asked and what its context says. */
+function watchSpec(log: string[]) {
+  const spec = createServiceImplSpec<typeof Health>(Health, {
+    check: () => ({}),
+    async *watch(req, ctx) {
+      log.push(`impl ${req.service} ${ctx.requestHeader.get("x-added")} ${ctx.values.get(seen)}`);
+      yield { status: 1 };
+      yield create(HealthCheckResponseSchema, { status: 2 });
+    },
+  });
+  const watch = spec.methods.watch;
+  if (watch?.kind !== "server_streaming") throw new Error("Watch is server-streaming");
+  return watch;
+}
+
+function contextFor(spec: ReturnType<typeof watchSpec>) {
+  return createCallContext(
+    spec,
+    { protocolName: "grpc", url: "http://localhost/grpc.health.v1.Health/Watch", contentType: "" },
+    [["x-original", "1"]],
+    undefined,
+    createContextValues(),
+  );
+}
+
+async function* requests(...services: string[]): AsyncGenerator<HealthCheckRequest> {
+  for (const service of services) yield create(HealthCheckRequestSchema, { service });
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of it) out.push(item);
+  return out;
+}
+
+describe("invokeServerStreaming", () => {
+  it("runs the interceptors in order around the implementation, each seeing every message", async () => {
+    const log: string[] = [];
+    const spec = watchSpec(log);
+    const context = contextFor(spec);
+    const tagged =
+      (name: string): Interceptor =>
+      (next) =>
+      async (req) => {
+        log.push(`${name} in`);
+        req.header.set("x-added", name);
+        req.contextValues.set(seen, name);
+        const res = await next(req);
+        res.header.set(`x-${name}`, "header");
+        res.trailer.set(`x-${name}`, "trailer");
+        if (!res.stream) return res;
+        const messages = res.message;
+        return {
+          ...res,
+          message: (async function* () {
+            for await (const m of messages) {
+              log.push(`${name} saw ${m.status}`);
+              yield m;
+            }
+            log.push(`${name} end`);
+          })(),
+        };
+      };
+    const out = await collect(
+      invokeServerStreaming(spec, context, requests("svc"), [tagged("outer"), tagged("inner")]),
+    );
+    expect(out.map((m) => [isMessage(m, HealthCheckResponseSchema), m.status])).toEqual([
+      [true, 1],
+      [true, 2],
+    ]);
+    expect(log).toEqual([
+      "outer in",
+      "inner in",
+      "impl svc inner inner",
+      "inner saw 1",
+      "outer saw 1",
+      "inner saw 2",
+      "outer saw 2",
+      "inner end",
+      "outer end",
+    ]);
+    expect(context.responseHeader.get("x-outer")).toBe("header");
+    expect(context.responseHeader.get("x-inner")).toBe("header");
+    expect(context.responseTrailer.get("x-outer")).toBe("trailer");
+  });
+
+  it("refuses a request without its message, or with two, as connect does", async () => {
+    for (const [services, message] of [
+      [[], "protocol error: missing input message for server-streaming method"],
+      [["a", "b"], "protocol error: received extra input message for server-streaming method"],
+    ] as const) {
+      const log: string[] = [];
+      const spec = watchSpec(log);
+      const err = await collect(
+        invokeServerStreaming(spec, contextFor(spec), requests(...services), []),
+      ).catch((e: unknown) => ConnectError.from(e));
+      expect(err).toMatchObject({ code: Code.Unimplemented, rawMessage: message });
+      expect(log).toEqual([]);
+    }
+  });
+
+  it("lets an interceptor refuse the call before the implementation runs", async () => {
+    const log: string[] = [];
+    const spec = watchSpec(log);
+    const refuse: Interceptor = () => async () => {
+      throw new ConnectError("no", Code.PermissionDenied);
+    };
+    const err = await collect(
+      invokeServerStreaming(spec, contextFor(spec), requests("svc"), [refuse]),
+    ).catch((e: unknown) => ConnectError.from(e));
+    expect(err).toMatchObject({ code: Code.PermissionDenied });
+    expect(log).toEqual([]);
+  });
+});

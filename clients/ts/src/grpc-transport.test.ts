@@ -1,5 +1,6 @@
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import * as net from "node:net";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, createClient } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
@@ -76,7 +77,90 @@ const serverInfo = (version: string) =>
     ),
   );
 
+/**
+ * Runs `use` with a URL whose connections pass through a proxy to `port`, and returns the DATA
+ * frames the client sent (stream, payload length, END_STREAM) in order.
+ */
+async function dataFramesThrough(
+  port: number,
+  use: (url: string) => Promise<void>,
+): Promise<{ stream: number; length: number; endStream: boolean }[]> {
+  const frames: { stream: number; length: number; endStream: boolean }[] = [];
+  const sockets: net.Socket[] = [];
+  const proxy = net.createServer((client) => {
+    sockets.push(client);
+    const upstream = net.connect(port, "127.0.0.1");
+    let pending = Buffer.alloc(0);
+    let prefaceLeft = 24;
+    client.on("data", (chunk: Buffer) => {
+      upstream.write(chunk);
+      pending = Buffer.concat([pending, chunk]);
+      const skip = Math.min(prefaceLeft, pending.length);
+      pending = pending.subarray(skip);
+      prefaceLeft -= skip;
+      while (pending.length >= 9) {
+        const length = pending.readUIntBE(0, 3);
+        if (pending.length < 9 + length) break;
+        const [type, flags] = [pending[3], pending[4] ?? 0];
+        if (type === 0) {
+          const stream = pending.readUInt32BE(5) & 0x7fffffff;
+          frames.push({ stream, length, endStream: (flags & 1) === 1 });
+        }
+        pending = pending.subarray(9 + length);
+      }
+    });
+    upstream.on("data", (chunk) => client.write(chunk));
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      a.on("close", () => b.destroy());
+      a.on("error", () => b.destroy());
+    }
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  try {
+    await use(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => proxy.close(resolve));
+  }
+  return frames;
+}
+
 describe("createGrpcTransport", () => {
+  it("ends a unary or server-streaming request in the DATA frame of its message", async () => {
+    const server = http2.createServer();
+    server.on("stream", (stream) => {
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(serverInfo("v"));
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const frames = await dataFramesThrough((server.address() as AddressInfo).port, async (url) => {
+      const sessionManager = createWideWindowSessionManager(url);
+      managers.push(sessionManager);
+      const client = createClient(
+        SpillwayService,
+        createGrpcTransport({ baseUrl: url, sessionManager, readMaxBytes: 1 << 20 }),
+      );
+      await client.getServerInfo({});
+      // Only the request's frames matter here, not what the answer decodes to.
+      await (async () => {
+        for await (const _ of client.readToolOutput({ runId: "r", handle: "h" })) break;
+      })().catch(() => undefined);
+      sessionManager.abort();
+    });
+    // Each request: one DATA frame, its envelope, carrying END_STREAM (flag 0x1).
+    expect(frames).toEqual([
+      { stream: 1, length: 5, endStream: true },
+      { stream: 3, length: 11, endStream: true },
+    ]);
+  });
+
   it("sends a unary call and reads its answer and trailer", async () => {
     let seen: http2.IncomingHttpHeaders = {};
     const client = await clientFor((stream, headers) => {

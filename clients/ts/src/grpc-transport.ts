@@ -100,14 +100,16 @@ function written(stream: http2.ClientHttp2Stream, bytes: Uint8Array): Promise<vo
 /**
  * Writes every request message to the stream, then ends it. A message's bytes are written
  * out before the next message is asked for, so a caller may reuse a chunk's memory once its
- * stream is asked for more (the caller's chunk is sent itself, not a copy). Stops quietly
- * once the stream is closed or ended (the response then carries the verdict); an error from
- * the request messages themselves goes to `fail`.
+ * stream is asked for more (the caller's chunk is sent itself, not a copy). A request of one
+ * message (`single`: unary and server-streaming calls) ends with its last bytes, in the same
+ * DATA frame. Stops quietly once the stream is closed or ended (the response then carries the
+ * verdict); an error from the request messages themselves goes to `fail`.
  */
 async function sendRequest<I extends DescMessage>(
   stream: http2.ClientHttp2Stream,
   schema: I,
   input: AsyncIterable<MessageShape<I>>,
+  single: boolean,
   fail: (err: ConnectError) => void,
 ): Promise<void> {
   const stopped = () => stream.closed || stream.destroyed || stream.writableEnded;
@@ -116,7 +118,10 @@ async function sendRequest<I extends DescMessage>(
       const parts = wireRequest(schema, message);
       for (const [i, bytes] of parts.entries()) {
         if (stopped()) return;
-        if (i === parts.length - 1) await written(stream, bytes);
+        // A server reads a unary or server-streaming request to its end before it answers;
+        // an end sent once the last write is out went a turn later, in a packet of its own.
+        if (i === parts.length - 1 && single) stream.end(bytes);
+        else if (i === parts.length - 1) await written(stream, bytes);
         else if (!stream.write(bytes)) await drained(stream);
       }
     }
@@ -290,7 +295,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       );
     }
   });
-  void sendRequest(stream, method.input, input, fail);
+  const single = method.methodKind === "unary" || method.methodKind === "server_streaming";
+  void sendRequest(stream, method.input, input, single, fail);
   return headerPromise;
 }
 

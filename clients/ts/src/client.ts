@@ -443,7 +443,16 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
         const frames: ReadToolOutputResponse[] = [];
         let header: WindowHeader | undefined;
         let trailer: WindowTrailer | undefined;
-        for await (const frame of raw.readToolOutput(request, callOptions(call, timeoutMs))) {
+        // Straight from the transport: connect's promise client would pass every frame through
+        // its down-levelled generators first, a share of a small window's cost.
+        const res = await transport.stream(
+          SpillwayService.method.readToolOutput,
+          call.signal,
+          timeoutMs,
+          undefined,
+          one(request),
+        );
+        for await (const frame of res.message) {
           frames.push(frame);
           if (frame.frame.case === "header") header = frame.frame.value;
           if (frame.frame.case === "trailer") trailer = frame.frame.value;
@@ -592,6 +601,11 @@ function callOptions(call: SpillwayCallOptions, timeoutMs = call.timeoutMs): Cal
 function duration(seconds: number) {
   const whole = Math.floor(seconds);
   return { seconds: BigInt(whole), nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+/** Yields one message. */
+async function* one<T>(message: T): AsyncIterable<T> {
+  yield message;
 }
 
 /** Whether data is whole in memory (bytes, text, a JSON value), so any attempt can resend it. */

@@ -4,6 +4,7 @@ import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { faultOf } from "./call-fault.js";
+import { observeIterable } from "./observe-iterable.js";
 
 /** BatchItemFailure is one failed item of a batch call: its index and what it failed with. */
 export interface BatchItemFailure {
@@ -93,18 +94,14 @@ export function createLogInterceptor(logger: Logger): Interceptor {
         done();
         return res;
       }
-      const messages = res.message;
       return {
         ...res,
-        message: (async function* () {
-          try {
-            yield* messages;
-            done();
-          } catch (err) {
-            done(err);
-            throw err;
-          }
-        })(),
+        message: observeIterable(res.message, {
+          onEnd: (ending) => {
+            if (ending.kind === "done") done();
+            else if (ending.kind === "failed") done(ending.error);
+          },
+        }),
       };
     } catch (err) {
       done(err);

@@ -40,6 +40,17 @@ describe("readAllBytes", () => {
     expect(all).toEqual(Uint8Array.of(1, 2, 3, 4));
   });
 
+  it("reads a buffer presented by bytesBody as a copy, within maxBytes", async () => {
+    const bytes = Uint8Array.of(1, 2, 3);
+    const all = await readAllBytes(bytesBody(bytes), 3);
+    bytes.fill(9);
+    expect(all).toEqual(Uint8Array.of(1, 2, 3));
+    expect(await readAllBytes(bytesBody(new Uint8Array(0)))).toEqual(new Uint8Array(0));
+    expect(await codeOf(readAllBytes(bytesBody(Uint8Array.of(1, 2, 3, 4)), 3))).toBe(
+      Code.ResourceExhausted,
+    );
+  });
+
   it("reads an empty stream as an empty buffer", async () => {
     expect(await readAllBytes(chunks())).toEqual(new Uint8Array(0));
   });

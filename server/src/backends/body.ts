@@ -2,6 +2,9 @@ import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backend.js";
 
+/** Where bytesBody keeps the buffer it presents, for readAllBytes to take without iterating. */
+const wholeBytes = Symbol("whole bytes");
+
 /**
  * readAllBytes collects a byte stream into one fresh buffer.
  *
@@ -13,6 +16,14 @@ export async function readAllBytes(
   body: AsyncIterable<Uint8Array>,
   maxBytes: number = Number.POSITIVE_INFINITY,
 ): Promise<Uint8Array> {
+  const whole = (body as { [wholeBytes]?: Uint8Array })[wholeBytes];
+  if (whole !== undefined) {
+    // A buffer presented as a stream (bytesBody): the same answer without iterating it.
+    if (whole.byteLength > maxBytes) {
+      throw new ConnectError(`body exceeds the limit of ${maxBytes} bytes`, Code.ResourceExhausted);
+    }
+    return new Uint8Array(whole);
+  }
   const chunks: Uint8Array[] = [];
   let total = 0;
   for await (const chunk of body) {
@@ -42,10 +53,11 @@ export async function readAllBytes(
  */
 export function bytesBody(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   return {
+    [wholeBytes]: bytes,
     async *[Symbol.asyncIterator]() {
       if (bytes.byteLength > 0) yield bytes;
     },
-  };
+  } as AsyncIterable<Uint8Array>;
 }
 
 /** emptyBody is a byte stream that yields nothing, for an empty range of an existing object. */

@@ -11,6 +11,7 @@ import {
   Health,
   type HealthCheckRequest,
   HealthCheckRequestSchema,
+  type HealthCheckResponse,
   HealthCheckResponseSchema,
 } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { describe, expect, it } from "vitest";
@@ -75,7 +76,7 @@ describe("invokeServerStreaming", () => {
           ...res,
           message: (async function* () {
             for await (const m of messages) {
-              log.push(`${name} saw ${m.status}`);
+              log.push(`${name} saw ${(m as HealthCheckResponse).status}`);
               yield m;
             }
             log.push(`${name} end`);
@@ -85,7 +86,9 @@ describe("invokeServerStreaming", () => {
     const out = await collect(
       invokeServerStreaming(spec, context, requests("svc"), [tagged("outer"), tagged("inner")]),
     );
-    expect(out.map((m) => [isMessage(m, HealthCheckResponseSchema), m.status])).toEqual([
+    expect(
+      out.map((m) => [isMessage(m, HealthCheckResponseSchema), (m as HealthCheckResponse).status]),
+    ).toEqual([
       [true, 1],
       [true, 2],
     ]);

@@ -129,6 +129,38 @@ async function dataFramesThrough(
 }
 
 describe("createGrpcTransport", () => {
+  it("keeps a base URL's path as the prefix of every method, and refuses another origin", async () => {
+    const paths: string[] = [];
+    const server = http2.createServer();
+    server.on("stream", (stream, headers) => {
+      paths.push(String(headers[":path"]));
+      afterRequest(stream, () => {
+        stream.respond(okHeaders, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(serverInfo("v"));
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const sessionManager = createWideWindowSessionManager(origin);
+    managers.push(sessionManager);
+    const via = (baseUrl: string) =>
+      createClient(
+        SpillwayService,
+        createGrpcTransport({ baseUrl, sessionManager, readMaxBytes: 1 << 20 }),
+      );
+    for (let i = 0; i < 2; i++) {
+      expect((await via(`${origin}/prefix`).getServerInfo({})).version).toBe("v");
+    }
+    expect(paths).toEqual(Array(2).fill("/prefix/spillway.v1.SpillwayService/GetServerInfo"));
+    const err = await failureOf(via("http://127.0.0.2:1").getServerInfo({}));
+    expect(err.code).toBe(Code.Internal);
+    expect(err.rawMessage).toBe(
+      `cannot make a request to http://127.0.0.2:1: the http2 session is connected to ${origin}`,
+    );
+  });
+
   it("ends a unary or server-streaming request in the DATA frame of its message", async () => {
     const server = http2.createServer();
     server.on("stream", (stream) => {

@@ -135,4 +135,27 @@ describe("invokeServerStreaming", () => {
     expect(err).toMatchObject({ code: Code.PermissionDenied });
     expect(log).toEqual([]);
   });
+
+  it("closes the implementation's outputs when the caller throws a write failure in", async () => {
+    let closed = 0;
+    const spec = createServiceImplSpec<typeof Health>(Health, {
+      check: () => ({}),
+      // Outputs that take no error (no throw method), only next and return.
+      watch: () => ({
+        [Symbol.asyncIterator]: () => ({
+          next: async () => ({ done: false, value: { status: 1 } }),
+          return: async () => {
+            closed++;
+            return { done: true, value: undefined };
+          },
+        }),
+      }),
+    }).methods.watch;
+    if (spec?.kind !== "server_streaming") throw new Error("Watch is server-streaming");
+    const it = invokeServerStreaming(spec, contextFor(spec), requests("svc"), []);
+    await it.next();
+    const failed = new ConnectError("the client read nothing", Code.DeadlineExceeded);
+    await expect(it.throw(failed)).rejects.toBe(failed);
+    expect(closed).toBe(1);
+  });
 });

@@ -99,8 +99,10 @@ function asMessages(
             ? { done: true, value: undefined }
             : toMessage(await it.return(value)),
         throw: async (err?: unknown) => {
-          if (it.throw === undefined) throw err;
-          return toMessage(await it.throw(err));
+          if (it.throw !== undefined) return toMessage(await it.throw(err));
+          // As `yield*` does: a source that cannot take the error is closed.
+          await it.return?.();
+          throw err;
         },
       };
     },

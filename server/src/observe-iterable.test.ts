@@ -51,4 +51,39 @@ describe("observeIterable", () => {
     expect(endings).toEqual([{ kind: "abandoned" }]);
     expect(sourceClosed).toBe(true);
   });
+
+  it("hands an error thrown in to the source, or closes a source that cannot take one", async () => {
+    // A source with only next and return, as the deadline interceptor's wrapper is: the error
+    // must still close it, as yield* would, or what it holds for the call is never let go.
+    let closed = 0;
+    const plain: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: async () => ({ done: false, value: 1 }),
+        return: async () => {
+          closed++;
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+    const endings: IterableEnding[] = [];
+    const it = observeIterable(plain, { onEnd: (e) => endings.push(e) })[Symbol.asyncIterator]();
+    await it.next();
+    const boom = new Error("write failed");
+    await expect(it.throw?.(boom)).rejects.toBe(boom);
+    expect(closed).toBe(1);
+    expect(endings).toEqual([{ kind: "failed", error: boom }]);
+
+    const caught: unknown[] = [];
+    async function* catching() {
+      try {
+        yield 1;
+      } catch (err) {
+        caught.push(err);
+      }
+    }
+    const it2 = observeIterable(catching(), {})[Symbol.asyncIterator]();
+    await it2.next();
+    expect(await it2.throw?.(boom)).toEqual({ done: true, value: undefined });
+    expect(caught).toEqual([boom]);
+  });
 });

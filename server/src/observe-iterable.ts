@@ -18,7 +18,9 @@ export interface IterableObserver<T> {
 /**
  * observeIterable returns an iterable that yields the source's items unchanged and reports them
  * to the observer. It guarantees `onEnd` runs once whichever way iteration stops, including a
- * consumer that abandons the stream before reading it to the end.
+ * consumer that abandons the stream before reading it to the end; an error thrown in by the
+ * consumer goes to the source, or closes it (`return`) when it cannot take one, as `yield*`
+ * does.
  */
 export function observeIterable<T>(
   source: AsyncIterable<T>,
@@ -52,8 +54,11 @@ export function observeIterable<T>(
         },
         async throw(error?: unknown) {
           end({ kind: "failed", error });
-          if (it.throw === undefined) throw error;
-          return it.throw(error);
+          if (it.throw !== undefined) return it.throw(error);
+          // As `yield*` does with a source that cannot take the error: close it, so what it
+          // holds for the call (a slot, reserved bytes) is let go.
+          await it.return?.();
+          throw error;
         },
       };
     },

@@ -14,7 +14,6 @@ import {
   createMethodSerializationLookup,
   invokeUnaryImplementation,
   type Serialization,
-  transformInvokeImplementation,
   type UniversalHandlerOptions,
   validateUniversalHandlerOptions,
 } from "@connectrpc/connect/protocol";
@@ -34,7 +33,7 @@ import {
   type ResponseFramer,
   requestChunkReleaseKey,
 } from "./grpc-wire.js";
-import { invokeServerStreaming } from "./invoke-server-streaming.js";
+import { invokeStreaming } from "./invoke-streaming.js";
 import { readSingle } from "./read-single.js";
 import { readableChunks } from "./readable-chunks.js";
 
@@ -268,10 +267,7 @@ async function serve(
         method.input,
         requestChunks,
       );
-      const messages =
-        spec.kind === "server_streaming"
-          ? invokeServerStreaming(spec, context, input, opts.interceptors)
-          : transformInvokeImplementation(spec, context, opts.interceptors)(input);
+      const messages = invokeStreaming(spec, context, input, opts.interceptors);
       await writeMessages(messages, framing, (parts) => writeMessage(res, context, parts, reading));
     }
   } catch (err) {

@@ -10,7 +10,6 @@ import {
 import {
   encodeEnvelope,
   invokeUnaryImplementation,
-  transformInvokeImplementation,
   type UniversalHandlerOptions,
   validateUniversalHandlerOptions,
 } from "@connectrpc/connect/protocol";
@@ -32,7 +31,7 @@ import {
   writeMessages,
 } from "./grpc-node-handler.js";
 import { createResponseFramer, type GrpcWireOptions, parseEnvelopes } from "./grpc-wire.js";
-import { invokeServerStreaming } from "./invoke-server-streaming.js";
+import { invokeStreaming } from "./invoke-streaming.js";
 import { readSingle } from "./read-single.js";
 import { readableChunks } from "./readable-chunks.js";
 
@@ -161,10 +160,7 @@ async function serve(
       );
       await write(res, context, framing.frame(output));
     } else {
-      const messages =
-        spec.kind === "server_streaming"
-          ? invokeServerStreaming(spec, context, input, opts.interceptors)
-          : transformInvokeImplementation(spec, context, opts.interceptors)(input);
+      const messages = invokeStreaming(spec, context, input, opts.interceptors);
       await writeMessages(messages, framing, (parts) => write(res, context, parts));
     }
   } catch (err) {

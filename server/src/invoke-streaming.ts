@@ -12,7 +12,11 @@ import type {
   StreamRequest,
   StreamResponse,
 } from "@connectrpc/connect";
+import { transformInvokeImplementation } from "@connectrpc/connect/protocol";
 import { readSingle } from "./read-single.js";
+
+/** The implementation spec of a streaming method (client-, server- or bidi-streaming). */
+export type StreamingSpec = Exclude<MethodImplSpec, { kind: "unary" }>;
 
 /** The implementation spec of a server-streaming method. */
 type ServerStreamingSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
@@ -20,6 +24,23 @@ type ServerStreamingSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>
 type StreamingFn = (
   req: StreamRequest<DescMessage, DescMessage>,
 ) => Promise<StreamResponse<DescMessage, DescMessage>>;
+
+/**
+ * invokeStreaming runs a streaming call's implementation through the interceptors, `input` its
+ * request messages, and returns its response messages, as connect's
+ * transformInvokeImplementation does. Server-streaming calls (windows, the hot path) take
+ * invokeServerStreaming; client-streaming and bidi calls take connect's own.
+ */
+export function invokeStreaming(
+  spec: StreamingSpec,
+  context: HandlerContext,
+  input: AsyncIterable<MessageShape<DescMessage>>,
+  interceptors: Interceptor[],
+): AsyncIterable<MessageShape<DescMessage>> {
+  return spec.kind === "server_streaming"
+    ? invokeServerStreaming(spec, context, input, interceptors)
+    : transformInvokeImplementation(spec, context, interceptors)(input);
+}
 
 /**
  * invokeServerStreaming runs a server-streaming call as connect's transformInvokeImplementation
@@ -30,7 +51,7 @@ type StreamingFn = (
  * Native iteration takes the place of connect's down-levelled generators, which handed every
  * message through several promise hops more.
  */
-export async function* invokeServerStreaming(
+async function* invokeServerStreaming(
   spec: ServerStreamingSpec,
   context: HandlerContext,
   input: AsyncIterable<MessageShape<DescMessage>>,

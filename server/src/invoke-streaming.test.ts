@@ -15,8 +15,9 @@ import {
   HealthCheckResponseSchema,
 } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { describe, expect, it } from "vitest";
+import { collect } from "../../test/support/collect.js";
 import { createCallContext } from "./grpc-node-handler.js";
-import { invokeServerStreaming } from "./invoke-server-streaming.js";
+import { invokeStreaming } from "./invoke-streaming.js";
 
 const seen = createContextKey("", { description: "what an interceptor put in the context" });
 
@@ -49,13 +50,7 @@ async function* requests(...services: string[]): AsyncGenerator<HealthCheckReque
   for (const service of services) yield create(HealthCheckRequestSchema, { service });
 }
 
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of it) out.push(item);
-  return out;
-}
-
-describe("invokeServerStreaming", () => {
+describe("invokeStreaming, server-streaming", () => {
   it("runs the interceptors in order around the implementation, each seeing every message", async () => {
     const log: string[] = [];
     const spec = watchSpec(log);
@@ -84,7 +79,7 @@ describe("invokeServerStreaming", () => {
         };
       };
     const out = await collect(
-      invokeServerStreaming(spec, context, requests("svc"), [tagged("outer"), tagged("inner")]),
+      invokeStreaming(spec, context, requests("svc"), [tagged("outer"), tagged("inner")]),
     );
     expect(
       out.map((m) => [isMessage(m, HealthCheckResponseSchema), (m as HealthCheckResponse).status]),
@@ -116,7 +111,7 @@ describe("invokeServerStreaming", () => {
       const log: string[] = [];
       const spec = watchSpec(log);
       const err = await collect(
-        invokeServerStreaming(spec, contextFor(spec), requests(...services), []),
+        invokeStreaming(spec, contextFor(spec), requests(...services), []),
       ).catch((e: unknown) => ConnectError.from(e));
       expect(err).toMatchObject({ code: Code.Unimplemented, rawMessage: message });
       expect(log).toEqual([]);
@@ -130,7 +125,7 @@ describe("invokeServerStreaming", () => {
       throw new ConnectError("no", Code.PermissionDenied);
     };
     const err = await collect(
-      invokeServerStreaming(spec, contextFor(spec), requests("svc"), [refuse]),
+      invokeStreaming(spec, contextFor(spec), requests("svc"), [refuse]),
     ).catch((e: unknown) => ConnectError.from(e));
     expect(err).toMatchObject({ code: Code.PermissionDenied });
     expect(log).toEqual([]);
@@ -152,10 +147,10 @@ describe("invokeServerStreaming", () => {
       }),
     }).methods.watch;
     if (spec?.kind !== "server_streaming") throw new Error("Watch is server-streaming");
-    const it = invokeServerStreaming(spec, contextFor(spec), requests("svc"), []);
+    const it = invokeStreaming(spec, contextFor(spec), requests("svc"), [])[Symbol.asyncIterator]();
     await it.next();
     const failed = new ConnectError("the client read nothing", Code.DeadlineExceeded);
-    await expect(it.throw(failed)).rejects.toBe(failed);
+    await expect(it.throw?.(failed)).rejects.toBe(failed);
     expect(closed).toBe(1);
   });
 });

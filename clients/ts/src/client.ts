@@ -21,6 +21,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import { dataFrame, dataFramePath } from "@spillway/wire";
+import { single } from "./exchange-transport.js";
 import { createGrpcTransport } from "./grpc-transport.js";
 import {
   createGrpcWebTransport,
@@ -450,7 +451,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
           call.signal,
           timeoutMs,
           undefined,
-          one(request),
+          single(request),
         );
         for await (const frame of res.message) {
           frames.push(frame);
@@ -601,11 +602,6 @@ function callOptions(call: SpillwayCallOptions, timeoutMs = call.timeoutMs): Cal
 function duration(seconds: number) {
   const whole = Math.floor(seconds);
   return { seconds: BigInt(whole), nanos: Math.round((seconds - whole) * 1e9) };
-}
-
-/** Yields one message. */
-async function* one<T>(message: T): AsyncIterable<T> {
-  yield message;
 }
 
 /** Whether data is whole in memory (bytes, text, a JSON value), so any attempt can resend it. */

@@ -57,8 +57,8 @@ export interface ExchangeTransportOptions {
   readonly exchange: ExchangeFn;
 }
 
-/** Yields one message. */
-async function* single<T>(message: T): AsyncIterable<T> {
+/** single is a request stream of one message, for a unary or server-streaming call. */
+export async function* single<T>(message: T): AsyncIterable<T> {
   yield message;
 }
 

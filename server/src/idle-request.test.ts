@@ -2,6 +2,7 @@ import { getEventListeners } from "node:events";
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { failureOf } from "../../test/support/code-of.js";
+import { collect } from "../../test/support/collect.js";
 import { idleRequest } from "./idle-request.js";
 
 /** A request that sends the given messages and then, unless ended, nothing more. */
@@ -24,17 +25,11 @@ function request<T>(messages: T[], ended: boolean) {
   return { source, returned: () => returned };
 }
 
-async function drain<T>(messages: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const m of messages) out.push(m);
-  return out;
-}
-
 describe("idleRequest", () => {
   it("passes a request that arrives and ends through, leaving no listener behind", async () => {
     const signal = new AbortController().signal;
     const r = request([1, 2], true);
-    expect(await drain(idleRequest(r.source, 1000, signal, "the M request"))).toEqual([1, 2]);
+    expect(await collect(idleRequest(r.source, 1000, signal, "the M request"))).toEqual([1, 2]);
     expect(getEventListeners(signal, "abort")).toHaveLength(0);
   });
 
@@ -42,7 +37,7 @@ describe("idleRequest", () => {
     for (const messages of [[], [1]]) {
       const r = request<number>(messages, false);
       const err = await failureOf(
-        drain(idleRequest(r.source, 50, new AbortController().signal, "the M request")),
+        collect(idleRequest(r.source, 50, new AbortController().signal, "the M request")),
       );
       expect(err.code).toBe(Code.DeadlineExceeded);
       expect(err.rawMessage).toBe("the M request sent nothing for 50 ms");
@@ -53,7 +48,7 @@ describe("idleRequest", () => {
   it("fails with the call's abort reason at once when the call ends first", async () => {
     const controller = new AbortController();
     const r = request<number>([], false);
-    const pending = failureOf(drain(idleRequest(r.source, 60_000, controller.signal, "it")));
+    const pending = failureOf(collect(idleRequest(r.source, 60_000, controller.signal, "it")));
     controller.abort();
     expect((await pending).code).toBe(Code.Canceled);
   });

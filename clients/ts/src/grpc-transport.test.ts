@@ -37,12 +37,8 @@ const dataFrames: SplitBytesField[] = [
   { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
 ];
 
-/** Starts an h2c server answering every call with `answer` and returns a client for it. */
-async function clientFor(
-  answer: Answer,
-  readMaxBytes = 4 * 1024 * 1024,
-  bytesFields: readonly SplitBytesField[] = [],
-) {
+/** Starts an h2c server answering every call with `answer` and returns its origin. */
+async function serveWith(answer: Answer): Promise<string> {
   const server = http2.createServer();
   // Resets and aborted sessions are what these servers are for; they are not test failures.
   server.on("session", (session) => session.on("error", () => {}));
@@ -52,7 +48,16 @@ async function clientFor(
   });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** Starts an h2c server answering every call with `answer` and returns a client for it. */
+async function clientFor(
+  answer: Answer,
+  readMaxBytes = 4 * 1024 * 1024,
+  bytesFields: readonly SplitBytesField[] = [],
+) {
+  const baseUrl = await serveWith(answer);
   const sessionManager = createWideWindowSessionManager(baseUrl);
   managers.push(sessionManager);
   return createClient(
@@ -76,6 +81,16 @@ const serverInfo = (version: string) =>
       toBinary(GetServerInfoResponseSchema, create(GetServerInfoResponseSchema, { version })),
     ),
   );
+
+/** Answers a call, once its request has ended, with GetServerInfo's `version` and status 0. */
+const answerInfo =
+  (version: string): Answer =>
+  (stream) =>
+    afterRequest(stream, () => {
+      stream.respond(okHeaders, { waitForTrailers: true });
+      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      stream.end(serverInfo(version));
+    });
 
 /**
  * Runs `use` with a URL whose connections pass through a proxy to `port`, and returns the DATA
@@ -131,18 +146,10 @@ async function dataFramesThrough(
 describe("createGrpcTransport", () => {
   it("keeps a base URL's path as the prefix of every method, and refuses another origin", async () => {
     const paths: string[] = [];
-    const server = http2.createServer();
-    server.on("stream", (stream, headers) => {
+    const origin = await serveWith((stream, headers) => {
       paths.push(String(headers[":path"]));
-      afterRequest(stream, () => {
-        stream.respond(okHeaders, { waitForTrailers: true });
-        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-        stream.end(serverInfo("v"));
-      });
+      answerInfo("v")(stream, headers);
     });
-    servers.push(server);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const sessionManager = createWideWindowSessionManager(origin);
     managers.push(sessionManager);
     const via = (baseUrl: string) =>
@@ -162,17 +169,8 @@ describe("createGrpcTransport", () => {
   });
 
   it("ends a unary or server-streaming request in the DATA frame of its message", async () => {
-    const server = http2.createServer();
-    server.on("stream", (stream) => {
-      afterRequest(stream, () => {
-        stream.respond(okHeaders, { waitForTrailers: true });
-        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-        stream.end(serverInfo("v"));
-      });
-    });
-    servers.push(server);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const frames = await dataFramesThrough((server.address() as AddressInfo).port, async (url) => {
+    const origin = await serveWith(answerInfo("v"));
+    const frames = await dataFramesThrough(Number(new URL(origin).port), async (url) => {
       const sessionManager = createWideWindowSessionManager(url);
       managers.push(sessionManager);
       const client = createClient(
@@ -432,13 +430,7 @@ describe("createGrpcTransport", () => {
   }, 30_000);
 
   it("cancels a call aborted while its stream was still being opened", async () => {
-    const client = await clientFor((stream) =>
-      afterRequest(stream, () => {
-        stream.respond(okHeaders, { waitForTrailers: true });
-        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-        stream.end(serverInfo("1"));
-      }),
-    );
+    const client = await clientFor(answerInfo("1"));
     await client.getServerInfo({});
     const abort = new AbortController();
     const call = client.getServerInfo({}, { signal: abort.signal });

@@ -1,17 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { collect } from "../../../test/support/collect.js";
 import { splitParts } from "./split-parts.js";
 
 const MiB = 1024 * 1024;
 
 async function* stream(...chunks: Buffer[]): AsyncGenerator<Buffer> {
   yield* chunks;
-}
-
-async function collect(parts: AsyncIterable<Buffer>): Promise<Buffer[]> {
-  const out: Buffer[] = [];
-  for await (const part of parts) out.push(part);
-  return out;
 }
 
 describe("splitParts", () => {

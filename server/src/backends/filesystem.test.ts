@@ -72,7 +72,7 @@ describe("filesystem backend", () => {
   it("stores every byte of a long put: overlapping chunk writes, small chunks, writeback", async () => {
     const { backend } = fresh();
     // ~72 MiB, each chunk a different fill: 1 MiB chunks (two written at once, each at its own
-    // offset), every tenth a small one written at once in between, two fdatasyncs on the way.
+    // offset), every tenth a small one written at once in between, fdatasyncs on the way.
     const chunks = Array.from({ length: 80 }, (_, i) =>
       Buffer.alloc(i % 10 === 9 ? 1000 : 1024 * 1024, i),
     );

@@ -14,6 +14,7 @@ import type {
 } from "@connectrpc/connect";
 import { transformInvokeImplementation } from "@connectrpc/connect/protocol";
 import { readSingle } from "./read-single.js";
+import { throwInto } from "./throw-into.js";
 
 /** The implementation spec of a streaming method (client-, server- or bidi-streaming). */
 export type StreamingSpec = Exclude<MethodImplSpec, { kind: "unary" }>;
@@ -119,12 +120,7 @@ function asMessages(
           it.return === undefined
             ? { done: true, value: undefined }
             : toMessage(await it.return(value)),
-        throw: async (err?: unknown) => {
-          if (it.throw !== undefined) return toMessage(await it.throw(err));
-          // As `yield*` does: a source that cannot take the error is closed.
-          await it.return?.();
-          throw err;
-        },
+        throw: async (err?: unknown) => toMessage(await throwInto(it, err)),
       };
     },
   };

@@ -1,3 +1,5 @@
+import { throwInto } from "./throw-into.js";
+
 /** IterableEnding says how iteration of an observed iterable stopped. */
 export type IterableEnding =
   | { readonly kind: "done" }
@@ -54,11 +56,7 @@ export function observeIterable<T>(
         },
         async throw(error?: unknown) {
           end({ kind: "failed", error });
-          if (it.throw !== undefined) return it.throw(error);
-          // As `yield*` does with a source that cannot take the error: close it, so what it
-          // holds for the call (a slot, reserved bytes) is let go.
-          await it.return?.();
-          throw error;
+          return throwInto(it, error);
         },
       };
     },

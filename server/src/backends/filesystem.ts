@@ -73,8 +73,8 @@ const syncIoBytes = 64 * 1024;
  * is waited for: with 16 offloads of 64 MiB at once, a stretch of 32 MiB left each put 471 ms
  * of flushing after its last byte (half a GiB for the disk at once, the whole server waiting),
  * a stretch of 8 MiB 121 ms; the round's throughput rose from 316-347 to 378-418 MiB/s
- * (alternated, one worker, three rounds each), a single 256 MiB offload unchanged (493-499
- * against 475-508 MiB/s with 4 MiB).
+ * (alternated, one worker, three rounds each); a single 256 MiB offload did not slow (493-499
+ * MiB/s with 32 MiB against 475-508 with 4 MiB, alternated).
  */
 const writebackBytes = 8 * 1024 * 1024;
 /**

@@ -1,36 +1,19 @@
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { inlineRecord } from "../../test/support/inline-record.js";
 import { bytesBody } from "./backends/body.js";
 import { createMemoryBackend } from "./backends/memory.js";
 import { runMetaKey, runPrefix } from "./keys.js";
 import { type ListRunsLog, listRuns } from "./list-runs.js";
 import { encodeRunsPageToken } from "./page-token.js";
-import { type NewRecord, toBase64 } from "./record.js";
 import { createRegistry } from "./registry.js";
 import { createRuns } from "./runs.js";
 
 const nowMs = 1_800_000_000_000;
 
-function record(tenant: string, runId: string, callId: string, text: string): NewRecord {
-  return {
-    v: 1,
-    handle: `res_${callId}`,
-    tenant,
-    runId,
-    callId,
-    name: "",
-    contentType: "text/plain",
-    sizeBytes: Buffer.byteLength(text),
-    observedBytes: Buffer.byteLength(text),
-    truncated: false,
-    stored: "inline",
-    sha256: "",
-    binary: false,
-    lineCount: 1,
-    preview: { head: text, tail: "", shape: "", omittedBytes: 0, text },
-    createdMs: nowMs - 1000,
-    inline: toBase64(Buffer.from(text)),
-  };
+/** A record of `text` in run runId, committed a second before the tests' clock. */
+function record(tenant: string, runId: string, callId: string, text: string) {
+  return inlineRecord(tenant, runId, callId, text, nowMs - 1000);
 }
 
 function setup() {

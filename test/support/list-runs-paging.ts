@@ -2,33 +2,9 @@ import { randomBytes } from "node:crypto";
 import { expect } from "vitest";
 import type { Backend } from "../../server/src/backends/backend.js";
 import { listRuns } from "../../server/src/list-runs.js";
-import { type NewRecord, toBase64 } from "../../server/src/record.js";
 import { createRegistry } from "../../server/src/registry.js";
 import { createRuns } from "../../server/src/runs.js";
-
-/** A small inline record of run runId, as an offload commits it. */
-function listedRecord(tenant: string, runId: string, callId: string): NewRecord {
-  const text = `${runId} ${callId}\n`;
-  return {
-    v: 1,
-    handle: `res_${callId}`,
-    tenant,
-    runId,
-    callId,
-    name: "",
-    contentType: "text/plain",
-    sizeBytes: Buffer.byteLength(text),
-    observedBytes: Buffer.byteLength(text),
-    truncated: false,
-    stored: "inline",
-    sha256: "",
-    binary: false,
-    lineCount: 1,
-    preview: { head: text, tail: "", shape: "", omittedBytes: 0, text },
-    createdMs: Date.now(),
-    inline: toBase64(Buffer.from(text)),
-  };
-}
+import { inlineRecord } from "./inline-record.js";
 
 /**
  * expectListRunsPagesEveryRunOnce stores runs whose ids sort differently in byte order and in
@@ -42,7 +18,10 @@ export async function expectListRunsPagesEveryRunOnce(backend: Backend): Promise
   const ids = ["a", "a-c", "a0", "a.b", "b", "a_", "a%"];
   for (const runId of ids) {
     for (const callId of ["c1", "c2"]) {
-      await registry.commit(listedRecord(tenant, runId, callId), runId);
+      await registry.commit(
+        inlineRecord(tenant, runId, callId, `${runId} ${callId}\n`, Date.now()),
+        runId,
+      );
     }
   }
   await runs.fork(tenant, "a", "a-fork", undefined);

@@ -228,6 +228,25 @@ describe("createGrpcTransport", () => {
     expect(err.rawMessage).toBe("no such");
   });
 
+  it("fails a request it cannot encode with INVALID_ARGUMENT, however the server answers", async () => {
+    const client = await clientFor(answerInfo("9.9.9"));
+    const window = {
+      runId: "r",
+      handle: "res_a",
+      // A BigInt where the proto has an int32: what untyped JavaScript can pass.
+      window: { case: "lines", value: { offset: 0n, limit: 3n as unknown as number } },
+    } as const;
+    const err = await failureOf(
+      (async () => {
+        for await (const _ of client.readToolOutput(window)) {
+          // The call fails before any message.
+        }
+      })(),
+    );
+    expect(err.code).toBe(Code.InvalidArgument);
+    expect(err.rawMessage).toContain("spillway.v1.LinesWindow.limit");
+  });
+
   it("takes a unary call's status from the trailer when the header carries one too", async () => {
     // As connect's own gRPC transport: a status in real trailers wins over one in the header.
     const client = await clientFor((stream) =>

@@ -1,14 +1,13 @@
 import * as http from "node:http";
 import * as https from "node:https";
-import {
-  type DescMessage,
-  type DescMethodStreaming,
-  type DescMethodUnary,
-  type MessageShape,
-  toBinary,
+import type {
+  DescMessage,
+  DescMethodStreaming,
+  DescMethodUnary,
+  MessageShape,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
-import { encodeEnvelope, getAbortSignalReason } from "@connectrpc/connect/protocol";
+import { getAbortSignalReason } from "@connectrpc/connect/protocol";
 import {
   headerGrpcStatus,
   parseContentType,
@@ -20,6 +19,7 @@ import {
 } from "@connectrpc/connect/protocol-grpc-web";
 import { createEnvelopeReader, fromHttp2Error, toHeaders, toNodeHeaders } from "@spillway/wire";
 import { createExchangeTransport, type Exchange } from "./exchange-transport.js";
+import { wireRequest } from "./request-wire.js";
 import { createResponseQueue, type SplitBytesField } from "./response-queue.js";
 import type { ClientTlsOptions } from "./session-manager.js";
 
@@ -115,7 +115,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
 ): Promise<Exchange<O>> {
   const message = await onlyMessage(method, input);
   if (signal.aborted) throw ConnectError.from(getAbortSignalReason(signal), Code.Canceled);
-  const body = encodeEnvelope(0, toBinary(method.input, message));
+  const parts = wireRequest(method.input, message);
+  const body = parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts);
   const target = new URL(url);
   const request = target.protocol === "https:" ? https.request : http.request;
   const req = request(target, {

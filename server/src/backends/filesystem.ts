@@ -33,7 +33,13 @@ import type {
 } from "./backend.js";
 import { abortableBody, bytesBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
-import { type ChunkPool, createChunkPool, firstReadBytes, readChunkBytes } from "./chunk-pool.js";
+import {
+  type ChunkPool,
+  createChunkPool,
+  firstReadBytes,
+  readAlignBytes,
+  readChunkBytes,
+} from "./chunk-pool.js";
 import {
   checkDescriptorPaths,
   directoryFlags,
@@ -1140,7 +1146,7 @@ async function* readRange(
   let next = start;
   const fill = () => {
     while (ahead.length < (size === readChunkBytes ? bulkReadsAhead : 1) && next < end) {
-      const want = Math.min(size, end - next);
+      const want = Math.min(size - (next % readAlignBytes), end - next);
       const read = readAt(next, want);
       // Its failure surfaces when it is awaited; until then, with the reader busy elsewhere, it
       // must not count as an unhandled rejection (which ends the process).

@@ -12,8 +12,10 @@ import { isRetryHandle, parseHandle, truncateForMessage } from "./keys.js";
 import { isExpired, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import type { Runs } from "./runs.js";
+import { findBlocksOnThreads } from "./window/find-blocks.js";
 import { createLineAnchors } from "./window/line-anchors.js";
 import { decodeLineIndexEntries, lineIndexEntryRange } from "./window/line-index.js";
+import { sharedScanPool } from "./window/scan-pool.js";
 import {
   createBufferWindowSource,
   type JsonViewSource,
@@ -104,6 +106,7 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     };
   }
   const blob = record.blob;
+  const openLocal = backend.openLocal?.bind(backend);
   return {
     json: storedJsonView(backend, record),
     handle: record.handle,
@@ -127,6 +130,28 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
       return releaseOnAbort(exactly(body, want, record.handle), signal);
     },
     release: (chunk) => backend.release?.(chunk),
+    ...(openLocal === undefined
+      ? {}
+      : {
+          async findBlocks(query, signal) {
+            // A failure here only costs the shortcut: the search then reads every byte, and
+            // meets (and reports) whatever stopped this.
+            const local = await openLocal(blob.key, signal === undefined ? {} : { signal }).catch(
+              () => undefined,
+            );
+            if (local === undefined) return undefined;
+            try {
+              // A file cut short is for the reads to find and report (DATA_LOSS), not to skip.
+              if (local.size < record.sizeBytes) return undefined;
+              const pool = sharedScanPool();
+              return await findBlocksOnThreads(pool, local.fd, record.sizeBytes, query, signal);
+            } catch {
+              return undefined;
+            } finally {
+              await local.close().catch(() => undefined);
+            }
+          },
+        }),
     async seekLine(line, signal, lines) {
       if (blob.indexKey === undefined) return { line: 0, offset: 0 };
       const first = Math.floor(line / blob.stride);

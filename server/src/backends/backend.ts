@@ -55,6 +55,16 @@ export interface ObjectInfo {
   readonly modifiedMs: number;
 }
 
+/** LocalObject is an object opened as a local file, for reads on the caller's own threads. */
+export interface LocalObject {
+  /** A descriptor open for reading the object's bytes; valid until close. */
+  readonly fd: number;
+  /** The file's size when it was opened. */
+  readonly size: number;
+  /** Closes the descriptor. */
+  close(): Promise<void>;
+}
+
 /**
  * Backend stores immutable objects under keys.
  *
@@ -118,6 +128,13 @@ export interface Backend {
    * back are collected as usual); absent on backends whose chunks are not pooled.
    */
   release?(chunk: Uint8Array): void;
+  /**
+   * Opens an object's file for positioned reads on threads of the caller's own (a search
+   * spread over every core), with get's checks: a missing key is NOT_FOUND, and what get
+   * refuses to read (a symlink, a special file, a file outside the root) is refused the same
+   * way. Absent on stores whose objects are not local files.
+   */
+  openLocal?(key: string, opts?: BackendCallOptions): Promise<LocalObject>;
   /**
    * Checks cheaply that the store is usable now, rejecting with the ConnectError calls would
    * meet. Absent: the server's readiness probe lists one key instead (server/store-readiness.ts),

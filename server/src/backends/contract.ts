@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { readSync } from "node:fs";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Backend } from "./backend.js";
@@ -22,6 +23,8 @@ export interface ContractDifferences {
   readonly listsInByteOrder?: boolean;
   /** False for stores without `putMany` (the object stores, where each name is a copy). */
   readonly putsMany?: boolean;
+  /** True for stores whose objects are local files, with `openLocal` (the filesystem). */
+  readonly localFiles?: boolean;
 }
 
 /**
@@ -38,6 +41,7 @@ export function describeBackendContract(
 ): void {
   const byteOrder = differences.listsInByteOrder ?? true;
   const putsMany = differences.putsMany ?? true;
+  const localFiles = differences.localFiles ?? false;
   describe(`Backend contract: ${name}`, () => {
     let subject: BackendUnderTest | undefined;
 
@@ -358,6 +362,38 @@ export function describeBackendContract(
         );
         expect((await backend().list(prefix)).keys).toEqual([]);
         expect(await putMany([], bytesBody(text("x")))).toEqual([]);
+      });
+    });
+
+    describe("openLocal", () => {
+      if (!localFiles) {
+        it("has no openLocal: its objects are no local files", () => {
+          expect(backend().openLocal).toBeUndefined();
+        });
+        return;
+      }
+      const openLocal = (key: string) => {
+        const call = backend().openLocal;
+        if (call === undefined) throw new Error("the backend has no openLocal");
+        return call(key);
+      };
+
+      it("opens a descriptor that reads the object's bytes until it is closed", async () => {
+        const key = `${uniquePrefix()}local`;
+        const bytes = randomBytes(300_000);
+        await backend().put(key, bytesBody(bytes));
+        const local = await openLocal(key);
+        expect(local.size).toBe(bytes.length);
+        const read = Buffer.alloc(1000);
+        expect(readSync(local.fd, read, 0, read.length, 123_456)).toBe(read.length);
+        expect(read.equals(bytes.subarray(123_456, 124_456))).toBe(true);
+        await local.close();
+        expect(() => readSync(local.fd, read, 0, 1, 0)).toThrow();
+      });
+
+      it("is NOT_FOUND for a missing key and INVALID_ARGUMENT for a bad one", async () => {
+        expect(await codeOf(openLocal(`${uniquePrefix()}absent`))).toBe(Code.NotFound);
+        expect(await codeOf(openLocal(`${uniquePrefix()}../x`))).toBe(Code.InvalidArgument);
       });
     });
 

@@ -27,21 +27,29 @@ import { describeBackendContract } from "./contract.js";
 import { createFilesystemBackend } from "./filesystem.js";
 import { maxKeySegments } from "./object-key.js";
 
-describeBackendContract("filesystem", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
-  return {
-    backend: createFilesystemBackend({ root: join(dir, "root") }),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+describeBackendContract(
+  "filesystem",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
+    return {
+      backend: createFilesystemBackend({ root: join(dir, "root") }),
+      cleanup: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { localFiles: true },
+);
 
-describeBackendContract("filesystem without fsync", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
-  return {
-    backend: createFilesystemBackend({ root: join(dir, "root"), fsync: false }),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+describeBackendContract(
+  "filesystem without fsync",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "spillway-fs-contract-"));
+    return {
+      backend: createFilesystemBackend({ root: join(dir, "root"), fsync: false }),
+      cleanup: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { localFiles: true },
+);
 
 describe("filesystem backend", () => {
   const scratch = scratchDir("spillway-fs-");
@@ -183,6 +191,7 @@ describe("filesystem backend", () => {
     it("get, head and delete through a symlinked directory fail without touching the file", async () => {
       const { backend, outside } = await planted();
       expect(await codeOf(backend.get("t/secret"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.openLocal("t/secret"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.head("t/secret"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.delete("t/secret"))).toBe(Code.FailedPrecondition);
       expect(await readFile(join(outside, "secret"), "utf8")).toBe("top secret");
@@ -221,6 +230,7 @@ describe("filesystem backend", () => {
       await symlink(outside, join(backend.root, "t", "run"));
       expect(await codeOf(backend.get("t/run/a"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.get("t/run/a", { offset: 1 }))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.openLocal("t/run/a"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.head("t/run/a"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.put("t/run/b", bytesBody(text("escape"))))).toBe(
         Code.FailedPrecondition,
@@ -241,6 +251,7 @@ describe("filesystem backend", () => {
       await rm(join(backend.root, "t", "run", "a"));
       await symlink(join(outside, "secret"), join(backend.root, "t", "run", "a"));
       expect(await codeOf(backend.get("t/run/a"))).toBe(Code.FailedPrecondition);
+      expect(await codeOf(backend.openLocal("t/run/a"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.head("t/run/a"))).toBe(Code.FailedPrecondition);
       expect(await codeOf(backend.put("t/run/a", bytesBody(text("x"))))).toBe(
         Code.FailedPrecondition,

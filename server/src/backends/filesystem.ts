@@ -29,6 +29,7 @@ import type {
   GetOptions,
   ListOptions,
   ListPage,
+  LocalObject,
   ObjectInfo,
 } from "./backend.js";
 import { abortableBody, bytesBody, throwIfAborted } from "./body.js";
@@ -122,6 +123,8 @@ export type FilesystemBackend = Backend & {
   readonly root: string;
   /** Always present here: a put is putMany under one name. */
   putMany: NonNullable<Backend["putMany"]>;
+  /** Always present here: every object is a file under the root. */
+  openLocal: NonNullable<Backend["openLocal"]>;
   /**
    * Deletes temp files (`.tmp-*`, left by a crash mid-put) last modified more than
    * `olderThanMs` ago, anywhere under the root, without following symlinks; returns how many.
@@ -729,17 +732,28 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         if (found.isFile() && rangeEnd(found.size, offset, length) - offset <= syncIoBytes) {
           return readSmall(path, found, offset, length, key, files);
         }
-        // O_NONBLOCK keeps a planted FIFO from hanging the open; it changes nothing for files.
-        handle = await open(path, readFlags);
-        if (!fileIsAt(handle.fd, path)) throw outsideRefused(key);
-        const stats = await handle.stat();
-        if (!stats.isFile()) throw notFileError(stats, key);
-        const end = rangeEnd(stats.size, offset, length);
+        const opened = await openFile(path, key);
+        handle = opened.handle;
+        const end = rangeEnd(opened.stats.size, offset, length);
         const stream = readRange(handle, offset, end, signal, key, chunks);
         handle = undefined;
         return stream;
       } catch (err) {
         await handle?.close().catch(() => undefined);
+        throw fromNodeError(err, key);
+      }
+    },
+
+    async openLocal(key: string, callOpts?: BackendCallOptions): Promise<LocalObject> {
+      const path = filePath(key);
+      try {
+        throwIfAborted(callOpts?.signal);
+        const found = lookUp(path);
+        if (found === undefined || found.isDirectory()) throw notFound(key);
+        if (isSpecial(found)) throw notPlain(key);
+        const { handle, stats } = await openFile(path, key);
+        return { fd: handle.fd, size: stats.size, close: () => handle.close() };
+      } catch (err) {
         throw fromNodeError(err, key);
       }
     },
@@ -996,6 +1010,24 @@ function publish(tempPath: string, dirFd: number, name: string, key: string): vo
 
 /** The flags every read opens a file with (O_NONBLOCK: a planted FIFO must not hang the open). */
 const readFlags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Opens the file at `path` for reading and refuses, once it is open, what no read may touch:
+ * a file the kernel names outside the root, or anything but a regular file.
+ */
+async function openFile(path: string, key: string): Promise<{ handle: FileHandle; stats: Stats }> {
+  // O_NONBLOCK keeps a planted FIFO from hanging the open; it changes nothing for files.
+  const handle = await open(path, readFlags);
+  try {
+    if (!fileIsAt(handle.fd, path)) throw outsideRefused(key);
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw notFileError(stats, key);
+    return { handle, stats };
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw err;
+  }
+}
 
 /** lstat without the exception (and its stack trace) for a missing entry. */
 function lstatIfPresent(path: string): Stats | undefined {

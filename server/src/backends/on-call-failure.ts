@@ -44,7 +44,7 @@ export function onCallFailure(
       throw err;
     }
   };
-  const { putMany } = base;
+  const { putMany, openLocal } = base;
   return {
     ...base,
     put: (key, body, opts) => uploaded(body, opts, (observed) => base.put(key, observed, opts)),
@@ -71,6 +71,9 @@ export function onCallFailure(
             return results;
           },
         }),
+    ...(openLocal === undefined
+      ? {}
+      : { openLocal: (key, opts) => watched(() => openLocal(key, opts), opts) }),
     close: () => watched(() => base.close()),
   };
 }

@@ -27,7 +27,7 @@ export function pokeOnStoreFault(base: Backend, onFault: () => void): Backend {
       throw err;
     }
   };
-  const { putMany } = base;
+  const { putMany, openLocal } = base;
   return {
     ...base,
     put: (key, body, callOpts) => watched(() => base.put(key, body, callOpts), callOpts),
@@ -41,5 +41,8 @@ export function pokeOnStoreFault(base: Backend, onFault: () => void): Backend {
       : {
           putMany: (keys, body, callOpts) => watched(() => putMany(keys, body, callOpts), callOpts),
         }),
+    ...(openLocal === undefined
+      ? {}
+      : { openLocal: (key, callOpts) => watched(() => openLocal(key, callOpts), callOpts) }),
   };
 }

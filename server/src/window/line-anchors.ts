@@ -18,6 +18,13 @@ export interface LineAnchors {
    * entries loaded; undefined when none is. Calls must not go backwards in `offset`.
    */
   floor(offset: number): LineAnchor | undefined;
+  /** The indexed line right before the last floor found; undefined when it is line 0 or none was. */
+  previous(): LineAnchor | undefined;
+  /**
+   * The indexed line right after the last floor found, among the entries loaded (reach past
+   * it first); undefined when none is loaded.
+   */
+  next(): LineAnchor | undefined;
   /** Stops reading the index (a scan that ended early must not keep it open). */
   close(): Promise<void>;
 }
@@ -38,6 +45,11 @@ export function createLineAnchors(
   let at = -1;
   let pending: Float64Array[] = [];
   let done = false;
+  let before: LineAnchor | undefined;
+  const here = (): LineAnchor | undefined => {
+    const found = batch[at];
+    return found === undefined ? undefined : { line: (batchFirst + at) * stride, offset: found };
+  };
   const last = (): number => {
     const tail = pending.at(-1) ?? batch;
     return tail.length > 0 ? (tail[tail.length - 1] ?? -1) : -1;
@@ -55,18 +67,30 @@ export function createLineAnchors(
         const following = batch[at + 1];
         if (following !== undefined) {
           if (following > offset) break;
+          before = here();
           at++;
           continue;
         }
         const next = pending[0];
         if (next === undefined || (next[0] ?? Number.POSITIVE_INFINITY) > offset) break;
         pending = pending.slice(1);
+        before = here();
         batchFirst += batch.length;
         batch = next;
         at = 0;
       }
-      const found = batch[at];
-      return found === undefined ? undefined : { line: (batchFirst + at) * stride, offset: found };
+      return here();
+    },
+    previous: () => before,
+    next() {
+      const following = batch[at + 1];
+      if (following !== undefined) {
+        return { line: (batchFirst + at + 1) * stride, offset: following };
+      }
+      const first = pending[0]?.[0];
+      return first === undefined
+        ? undefined
+        : { line: (batchFirst + batch.length) * stride, offset: first };
     },
     async close() {
       done = true;

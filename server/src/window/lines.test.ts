@@ -280,6 +280,32 @@ describe("lines window caps", () => {
     ]);
     expect(delivered[1]?.end).toBe(100_007);
   });
+
+  it("jumps past unread bytes between lines, keeping true numbers and offsets", () => {
+    const delivered: [number, number, string][] = [];
+    const splitter = createLineSplitter({
+      firstLine: 0,
+      firstOffset: 0,
+      skipUntil: 0,
+      keepBytes: 10,
+      onLine: (line) => {
+        delivered.push([line.index, line.start, line.head.toString()]);
+        return true;
+      },
+    });
+    splitter.push(Buffer.from("a\nb"));
+    expect(() => splitter.jump(100, 40)).toThrow("from inside line 1");
+    splitter.push(Buffer.from("c\n"));
+    splitter.jump(100, 40);
+    splitter.push(Buffer.from("far\nend"));
+    splitter.finish();
+    expect(delivered).toEqual([
+      [0, 0, "a"],
+      [1, 2, "bc"],
+      [40, 100, "far"],
+      [41, 104, "end"],
+    ]);
+  });
 });
 
 describe("lines windows without escape sequences", () => {

@@ -43,6 +43,12 @@ export interface LineSplitter {
   push(chunk: Uint8Array): boolean;
   /** Ends the stream, delivering a last line that has no `\n`. */
   finish(): void;
+  /**
+   * Goes on at `offset`, the start of 0-based line `line`, past bytes never pushed (a search
+   * passing over stretches where no line can match): the lines after keep their true numbers
+   * and offsets. Only between lines: throws when the bytes pushed so far end inside a line.
+   */
+  jump(offset: number, line: number): void;
 }
 
 /** LineSplitterOptions place the stream on the grid and say what to keep. */
@@ -196,6 +202,14 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
         i = nl + 1;
       }
       return !stopped;
+    },
+    jump(offset, line) {
+      if (partsLength > 0 || discarding || pos !== lineStart) {
+        throw new Error(`jump to line ${line} from inside line ${index}`);
+      }
+      index = line;
+      lineStart = offset;
+      pos = offset;
     },
     finish() {
       if (stopped || partsLength === 0) return;

@@ -34,7 +34,7 @@ const bytesPerProbeHit = 128;
 const bytesPerAnchorByte = 16;
 
 /** How the needle is looked for: a probe from a rare byte of it, and a second byte to check. */
-interface Plan {
+export interface LiteralPlan {
   /** Offset in the needle where the probe starts (one of its rarest bytes). */
   readonly anchor: number;
   /** needle[anchor, anchor + probeBytes): found by Node's memchr-led search of short strings. */
@@ -66,12 +66,12 @@ export function sampleOccurrences(sample: Buffer, text: Buffer): number {
 }
 
 /**
- * Plans the search from a sample of the text: the probe starts at one of the needle's rarest
- * bytes, the one whose probe the sample says is cheapest to scan for; the guard is the rarest
- * needle byte outside the probe. Undefined when the sample says Node's own search of the whole
- * needle is faster (a needle of one byte, or no byte of it rare enough).
+ * planLiteralSearch plans a search from a sample of the text: the probe starts at one of the
+ * needle's rarest bytes, the one whose probe the sample says is cheapest to scan for; the
+ * guard is the rarest needle byte outside the probe. Undefined when the sample says Node's own
+ * search of the whole needle is faster (a needle of one byte, or no byte of it rare enough).
  */
-function planFor(needle: Buffer, sample: Buffer): Plan | undefined {
+export function planLiteralSearch(needle: Buffer, sample: Buffer): LiteralPlan | undefined {
   if (needle.length < 2) return undefined;
   const { counts, end } = byteCounts(sample);
   const count = (k: number) => counts[needle[k] as number] ?? 0;
@@ -108,7 +108,7 @@ function planFor(needle: Buffer, sample: Buffer): Plan | undefined {
  */
 export function createLiteralFinder(needle: Buffer): LiteralFinder {
   // Unset until learned; "plain" once the probe is known to be common.
-  let plan: Plan | "plain" | undefined;
+  let plan: LiteralPlan | "plain" | undefined;
   let current: Buffer | undefined;
   let scanned = 0;
   let hits = 0;
@@ -116,7 +116,7 @@ export function createLiteralFinder(needle: Buffer): LiteralFinder {
     indexOf(haystack, from) {
       const start = Math.max(0, from);
       if (needle.length === 0) return Math.min(start, haystack.length);
-      plan ??= planFor(needle, haystack) ?? "plain";
+      plan ??= planLiteralSearch(needle, haystack) ?? "plain";
       if (plan === "plain") return haystack.indexOf(needle, start);
       if (haystack !== current) {
         current = haystack;

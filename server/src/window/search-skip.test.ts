@@ -168,6 +168,15 @@ describe("line anchors", () => {
       const floor = anchors.floor(offset);
       const k = [...index.offsets].findLastIndex((o) => o <= offset);
       expect(floor).toEqual({ line: 3 * k, offset: index.offsets[k] });
+      expect(anchors.previous()).toEqual(
+        k === 0 ? undefined : { line: 3 * (k - 1), offset: index.offsets[k - 1] },
+      );
+      await anchors.reach(index.offsets[k + 1] ?? text.length);
+      expect(anchors.next()).toEqual(
+        k + 1 < index.offsets.length
+          ? { line: 3 * (k + 1), offset: index.offsets[k + 1] }
+          : undefined,
+      );
       expect(floor?.offset ?? -1).toBeGreaterThanOrEqual(previous.offset);
       previous = floor ?? previous;
     }

@@ -32,6 +32,13 @@ import {
   type SearchCursor,
   searchCursorCheck,
 } from "./search-cursor.js";
+import {
+  type BlockSkipping,
+  blockSegments,
+  defaultBlockSkipping,
+  type RequiredText,
+  type SearchSegment,
+} from "./search-segments.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 import {
   hasAnsiBytes,
@@ -76,6 +83,11 @@ export interface LineMatcher {
    * misses a line that test() would accept; unset when the pattern cannot promise that.
    */
   readonly find?: (chunk: Buffer, from: number) => number;
+  /**
+   * Bytes every line test() accepts holds as stored (with `escapes`, unless the line holds an
+   * escape byte): a search may read only the lines holding them. Unset when there are none.
+   */
+  readonly required?: RequiredText;
 }
 
 /** maxContextLines is the most context lines a search shows on each side of a match. */
@@ -171,7 +183,10 @@ function literalCandidates(literals: readonly string[]): (chunk: Buffer, from: n
 function createRegexMatcher(
   source: string,
   ignoreCase: boolean,
-): LineMatcher & { readonly testText: (text: Buffer) => boolean } {
+): LineMatcher & {
+  readonly testText: (text: Buffer) => boolean;
+  readonly literals: readonly string[];
+} {
   const line = compile(source, ignoreCase ? "iu" : "u");
   const literals = ignoreCase ? [] : requiredLiterals(source);
   let find: ((chunk: Buffer, from: number) => number) | undefined;
@@ -185,6 +200,7 @@ function createRegexMatcher(
   }
   return {
     beginChunk() {},
+    literals,
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(find === undefined ? {} : { find }),
@@ -242,23 +258,30 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   if (request.pattern === "") {
     throw new ConnectError("search pattern must not be empty", Code.InvalidArgument);
   }
+  const escapes = request.keepAnsi !== true;
   if (!request.regex && !request.ignoreCase) {
     const literal = createLiteralMatcher(request.pattern);
-    if (request.keepAnsi === true) return literal;
     const needle = Buffer.from(request.pattern, "utf8");
     if (needle.includes(10)) return literal;
+    const required = { text: needle, escapes };
+    if (!escapes) return { ...literal, required };
     const finder = createLiteralFinder(needle);
-    return visibleTextMatcher(
+    const visible = visibleTextMatcher(
       literal,
-      (visible) => visible.includes(needle),
+      (text) => text.includes(needle),
       (text, from) => finder.indexOf(text, from),
     );
+    return { ...visible, required };
   }
   const source = request.regex ? request.pattern : escapeLiteral(request.pattern);
   const regex = createRegexMatcher(source, request.ignoreCase);
-  if (request.keepAnsi === true) return regex;
   // The same RE2 objects test a stripped line and scan a stripped chunk.
-  return visibleTextMatcher(regex, regex.testText, regex.find);
+  const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
+  const longest = regex.literals.reduce((a, b) => (b.length > a.length ? b : a), "");
+  const text = Buffer.from(longest, "utf8");
+  return longest === "" || text.includes(10)
+    ? matcher
+    : { ...matcher, required: { text, escapes } };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */
@@ -302,6 +325,22 @@ async function* readGrowing(
     if (length === undefined || at === from) return;
     span *= 2;
   }
+}
+
+/** The one segment of a search that reads on from its start (see blockSegments for the other). */
+async function* wholeRead(
+  source: WindowSource,
+  start: { readonly offset: number; readonly firstLine: number },
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SearchSegment> {
+  yield {
+    offset: start.offset,
+    line: start.firstLine,
+    chunks:
+      start.offset === 0
+        ? await source.read(0, undefined, signal)
+        : readGrowing(source, start.offset, signal),
+  };
 }
 
 /** Matches per content frame. */
@@ -366,6 +405,12 @@ function matchesFrame(matches: readonly OpenMatch[]): ReadToolOutputResponse {
  * it, so paging through every match reads the payload about once. `clipped` is set when a cap
  * cut the window: the character cap, a request above caps.maxMatches, a shown line clipped at
  * maxLineChars, or a line past the skipped matches matched on its head only.
+ *
+ * A search from the start of a payload of at least `skipping.minBytes` whose matches all hold
+ * some text (matcher.required) reads the head as usual, then asks the source which blocks hold
+ * that text (findBlocks: threads of their own reading the file, where it is a local file) and
+ * reads only the lines around them (blockSegments); the frames are exactly those of reading
+ * every byte.
  */
 export async function* searchWindow(
   source: WindowSource,
@@ -374,6 +419,7 @@ export async function* searchWindow(
   caps: WindowCaps,
   withText: boolean,
   signal?: AbortSignal,
+  skipping: BlockSkipping = defaultBlockSkipping,
 ): AsyncGenerator<ReadToolOutputResponse> {
   if (request.maxMatches !== undefined && request.maxMatches < 1) {
     throw new ConnectError(
@@ -561,22 +607,37 @@ export async function* searchWindow(
   // moved on (the splitter keeps no view of it, the matcher none past the next chunk).
   let current: Uint8Array | undefined;
   try {
-    const chunks =
-      start.offset === 0
-        ? await source.read(0, undefined, signal)
-        : readGrowing(source, start.offset, signal);
-    for await (const chunk of chunks) {
-      if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
-      matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
-      if (current !== undefined) source.release(current);
-      current = chunk;
-      offset += chunk.length;
-      await anchors?.reach(offset);
-      const more = splitter.push(chunk);
-      yield* frames.splice(0);
-      if (!more) {
-        exhausted = false;
-        break;
+    const { required } = matcher;
+    const segments =
+      required !== undefined &&
+      anchors !== undefined &&
+      request.after === undefined &&
+      start.offset === 0 &&
+      source.findBlocks !== undefined &&
+      source.size >= skipping.minBytes &&
+      // A segment takes one indexed line of context on each side: enough when lines are
+      // indexed at least every `context` lines.
+      (context === 0 || (await source.seekLine(context - 1, signal)).line === 0)
+        ? blockSegments(source, required, context, skipping, signal)
+        : wholeRead(source, start, signal);
+    reading: for await (const segment of segments) {
+      if (segment.offset !== offset) {
+        splitter.jump(segment.offset, segment.line);
+        offset = segment.offset;
+      }
+      for await (const chunk of segment.chunks) {
+        if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+        matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
+        if (current !== undefined) source.release(current);
+        current = chunk;
+        offset += chunk.length;
+        await anchors?.reach(offset);
+        const more = splitter.push(chunk);
+        yield* frames.splice(0);
+        if (!more) {
+          exhausted = false;
+          break reading;
+        }
       }
     }
     if (exhausted) splitter.finish();

@@ -9,6 +9,7 @@ import {
   type JsonViewIndex,
   type JsonViewKind,
 } from "../json/json-view-index.js";
+import { type BlockQuery, findBlocksInMemory } from "./find-blocks.js";
 import { createLineAnchors, type LineAnchors } from "./line-anchors.js";
 import { createLineIndexer, defaultLineIndexStride, nearestIndexedLine } from "./line-index.js";
 
@@ -51,6 +52,13 @@ export interface WindowSource {
    * ahead; a payload stored without an index yields no anchors.
    */
   lineAnchors(signal?: AbortSignal): LineAnchors;
+  /**
+   * The blocks, from query.from on, where an occurrence of query.text starts or (escapes) an
+   * escape byte is, ascending; undefined when more than query.maxShare of them are, the scan
+   * was cancelled or failed. Stored payloads answer it where the backend has local files
+   * (openLocal), scanning on threads of their own; bytes in memory on the calling thread.
+   */
+  findBlocks?(query: BlockQuery, signal?: AbortSignal): Promise<readonly number[] | undefined>;
   /**
    * The payload's JSON view, or why it has none (not JSON, or offloaded before JSON views were
    * indexed): the reason is the FAILED_PRECONDITION message a JSON window answers with.
@@ -126,6 +134,9 @@ export function createBufferWindowSource(
       })();
     },
     release() {},
+    async findBlocks(query, signal) {
+      return findBlocksInMemory(bytes, query, signal);
+    },
     async seekLine(line) {
       const nearest = nearestIndexedLine(index.stride, index.lineCount, line);
       return { line: nearest.line, offset: index.offsets[nearest.entry] ?? 0 };

@@ -1,0 +1,111 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type BlockRead, type BlockScanTask, scanBlocks } from "./block-scan.js";
+import { planLiteralSearch } from "./literal-finder.js";
+
+/** The blocks where `text` starts, or an escape byte is, found one byte at a time. */
+function naiveBlocks(all: Buffer, task: BlockScanTask): number[] {
+  const blocks = new Set<number>();
+  for (let at = task.from; at < task.to; at++) {
+    const escapeByte = task.escapes && all[at] === 27;
+    const text = all.subarray(at, at + task.text.length).equals(Buffer.from(task.text));
+    if (escapeByte || text) blocks.add(Math.floor(at / task.blockBytes));
+  }
+  return [...blocks].sort((a, b) => a - b);
+}
+
+const readFrom =
+  (all: Buffer): BlockRead =>
+  (into, length, position) =>
+    all.copy(into, 0, position, Math.min(all.length, position + length));
+
+const progress = () => new Int32Array(new SharedArrayBuffer(8));
+
+/** Text of skewed words, so probes hit often and partial matches abound. */
+const textArb = fc
+  .array(fc.constantFrom("ab", "abc", "cab", "b", "\n", "ca", "\u001b", "x", "abcab"), {
+    maxLength: 300,
+  })
+  .map((parts) => Buffer.from(parts.join("")));
+
+describe("scanBlocks", () => {
+  it("finds exactly the blocks where the text starts or an escape byte is", () => {
+    fc.assert(
+      fc.property(
+        textArb,
+        fc.constantFrom("ab", "abc", "cabx", "bcab", "x", "abcabc"),
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        fc.boolean(),
+        fc.nat(),
+        (all, pattern, blockBytes, blocksPerSpan, escapes, planned, cut) => {
+          const text = Buffer.from(pattern);
+          const blocks = Math.ceil(all.length / blockBytes);
+          const from = (cut % (blocks + 1)) * blockBytes;
+          const plan = planned ? planLiteralSearch(text, all) : undefined;
+          const task: BlockScanTask = {
+            from: Math.min(from, Math.max(0, blocks - 1) * blockBytes),
+            to: all.length,
+            size: all.length,
+            blockBytes,
+            spanBytes: blockBytes * blocksPerSpan,
+            text,
+            probeAt: plan?.anchor ?? -1,
+            probeLength: plan?.probe.length ?? 0,
+            escapes,
+            cap: Number.MAX_SAFE_INTEGER,
+            maxShare: 1,
+          };
+          expect(scanBlocks(task, readFrom(all), progress())).toEqual(naiveBlocks(all, task));
+        },
+      ),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("counts a text that straddles the end of its range in the block where it starts", () => {
+    const all = Buffer.from("....ab..");
+    const task: BlockScanTask = {
+      from: 0,
+      to: 5,
+      size: all.length,
+      blockBytes: 5,
+      spanBytes: 5,
+      text: Buffer.from("ab"),
+      probeAt: -1,
+      probeLength: 0,
+      escapes: false,
+      cap: 10,
+      maxShare: 1,
+    };
+    expect(scanBlocks(task, readFrom(all), progress())).toEqual([0]);
+  });
+
+  it("gives up past its cap, or its share of the blocks scanned, and stops its peers", () => {
+    const all = Buffer.from("ab".repeat(4096));
+    const base: BlockScanTask = {
+      from: 0,
+      to: all.length,
+      size: all.length,
+      blockBytes: 16,
+      spanBytes: 16,
+      text: Buffer.from("ab"),
+      probeAt: -1,
+      probeLength: 0,
+      escapes: false,
+      cap: 100,
+      maxShare: 1,
+    };
+    const shared = progress();
+    expect(scanBlocks(base, readFrom(all), shared)).toBeUndefined();
+    expect(Atomics.load(shared, 0)).toBe(1);
+    expect(scanBlocks({ ...base, from: 16 }, readFrom(all), shared)).toBeUndefined();
+    const share = progress();
+    expect(
+      scanBlocks({ ...base, cap: 10_000, maxShare: 0.5 }, readFrom(all), share),
+    ).toBeUndefined();
+    // It judges the share only once 16 spans are scanned.
+    expect(Atomics.load(share, 1)).toBe(16);
+  });
+});

@@ -1,0 +1,114 @@
+/**
+ * BlockScanTask asks which blocks of a payload hold a text: the blocks are `blockBytes` long
+ * and aligned in the payload (block k is [k·blockBytes, (k+1)·blockBytes)), and a block holds
+ * the text when an occurrence of it starts inside the block.
+ */
+export interface BlockScanTask {
+  /** First byte scanned: a multiple of blockBytes. */
+  readonly from: number;
+  /** End of the scanned range (exclusive): a multiple of blockBytes, or the payload's size. */
+  readonly to: number;
+  /** The payload's size: bytes past `to`, up to it, are read to see occurrences that straddle. */
+  readonly size: number;
+  readonly blockBytes: number;
+  /** Bytes read at a time: a multiple of blockBytes. */
+  readonly spanBytes: number;
+  /** The text looked for; it holds no `\n`. */
+  readonly text: Uint8Array;
+  /** Where in `text` its probe starts (a piece found by memchr on a rare byte), or -1: none. */
+  readonly probeAt: number;
+  /** Length of the probe, when probeAt is set. */
+  readonly probeLength: number;
+  /** A block holding an escape byte (0x1b) counts as holding the text too. */
+  readonly escapes: boolean;
+  /** Most blocks found, over every task sharing `progress`, before all of them give up. */
+  readonly cap: number;
+  /** Most blocks found, as a share of the blocks a task has scanned, before it gives up. */
+  readonly maxShare: number;
+}
+
+/**
+ * Reads `length` bytes of the payload at `position` into `into` from byte 0, returning how
+ * many it read (fewer only at the payload's end).
+ */
+export type BlockRead = (into: Uint8Array, length: number, position: number) => number;
+
+/**
+ * scanBlocks returns the numbers, ascending, of the blocks of task's range that hold its text
+ * (or an escape byte, with `escapes`). It reads the range once through `read`, in spans of
+ * task.spanBytes and the text's length less one past each (into one buffer kept for the
+ * scan, so the scan finds the bytes in the core's cache), and in each span looks for the next
+ * occurrence from the start of the block after the last one found. Undefined when it gave up:
+ * another task sharing `progress` asked all to stop (progress[0] set), together they found
+ * more than task.cap blocks (progress[1] counts them), or more than task.maxShare of the
+ * blocks it scanned qualify (past its first 16 spans).
+ *
+ * It runs on worker threads from its source text (scan-pool.ts): it uses nothing but its
+ * arguments and globals.
+ */
+export function scanBlocks(
+  task: BlockScanTask,
+  read: BlockRead,
+  progress: Int32Array,
+): number[] | undefined {
+  const { from, to, size, blockBytes, spanBytes, probeAt, probeLength, escapes, cap } = task;
+  const text = Buffer.from(task.text.buffer, task.text.byteOffset, task.text.byteLength);
+  const probe = probeAt < 0 ? text : text.subarray(probeAt, probeAt + probeLength);
+  const shift = Math.max(0, probeAt);
+  // A cache line into its memory: a read into a page-aligned buffer at a page-aligned file
+  // position copies at a fifth of the speed (4K aliasing, see backends/chunk-pool.ts).
+  const room = spanBytes + text.length - 1;
+  const buffer = Buffer.from(Buffer.allocUnsafeSlow(room + 64).buffer, 64, room);
+  const found: number[] = [];
+  // A probe that proves common hands over to the whole text's own search, as in literal-finder.
+  let probeHits = 0;
+  let plain = probeAt < 0;
+  let spans = 0;
+  for (let start = from; start < to; start += spanBytes) {
+    if (Atomics.load(progress, 0) !== 0) return undefined;
+    const got = read(buffer, Math.min(room, size - start), start);
+    if (got <= 0) break;
+    const view = buffer.subarray(0, got);
+    // Occurrences must start inside the span (and the task's range); the bytes after are
+    // read only to see an occurrence that straddles its end.
+    const spanEnd = Math.min(spanBytes, to - start, got);
+    let escapeAt = escapes ? view.indexOf(27) : -1;
+    for (let at = 0; at < spanEnd; ) {
+      if (escapeAt >= 0 && escapeAt < at) escapeAt = view.indexOf(27, at);
+      let next = -1;
+      if (plain) next = view.indexOf(text, at);
+      else {
+        for (let i = view.indexOf(probe, at + shift); i >= 0; i = view.indexOf(probe, i + 1)) {
+          const candidate = i - shift;
+          if (candidate >= spanEnd || (escapeAt >= 0 && candidate > escapeAt)) break;
+          const end = candidate + text.length;
+          if (end <= got && view.compare(text, 0, text.length, candidate, end) === 0) {
+            next = candidate;
+            break;
+          }
+          if (++probeHits > 16 + (start - from + i) / 128) {
+            plain = true;
+            next = view.indexOf(text, candidate + 1);
+            break;
+          }
+        }
+      }
+      if (escapeAt >= 0 && (next < 0 || escapeAt < next)) next = escapeAt;
+      if (next < 0 || next >= spanEnd) break;
+      const block = Math.floor((start + next) / blockBytes);
+      found.push(block);
+      if (Atomics.add(progress, 1, 1) + 1 > cap) {
+        Atomics.store(progress, 0, 1);
+        return undefined;
+      }
+      at = (block + 1) * blockBytes - start;
+    }
+    spans++;
+    const scanned = ((start + spanEnd - from) / blockBytes) | 0;
+    if (spans >= 16 && found.length > scanned * task.maxShare) {
+      Atomics.store(progress, 0, 1);
+      return undefined;
+    }
+  }
+  return found;
+}

@@ -1,0 +1,118 @@
+import { readSync } from "node:fs";
+import { type BlockRead, type BlockScanTask, scanBlocks } from "./block-scan.js";
+import { planLiteralSearch } from "./literal-finder.js";
+import type { ScanPool } from "./scan-pool.js";
+
+/** BlockQuery asks which blocks of a payload a search must read (WindowSource.findBlocks). */
+export interface BlockQuery {
+  /** First byte to scan: a multiple of blockBytes. */
+  readonly from: number;
+  /** Block length; blocks are aligned in the payload. */
+  readonly blockBytes: number;
+  /** Bytes every matching line holds as stored; no `\n`. */
+  readonly text: Buffer;
+  /** A block holding an escape byte counts too (lines matched without their sequences). */
+  readonly escapes: boolean;
+  /**
+   * Give up once more than this share of the blocks qualify (or of those scanned so far, past
+   * the first few megabytes): the search then reads on as usual.
+   */
+  readonly maxShare: number;
+}
+
+/** Bytes of the payload a scan learns its probe from (as the literal finder does). */
+const sampleBytes = 64 * 1024;
+/** Bytes a scan reads at a time: fits the core's cache beside the code scanning it. */
+const spanBytes = 1024 * 1024;
+
+/**
+ * blockScanTasks cuts a query over a payload of `size` bytes into `count` tasks of whole
+ * blocks (the last ends at the payload's end), planning the probe from `sample`, the bytes at
+ * query.from.
+ */
+export function blockScanTasks(
+  query: BlockQuery,
+  size: number,
+  count: number,
+  sample: Buffer,
+): BlockScanTask[] {
+  const plan = planLiteralSearch(query.text, sample.subarray(0, sampleBytes));
+  const blocks = Math.ceil((size - query.from) / query.blockBytes);
+  const cap = Math.max(1, Math.floor(blocks * query.maxShare));
+  const span = Math.max(1, Math.floor(spanBytes / query.blockBytes)) * query.blockBytes;
+  const tasks: BlockScanTask[] = [];
+  for (let k = 0; k < count; k++) {
+    const first = Math.floor((blocks * k) / count);
+    const last = Math.floor((blocks * (k + 1)) / count);
+    if (last === first) continue;
+    tasks.push({
+      from: query.from + first * query.blockBytes,
+      to: Math.min(size, query.from + last * query.blockBytes),
+      size,
+      blockBytes: query.blockBytes,
+      spanBytes: span,
+      text: query.text,
+      probeAt: plan?.anchor ?? -1,
+      probeLength: plan?.probe.length ?? 0,
+      escapes: query.escapes,
+      cap,
+      maxShare: query.maxShare,
+    });
+  }
+  return tasks;
+}
+
+/** A progress array for tasks that share a cap and stop together (see scanBlocks). */
+function sharedProgress(signal: AbortSignal | undefined): Int32Array {
+  const progress = new Int32Array(new SharedArrayBuffer(8));
+  if (signal?.aborted === true) Atomics.store(progress, 0, 1);
+  signal?.addEventListener("abort", () => Atomics.store(progress, 0, 1), { once: true });
+  return progress;
+}
+
+/**
+ * findBlocksInMemory answers a query over bytes held in memory, on the calling thread: the
+ * same scan the threads run, for sources without a file.
+ */
+export function findBlocksInMemory(
+  bytes: Uint8Array,
+  query: BlockQuery,
+  signal?: AbortSignal,
+): number[] | undefined {
+  const all = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const read: BlockRead = (into, length, position) =>
+    all.copy(into, 0, position, Math.min(all.length, position + length));
+  const tasks = blockScanTasks(query, all.length, 1, all.subarray(query.from));
+  const progress = sharedProgress(signal);
+  const found: number[] = [];
+  for (const task of tasks) {
+    const blocks = scanBlocks(task, read, progress);
+    if (blocks === undefined) return undefined;
+    found.push(...blocks);
+  }
+  return found;
+}
+
+/**
+ * findBlocksOnThreads answers a query over the first `size` bytes of the file open as `fd`,
+ * cut into one task per thread of `pool`, all scanning at once; undefined when a task gave up
+ * or failed. The descriptor must stay open until it resolves.
+ */
+export async function findBlocksOnThreads(
+  pool: ScanPool,
+  fd: number,
+  size: number,
+  query: BlockQuery,
+  signal?: AbortSignal,
+): Promise<number[] | undefined> {
+  const sample = Buffer.allocUnsafe(Math.max(0, Math.min(sampleBytes, size - query.from)));
+  const got = readSync(fd, sample, 0, sample.length, query.from);
+  const tasks = blockScanTasks(query, size, pool.threads, sample.subarray(0, got));
+  const results = await pool.scan(fd, tasks, sharedProgress(signal));
+  const found: number[] = [];
+  for (const blocks of results) {
+    if (blocks === undefined) return undefined;
+    found.push(...blocks);
+  }
+  return found;
+}

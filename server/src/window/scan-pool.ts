@@ -1,0 +1,139 @@
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { type BlockScanTask, scanBlocks } from "./block-scan.js";
+
+/** ScanPool runs block scans (block-scan.ts) of local files on threads of their own. */
+export interface ScanPool {
+  /** The threads it scans on: how many tasks one scan is best cut into. */
+  readonly threads: number;
+  /**
+   * Scans each task on a thread, reading the file open as descriptor `fd` (which must stay
+   * open until this resolves): per task, in order, the blocks found, or undefined when the
+   * task gave up or failed (a read error, a thread that died). Tasks queue while every
+   * thread is busy.
+   */
+  scan(
+    fd: number,
+    tasks: readonly BlockScanTask[],
+    progress: Int32Array,
+  ): Promise<(number[] | undefined)[]>;
+  /** Ends the threads; scans still queued or running resolve undefined. */
+  close(): Promise<void>;
+}
+
+/** The code each thread runs: scanBlocks itself, reading with positioned reads. */
+const workerSource = `
+const { parentPort } = require("node:worker_threads");
+const { readSync } = require("node:fs");
+const scanBlocks = (${scanBlocks.toString()});
+parentPort.on("message", ({ fd, task, progress }) => {
+  const read = (into, length, position) => {
+    let got = 0;
+    while (got < length) {
+      const n = readSync(fd, into, got, length - got, position + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return got;
+  };
+  try {
+    parentPort.postMessage({ blocks: scanBlocks(task, read, progress) });
+  } catch (err) {
+    parentPort.postMessage({ error: String(err) });
+  }
+});
+`;
+
+interface Job {
+  readonly fd: number;
+  readonly task: BlockScanTask;
+  readonly progress: Int32Array;
+  readonly done: (blocks: number[] | undefined) => void;
+}
+
+interface Thread {
+  readonly worker: Worker;
+  job: Job | undefined;
+}
+
+/**
+ * createScanPool returns a pool of `threads` threads, started on first use. Idle threads do
+ * not keep the process alive; a thread that dies fails its task (undefined) and is replaced
+ * on the next scan.
+ */
+export function createScanPool(threads: number): ScanPool {
+  const live: Thread[] = [];
+  const queue: Job[] = [];
+  let closed = false;
+
+  const start = (): Thread => {
+    const thread: Thread = { worker: new Worker(workerSource, { eval: true }), job: undefined };
+    thread.worker.unref();
+    thread.worker.on("message", (reply: { blocks?: number[] | null; error?: string }) => {
+      const job = thread.job;
+      thread.job = undefined;
+      thread.worker.unref();
+      job?.done(reply.blocks ?? undefined);
+      next();
+    });
+    const fail = () => {
+      live.splice(live.indexOf(thread), 1);
+      thread.job?.done(undefined);
+      thread.job = undefined;
+      next();
+    };
+    thread.worker.on("error", fail);
+    thread.worker.on("exit", () => {
+      if (live.includes(thread)) fail();
+    });
+    live.push(thread);
+    return thread;
+  };
+
+  const next = (): void => {
+    while (queue.length > 0 && !closed) {
+      const thread =
+        live.find((t) => t.job === undefined) ?? (live.length < threads ? start() : undefined);
+      if (thread === undefined) return;
+      const job = queue.shift() as Job;
+      thread.job = job;
+      // A thread at work keeps the process alive until it answers.
+      thread.worker.ref();
+      thread.worker.postMessage({ fd: job.fd, task: job.task, progress: job.progress });
+    }
+  };
+
+  return {
+    threads,
+    scan(fd, tasks, progress) {
+      if (closed) return Promise.resolve(tasks.map(() => undefined));
+      const results = tasks.map(
+        (task) =>
+          new Promise<number[] | undefined>((done) => {
+            queue.push({ fd, task, progress, done });
+          }),
+      );
+      next();
+      return Promise.all(results);
+    },
+    async close() {
+      closed = true;
+      for (const job of queue.splice(0)) job.done(undefined);
+      await Promise.all(
+        live.splice(0).map((thread) => {
+          thread.job?.done(undefined);
+          thread.job = undefined;
+          return thread.worker.terminate();
+        }),
+      );
+    },
+  };
+}
+
+let shared: ScanPool | undefined;
+
+/** The process's scan pool: one thread per core the process may use, started on first use. */
+export function sharedScanPool(): ScanPool {
+  shared ??= createScanPool(availableParallelism());
+  return shared;
+}

@@ -1,0 +1,187 @@
+import { toJsonString } from "@bufbuild/protobuf";
+import { ReadToolOutputResponseSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { rechunked } from "../../../test/support/rechunked-source.js";
+import { createWindowCaps, type WindowCaps } from "./caps.js";
+import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
+import type { BlockSkipping } from "./search-segments.js";
+import { createBufferWindowSource, type WindowSource } from "./source.js";
+
+/** Runs a search and returns every frame as JSON, for exact comparison. */
+async function frames(
+  source: WindowSource,
+  request: SearchRequest,
+  caps: WindowCaps,
+  skipping: BlockSkipping,
+): Promise<string[]> {
+  const out: string[] = [];
+  const matcher = createLineMatcher(request);
+  for await (const frame of searchWindow(
+    source,
+    request,
+    matcher,
+    caps,
+    true,
+    undefined,
+    skipping,
+  )) {
+    out.push(toJsonString(ReadToolOutputResponseSchema, frame));
+  }
+  return out;
+}
+
+/** Reads the whole payload, as a search did before it could skip blocks. */
+const never: BlockSkipping = {
+  minBytes: Number.POSITIVE_INFINITY,
+  headBytes: 0,
+  blockBytes: 1,
+  maxBlockShare: 1,
+};
+
+/** Wraps a source to count the bytes its reads yield and the blocks it was asked for. */
+function counting(source: WindowSource): WindowSource & { bytesRead: () => number } {
+  let bytes = 0;
+  return {
+    ...source,
+    read: async (offset, length, signal) => {
+      const inner = await source.read(offset, length, signal);
+      return (async function* () {
+        for await (const chunk of inner) {
+          bytes += chunk.byteLength;
+          yield chunk;
+        }
+      })();
+    },
+    bytesRead: () => bytes,
+  };
+}
+
+const red = "\u001b[31m";
+const words = ["foo", "bar", "needle", "nee", "dle", "x", "", "é", "\r", " ", red, "\u001b[0m"];
+const lineArb = fc
+  .array(fc.constantFrom(...words), { maxLength: 6 })
+  .map((parts) => parts.join(" "));
+const payloadArb = fc
+  .tuple(fc.array(lineArb, { maxLength: 80 }), fc.boolean(), fc.boolean())
+  .map(([lines, crlf, trailing]) => {
+    const text = lines.join(crlf ? "\r\n" : "\n") + (trailing ? "\n" : "");
+    return Buffer.from(text, "utf8");
+  });
+const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
+  pattern: fc.constantFrom(
+    "needle",
+    "foo",
+    "o b",
+    "é",
+    "red needle",
+    "ne+dle",
+    "(foo|bar) needle",
+    "x foo[ ]*",
+    "needle$",
+  ),
+  regex: fc.boolean(),
+  ignoreCase: fc.boolean(),
+  maxMatches: fc.option(fc.integer({ min: 1, max: 5 }), { nil: undefined }),
+  skip: fc.integer({ min: 0, max: 3 }),
+  contextLines: fc.integer({ min: 0, max: 3 }),
+  keepAnsi: fc.boolean(),
+});
+const skippingArb: fc.Arbitrary<BlockSkipping> = fc.record({
+  minBytes: fc.constant(0),
+  headBytes: fc.integer({ min: 0, max: 200 }),
+  blockBytes: fc.integer({ min: 1, max: 64 }),
+  maxBlockShare: fc.constantFrom(1, 0.5, 0.1),
+});
+
+describe("search reading only the blocks that hold its text", () => {
+  it("returns exactly the frames of a search that reads everything", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        payloadArb,
+        requestArb,
+        skippingArb,
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: 1, max: 5 }),
+        async (payload, request, skipping, sizes, stride) => {
+          const caps = createWindowCaps({ maxLineChars: 8, maxWindowChars: 5_000 });
+          const source = rechunked(
+            createBufferWindowSource("res_b", "text/plain", payload, false, stride),
+            sizes,
+          );
+          expect(await frames(source, request, caps, skipping)).toEqual(
+            await frames(source, request, caps, never),
+          );
+        },
+      ),
+      { numRuns: 1_500 },
+    );
+  });
+
+  it("reads the blocks around rare matches and counts every line", async () => {
+    const lines = Array.from({ length: 200_000 }, (_, k) =>
+      k % 40_000 === 123 ? `line ${k} the needle here` : `line ${k} nothing to see`,
+    );
+    const payload = Buffer.from(`${lines.join("\n")}\n`);
+    const skipping: BlockSkipping = {
+      minBytes: 0,
+      headBytes: 64 * 1024,
+      blockBytes: 16 * 1024,
+      maxBlockShare: 1 / 8,
+    };
+    const request: SearchRequest = {
+      pattern: "needle",
+      regex: false,
+      ignoreCase: false,
+      maxMatches: undefined,
+      skip: 0,
+      contextLines: 2,
+    };
+    const source = counting(createBufferWindowSource("res_r", "text/plain", payload, false, 256));
+    const out = await frames(source, request, createWindowCaps({}), skipping);
+    const trailer = JSON.parse(out.at(-1) ?? "{}").trailer;
+    expect(trailer.totalMatches).toBe("5");
+    expect(trailer.rendered).toContain("160124:\tline 160123 the needle here");
+    expect(trailer.rendered).toContain("160122-\tline 160121 nothing to see");
+    expect(trailer.rendered).toContain("160126-\tline 160125 nothing to see");
+    // The head, and five stretches of a block and an index stride or two on each side.
+    expect(source.bytesRead()).toBeLessThan(payload.length / 8);
+    expect(await frames(source, request, createWindowCaps({}), never)).toEqual(out);
+  });
+
+  it("reads on as usual when more blocks than its share hold the text", async () => {
+    const lines = Array.from(
+      { length: 50_000 },
+      (_, k) => `line ${k}${k % 50 === 0 ? " hit" : ""}`,
+    );
+    const payload = Buffer.from(`${lines.join("\n")}\n`);
+    const request: SearchRequest = {
+      pattern: "hit",
+      regex: false,
+      ignoreCase: false,
+      maxMatches: 10,
+      skip: 995,
+      contextLines: 0,
+    };
+    const skipping: BlockSkipping = {
+      minBytes: 0,
+      headBytes: 0,
+      blockBytes: 4096,
+      maxBlockShare: 1 / 8,
+    };
+    const inner = createBufferWindowSource("res_c", "text/plain", payload, false);
+    const answers: unknown[] = [];
+    const source: WindowSource = {
+      ...inner,
+      findBlocks: async (query, signal) => {
+        const found = await inner.findBlocks?.(query, signal);
+        answers.push(found);
+        return found;
+      },
+    };
+    const out = await frames(source, request, createWindowCaps({}), skipping);
+    expect(answers).toEqual([undefined]);
+    expect(JSON.parse(out.at(-1) ?? "{}").trailer.totalMatches).toBe("1000");
+    expect(out).toEqual(await frames(source, request, createWindowCaps({}), never));
+  });
+});

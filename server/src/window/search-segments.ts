@@ -1,0 +1,229 @@
+import type { LineAnchor } from "./line-anchors.js";
+import type { WindowSource } from "./source.js";
+
+/** SearchSegment is a stretch of the payload a search reads, from a line's start. */
+export interface SearchSegment {
+  /** Where it starts: the start of `line`. */
+  readonly offset: number;
+  /** 0-based number of the line starting at offset. */
+  readonly line: number;
+  /** The segment's bytes, from offset on (read already, or to be read). */
+  readonly chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+}
+
+/**
+ * BlockSkipping says when a search of a large payload first asks the source which blocks hold
+ * the text every match holds (findBlocks, on threads of their own) and then reads only those.
+ */
+export interface BlockSkipping {
+  /** Smallest payload it is tried on; a smaller one is read whole. */
+  readonly minBytes: number;
+  /**
+   * Bytes read first as usual: a search whose matches are frequent ends within them, before
+   * any block is looked for.
+   */
+  readonly headBytes: number;
+  /** Block length findBlocks answers in. */
+  readonly blockBytes: number;
+  /**
+   * Most blocks, as a share of the payload's, worth reading one by one: past it the search
+   * reads on as usual (its text is common, or the payload is full of escape sequences).
+   */
+  readonly maxBlockShare: number;
+}
+
+/** What a search of a large payload does by default: see docs/design/search-scan.md. */
+export const defaultBlockSkipping: BlockSkipping = {
+  minBytes: 32 * 1024 * 1024,
+  headBytes: 4 * 1024 * 1024,
+  blockBytes: 64 * 1024,
+  maxBlockShare: 1 / 8,
+};
+
+/** The text a skipping search looks for, and whether escape bytes count as holding it. */
+export interface RequiredText {
+  readonly text: Buffer;
+  readonly escapes: boolean;
+}
+
+/**
+ * blockSegments yields the segments a search from the payload's start reads when it skips
+ * blocks: the first headBytes (to a line start) as usual; then, once the source has found the
+ * blocks past them that hold `required.text` (or an escape byte), only the lines that meet
+ * those blocks, each segment running from an indexed line at or before its first block to one
+ * past its last (with `context` lines of context, one more indexed line on each side, which
+ * the caller ensures is at least `context` lines). Adjacent and overlapping segments are
+ * merged, and a segment never starts before the previous one ends. When the source cannot
+ * tell (no findBlocks, too many blocks, a failure) the rest is read whole, as one segment.
+ *
+ * Guarantee: every line that holds an occurrence of the text, or an escape byte, lies wholly
+ * inside a segment; lines that are not yielded hold neither.
+ */
+export async function* blockSegments(
+  source: WindowSource,
+  required: RequiredText,
+  context: number,
+  skipping: BlockSkipping,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SearchSegment> {
+  const { size } = source;
+  const { blockBytes } = skipping;
+  const anchors = source.lineAnchors(signal);
+  try {
+    await anchors.reach(skipping.headBytes);
+    const head: LineAnchor = anchors.floor(skipping.headBytes) ?? { line: 0, offset: 0 };
+    const tally = { blocks: 0 };
+    if (head.offset > 0) {
+      const chunks = await source.read(0, head.offset, signal);
+      yield { offset: 0, line: 0, chunks: tallyBlocks(chunks, required, blockBytes, tally) };
+    }
+    // A text as common in the head as it may be in the blocks read one by one is not looked
+    // for at all: the search reads on as usual.
+    if (tally.blocks > Math.max(1, Math.ceil(head.offset / blockBytes) * skipping.maxBlockShare)) {
+      yield { ...head, chunks: await source.read(head.offset, undefined, signal) };
+      return;
+    }
+    // Matches in the head's last `context` lines (within its last indexed stretch) owe lines
+    // past it: their blocks are looked for too.
+    const owing = context > 0 ? (anchors.previous() ?? { line: 0, offset: 0 }) : head;
+    const from = Math.floor(owing.offset / blockBytes) * blockBytes;
+    const blocks = await source.findBlocks?.(
+      {
+        from,
+        blockBytes,
+        text: required.text,
+        escapes: required.escapes,
+        maxShare: skipping.maxBlockShare,
+      },
+      signal,
+    );
+    if (blocks === undefined) {
+      yield { ...head, chunks: await source.read(head.offset, undefined, signal) };
+      return;
+    }
+    /** The indexed line after the one at or before `offset` (and one more with context). */
+    const endAfter = async (offset: number): Promise<number> => {
+      await anchors.reach(offset);
+      anchors.floor(offset);
+      let after = anchors.next();
+      if (context > 0 && after !== undefined) {
+        await anchors.reach(after.offset);
+        anchors.floor(after.offset);
+        after = anchors.next();
+      }
+      return after?.offset ?? size;
+    };
+    const spans: Span[] = [];
+    let open: Span | undefined;
+    for (const block of blocks) {
+      const first = Math.max(head.offset, block * blockBytes);
+      const last = Math.min(size, (block + 1) * blockBytes + required.text.length - 1);
+      if (open !== undefined && first < open.end) {
+        open.end = Math.max(open.end, await endAfter(last));
+        continue;
+      }
+      await anchors.reach(first);
+      let start = anchors.floor(first) ?? { line: 0, offset: 0 };
+      if (context > 0) start = anchors.previous() ?? start;
+      if (start.offset < head.offset) start = head;
+      const end = await endAfter(last);
+      if (open !== undefined && start.offset <= open.end) {
+        open.end = Math.max(open.end, end);
+        continue;
+      }
+      // A block inside the head whose lines owe nothing past it.
+      if (end <= start.offset) continue;
+      open = { start, end };
+      spans.push(open);
+    }
+    yield* readAhead(source, spans, signal);
+  } finally {
+    await anchors.close();
+  }
+}
+
+/**
+ * Passes chunks on from the payload's start, counting in `tally` the blocks where the text or
+ * (escapes) an escape byte is found inside one chunk: an estimate of how common it is.
+ */
+async function* tallyBlocks(
+  chunks: AsyncIterable<Uint8Array>,
+  required: RequiredText,
+  blockBytes: number,
+  tally: { blocks: number },
+): AsyncGenerator<Uint8Array> {
+  let offset = 0;
+  for await (const chunk of chunks) {
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let escapeAt = required.escapes ? bytes.indexOf(27) : -1;
+    for (let at = 0; at < bytes.length; ) {
+      if (escapeAt >= 0 && escapeAt < at) escapeAt = bytes.indexOf(27, at);
+      const text = bytes.indexOf(required.text, at);
+      const next = text < 0 ? escapeAt : escapeAt < 0 ? text : Math.min(text, escapeAt);
+      if (next < 0) break;
+      tally.blocks++;
+      at = (Math.floor((offset + next) / blockBytes) + 1) * blockBytes - offset;
+    }
+    offset += bytes.length;
+    yield chunk;
+  }
+}
+
+/** A stretch of whole lines to read: from an indexed line's start to another's (or the end). */
+interface Span {
+  readonly start: LineAnchor;
+  end: number;
+}
+
+/** Spans read ahead while the search scans an earlier one (each a few async reads). */
+const spansAhead = 4;
+/** Longest span read ahead into memory; a longer one is streamed when its turn comes. */
+const maxAheadBytes = 256 * 1024;
+
+/**
+ * readAhead yields a segment per span, in order, keeping the reads of the next spansAhead short
+ * spans in flight: a search through sparse matches waits for each span's reads otherwise.
+ * Chunks read ahead and never yielded go back to the source.
+ */
+async function* readAhead(
+  source: WindowSource,
+  spans: readonly Span[],
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SearchSegment> {
+  const collect = async (span: Span): Promise<Uint8Array[]> => {
+    const chunks: Uint8Array[] = [];
+    const length = span.end - span.start.offset;
+    for await (const chunk of await source.read(span.start.offset, length, signal)) {
+      chunks.push(chunk);
+    }
+    return chunks;
+  };
+  const ahead: { span: Span; read: Promise<Uint8Array[]> | undefined }[] = [];
+  let next = 0;
+  const fill = (): void => {
+    while (ahead.length < spansAhead && next < spans.length) {
+      const span = spans[next++] as Span;
+      const short = span.end - span.start.offset <= maxAheadBytes;
+      const read = short ? collect(span) : undefined;
+      // Its failure surfaces when its turn comes; until then it must not count as unhandled.
+      read?.catch(() => undefined);
+      ahead.push({ span, read });
+    }
+  };
+  try {
+    fill();
+    for (let item = ahead.shift(); item !== undefined; item = ahead.shift()) {
+      const { span, read } = item;
+      const chunks =
+        read === undefined
+          ? await source.read(span.start.offset, span.end - span.start.offset, signal)
+          : await read;
+      fill();
+      yield { ...span.start, chunks };
+    }
+  } finally {
+    for (const { read } of ahead.splice(0)) {
+      for (const chunk of (await read?.catch(() => undefined)) ?? []) source.release(chunk);
+    }
+  }
+}

@@ -1,0 +1,134 @@
+import { readdirSync, statSync, truncateSync } from "node:fs";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Window } from "@spillway/client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Backend } from "../server/src/backends/backend.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+/**
+ * A search of a large payload on the filesystem backend: threads find the blocks holding the
+ * pattern's text, and the server reads only the lines around them. Over the wire the window is
+ * the one a full read gives (every match, its line number and its context, total_matches),
+ * while the backend serves a small part of the payload's bytes.
+ */
+describe("search of a large payload through the blocks that hold its text", () => {
+  let t: TestServer;
+  let bytesRead = 0;
+  const lineCount = 520_000;
+  const needleEvery = 50_000;
+  const colouredEvery = 150_001;
+  const lineText = (k: number): string => {
+    if (k % needleEvery === 7) return `${k} WARN svc=auth user=u${k} session token expired`;
+    // Coloured: its visible text matches, its stored bytes do not.
+    if (k % colouredEvery === 11) return `${k} WARN \u001b[31msession\u001b[0m token expired`;
+    return `${k} INFO svc=api user=u${k % 977} msg="request served" latency_ms=${k % 1000} ok`;
+  };
+  const text = `${Array.from({ length: lineCount }, (_, k) => lineText(k)).join("\n")}\n`;
+  const payloadBytes = Buffer.byteLength(text);
+  const plain = Array.from({ length: lineCount }, (_, k) => k).filter((k) => k % needleEvery === 7);
+  const coloured = Array.from({ length: lineCount }, (_, k) => k).filter(
+    (k) => k % colouredEvery === 11,
+  );
+  const counting = (base: Backend): Backend => ({
+    ...base,
+    async get(key, opts) {
+      const body = await base.get(key, opts);
+      return (async function* () {
+        for await (const chunk of body) {
+          bytesRead += chunk.length;
+          yield chunk;
+        }
+      })();
+    },
+  });
+  const search = (value: Record<string, unknown>, keepAnsi = false): Promise<Window> =>
+    t.sdk().readToolOutput({
+      runId: "b",
+      handle: "res_big",
+      keepAnsi,
+      window: { case: "search", value: { pattern: "session token expired", ...value } },
+    });
+  /** The 0-based numbers of the lines a search window returned as matches. */
+  const matched = (w: Window): number[] =>
+    w.frames.flatMap((f) =>
+      f.frame.case === "content" && f.frame.value.body.case === "matches"
+        ? f.frame.value.body.value.matches.map((m) => Number(m.line?.number) - 1)
+        : [],
+    );
+
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: counting });
+    await t.sdk().offload({ tenant: "dev", runId: "b", callId: "big" }, text, {
+      contentType: "text/plain",
+    });
+  });
+  afterAll(() => t.stop());
+
+  it("is large enough to search by blocks", () => {
+    expect(payloadBytes).toBeGreaterThan(32 * 1024 * 1024);
+  });
+
+  it("returns every match with its number and context, reading a small part of the bytes", async () => {
+    bytesRead = 0;
+    const w = await search({ contextLines: 1, maxMatches: 100 });
+    const all = [...plain, ...coloured].sort((a, b) => a - b);
+    expect(w.trailer?.totalMatches).toBe(BigInt(all.length));
+    expect(matched(w)).toEqual(all);
+    for (const k of all) {
+      expect(w.rendered).toContain(`${k}-\t${lineText(k - 1)}\n`);
+      expect(w.rendered).toContain(`${k + 1}:\t`);
+      expect(w.rendered).toContain(`${k + 2}-\t${lineText(k + 1)}\n`);
+    }
+    const first = coloured[0] ?? 0;
+    expect(w.rendered).toContain(`${first + 1}:\t${first} WARN session token expired\n`);
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
+  });
+
+  it("keeps escape sequences when asked, and finds by an expression's plain text", async () => {
+    const kept = await search({}, true);
+    expect(kept.trailer?.totalMatches).toBe(BigInt(plain.length));
+    bytesRead = 0;
+    const regex = await search({
+      pattern: "user=u[0-9]+ session token (expired|revoked)",
+      regex: true,
+    });
+    expect(regex.trailer?.totalMatches).toBe(BigInt(plain.length));
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
+  });
+
+  it("reads on as usual for a text on every line, and stops at the asked matches", async () => {
+    bytesRead = 0;
+    const w = await search({ pattern: "INFO svc=api", maxMatches: 3 });
+    expect(matched(w)).toEqual([0, 1, 2]);
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
+    const slow = Array.from({ length: lineCount }, (_, k) => lineText(k)).filter((line) =>
+      line.includes("latency_ms=999 ok"),
+    );
+    const counted = await search({ pattern: "latency_ms=999 ok", maxMatches: 1 });
+    expect(counted.trailer?.totalMatches).toBeUndefined();
+    const last = await search({ pattern: "latency_ms=999 ok", skip: BigInt(slow.length - 1) });
+    expect(last.trailer?.totalMatches).toBe(BigInt(slow.length));
+  });
+
+  it("reports a stored file cut short as DATA_LOSS, as a search reading every byte does", async () => {
+    const largest = (dir: string): string => {
+      let best = { path: "", size: -1 };
+      const walk = (at: string): void => {
+        for (const entry of readdirSync(at, { withFileTypes: true })) {
+          const path = join(at, entry.name);
+          if (entry.isDirectory()) walk(path);
+          else if (statSync(path).size > best.size) best = { path, size: statSync(path).size };
+        }
+      };
+      walk(dir);
+      return best.path;
+    };
+    truncateSync(largest(t.dataDir), Math.floor(payloadBytes / 2));
+    const failed = await search({}).then(
+      () => undefined,
+      (err: unknown) => ConnectError.from(err),
+    );
+    expect(failed?.code).toBe(Code.DataLoss);
+  });
+});

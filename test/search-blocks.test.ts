@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Window } from "@spillway/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/src/backends/backend.js";
+import { countingReads } from "./support/counting-reads.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /**
@@ -30,18 +30,6 @@ describe("search of a large payload through the blocks that hold its text", () =
   const coloured = Array.from({ length: lineCount }, (_, k) => k).filter(
     (k) => k % colouredEvery === 11,
   );
-  const counting = (base: Backend): Backend => ({
-    ...base,
-    async get(key, opts) {
-      const body = await base.get(key, opts);
-      return (async function* () {
-        for await (const chunk of body) {
-          bytesRead += chunk.length;
-          yield chunk;
-        }
-      })();
-    },
-  });
   const search = (value: Record<string, unknown>, keepAnsi = false): Promise<Window> =>
     t.sdk().readToolOutput({
       runId: "b",
@@ -58,7 +46,12 @@ describe("search of a large payload through the blocks that hold its text", () =
     );
 
   beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: counting });
+    t = await startTestServer({
+      backend: "filesystem",
+      wrapBackend: countingReads((n) => {
+        bytesRead += n;
+      }),
+    });
     await t.sdk().offload({ tenant: "dev", runId: "b", callId: "big" }, text, {
       contentType: "text/plain",
     });

@@ -3,7 +3,7 @@ import type { Window } from "@spillway/client";
 import { createReadToolOutputExecutor } from "@spillway/client";
 import type { SearchCursor } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/src/backends/backend.js";
+import { countingReads } from "./support/counting-reads.js";
 import { serviceBackends, startTestServer, type TestServer } from "./support/test-server.js";
 
 /** The fields of a search window a page sets. */
@@ -25,18 +25,6 @@ describe.each(serviceBackends)("search paging by cursor over the wire  (%s)", (b
   const lineText = (n: number) => `entry ${n} ${n % 100 === 3 ? "Needle" : "hay"}`;
   const text = `${Array.from({ length: total }, (_, i) => lineText(i + 1)).join("\r\n")}\r\n`;
   const payloadBytes = Buffer.byteLength(text);
-  const counting = (base: Backend): Backend => ({
-    ...base,
-    async get(key, opts) {
-      const body = await base.get(key, opts);
-      return (async function* () {
-        for await (const chunk of body) {
-          bytesRead += chunk.length;
-          yield chunk;
-        }
-      })();
-    },
-  });
   const search = (value: SearchPage): Promise<Window> =>
     t.sdk().readToolOutput({
       runId: "p",
@@ -63,7 +51,9 @@ describe.each(serviceBackends)("search paging by cursor over the wire  (%s)", (b
     t = await startTestServer({
       backend: backendKind,
       limits: { indexStride: 64 },
-      wrapBackend: counting,
+      wrapBackend: countingReads((n) => {
+        bytesRead += n;
+      }),
     });
     await t.sdk().offload({ tenant: "dev", runId: "p", callId: "log" }, text, {
       contentType: "text/plain",

@@ -2,6 +2,7 @@ import { toJsonString } from "@bufbuild/protobuf";
 import { ReadToolOutputResponseSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { linePayloads } from "../../../test/support/line-payloads.js";
 import { rechunked } from "../../../test/support/rechunked-source.js";
 import { createWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
@@ -59,15 +60,7 @@ function counting(source: WindowSource): WindowSource & { bytesRead: () => numbe
 
 const red = "\u001b[31m";
 const words = ["foo", "bar", "needle", "nee", "dle", "x", "", "é", "\r", " ", red, "\u001b[0m"];
-const lineArb = fc
-  .array(fc.constantFrom(...words), { maxLength: 6 })
-  .map((parts) => parts.join(" "));
-const payloadArb = fc
-  .tuple(fc.array(lineArb, { maxLength: 80 }), fc.boolean(), fc.boolean())
-  .map(([lines, crlf, trailing]) => {
-    const text = lines.join(crlf ? "\r\n" : "\n") + (trailing ? "\n" : "");
-    return Buffer.from(text, "utf8");
-  });
+const payloadArb = linePayloads(words, 80);
 const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
   pattern: fc.constantFrom(
     "needle",

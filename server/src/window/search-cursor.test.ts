@@ -6,6 +6,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { linePayloads } from "../../../test/support/line-payloads.js";
 import { rechunked } from "../../../test/support/rechunked-source.js";
 import { createWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js";
@@ -58,15 +59,7 @@ function cursorOf(trailer: WindowTrailer): SearchCursor | undefined {
 }
 
 const words = ["foo", "bar", "Foo", "needle", "x", "", "é", "\r", " ", "FOO", "a1", "xxxxxxxxxxxx"];
-const lineArb = fc
-  .array(fc.constantFrom(...words), { maxLength: 6 })
-  .map((parts) => parts.join(" "));
-const payloadArb = fc
-  .tuple(fc.array(lineArb, { maxLength: 80 }), fc.boolean(), fc.boolean())
-  .map(([lines, crlf, trailing]) => {
-    const text = lines.join(crlf ? "\r\n" : "\n") + (trailing ? "\n" : "");
-    return Buffer.from(text, "utf8");
-  });
+const payloadArb = linePayloads(words, 80);
 const patternArb = fc.record({
   pattern: fc.constantFrom("foo", "needle", "o b", "é", "^foo", "foo$", "\\Afoo", "a1|needle", "x"),
   regex: fc.boolean(),

@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ReadToolOutputResponseSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { linePayloads } from "../../../test/support/line-payloads.js";
 import { rechunked } from "../../../test/support/rechunked-source.js";
 import { createWindowCaps, type WindowCaps } from "./caps.js";
 import { createLineAnchors } from "./line-anchors.js";
@@ -30,15 +31,7 @@ function lineByLine(matcher: LineMatcher): LineMatcher {
 }
 
 const words = ["foo", "bar", "Foo", "needle", "x", "", "é", "\r", " ", "FOO", "a1"];
-const lineArb = fc
-  .array(fc.constantFrom(...words), { maxLength: 6 })
-  .map((parts) => parts.join(" "));
-const payloadArb = fc
-  .tuple(fc.array(lineArb, { maxLength: 60 }), fc.boolean(), fc.boolean())
-  .map(([lines, crlf, trailing]) => {
-    const text = lines.join(crlf ? "\r\n" : "\n") + (trailing ? "\n" : "");
-    return Buffer.from(text, "utf8");
-  });
+const payloadArb = linePayloads(words, 60);
 const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
   pattern: fc.constantFrom(
     "foo",

@@ -88,6 +88,17 @@ describe("search of a large payload through the blocks that hold its text", () =
     });
     expect(regex.trailer?.totalMatches).toBe(BigInt(plain.length));
     expect(bytesRead).toBeLessThan(payloadBytes / 4);
+    // Its longest plain text is in nearly every block; the threads test the lines holding it.
+    const pattern = 'user=u(12|13) msg="request served" latency_ms=99[0-9] ok';
+    const expected = Array.from({ length: lineCount }, (_, k) => lineText(k)).filter((line) =>
+      new RegExp(pattern).test(line),
+    );
+    expect(expected.length).toBeGreaterThan(0);
+    bytesRead = 0;
+    const rare = await search({ pattern, regex: true });
+    expect(rare.trailer?.totalMatches).toBe(BigInt(expected.length));
+    expect(rare.rendered).toContain(`\t${expected[0]}\n`);
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
   });
 
   it("reads on as usual for a text on every line, and stops at the asked matches", async () => {

@@ -1,4 +1,5 @@
 import fc from "fast-check";
+import RE2 from "re2";
 import { describe, expect, it } from "vitest";
 import { type BlockRead, type BlockScanTask, scanBlocks } from "./block-scan.js";
 import { planLiteralSearch } from "./literal-finder.js";
@@ -58,6 +59,57 @@ describe("scanBlocks", () => {
             maxShare: 1,
           };
           expect(scanBlocks(task, readFrom(all), progress())).toEqual(naiveBlocks(all, task));
+        },
+      ),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("with a line expression, finds a block on every line that may match, none without the text", () => {
+    fc.assert(
+      fc.property(
+        textArb,
+        fc.constantFrom("ab", "cab", "abc"),
+        fc.constantFrom("^ab", "b$", "ab+c", "x.*ab", "^[abc]+$"),
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        (all, pattern, expression, blockBytes, blocksPerSpan, escapes) => {
+          const text = Buffer.from(pattern);
+          const task: BlockScanTask = {
+            from: 0,
+            to: all.length,
+            size: all.length,
+            blockBytes,
+            spanBytes: blockBytes * blocksPerSpan,
+            text,
+            probeAt: -1,
+            probeLength: 0,
+            escapes,
+            cap: Number.MAX_SAFE_INTEGER,
+            maxShare: 1,
+          };
+          const re = new RE2(expression, "u");
+          const found = scanBlocks(task, readFrom(all), progress(), (line) => re.test(line)) ?? [];
+          // Every line that may match (as the splitter cuts it: without `\n` or `\r\n`) meets
+          // a block found, so the search reads it; blocks are found only where the text or an
+          // escape byte starts.
+          for (let start = 0; start < all.length; ) {
+            const newline = all.indexOf(10, start);
+            const next = newline < 0 ? all.length : newline + 1;
+            let end = newline < 0 ? all.length : newline;
+            if (newline >= 0 && end > start && all[end - 1] === 13) end--;
+            const line = all.subarray(start, end);
+            const may = (escapes && line.includes(27)) || (line.includes(text) && re.test(line));
+            if (may) {
+              const blocks = found.filter(
+                (block) => block * blockBytes < next && (block + 1) * blockBytes > start,
+              );
+              expect(blocks.length, `line at ${start}`).toBeGreaterThan(0);
+            }
+            start = next;
+          }
+          expect(found.filter((block) => !naiveBlocks(all, task).includes(block))).toEqual([]);
         },
       ),
       { numRuns: 3_000 },

@@ -1,3 +1,9 @@
+/** LinePattern is an RE2 expression and its flags, as a line matcher compiles it. */
+export interface LinePattern {
+  readonly source: string;
+  readonly flags: string;
+}
+
 /**
  * BlockScanTask asks which blocks of a payload hold a text: the blocks are `blockBytes` long
  * and aligned in the payload (block k is [k·blockBytes, (k+1)·blockBytes)), and a block holds
@@ -21,6 +27,11 @@ export interface BlockScanTask {
   readonly probeLength: number;
   /** A block holding an escape byte (0x1b) counts as holding the text too. */
   readonly escapes: boolean;
+  /**
+   * An expression the line holding an occurrence must match too (lineMatches, in scanBlocks):
+   * an occurrence on a line that does not is passed over.
+   */
+  readonly line?: LinePattern;
   /** Most blocks found, over every task sharing `progress`, before all of them give up. */
   readonly cap: number;
   /** Most blocks found, as a share of the blocks a task has scanned, before it gives up. */
@@ -43,6 +54,10 @@ export type BlockRead = (into: Uint8Array, length: number, position: number) => 
  * more than task.cap blocks (progress[1] counts them), or more than task.maxShare of the
  * blocks it scanned qualify (past its first 16 spans).
  *
+ * With `lineMatches` (task.line compiled), an occurrence counts only when its line (without its
+ * `\n` and a `\r` before it) matches, or when the line runs past the bytes read around the
+ * span, where it cannot be told.
+ *
  * It runs on worker threads from its source text (scan-pool.ts): it uses nothing but its
  * arguments and globals.
  */
@@ -50,6 +65,7 @@ export function scanBlocks(
   task: BlockScanTask,
   read: BlockRead,
   progress: Int32Array,
+  lineMatches?: (line: Buffer) => boolean,
 ): number[] | undefined {
   const { from, to, size, blockBytes, spanBytes, probeAt, probeLength, escapes, cap } = task;
   const text = Buffer.from(task.text.buffer, task.text.byteOffset, task.text.byteLength);
@@ -90,6 +106,26 @@ export function scanBlocks(
             plain = true;
             next = view.indexOf(text, candidate + 1);
             break;
+          }
+        }
+      }
+      if (
+        lineMatches !== undefined &&
+        next >= 0 &&
+        next < spanEnd &&
+        !(escapeAt >= 0 && escapeAt <= next)
+      ) {
+        const lineStart = view.lastIndexOf(10, next) + 1;
+        const newline = view.indexOf(10, next);
+        // A line that began before the bytes read, or ends after them, counts untested.
+        if ((lineStart > 0 || start === 0) && (newline >= 0 || start + got >= size)) {
+          let lineEnd = newline < 0 ? got : newline;
+          if (newline >= 0 && lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
+          // A line holding an escape byte may match by its visible text alone: it counts.
+          const plainLine = escapeAt < 0 || escapeAt >= lineEnd;
+          if (plainLine && !lineMatches(view.subarray(lineStart, lineEnd))) {
+            at = newline < 0 ? got : newline + 1;
+            continue;
           }
         }
       }

@@ -1,5 +1,6 @@
 import { readSync } from "node:fs";
-import { type BlockRead, type BlockScanTask, scanBlocks } from "./block-scan.js";
+import RE2 from "re2";
+import { type BlockRead, type BlockScanTask, type LinePattern, scanBlocks } from "./block-scan.js";
 import { planLiteralSearch } from "./literal-finder.js";
 import type { ScanPool } from "./scan-pool.js";
 
@@ -13,6 +14,8 @@ export interface BlockQuery {
   readonly text: Buffer;
   /** A block holding an escape byte counts too (lines matched without their sequences). */
   readonly escapes: boolean;
+  /** An expression the line holding the text must match too; unset: holding it is enough. */
+  readonly line?: LinePattern;
   /**
    * Give up once more than this share of the blocks qualify (or of those scanned so far, past
    * the first few megabytes): the search then reads on as usual.
@@ -55,6 +58,7 @@ export function blockScanTasks(
       probeAt: plan?.anchor ?? -1,
       probeLength: plan?.probe.length ?? 0,
       escapes: query.escapes,
+      ...(query.line === undefined ? {} : { line: query.line }),
       cap,
       maxShare: query.maxShare,
     });
@@ -84,9 +88,13 @@ export function findBlocksInMemory(
     all.copy(into, 0, position, Math.min(all.length, position + length));
   const tasks = blockScanTasks(query, all.length, 1, all.subarray(query.from));
   const progress = sharedProgress(signal);
+  const pattern = query.line;
+  const expression = pattern === undefined ? undefined : new RE2(pattern.source, pattern.flags);
+  const lineMatches =
+    expression === undefined ? undefined : (line: Buffer) => expression.test(line);
   const found: number[] = [];
   for (const task of tasks) {
-    const blocks = scanBlocks(task, read, progress);
+    const blocks = scanBlocks(task, read, progress, lineMatches);
     if (blocks === undefined) return undefined;
     found.push(...blocks);
   }

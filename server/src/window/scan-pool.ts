@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { type BlockScanTask, scanBlocks } from "./block-scan.js";
@@ -21,11 +22,23 @@ export interface ScanPool {
   close(): Promise<void>;
 }
 
-/** The code each thread runs: scanBlocks itself, reading with positioned reads. */
+/**
+ * The code each thread runs: scanBlocks itself, reading with positioned reads, testing lines
+ * with RE2 (the server's own copy, by its resolved path) when a task names an expression.
+ */
 const workerSource = `
 const { parentPort } = require("node:worker_threads");
 const { readSync } = require("node:fs");
+const RE2 = require(${JSON.stringify(createRequire(import.meta.url).resolve("re2"))});
 const scanBlocks = (${scanBlocks.toString()});
+let compiled;
+const lineTest = (line) => {
+  if (compiled?.source !== line.source || compiled?.flags !== line.flags) {
+    compiled = { ...line, expression: new RE2(line.source, line.flags) };
+  }
+  const expression = compiled.expression;
+  return (text) => expression.test(text);
+};
 parentPort.on("message", ({ fd, task, progress }) => {
   const read = (into, length, position) => {
     let got = 0;
@@ -37,7 +50,8 @@ parentPort.on("message", ({ fd, task, progress }) => {
     return got;
   };
   try {
-    parentPort.postMessage({ blocks: scanBlocks(task, read, progress) });
+    const lineMatches = task.line === undefined ? undefined : lineTest(task.line);
+    parentPort.postMessage({ blocks: scanBlocks(task, read, progress, lineMatches) });
   } catch (err) {
     parentPort.postMessage({ error: String(err) });
   }

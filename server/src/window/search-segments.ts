@@ -1,3 +1,4 @@
+import type { LinePattern } from "./block-scan.js";
 import type { LineAnchor } from "./line-anchors.js";
 import type { WindowSource } from "./source.js";
 
@@ -44,20 +45,24 @@ export const defaultBlockSkipping: BlockSkipping = {
 export interface RequiredText {
   readonly text: Buffer;
   readonly escapes: boolean;
+  /** An RE2 expression a line holding the text must also match (before its terminator). */
+  readonly line?: LinePattern;
 }
 
 /**
  * blockSegments yields the segments a search from the payload's start reads when it skips
- * blocks: the first headBytes (to a line start) as usual; then, once the source has found the
- * blocks past them that hold `required.text` (or an escape byte), only the lines that meet
- * those blocks, each segment running from an indexed line at or before its first block to one
- * past its last (with `context` lines of context, one more indexed line on each side, which
- * the caller ensures is at least `context` lines). Adjacent and overlapping segments are
- * merged, and a segment never starts before the previous one ends. When the source cannot
- * tell (no findBlocks, too many blocks, a failure) the rest is read whole, as one segment.
+ * blocks: the first headBytes (to a line start) as usual; then, unless the search found more
+ * matches there (matchesSoFar) than an eighth of the head's blocks, and once the source has
+ * found the blocks past them that hold `required.text` on a line matching `required.line` (or
+ * an escape byte), only the lines that meet those blocks, each segment running from an indexed
+ * line at or before its first block to one past its last (with `context` lines of context, one
+ * more indexed line on each side, which the caller ensures is at least `context` lines).
+ * Adjacent and overlapping segments are merged, and a segment never starts before the previous
+ * one ends. When the source cannot tell (no findBlocks, too many blocks, a failure) the rest is
+ * read whole, as one segment.
  *
- * Guarantee: every line that holds an occurrence of the text, or an escape byte, lies wholly
- * inside a segment; lines that are not yielded hold neither.
+ * Guarantee: every line that holds an escape byte, or holds the text and matches
+ * `required.line`, lies wholly inside a segment.
  */
 export async function* blockSegments(
   source: WindowSource,
@@ -65,6 +70,7 @@ export async function* blockSegments(
   context: number,
   skipping: BlockSkipping,
   signal: AbortSignal | undefined,
+  matchesSoFar: () => number,
 ): AsyncGenerator<SearchSegment> {
   const { size } = source;
   const { blockBytes } = skipping;
@@ -72,14 +78,13 @@ export async function* blockSegments(
   try {
     await anchors.reach(skipping.headBytes);
     const head: LineAnchor = anchors.floor(skipping.headBytes) ?? { line: 0, offset: 0 };
-    const tally = { blocks: 0 };
     if (head.offset > 0) {
-      const chunks = await source.read(0, head.offset, signal);
-      yield { offset: 0, line: 0, chunks: tallyBlocks(chunks, required, blockBytes, tally) };
+      yield { offset: 0, line: 0, chunks: await source.read(0, head.offset, signal) };
     }
-    // A text as common in the head as it may be in the blocks read one by one is not looked
-    // for at all: the search reads on as usual.
-    if (tally.blocks > Math.max(1, Math.ceil(head.offset / blockBytes) * skipping.maxBlockShare)) {
+    // Matches as frequent in the head as blocks read one by one may be: no blocks are looked
+    // for, the search reads on as usual.
+    const headBlocks = Math.ceil(head.offset / blockBytes);
+    if (matchesSoFar() > Math.max(1, headBlocks * skipping.maxBlockShare)) {
       yield { ...head, chunks: await source.read(head.offset, undefined, signal) };
       return;
     }
@@ -93,6 +98,7 @@ export async function* blockSegments(
         blockBytes,
         text: required.text,
         escapes: required.escapes,
+        ...(required.line === undefined ? {} : { line: required.line }),
         maxShare: skipping.maxBlockShare,
       },
       signal,
@@ -139,33 +145,6 @@ export async function* blockSegments(
     yield* readAhead(source, spans, signal);
   } finally {
     await anchors.close();
-  }
-}
-
-/**
- * Passes chunks on from the payload's start, counting in `tally` the blocks where the text or
- * (escapes) an escape byte is found inside one chunk: an estimate of how common it is.
- */
-async function* tallyBlocks(
-  chunks: AsyncIterable<Uint8Array>,
-  required: RequiredText,
-  blockBytes: number,
-  tally: { blocks: number },
-): AsyncGenerator<Uint8Array> {
-  let offset = 0;
-  for await (const chunk of chunks) {
-    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    let escapeAt = required.escapes ? bytes.indexOf(27) : -1;
-    for (let at = 0; at < bytes.length; ) {
-      if (escapeAt >= 0 && escapeAt < at) escapeAt = bytes.indexOf(27, at);
-      const text = bytes.indexOf(required.text, at);
-      const next = text < 0 ? escapeAt : escapeAt < 0 ? text : Math.min(text, escapeAt);
-      if (next < 0) break;
-      tally.blocks++;
-      at = (Math.floor((offset + next) / blockBytes) + 1) * blockBytes - offset;
-    }
-    offset += bytes.length;
-    yield chunk;
   }
 }
 

@@ -186,8 +186,10 @@ function createRegexMatcher(
 ): LineMatcher & {
   readonly testText: (text: Buffer) => boolean;
   readonly literals: readonly string[];
+  readonly flags: string;
 } {
-  const line = compile(source, ignoreCase ? "iu" : "u");
+  const flags = ignoreCase ? "iu" : "u";
+  const line = compile(source, flags);
   const literals = ignoreCase ? [] : requiredLiterals(source);
   let find: ((chunk: Buffer, from: number) => number) | undefined;
   if (literals.length > 0) find = literalCandidates(literals);
@@ -201,6 +203,7 @@ function createRegexMatcher(
   return {
     beginChunk() {},
     literals,
+    flags,
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(find === undefined ? {} : { find }),
@@ -279,9 +282,8 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
   const longest = regex.literals.reduce((a, b) => (b.length > a.length ? b : a), "");
   const text = Buffer.from(longest, "utf8");
-  return longest === "" || text.includes(10)
-    ? matcher
-    : { ...matcher, required: { text, escapes } };
+  if (longest === "" || text.includes(10)) return matcher;
+  return { ...matcher, required: { text, escapes, line: { source, flags: regex.flags } } };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */
@@ -618,7 +620,7 @@ export async function* searchWindow(
       // A segment takes one indexed line of context on each side: enough when lines are
       // indexed at least every `context` lines.
       (context === 0 || (await source.seekLine(context - 1, signal)).line === 0)
-        ? blockSegments(source, required, context, skipping, signal)
+        ? blockSegments(source, required, context, skipping, signal, () => seen)
         : wholeRead(source, start, signal);
     reading: for await (const segment of segments) {
       if (segment.offset !== offset) {

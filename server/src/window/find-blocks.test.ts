@@ -2,7 +2,12 @@ import { closeSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { scratchDir } from "../../../test/support/scratch-dir.js";
-import { type BlockQuery, findBlocksInMemory, findBlocksOnThreads } from "./find-blocks.js";
+import {
+  type BlockQuery,
+  blockScanTasks,
+  findBlocksInMemory,
+  findBlocksOnThreads,
+} from "./find-blocks.js";
 import { createScanPool } from "./scan-pool.js";
 
 /** A log of about 3 MiB with the needle on a few lines and escape bytes on a few others. */
@@ -65,6 +70,24 @@ describe("findBlocksOnThreads", () => {
       );
     } finally {
       closeSync(fd2);
+    }
+  });
+
+  it("lets a short scan take its turn between the tasks of a long one", async () => {
+    const single = createScanPool(1);
+    const fd = openSync(path, "r");
+    try {
+      const progress = () => new Int32Array(new SharedArrayBuffer(8));
+      const long = blockScanTasks(query, bytes.length, 8, bytes);
+      const short = blockScanTasks(query, bytes.length, 1, bytes);
+      const order: string[] = [];
+      const first = single.scan(fd, long, progress()).then(() => order.push("long"));
+      const second = single.scan(fd, short, progress()).then(() => order.push("short"));
+      await Promise.all([first, second]);
+      expect(order).toEqual(["short", "long"]);
+    } finally {
+      closeSync(fd);
+      await single.close();
     }
   });
 });

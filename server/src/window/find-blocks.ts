@@ -27,6 +27,11 @@ export interface BlockQuery {
 const sampleBytes = 64 * 1024;
 /** Bytes a scan reads at a time: fits the core's cache beside the code scanning it. */
 const spanBytes = 1024 * 1024;
+/**
+ * Most bytes of one task: a scan of a large payload is cut into tasks of this size, so other
+ * scans take turns with it on the threads (scan-pool.ts) every few milliseconds.
+ */
+const taskBytes = 64 * 1024 * 1024;
 
 /**
  * blockScanTasks cuts a query over a payload of `size` bytes into `count` tasks of whole
@@ -103,8 +108,9 @@ export function findBlocksInMemory(
 
 /**
  * findBlocksOnThreads answers a query over the first `size` bytes of the file open as `fd`,
- * cut into one task per thread of `pool`, all scanning at once; undefined when a task gave up
- * or failed. The descriptor must stay open until it resolves.
+ * cut into tasks of at most 64 MiB (at least one a thread of `pool`) that the pool's threads
+ * scan at once; undefined when a task gave up or failed. The descriptor must stay open until
+ * it resolves.
  */
 export async function findBlocksOnThreads(
   pool: ScanPool,
@@ -115,7 +121,8 @@ export async function findBlocksOnThreads(
 ): Promise<number[] | undefined> {
   const sample = Buffer.allocUnsafe(Math.max(0, Math.min(sampleBytes, size - query.from)));
   const got = readSync(fd, sample, 0, sample.length, query.from);
-  const tasks = blockScanTasks(query, size, pool.threads, sample.subarray(0, got));
+  const count = Math.max(pool.threads, Math.ceil((size - query.from) / taskBytes));
+  const tasks = blockScanTasks(query, size, count, sample.subarray(0, got));
   const results = await pool.scan(fd, tasks, sharedProgress(signal));
   const found: number[] = [];
   for (const blocks of results) {

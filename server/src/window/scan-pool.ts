@@ -10,8 +10,8 @@ export interface ScanPool {
   /**
    * Scans each task on a thread, reading the file open as descriptor `fd` (which must stay
    * open until this resolves): per task, in order, the blocks found, or undefined when the
-   * task gave up or failed (a read error, a thread that died). Tasks queue while every
-   * thread is busy.
+   * task gave up or failed (a read error, a thread that died). Tasks wait while every thread
+   * is busy, taking turns with other scans' tasks.
    */
   scan(
     fd: number,
@@ -71,14 +71,24 @@ interface Thread {
 }
 
 /**
- * createScanPool returns a pool of `threads` threads, started on first use. Idle threads do
+ * createScanPool returns a pool of `threads` threads, started on first use. Scans take turns:
+ * a free thread runs the next task of the scan after the one it last served, so a short scan
+ * queued behind long ones waits for one task of each, not for all of theirs. Idle threads do
  * not keep the process alive; a thread that dies fails its task (undefined) and is replaced
  * on the next scan.
  */
 export function createScanPool(threads: number): ScanPool {
   const live: Thread[] = [];
-  const queue: Job[] = [];
+  // Each scan's tasks not yet started, scans in the order they take their next turn.
+  const scans: Job[][] = [];
   let closed = false;
+
+  const nextJob = (): Job | undefined => {
+    const jobs = scans.shift();
+    const job = jobs?.shift();
+    if (jobs !== undefined && jobs.length > 0) scans.push(jobs);
+    return job;
+  };
 
   const start = (): Thread => {
     const thread: Thread = { worker: new Worker(workerSource, { eval: true }), job: undefined };
@@ -105,11 +115,12 @@ export function createScanPool(threads: number): ScanPool {
   };
 
   const next = (): void => {
-    while (queue.length > 0 && !closed) {
+    while (scans.length > 0 && !closed) {
       const thread =
         live.find((t) => t.job === undefined) ?? (live.length < threads ? start() : undefined);
       if (thread === undefined) return;
-      const job = queue.shift() as Job;
+      const job = nextJob();
+      if (job === undefined) return;
       thread.job = job;
       // A thread at work keeps the process alive until it answers.
       thread.worker.ref();
@@ -121,18 +132,20 @@ export function createScanPool(threads: number): ScanPool {
     threads,
     scan(fd, tasks, progress) {
       if (closed) return Promise.resolve(tasks.map(() => undefined));
+      const jobs: Job[] = [];
       const results = tasks.map(
         (task) =>
           new Promise<number[] | undefined>((done) => {
-            queue.push({ fd, task, progress, done });
+            jobs.push({ fd, task, progress, done });
           }),
       );
+      if (jobs.length > 0) scans.push(jobs);
       next();
       return Promise.all(results);
     },
     async close() {
       closed = true;
-      for (const job of queue.splice(0)) job.done(undefined);
+      for (const job of scans.splice(0).flat()) job.done(undefined);
       await Promise.all(
         live.splice(0).map((thread) => {
           thread.job?.done(undefined);

@@ -84,8 +84,9 @@ export interface LineMatcher {
    */
   readonly find?: (chunk: Buffer, from: number) => number;
   /**
-   * Bytes every line test() accepts holds as stored (with `escapes`, unless the line holds an
-   * escape byte): a search may read only the lines holding them. Unset when there are none.
+   * Bytes every line test() accepts holds as stored, and the expression such a line matches
+   * (`line`, for a regex), unless (with `escapes`) the line holds an escape byte: a search may
+   * read only the lines that do. Unset when the pattern names no such bytes.
    */
   readonly required?: RequiredText;
 }

@@ -724,11 +724,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       let handle: FileHandle | undefined;
       try {
         throwIfAborted(signal);
-        // A lookup first: a missing object (every new offload asks) costs no failed open. It
-        // decides nothing else: what is read is checked on the opened file.
-        const found = lookUp(path);
-        if (found === undefined || found.isDirectory()) throw notFound(key);
-        if (isSpecial(found)) throw notPlain(key);
+        const found = lookUpObject(path, key);
         if (found.isFile() && rangeEnd(found.size, offset, length) - offset <= syncIoBytes) {
           return readSmall(path, found, offset, length, key, files);
         }
@@ -748,9 +744,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       const path = filePath(key);
       try {
         throwIfAborted(callOpts?.signal);
-        const found = lookUp(path);
-        if (found === undefined || found.isDirectory()) throw notFound(key);
-        if (isSpecial(found)) throw notPlain(key);
+        lookUpObject(path, key);
         const { handle, stats } = await openFile(path, key);
         return { fd: handle.fd, size: stats.size, close: () => handle.close() };
       } catch (err) {
@@ -1046,6 +1040,18 @@ function lookUp(path: string): Stats | undefined {
     if (errnoOf(err) === "ENOTDIR") return undefined;
     throw err;
   }
+}
+
+/**
+ * The lookup a read starts with: a missing object (every new offload asks) costs no failed
+ * open. NOT_FOUND for nothing or a directory, refused for a FIFO, socket or device; it decides
+ * nothing else: what is read is checked on the opened file (openFile).
+ */
+function lookUpObject(path: string, key: string): Stats {
+  const found = lookUp(path);
+  if (found === undefined || found.isDirectory()) throw notFound(key);
+  if (isSpecial(found)) throw notPlain(key);
+  return found;
 }
 
 /** Where a read of `[offset, offset + length)` ends in an object of `size` bytes. */

@@ -22,6 +22,22 @@ const readFrom =
 
 const progress = () => new Int32Array(new SharedArrayBuffer(8));
 
+/** A task over all of `all`, plain search, no cap; `fields` override. */
+const taskOver = (all: Buffer, fields: Partial<BlockScanTask>): BlockScanTask => ({
+  from: 0,
+  to: all.length,
+  size: all.length,
+  blockBytes: 16,
+  spanBytes: 16,
+  text: Buffer.from("ab"),
+  probeAt: -1,
+  probeLength: 0,
+  escapes: false,
+  cap: Number.MAX_SAFE_INTEGER,
+  maxShare: 1,
+  ...fields,
+});
+
 /** Text of skewed words, so probes hit often and partial matches abound. */
 const textArb = fc
   .array(fc.constantFrom("ab", "abc", "cab", "b", "\n", "ca", "\u001b", "x", "abcab"), {
@@ -45,19 +61,15 @@ describe("scanBlocks", () => {
           const blocks = Math.ceil(all.length / blockBytes);
           const from = (cut % (blocks + 1)) * blockBytes;
           const plan = planned ? planLiteralSearch(text, all) : undefined;
-          const task: BlockScanTask = {
+          const task = taskOver(all, {
             from: Math.min(from, Math.max(0, blocks - 1) * blockBytes),
-            to: all.length,
-            size: all.length,
             blockBytes,
             spanBytes: blockBytes * blocksPerSpan,
             text,
             probeAt: plan?.anchor ?? -1,
             probeLength: plan?.probe.length ?? 0,
             escapes,
-            cap: Number.MAX_SAFE_INTEGER,
-            maxShare: 1,
-          };
+          });
           expect(scanBlocks(task, readFrom(all), progress())).toEqual(naiveBlocks(all, task));
         },
       ),
@@ -76,19 +88,12 @@ describe("scanBlocks", () => {
         fc.boolean(),
         (all, pattern, expression, blockBytes, blocksPerSpan, escapes) => {
           const text = Buffer.from(pattern);
-          const task: BlockScanTask = {
-            from: 0,
-            to: all.length,
-            size: all.length,
+          const task = taskOver(all, {
             blockBytes,
             spanBytes: blockBytes * blocksPerSpan,
             text,
-            probeAt: -1,
-            probeLength: 0,
             escapes,
-            cap: Number.MAX_SAFE_INTEGER,
-            maxShare: 1,
-          };
+          });
           const re = new RE2(expression, "u");
           const found = scanBlocks(task, readFrom(all), progress(), (line) => re.test(line)) ?? [];
           // Every line that may match (as the splitter cuts it: without `\n` or `\r\n`) meets
@@ -118,37 +123,13 @@ describe("scanBlocks", () => {
 
   it("counts a text that straddles the end of its range in the block where it starts", () => {
     const all = Buffer.from("....ab..");
-    const task: BlockScanTask = {
-      from: 0,
-      to: 5,
-      size: all.length,
-      blockBytes: 5,
-      spanBytes: 5,
-      text: Buffer.from("ab"),
-      probeAt: -1,
-      probeLength: 0,
-      escapes: false,
-      cap: 10,
-      maxShare: 1,
-    };
+    const task = taskOver(all, { to: 5, blockBytes: 5, spanBytes: 5 });
     expect(scanBlocks(task, readFrom(all), progress())).toEqual([0]);
   });
 
   it("gives up past its cap, or its share of the blocks scanned, and stops its peers", () => {
     const all = Buffer.from("ab".repeat(4096));
-    const base: BlockScanTask = {
-      from: 0,
-      to: all.length,
-      size: all.length,
-      blockBytes: 16,
-      spanBytes: 16,
-      text: Buffer.from("ab"),
-      probeAt: -1,
-      probeLength: 0,
-      escapes: false,
-      cap: 100,
-      maxShare: 1,
-    };
+    const base = taskOver(all, { cap: 100 });
     const shared = progress();
     expect(scanBlocks(base, readFrom(all), shared)).toBeUndefined();
     expect(Atomics.load(shared, 0)).toBe(1);

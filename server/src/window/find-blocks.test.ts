@@ -49,7 +49,7 @@ describe("findBlocksOnThreads", () => {
     }
   });
 
-  it("answers undefined when cancelled, when too many blocks qualify or a read fails", async () => {
+  it("answers undefined when cancelled or too many blocks qualify, and rejects a closed descriptor", async () => {
     const fd = openSync(path, "r");
     try {
       const aborted = await findBlocksOnThreads(pool, fd, bytes.length, query, AbortSignal.abort());

@@ -18,10 +18,13 @@ describe("search of a large payload through the blocks that hold its text", () =
   const lineCount = 520_000;
   const needleEvery = 50_000;
   const colouredEvery = 150_001;
+  const foldedEvery = 130_003;
   const lineText = (k: number): string => {
     if (k % needleEvery === 7) return `${k} WARN svc=auth user=u${k} session token expired`;
     // Coloured: its visible text matches, its stored bytes do not.
     if (k % colouredEvery === 11) return `${k} WARN \u001b[31msession\u001b[0m token expired`;
+    // Matches only ignoring case, as RE2 folds it: U+017F is a long s.
+    if (k % foldedEvery === 13) return `${k} WARN \u017fESSION TOKEN Expired`;
     return `${k} INFO svc=api user=u${k % 977} msg="request served" latency_ms=${k % 1000} ok`;
   };
   const text = `${Array.from({ length: lineCount }, (_, k) => lineText(k)).join("\n")}\n`;
@@ -29,6 +32,9 @@ describe("search of a large payload through the blocks that hold its text", () =
   const plain = Array.from({ length: lineCount }, (_, k) => k).filter((k) => k % needleEvery === 7);
   const coloured = Array.from({ length: lineCount }, (_, k) => k).filter(
     (k) => k % colouredEvery === 11,
+  );
+  const folded = Array.from({ length: lineCount }, (_, k) => k).filter(
+    (k) => k % foldedEvery === 13,
   );
   const search = (value: Record<string, unknown>, keepAnsi = false): Promise<Window> =>
     t.sdk().readToolOutput({
@@ -99,6 +105,20 @@ describe("search of a large payload through the blocks that hold its text", () =
     expect(rare.trailer?.totalMatches).toBe(BigInt(expected.length));
     expect(rare.rendered).toContain(`\t${expected[0]}\n`);
     expect(bytesRead).toBeLessThan(payloadBytes / 4);
+  });
+
+  it("ignores case on its threads too, folding characters as RE2 does", async () => {
+    const all = [...plain, ...coloured, ...folded].sort((a, b) => a - b);
+    for (const value of [
+      { pattern: "Session Token EXPIRED" },
+      { pattern: "SESSION token (expired|revoked)$", regex: true },
+    ]) {
+      bytesRead = 0;
+      const w = await search({ ...value, ignoreCase: true, maxMatches: 100 });
+      expect(w.trailer?.totalMatches).toBe(BigInt(all.length));
+      expect(matched(w)).toEqual(all);
+      expect(bytesRead).toBeLessThan(payloadBytes / 4);
+    }
   });
 
   it("reads on as usual for a text on every line, and stops at the asked matches", async () => {

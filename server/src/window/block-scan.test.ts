@@ -2,14 +2,21 @@ import fc from "fast-check";
 import RE2 from "re2";
 import { describe, expect, it } from "vitest";
 import { type BlockRead, type BlockScanTask, scanBlocks } from "./block-scan.js";
+import { findFolded, planFoldedSearch } from "./folded-text.js";
 import { planLiteralSearch } from "./literal-finder.js";
 
-/** The blocks where `text` starts, or an escape byte is, found one byte at a time. */
+/**
+ * The blocks where `text` starts (ASCII case aside, for a folded task), or an escape byte is,
+ * found one byte at a time.
+ */
 function naiveBlocks(all: Buffer, task: BlockScanTask): number[] {
   const blocks = new Set<number>();
+  const lower = (b: Buffer) => b.toString("latin1").replace(/[A-Z]/g, (c) => c.toLowerCase());
+  const want = Buffer.from(task.text);
   for (let at = task.from; at < task.to; at++) {
     const escapeByte = task.escapes && all[at] === 27;
-    const text = all.subarray(at, at + task.text.length).equals(Buffer.from(task.text));
+    const here = all.subarray(at, at + task.text.length);
+    const text = task.folded === undefined ? here.equals(want) : lower(here) === lower(want);
     if (escapeByte || text) blocks.add(Math.floor(at / task.blockBytes));
   }
   return [...blocks].sort((a, b) => a - b);
@@ -70,7 +77,39 @@ describe("scanBlocks", () => {
             probeLength: plan?.probe.length ?? 0,
             escapes,
           });
-          expect(scanBlocks(task, readFrom(all), progress())).toEqual(naiveBlocks(all, task));
+          expect(scanBlocks(task, readFrom(all), progress(), findFolded)).toEqual(
+            naiveBlocks(all, task),
+          );
+        },
+      ),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("finds the blocks where a folded text starts in either case", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom("ab", "AB", "aB", "Ab", "cab", "CA", "\n", "\u001b", "x", "X"), {
+          maxLength: 300,
+        }),
+        fc.constantFrom("ab", "abc", "cabx", "bcab", "x\u001b"),
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        (parts, pattern, blockBytes, blocksPerSpan, escapes) => {
+          const all = Buffer.from(parts.join(""));
+          const text = Buffer.from(pattern);
+          const folded = planFoldedSearch([text], all) ?? { piece: 0, anchor: 0, guard: -1 };
+          const task = taskOver(all, {
+            blockBytes,
+            spanBytes: blockBytes * blocksPerSpan,
+            text,
+            folded,
+            escapes,
+          });
+          expect(scanBlocks(task, readFrom(all), progress(), findFolded)).toEqual(
+            naiveBlocks(all, task),
+          );
         },
       ),
       { numRuns: 3_000 },
@@ -95,7 +134,8 @@ describe("scanBlocks", () => {
             escapes,
           });
           const re = new RE2(expression, "u");
-          const found = scanBlocks(task, readFrom(all), progress(), (line) => re.test(line)) ?? [];
+          const found =
+            scanBlocks(task, readFrom(all), progress(), findFolded, (line) => re.test(line)) ?? [];
           // Every line that may match (as the splitter cuts it: without `\n` or `\r\n`) meets
           // a block found, so the search reads it; blocks are found only where the text or an
           // escape byte starts.
@@ -124,21 +164,37 @@ describe("scanBlocks", () => {
   it("counts a text that straddles the end of its range in the block where it starts", () => {
     const all = Buffer.from("....ab..");
     const task = taskOver(all, { to: 5, blockBytes: 5, spanBytes: 5 });
-    expect(scanBlocks(task, readFrom(all), progress())).toEqual([0]);
+    expect(scanBlocks(task, readFrom(all), progress(), findFolded)).toEqual([0]);
   });
 
   it("gives up past its cap, or its share of the blocks scanned, and stops its peers", () => {
     const all = Buffer.from("ab".repeat(4096));
     const base = taskOver(all, { cap: 100 });
     const shared = progress();
-    expect(scanBlocks(base, readFrom(all), shared)).toBeUndefined();
+    expect(scanBlocks(base, readFrom(all), shared, findFolded)).toBeUndefined();
     expect(Atomics.load(shared, 0)).toBe(1);
-    expect(scanBlocks({ ...base, from: 16 }, readFrom(all), shared)).toBeUndefined();
+    expect(scanBlocks({ ...base, from: 16 }, readFrom(all), shared, findFolded)).toBeUndefined();
     const share = progress();
     expect(
-      scanBlocks({ ...base, cap: 10_000, maxShare: 0.5 }, readFrom(all), share),
+      scanBlocks({ ...base, cap: 10_000, maxShare: 0.5 }, readFrom(all), share, findFolded),
     ).toBeUndefined();
     // It judges the share only once 16 spans are scanned.
     expect(Atomics.load(share, 1)).toBe(16);
+  });
+
+  it("gives up on a folded text whose anchor byte proves common, and stops its peers", () => {
+    // "b" or "B" every other byte, "abc" nowhere: no block holds it, yet each byte is a stop.
+    const all = Buffer.from("aB".repeat(2 * 1024 * 1024));
+    const folded = { piece: 0, anchor: 1, guard: 2 };
+    const task = taskOver(all, { text: Buffer.from("abc"), folded, blockBytes: 65_536 });
+    const wide = { ...task, spanBytes: 65_536 };
+    const shared = progress();
+    expect(scanBlocks(wide, readFrom(all), shared, findFolded)).toBeUndefined();
+    expect(Atomics.load(shared, 0)).toBe(1);
+    // The same bytes with a rare anchor: scanned to the end, nothing found.
+    const rare = Buffer.from("aC".repeat(2 * 1024 * 1024));
+    expect(
+      scanBlocks({ ...wide, size: rare.length }, readFrom(rare), progress(), findFolded),
+    ).toEqual([]);
   });
 });

@@ -1,3 +1,5 @@
+import type { FoldedPlan, FoldedStreams, findFolded } from "./folded-text.js";
+
 /** LinePattern is an RE2 expression and its flags, as a line matcher compiles it. */
 export interface LinePattern {
   readonly source: string;
@@ -21,6 +23,11 @@ export interface BlockScanTask {
   readonly spanBytes: number;
   /** The text looked for; it holds no `\n`. */
   readonly text: Uint8Array;
+  /**
+   * Set when the text is lowercase ASCII looked for ASCII case aside (findFolded, with this
+   * plan); probeAt and probeLength are then unused.
+   */
+  readonly folded?: FoldedPlan;
   /** Where in `text` its probe starts (a piece found by memchr on a rare byte), or -1: none. */
   readonly probeAt: number;
   /** Length of the probe, when probeAt is set. */
@@ -58,16 +65,18 @@ export type BlockRead = (into: Uint8Array, length: number, position: number) => 
  * `\n` and a `\r` before it) matches, or when the line runs past the bytes read around the
  * span, where it cannot be told.
  *
- * It runs on worker threads from its source text (scan-pool.ts): it uses nothing but its
- * arguments and globals.
+ * `fold` is findFolded (folded-text.ts), handed in: scanBlocks runs on worker threads from its
+ * source text (scan-pool.ts), so it uses nothing but its arguments and globals.
  */
 export function scanBlocks(
   task: BlockScanTask,
   read: BlockRead,
   progress: Int32Array,
+  fold: typeof findFolded,
   lineMatches?: (line: Buffer) => boolean,
 ): number[] | undefined {
-  const { from, to, size, blockBytes, spanBytes, probeAt, probeLength, escapes, cap } = task;
+  const { from, to, size, blockBytes, spanBytes, probeAt, probeLength, escapes, cap, folded } =
+    task;
   const text = Buffer.from(task.text.buffer, task.text.byteOffset, task.text.byteLength);
   const probe = probeAt < 0 ? text : text.subarray(probeAt, probeAt + probeLength);
   const shift = Math.max(0, probeAt);
@@ -80,6 +89,14 @@ export function scanBlocks(
   let probeHits = 0;
   let plain = probeAt < 0;
   let spans = 0;
+  const streams: FoldedStreams = {
+    view: undefined,
+    lower: -1,
+    lowerFrom: 0,
+    upper: -1,
+    upperFrom: 0,
+    stops: 0,
+  };
   for (let start = from; start < to; start += spanBytes) {
     if (Atomics.load(progress, 0) !== 0) return undefined;
     const got = read(buffer, Math.min(room, size - start), start);
@@ -92,7 +109,10 @@ export function scanBlocks(
     for (let at = 0; at < spanEnd; ) {
       if (escapeAt >= 0 && escapeAt < at) escapeAt = view.indexOf(27, at);
       let next = -1;
-      if (plain) next = view.indexOf(text, at);
+      if (folded !== undefined) {
+        const end = escapeAt >= 0 ? Math.min(spanEnd, escapeAt + 1) : spanEnd;
+        next = fold(view, at, end, text, folded, streams);
+      } else if (plain) next = view.indexOf(text, at);
       else {
         for (let i = view.indexOf(probe, at + shift); i >= 0; i = view.indexOf(probe, i + 1)) {
           const candidate = i - shift;
@@ -141,7 +161,9 @@ export function scanBlocks(
     }
     spans++;
     const scanned = ((start + spanEnd - from) / blockBytes) | 0;
-    if (spans >= 16 && found.length > scanned * task.maxShare) {
+    // A folded piece's anchor byte that proves common: RE2's own scan is no slower.
+    const common = folded !== undefined && streams.stops > 65_536 + (start + spanEnd - from) / 32;
+    if (spans >= 16 && (common || found.length > scanned * task.maxShare)) {
       Atomics.store(progress, 0, 1);
       return undefined;
     }

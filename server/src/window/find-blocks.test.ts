@@ -78,8 +78,9 @@ describe("findBlocksOnThreads", () => {
     const fd = openSync(path, "r");
     try {
       const progress = () => new Int32Array(new SharedArrayBuffer(8));
-      const long = blockScanTasks(query, bytes.length, 8, bytes);
-      const short = blockScanTasks(query, bytes.length, 1, bytes);
+      const long = blockScanTasks(query, bytes.length, 8, bytes) ?? [];
+      const short = blockScanTasks(query, bytes.length, 1, bytes) ?? [];
+      expect([long.length, short.length]).toEqual([8, 1]);
       const order: string[] = [];
       const first = single.scan(fd, long, progress()).then(() => order.push("long"));
       const second = single.scan(fd, short, progress()).then(() => order.push("short"));

@@ -1,6 +1,7 @@
 import { readSync } from "node:fs";
 import RE2 from "re2";
 import { type BlockRead, type BlockScanTask, type LinePattern, scanBlocks } from "./block-scan.js";
+import { findFolded, planFoldedSearch } from "./folded-text.js";
 import { planLiteralSearch } from "./literal-finder.js";
 import type { ScanPool } from "./scan-pool.js";
 
@@ -10,8 +11,13 @@ export interface BlockQuery {
   readonly from: number;
   /** Block length; blocks are aligned in the payload. */
   readonly blockBytes: number;
-  /** Bytes every matching line holds as stored; no `\n`. */
+  /** Bytes every matching line holds as stored; no `\n`. With `folded`, the longest piece. */
   readonly text: Buffer;
+  /**
+   * For a case-insensitive search: lowercase ASCII pieces every matching line holds in either
+   * case (foldedPieces); the scan looks for the one the payload says is cheapest.
+   */
+  readonly folded?: readonly Buffer[];
   /** A block holding an escape byte counts too (lines matched without their sequences). */
   readonly escapes: boolean;
   /** An expression the line holding the text must match too; unset: holding it is enough. */
@@ -36,15 +42,20 @@ const taskBytes = 64 * 1024 * 1024;
 /**
  * blockScanTasks cuts a query over a payload of `size` bytes into `count` tasks of whole
  * blocks (the last ends at the payload's end), planning the probe from `sample`, the bytes at
- * query.from.
+ * query.from; undefined when an ignore-case query's text has no byte rare enough there to
+ * scan for (planFoldedSearch).
  */
 export function blockScanTasks(
   query: BlockQuery,
   size: number,
   count: number,
   sample: Buffer,
-): BlockScanTask[] {
-  const plan = planLiteralSearch(query.text, sample.subarray(0, sampleBytes));
+): BlockScanTask[] | undefined {
+  const head = sample.subarray(0, sampleBytes);
+  const folded = query.folded === undefined ? undefined : planFoldedSearch(query.folded, head);
+  if (query.folded !== undefined && folded === undefined) return undefined;
+  const text = folded === undefined ? query.text : (query.folded?.[folded.piece] as Buffer);
+  const plan = folded === undefined ? planLiteralSearch(text, head) : undefined;
   const blocks = Math.ceil((size - query.from) / query.blockBytes);
   const cap = Math.max(1, Math.floor(blocks * query.maxShare));
   const span = Math.max(1, Math.floor(spanBytes / query.blockBytes)) * query.blockBytes;
@@ -59,7 +70,8 @@ export function blockScanTasks(
       size,
       blockBytes: query.blockBytes,
       spanBytes: span,
-      text: query.text,
+      text,
+      ...(folded === undefined ? {} : { folded }),
       probeAt: plan?.anchor ?? -1,
       probeLength: plan?.probe.length ?? 0,
       escapes: query.escapes,
@@ -92,6 +104,7 @@ export function findBlocksInMemory(
   const read: BlockRead = (into, length, position) =>
     all.copy(into, 0, position, Math.min(all.length, position + length));
   const tasks = blockScanTasks(query, all.length, 1, all.subarray(query.from));
+  if (tasks === undefined) return undefined;
   const progress = sharedProgress(signal);
   const pattern = query.line;
   const expression = pattern === undefined ? undefined : new RE2(pattern.source, pattern.flags);
@@ -99,7 +112,7 @@ export function findBlocksInMemory(
     expression === undefined ? undefined : (line: Buffer) => expression.test(line);
   const found: number[] = [];
   for (const task of tasks) {
-    const blocks = scanBlocks(task, read, progress, lineMatches);
+    const blocks = scanBlocks(task, read, progress, findFolded, lineMatches);
     if (blocks === undefined) return undefined;
     found.push(...blocks);
   }
@@ -123,6 +136,7 @@ export async function findBlocksOnThreads(
   const got = readSync(fd, sample, 0, sample.length, query.from);
   const count = Math.max(pool.threads, Math.ceil((size - query.from) / taskBytes));
   const tasks = blockScanTasks(query, size, count, sample.subarray(0, got));
+  if (tasks === undefined) return undefined;
   const results = await pool.scan(fd, tasks, sharedProgress(signal));
   const found: number[] = [];
   for (const blocks of results) {

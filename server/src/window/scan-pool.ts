@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { type BlockScanTask, scanBlocks } from "./block-scan.js";
+import { findFolded } from "./folded-text.js";
 
 /** ScanPool runs block scans (block-scan.ts) of local files on threads of their own. */
 export interface ScanPool {
@@ -23,13 +24,14 @@ export interface ScanPool {
 }
 
 /**
- * The code each thread runs: scanBlocks itself, reading with positioned reads, testing lines
+ * The code each thread runs: scanBlocks itself (handed findFolded, from its source too), reading with positioned reads, testing lines
  * with RE2 (the server's own copy, by its resolved path) when a task names an expression.
  */
 const workerSource = `
 const { parentPort } = require("node:worker_threads");
 const { readSync } = require("node:fs");
 const RE2 = require(${JSON.stringify(createRequire(import.meta.url).resolve("re2"))});
+const findFolded = (${findFolded.toString()});
 const scanBlocks = (${scanBlocks.toString()});
 let compiled;
 const lineTest = (line) => {
@@ -51,7 +53,7 @@ parentPort.on("message", ({ fd, task, progress }) => {
   };
   try {
     const lineMatches = task.line === undefined ? undefined : lineTest(task.line);
-    parentPort.postMessage({ blocks: scanBlocks(task, read, progress, lineMatches) });
+    parentPort.postMessage({ blocks: scanBlocks(task, read, progress, findFolded, lineMatches) });
   } catch (err) {
     parentPort.postMessage({ error: String(err) });
   }

@@ -1,6 +1,7 @@
 import { toJsonString } from "@bufbuild/protobuf";
 import { ReadToolOutputResponseSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import fc from "fast-check";
+import RE2 from "re2";
 import { describe, expect, it } from "vitest";
 import { linePayloads } from "../../../test/support/line-payloads.js";
 import { rechunked } from "../../../test/support/rechunked-source.js";
@@ -59,7 +60,11 @@ function counting(source: WindowSource): WindowSource & { bytesRead: () => numbe
 }
 
 const red = "\u001b[31m";
-const words = ["foo", "bar", "needle", "nee", "dle", "x", "", "é", "\r", " ", red, "\u001b[0m"];
+// Case variants, and the two characters RE2 folds into ASCII (KELVIN SIGN, LONG S).
+const words = [
+  ...["foo", "bar", "needle", "nee", "dle", "x", "", "é", "\r", " ", red, "\u001b[0m"],
+  ...["NEEDLE", "Nee", "FOO", "k", "\u212a", "s", "\u017f", "S"],
+];
 const payloadArb = linePayloads(words, 80);
 const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
   pattern: fc.constantFrom(
@@ -72,6 +77,10 @@ const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
     "(foo|bar) needle",
     "x foo[ ]*",
     "needle$",
+    "K needle",
+    "NEEDLE",
+    "foo S",
+    "nEe+dle",
   ),
   regex: fc.boolean(),
   ignoreCase: fc.boolean(),
@@ -108,6 +117,40 @@ describe("search reading only the blocks that hold its text", () => {
         },
       ),
       { numRuns: 1_500 },
+    );
+  });
+
+  it("with ignore case, counts exactly the lines RE2 matches, K and ſ folded in", async () => {
+    const plain = words.filter((word) => !word.includes("\u001b"));
+    await fc.assert(
+      fc.asyncProperty(
+        linePayloads(plain, 80),
+        fc.constantFrom("K needle", "NEEDLE", "foo S", "nEe+dle", "o b", "(foo|bar) needle"),
+        fc.boolean(),
+        skippingArb,
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 3 }),
+        async (payload, pattern, regex, skipping, sizes) => {
+          const source = rechunked(
+            createBufferWindowSource("res_i", "text/plain", payload, false, 2),
+            sizes,
+          );
+          const request: SearchRequest = {
+            pattern,
+            regex,
+            ignoreCase: true,
+            maxMatches: 1_000,
+            skip: 0,
+            contextLines: 0,
+          };
+          const out = await frames(source, request, createWindowCaps({}), skipping);
+          const expression = new RE2(regex ? pattern : pattern.replace(/[+()|]/g, "\\$&"), "iu");
+          const lines = payload.toString("utf8").split("\n");
+          if (lines.at(-1) === "") lines.pop();
+          const expected = lines.filter((line) => expression.test(line.replace(/\r$/, ""))).length;
+          expect(JSON.parse(out.at(-1) ?? "{}").trailer.totalMatches ?? "0").toBe(String(expected));
+        },
+      ),
+      { numRuns: 1_000 },
     );
   });
 

@@ -45,6 +45,11 @@ export const defaultBlockSkipping: BlockSkipping = {
 export interface RequiredText {
   readonly text: Buffer;
   readonly escapes: boolean;
+  /**
+   * For a case-insensitive search: lowercase ASCII pieces every matching line holds in either
+   * case (foldedPieces), `text` the longest of them.
+   */
+  readonly folded?: readonly Buffer[];
   /** An RE2 expression a line holding the text must also match (before its terminator). */
   readonly line?: LinePattern;
 }
@@ -98,6 +103,7 @@ export async function* blockSegments(
         blockBytes,
         text: required.text,
         escapes: required.escapes,
+        ...(required.folded === undefined ? {} : { folded: required.folded }),
         ...(required.line === undefined ? {} : { line: required.line }),
         maxShare: skipping.maxBlockShare,
       },

@@ -7,6 +7,13 @@ import {
 import RE2 from "re2";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
 import {
+  type FoldedPlan,
+  findFolded,
+  foldedPieces,
+  newFoldedStreams,
+  planFoldedSearch,
+} from "./folded-text.js";
+import {
   createLineSplitter,
   lineKeepBytes,
   type ScannedLine,
@@ -175,35 +182,78 @@ function literalCandidates(literals: readonly string[]): (chunk: Buffer, from: n
 }
 
 /**
+ * Candidates of a case-insensitive expression whose every match holds each of `pieces`
+ * (foldedPieces): the start of the next line holding the piece the first chunk searched says is
+ * cheapest to look for, ASCII case aside (findFolded), or `fallback`'s candidates when no byte
+ * of any is rare there.
+ */
+function foldedCandidates(
+  pieces: readonly Buffer[],
+  fallback: ((chunk: Buffer, from: number) => number) | undefined,
+): { find: (chunk: Buffer, from: number) => number; beginChunk: () => void } {
+  let plan: FoldedPlan | null | undefined;
+  const streams = newFoldedStreams();
+  return {
+    // A chunk's memory may be reused for the next: what the streams found in it is dropped.
+    beginChunk: () => {
+      streams.view = undefined;
+    },
+    find: (chunk, from) => {
+      plan ??= planFoldedSearch(pieces, chunk) ?? null;
+      if (plan === null) return fallback === undefined ? from : fallback(chunk, from);
+      const piece = pieces[plan.piece] as Buffer;
+      const at = findFolded(chunk, from, chunk.length, piece, plan, streams);
+      return at < 0 ? -1 : Math.max(from, chunk.lastIndexOf(10, at) + 1);
+    },
+  };
+}
+
+/** What every line a matcher accepts holds (see RequiredText). */
+type HeldText = Pick<RequiredText, "text" | "folded">;
+
+/**
  * RE2 matcher: each line is tested alone. Candidates come from a literal scan when every match
- * holds some plain text (requiredLiterals: RE2 then only tests the lines holding it), else from
- * one RE2 scan of the whole chunk in multi-line mode, where every line that matches alone also
- * has a match starting inside it (a match across lines only adds a candidate that its line's
- * own test then rejects).
+ * holds some plain text (requiredLiterals: RE2 then only tests the lines holding it; with
+ * ignore case, pieces of it whose case variants are ASCII's, foldedPieces), else from one RE2
+ * scan of the whole chunk in multi-line mode, where every line that matches alone also has a
+ * match starting inside it (a match across lines only adds a candidate that its line's own
+ * test then rejects). `held` is what every matching line holds, unset when it names nothing.
  */
 function createRegexMatcher(
   source: string,
   ignoreCase: boolean,
 ): LineMatcher & {
   readonly testText: (text: Buffer) => boolean;
-  readonly literals: readonly string[];
+  readonly held: HeldText | undefined;
   readonly flags: string;
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
-  const literals = ignoreCase ? [] : requiredLiterals(source);
-  let find: ((chunk: Buffer, from: number) => number) | undefined;
-  if (literals.length > 0) find = literalCandidates(literals);
-  else if (!lineBoundPattern.test(source)) {
-    const chunked = compile(source, ignoreCase ? "gimu" : "gmu");
-    find = (chunk, from) => {
-      chunked.lastIndex = from;
-      return chunked.exec(chunk)?.index ?? -1;
+  const literals = requiredLiterals(source);
+  const pieces = ignoreCase ? foldedPieces(literals) : [];
+  const byLiteral = !ignoreCase && literals.length > 0;
+  let chunked: ((chunk: Buffer, from: number) => number) | undefined;
+  if (!byLiteral && !lineBoundPattern.test(source)) {
+    const expression = compile(source, ignoreCase ? "gimu" : "gmu");
+    chunked = (chunk, from) => {
+      expression.lastIndex = from;
+      return expression.exec(chunk)?.index ?? -1;
     };
   }
+  let find = chunked;
+  let beginChunk = () => {};
+  let held: HeldText | undefined;
+  if (pieces.length > 0) {
+    ({ find, beginChunk } = foldedCandidates(pieces, chunked));
+    held = { text: pieces[0] as Buffer, folded: pieces };
+  } else if (byLiteral) {
+    find = literalCandidates(literals);
+    const text = Buffer.from(literals[0] as string, "utf8");
+    if (!text.includes(10)) held = { text };
+  }
   return {
-    beginChunk() {},
-    literals,
+    beginChunk,
+    held,
     flags,
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
@@ -281,10 +331,9 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   const regex = createRegexMatcher(source, request.ignoreCase);
   // The same RE2 objects test a stripped line and scan a stripped chunk.
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
-  const longest = regex.literals.reduce((a, b) => (b.length > a.length ? b : a), "");
-  const text = Buffer.from(longest, "utf8");
-  if (longest === "" || text.includes(10)) return matcher;
-  return { ...matcher, required: { text, escapes, line: { source, flags: regex.flags } } };
+  if (regex.held === undefined) return matcher;
+  const line = { source, flags: regex.flags };
+  return { ...matcher, required: { ...regex.held, escapes, line } };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */

@@ -534,7 +534,8 @@ export type SearchWindow = Message<"spillway.v1.SearchWindow"> & {
   regex: boolean;
 
   /**
-   * Match case-insensitively.
+   * Match case-insensitively, by Unicode simple case folding as RE2 does (`k` also matches
+   * U+212A KELVIN SIGN, `s` U+017F LATIN SMALL LETTER LONG S), literal or expression alike.
    *
    * @generated from field: bool ignore_case = 3;
    */

@@ -975,7 +975,8 @@ type SearchWindow struct {
 	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	// Treat pattern as an RE2 regular expression (linear-time; no backreferences).
 	Regex bool `protobuf:"varint,2,opt,name=regex,proto3" json:"regex,omitempty"`
-	// Match case-insensitively.
+	// Match case-insensitively, by Unicode simple case folding as RE2 does (`k` also matches
+	// U+212A KELVIN SIGN, `s` U+017F LATIN SMALL LETTER LONG S), literal or expression alike.
 	IgnoreCase bool `protobuf:"varint,3,opt,name=ignore_case,json=ignoreCase,proto3" json:"ignore_case,omitempty"`
 	// Matches to return; the server caps it (asking more than the cap, while more remain,
 	// sets trailer.clipped and the text says the window was capped). Default 100.

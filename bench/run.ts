@@ -108,7 +108,11 @@ async function main(): Promise<void> {
       run: async () => searchScenarios(await log(), runs),
     },
     {
-      names: ["search_literal_mixed_1gib", "search_regex_mixed_1gib"],
+      names: [
+        "search_literal_mixed_1gib",
+        "search_regex_mixed_1gib",
+        "search_literal_ignore_case_mixed_1gib",
+      ],
       run: async () => {
         const fx = await openLogFixture(1024 * MiB, writeMixedLogFile);
         try {
@@ -116,6 +120,7 @@ async function main(): Promise<void> {
             name: "mixed_1gib",
             literalRatio: 2,
             regexRatio: 1.5,
+            ignoreCaseRatio: 1,
           });
         } finally {
           await fx.close();

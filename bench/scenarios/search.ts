@@ -6,8 +6,12 @@ import { alternate } from "../timing.js";
 
 const run = promisify(execFile);
 
-/** Runs `grep <flag> -c` on the log and checks it counts the rare lines. */
-async function grepCount(fx: LogFixture, flag: "-F" | "-E", pattern: string): Promise<void> {
+/** Runs `grep <flags> -c` on the log and checks it counts the rare lines. */
+async function grepCount(
+  fx: LogFixture,
+  flag: "-F" | "-E" | "-Fi",
+  pattern: string,
+): Promise<void> {
   const { stdout } = await run("grep", [flag, "-c", pattern, fx.log.path], {
     env: { ...process.env, LC_ALL: "C" },
   });
@@ -17,11 +21,16 @@ async function grepCount(fx: LogFixture, flag: "-F" | "-E", pattern: string): Pr
 }
 
 /** Searches the whole offloaded log and checks it reports every rare line. */
-async function spillwaySearch(fx: LogFixture, pattern: string, regex: boolean): Promise<void> {
+async function spillwaySearch(
+  fx: LogFixture,
+  pattern: string,
+  regex: boolean,
+  ignoreCase = false,
+): Promise<void> {
   const w = await fx.client.readToolOutput({
     runId: fx.runId,
     handle: fx.handle,
-    window: { case: "search", value: { pattern, regex, maxMatches: 100 } },
+    window: { case: "search", value: { pattern, regex, ignoreCase, maxMatches: 100 } },
   });
   if (w.trailer?.totalMatches !== BigInt(fx.log.rareLines)) {
     throw new Error(`search found ${w.trailer?.totalMatches}, expected ${fx.log.rareLines}`);
@@ -41,12 +50,14 @@ const warmSearches = 4;
  * every byte is scanned) against `grep -F -c` and `grep -E -c` on the same file (C locale,
  * page cache warm), alternating, after warmSearches untimed searches of each kind:
  * `search_literal_<name>` and `search_regex_<name>`, with the targets given (the log's own,
- * since a log whose pattern bytes are common is harder).
+ * since a log whose pattern bytes are common is harder). With `ignoreCaseRatio`, also
+ * `search_literal_ignore_case_<name>`: the literal in capitals, ignoring case, against
+ * `grep -F -i -c`.
  */
 export async function searchScenarios(
   fx: LogFixture,
   runs: number,
-  opts: { name: string; literalRatio: number; regexRatio: number } = {
+  opts: { name: string; literalRatio: number; regexRatio: number; ignoreCaseRatio?: number } = {
     name: "1gib",
     literalRatio: 0.5,
     regexRatio: 0.25,
@@ -66,6 +77,26 @@ export async function searchScenarios(
     () => spillwaySearch(fx, rareRegex, true),
     () => grepCount(fx, "-E", rareRegex),
   );
+  const results: BenchResult[] = [];
+  if (opts.ignoreCaseRatio !== undefined) {
+    const shouted = rareLiteral.toUpperCase();
+    await grepCount(fx, "-Fi", shouted);
+    for (let k = 0; k < warmSearches; k++) await spillwaySearch(fx, shouted, false, true);
+    const folded = await alternate(
+      runs,
+      () => spillwaySearch(fx, shouted, false, true),
+      () => grepCount(fx, "-Fi", shouted),
+    );
+    results.push(
+      throughputResult({
+        name: `search_literal_ignore_case_${opts.name}`,
+        baseline: "grep -F -i -c on the same file",
+        bytes,
+        ...folded,
+        minRatio: opts.ignoreCaseRatio,
+      }),
+    );
+  }
   return [
     throughputResult({
       name: `search_literal_${opts.name}`,
@@ -81,5 +112,6 @@ export async function searchScenarios(
       ...regex,
       minRatio: opts.regexRatio,
     }),
+    ...results,
   ];
 }

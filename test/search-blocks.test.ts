@@ -112,6 +112,7 @@ describe("search of a large payload through the blocks that hold its text", () =
     for (const value of [
       { pattern: "Session Token EXPIRED" },
       { pattern: "SESSION token (expired|revoked)$", regex: true },
+      { pattern: "QUOTA exhausted|Session Token EXPIRED", regex: true },
     ]) {
       bytesRead = 0;
       const w = await search({ ...value, ignoreCase: true, maxMatches: 100 });
@@ -119,6 +120,13 @@ describe("search of a large payload through the blocks that hold its text", () =
       expect(matched(w)).toEqual(all);
       expect(bytesRead).toBeLessThan(payloadBytes / 4);
     }
+  });
+
+  it("finds an alternation's lines through the blocks holding any alternative", async () => {
+    bytesRead = 0;
+    const w = await search({ pattern: "quota exhausted|session token expired", regex: true });
+    expect(w.trailer?.totalMatches).toBe(BigInt(plain.length + coloured.length));
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
   });
 
   it("reads on as usual for a text on every line, and stops at the asked matches", async () => {

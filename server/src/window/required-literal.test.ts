@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import RE2 from "re2";
 import { describe, expect, it } from "vitest";
-import { requiredLiterals } from "./required-literal.js";
+import { requiredBranchLiterals, requiredLiterals } from "./required-literal.js";
 
 describe("requiredLiterals", () => {
   it.each([
@@ -70,6 +70,58 @@ describe("requiredLiterals", () => {
         for (const text of lines) {
           if (!re.test(text)) continue;
           for (const literal of literals) expect(text).toContain(literal);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
+describe("requiredBranchLiterals", () => {
+  it.each([
+    ["quota exceeded|quota exhausted", [["quota exceeded"], ["quota exhausted"]]],
+    ["session token expired|(a|b)+ quota [0-9]+", [["session token expired"], [" quota "]]],
+    ["[|]abc|x\\|yz|def", [["abc"], ["x|yz"], ["def"]]],
+    ["abc(d|e)fgh", [["abc", "fgh"]]],
+  ])("finds each alternative's texts in %j: %j", (pattern, branches) => {
+    expect(requiredBranchLiterals(pattern)).toEqual(branches);
+  });
+
+  it.each([
+    ["an empty alternative", "abc|"],
+    ["an alternative without text", "abc|[0-9]+"],
+    ["an inline flag group", "(?i)abc|def"],
+    ["an unclosed group", "abc|(def"],
+  ])("names none for %s", (_why, pattern) => {
+    expect(requiredBranchLiterals(pattern)).toEqual([]);
+  });
+
+  it("names texts of which every line the expression matches holds one alternative's all", () => {
+    const words = ["ab", "abc", "token", "expired", "x", "é"];
+    const branch = fc
+      .array(
+        fc.oneof(
+          fc.constantFrom(...words),
+          fc.constantFrom("[a-z]", "\\d", ".", " ", "(ab|x)", "c?"),
+        ),
+        { minLength: 1, maxLength: 4 },
+      )
+      .map((parts) => parts.join(""));
+    const expression = fc
+      .array(branch, { minLength: 1, maxLength: 4 })
+      .map((branches) => branches.join("|"));
+    const line = fc
+      .array(fc.constantFrom(...words, " ", "9", "a", "b", "c"), { maxLength: 12 })
+      .map((w) => w.join(""));
+    fc.assert(
+      fc.property(expression, fc.array(line, { minLength: 1, maxLength: 20 }), (source, lines) => {
+        const re = new RE2(source, "u");
+        const branches = requiredBranchLiterals(source);
+        if (branches.length === 0) return;
+        for (const text of lines) {
+          if (!re.test(text)) continue;
+          const held = branches.some((literals) => literals.every((l) => text.includes(l)));
+          expect(held, `${JSON.stringify(text)} against ${source}`).toBe(true);
         }
       }),
       { numRuns: 3000 },

@@ -121,3 +121,35 @@ export function requiredLiterals(source: string): string[] {
   endRun();
   return runs.sort((a, b) => b.length - a.length);
 }
+
+/**
+ * requiredBranchLiterals returns, for each top-level alternative of the RE2 expression `source`
+ * (the expression itself when it has no top-level `|`), the texts requiredLiterals names in
+ * it: every match holds all the texts of at least one alternative. Empty when some alternative
+ * names none (an empty one matches anywhere), or the expression is unbalanced.
+ */
+export function requiredBranchLiterals(source: string): string[][] {
+  const branches: string[] = [];
+  let start = 0;
+  let i = 0;
+  while (i < source.length) {
+    const c = source[i];
+    if (c === "\\") i += 2;
+    else if (c === "[") {
+      i = classEnd(source, i);
+      if (i < 0) return [];
+    } else if (c === "(") {
+      i = groupEnd(source, i);
+      if (i < 0) return [];
+    } else {
+      if (c === "|") {
+        branches.push(source.slice(start, i));
+        start = i + 1;
+      }
+      i++;
+    }
+  }
+  branches.push(source.slice(start));
+  const literals = branches.map(requiredLiterals);
+  return literals.some((texts) => texts.length === 0) ? [] : literals;
+}

@@ -41,15 +41,23 @@ export const defaultBlockSkipping: BlockSkipping = {
   maxBlockShare: 1 / 8,
 };
 
-/** The text a skipping search looks for, and whether escape bytes count as holding it. */
-export interface RequiredText {
+/** A text every line a search matches may hold (see RequiredText). */
+export interface HeldText {
+  /** The bytes, as stored; with `folded`, the longest piece. */
   readonly text: Buffer;
-  readonly escapes: boolean;
   /**
-   * For a case-insensitive search: lowercase ASCII pieces every matching line holds in either
-   * case (foldedPieces), `text` the longest of them.
+   * For a case-insensitive search: lowercase ASCII pieces such a line holds in either case
+   * (foldedPieces), each of them.
    */
   readonly folded?: readonly Buffer[];
+}
+
+/** What a skipping search looks for: every line it matches holds one of `anyOf`. */
+export interface RequiredText {
+  /** One text per top-level alternative of the pattern (one for most patterns). */
+  readonly anyOf: readonly HeldText[];
+  /** Whether escape bytes count as holding it (a line is matched by its visible text). */
+  readonly escapes: boolean;
   /** An RE2 expression a line holding the text must also match (before its terminator). */
   readonly line?: LinePattern;
 }
@@ -58,15 +66,15 @@ export interface RequiredText {
  * blockSegments yields the segments a search from the payload's start reads when it skips
  * blocks: the first headBytes (to a line start) as usual; then, unless the search found more
  * matches there (matchesSoFar) than an eighth of the head's blocks, and once the source has
- * found the blocks past them that hold `required.text` on a line matching `required.line` (or
- * an escape byte), only the lines that meet those blocks, each segment running from an indexed
+ * found the blocks past them that hold one of `required.anyOf` on a line matching
+ * `required.line` (or an escape byte), only the lines that meet those blocks, each segment running from an indexed
  * line at or before its first block to one past its last (with `context` lines of context, one
  * more indexed line on each side, which the caller ensures is at least `context` lines).
  * Adjacent and overlapping segments are merged, and a segment never starts before the previous
  * one ends. When the source cannot tell (no findBlocks, too many blocks, a failure) the rest is
  * read whole, as one segment.
  *
- * Guarantee: every line that holds an escape byte, or holds the text and matches
+ * Guarantee: every line that holds an escape byte, or holds one of the texts and matches
  * `required.line`, lies wholly inside a segment.
  */
 export async function* blockSegments(
@@ -97,18 +105,7 @@ export async function* blockSegments(
     // past it: their blocks are looked for too.
     const owing = context > 0 ? (anchors.previous() ?? { line: 0, offset: 0 }) : head;
     const from = Math.floor(owing.offset / blockBytes) * blockBytes;
-    const blocks = await source.findBlocks?.(
-      {
-        from,
-        blockBytes,
-        text: required.text,
-        escapes: required.escapes,
-        ...(required.folded === undefined ? {} : { folded: required.folded }),
-        ...(required.line === undefined ? {} : { line: required.line }),
-        maxShare: skipping.maxBlockShare,
-      },
-      signal,
-    );
+    const blocks = await blocksHolding(source, required, from, skipping, signal);
     if (blocks === undefined) {
       yield { ...head, chunks: await source.read(head.offset, undefined, signal) };
       return;
@@ -125,11 +122,12 @@ export async function* blockSegments(
       }
       return after?.offset ?? size;
     };
+    const longest = Math.max(...required.anyOf.map((held) => held.text.length));
     const spans: Span[] = [];
     let open: Span | undefined;
     for (const block of blocks) {
       const first = Math.max(head.offset, block * blockBytes);
-      const last = Math.min(size, (block + 1) * blockBytes + required.text.length - 1);
+      const last = Math.min(size, (block + 1) * blockBytes + longest - 1);
       if (open !== undefined && first < open.end) {
         open.end = Math.max(open.end, await endAfter(last));
         continue;
@@ -152,6 +150,37 @@ export async function* blockSegments(
   } finally {
     await anchors.close();
   }
+}
+
+/**
+ * The blocks from `from` on that hold one of required.anyOf (one findBlocks per text, each
+ * allowed its share of the skipping's), ascending; undefined when any answer is.
+ */
+async function blocksHolding(
+  source: WindowSource,
+  required: RequiredText,
+  from: number,
+  skipping: BlockSkipping,
+  signal: AbortSignal | undefined,
+): Promise<number[] | undefined> {
+  const found = new Set<number>();
+  for (const held of required.anyOf) {
+    const blocks = await source.findBlocks?.(
+      {
+        from,
+        blockBytes: skipping.blockBytes,
+        text: held.text,
+        escapes: required.escapes,
+        ...(held.folded === undefined ? {} : { folded: held.folded }),
+        ...(required.line === undefined ? {} : { line: required.line }),
+        maxShare: skipping.maxBlockShare / required.anyOf.length,
+      },
+      signal,
+    );
+    if (blocks === undefined) return undefined;
+    for (const block of blocks) found.add(block);
+  }
+  return [...found].sort((a, b) => a - b);
 }
 
 /** A stretch of whole lines to read: from an indexed line's start to another's (or the end). */

@@ -8,6 +8,7 @@ import RE2 from "re2";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
 import {
   type FoldedPlan,
+  type FoldedStreams,
   findFolded,
   foldedPieces,
   newFoldedStreams,
@@ -32,7 +33,7 @@ import {
   searchFooterOf,
   widestSearchFooterChars,
 } from "./render.js";
-import { requiredLiterals } from "./required-literal.js";
+import { requiredBranchLiterals } from "./required-literal.js";
 import {
   checkCursorTie,
   resolveSearchStart,
@@ -43,6 +44,7 @@ import {
   type BlockSkipping,
   blockSegments,
   defaultBlockSkipping,
+  type HeldText,
   type RequiredText,
   type SearchSegment,
 } from "./search-segments.js";
@@ -161,78 +163,130 @@ function createLiteralMatcher(pattern: string): LineMatcher {
  */
 const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
 
+/** Finds the next place a match may begin in a chunk, at or after `from`; -1 for none. */
+type Find = (chunk: Buffer, from: number) => number;
+
+/** A matcher's candidates, and the hook that drops what they learned of the last chunk. */
+interface Candidates {
+  readonly find: Find;
+  readonly beginChunk: () => void;
+}
+
 /**
- * Candidates of an expression that names texts every match holds (requiredLiterals): the start
- * of the next line holding the one of them rarest in the first chunk searched (the longest of
- * the rarest), found by a LiteralFinder; lines without it cannot match.
+ * Candidates from occurrences of any of several texts (one finder each, returning where its
+ * text occurs): the start of the line holding the earliest. Each finder's last answer is kept
+ * while it still lies ahead, so a scan through a chunk runs each finder over it about once.
  */
-function literalCandidates(literals: readonly string[]): (chunk: Buffer, from: number) => number {
-  let finder: LiteralFinder | undefined;
-  return (chunk, from) => {
-    if (finder === undefined) {
+function lineOfEarliest(finders: readonly Find[]): Candidates {
+  let view: Buffer | undefined;
+  const next = finders.map(() => -1);
+  const since = finders.map(() => Number.POSITIVE_INFINITY);
+  return {
+    // A chunk's memory may be reused for the next: what was found in it is dropped.
+    beginChunk: () => {
+      view = undefined;
+    },
+    find: (chunk, from) => {
+      if (chunk !== view) {
+        view = chunk;
+        since.fill(Number.POSITIVE_INFINITY);
+      }
+      let earliest = -1;
+      finders.forEach((finder, k) => {
+        let at = next[k] as number;
+        if ((since[k] as number) > from || (at >= 0 && at < from)) {
+          at = finder(chunk, from);
+          next[k] = at;
+          since[k] = from;
+        }
+        if (at >= 0 && (earliest < 0 || at < earliest)) earliest = at;
+      });
+      return earliest < 0 ? -1 : Math.max(from, chunk.lastIndexOf(10, earliest) + 1);
+    },
+  };
+}
+
+/**
+ * Candidates of an expression whose every match holds all the texts of one of `branches`
+ * (requiredBranchLiterals): lines holding, for some branch, the one of its texts rarest in the
+ * first chunk searched, each found by a LiteralFinder; lines holding none cannot match.
+ */
+function literalCandidates(branches: readonly (readonly string[])[]): Candidates {
+  let finders: LiteralFinder[] | undefined;
+  const pickFinders = (chunk: Buffer): LiteralFinder[] =>
+    branches.map((literals) => {
       const texts = literals.map((literal) => Buffer.from(literal, "utf8"));
       const counts = texts.map((text) => sampleOccurrences(chunk, text));
       let pick = 0;
       for (let k = 1; k < texts.length; k++) if ((counts[k] ?? 0) < (counts[pick] ?? 0)) pick = k;
-      finder = createLiteralFinder(texts[pick] as Buffer);
-    }
-    const at = finder.indexOf(chunk, from);
-    return at < 0 ? -1 : Math.max(from, chunk.lastIndexOf(10, at) + 1);
-  };
+      return createLiteralFinder(texts[pick] as Buffer);
+    });
+  return lineOfEarliest(
+    branches.map((_, k) => (chunk: Buffer, from: number) => {
+      finders ??= pickFinders(chunk);
+      return (finders[k] as LiteralFinder).indexOf(chunk, from);
+    }),
+  );
 }
 
 /**
- * Candidates of a case-insensitive expression whose every match holds each of `pieces`
- * (foldedPieces): the start of the next line holding the piece the first chunk searched says is
- * cheapest to look for, ASCII case aside (findFolded), or `fallback`'s candidates when no byte
- * of any is rare there.
+ * Candidates of a case-insensitive expression whose every match holds each piece of one of
+ * `branches` (foldedPieces of its texts): lines holding, for some branch, the piece the first
+ * chunk searched says is cheapest to look for, ASCII case aside (findFolded); `fallback`'s
+ * candidates when some branch has no byte rare enough there.
  */
 function foldedCandidates(
-  pieces: readonly Buffer[],
-  fallback: ((chunk: Buffer, from: number) => number) | undefined,
-): { find: (chunk: Buffer, from: number) => number; beginChunk: () => void } {
-  let plan: FoldedPlan | null | undefined;
-  const streams = newFoldedStreams();
+  branches: readonly (readonly Buffer[])[],
+  fallback: Find | undefined,
+): Candidates {
+  let plans: (FoldedPlan | undefined)[] | undefined;
+  const streams = branches.map(() => newFoldedStreams());
+  const earliest = lineOfEarliest(
+    branches.map((pieces, k) => (chunk: Buffer, from: number) => {
+      const plan = plans?.[k] as FoldedPlan;
+      const piece = pieces[plan.piece] as Buffer;
+      return findFolded(chunk, from, chunk.length, piece, plan, streams[k] as FoldedStreams);
+    }),
+  );
   return {
-    // A chunk's memory may be reused for the next: what the streams found in it is dropped.
     beginChunk: () => {
-      streams.view = undefined;
+      earliest.beginChunk();
+      for (const stream of streams) stream.view = undefined;
     },
     find: (chunk, from) => {
-      plan ??= planFoldedSearch(pieces, chunk) ?? null;
-      if (plan === null) return fallback === undefined ? from : fallback(chunk, from);
-      const piece = pieces[plan.piece] as Buffer;
-      const at = findFolded(chunk, from, chunk.length, piece, plan, streams);
-      return at < 0 ? -1 : Math.max(from, chunk.lastIndexOf(10, at) + 1);
+      plans ??= branches.map((pieces) => planFoldedSearch(pieces, chunk));
+      if (plans.some((plan) => plan === undefined)) {
+        return fallback === undefined ? from : fallback(chunk, from);
+      }
+      return earliest.find(chunk, from);
     },
   };
 }
-
-/** What every line a matcher accepts holds (see RequiredText). */
-type HeldText = Pick<RequiredText, "text" | "folded">;
 
 /**
  * RE2 matcher: each line is tested alone. Candidates come from a literal scan when every match
- * holds some plain text (requiredLiterals: RE2 then only tests the lines holding it; with
- * ignore case, pieces of it whose case variants are ASCII's, foldedPieces), else from one RE2
- * scan of the whole chunk in multi-line mode, where every line that matches alone also has a
- * match starting inside it (a match across lines only adds a candidate that its line's own
- * test then rejects). `held` is what every matching line holds, unset when it names nothing.
+ * holds some plain text (requiredBranchLiterals, one set of texts per top-level alternative:
+ * RE2 then only tests the lines holding one; with ignore case, pieces of them whose case
+ * variants are ASCII's, foldedPieces), else from one RE2 scan of the whole chunk in multi-line
+ * mode, where every line that matches alone also has a match starting inside it (a match
+ * across lines only adds a candidate that its line's own test then rejects). `held` is what
+ * every matching line holds one of, empty when it names nothing.
  */
 function createRegexMatcher(
   source: string,
   ignoreCase: boolean,
 ): LineMatcher & {
   readonly testText: (text: Buffer) => boolean;
-  readonly held: HeldText | undefined;
+  readonly held: readonly HeldText[];
   readonly flags: string;
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
-  const literals = requiredLiterals(source);
-  const pieces = ignoreCase ? foldedPieces(literals) : [];
-  const byLiteral = !ignoreCase && literals.length > 0;
-  let chunked: ((chunk: Buffer, from: number) => number) | undefined;
+  const branches = requiredBranchLiterals(source);
+  const pieces = ignoreCase ? branches.map(foldedPieces) : [];
+  const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);
+  const byLiteral = !ignoreCase && branches.length > 0;
+  let chunked: Find | undefined;
   if (!byLiteral && !lineBoundPattern.test(source)) {
     const expression = compile(source, ignoreCase ? "gimu" : "gmu");
     chunked = (chunk, from) => {
@@ -242,14 +296,14 @@ function createRegexMatcher(
   }
   let find = chunked;
   let beginChunk = () => {};
-  let held: HeldText | undefined;
-  if (pieces.length > 0) {
+  let held: HeldText[] = [];
+  if (folded) {
     ({ find, beginChunk } = foldedCandidates(pieces, chunked));
-    held = { text: pieces[0] as Buffer, folded: pieces };
+    held = pieces.map((branch) => ({ text: branch[0] as Buffer, folded: branch }));
   } else if (byLiteral) {
-    find = literalCandidates(literals);
-    const text = Buffer.from(literals[0] as string, "utf8");
-    if (!text.includes(10)) held = { text };
+    ({ find, beginChunk } = literalCandidates(branches));
+    const texts = branches.map((literals) => Buffer.from(literals[0] as string, "utf8"));
+    if (!texts.some((text) => text.includes(10))) held = texts.map((text) => ({ text }));
   }
   return {
     beginChunk,
@@ -317,7 +371,7 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
     const literal = createLiteralMatcher(request.pattern);
     const needle = Buffer.from(request.pattern, "utf8");
     if (needle.includes(10)) return literal;
-    const required = { text: needle, escapes };
+    const required = { anyOf: [{ text: needle }], escapes };
     if (!escapes) return { ...literal, required };
     const finder = createLiteralFinder(needle);
     const visible = visibleTextMatcher(
@@ -331,9 +385,9 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   const regex = createRegexMatcher(source, request.ignoreCase);
   // The same RE2 objects test a stripped line and scan a stripped chunk.
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
-  if (regex.held === undefined) return matcher;
+  if (regex.held.length === 0) return matcher;
   const line = { source, flags: regex.flags };
-  return { ...matcher, required: { ...regex.held, escapes, line } };
+  return { ...matcher, required: { anyOf: regex.held, escapes, line } };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */

@@ -64,54 +64,44 @@ export async function searchScenarios(
   },
 ): Promise<BenchResult[]> {
   const { rareLiteral, rareRegex, bytes } = fx.log;
-  await grepCount(fx, "-F", rareLiteral);
-  for (let k = 0; k < warmSearches; k++) await spillwaySearch(fx, rareLiteral, false);
-  const literal = await alternate(
-    runs,
-    () => spillwaySearch(fx, rareLiteral, false),
-    () => grepCount(fx, "-F", rareLiteral),
-  );
-  for (let k = 0; k < warmSearches; k++) await spillwaySearch(fx, rareRegex, true);
-  const regex = await alternate(
-    runs,
-    () => spillwaySearch(fx, rareRegex, true),
-    () => grepCount(fx, "-E", rareRegex),
-  );
-  const results: BenchResult[] = [];
-  if (opts.ignoreCaseRatio !== undefined) {
-    const shouted = rareLiteral.toUpperCase();
-    await grepCount(fx, "-Fi", shouted);
-    for (let k = 0; k < warmSearches; k++) await spillwaySearch(fx, shouted, false, true);
-    const folded = await alternate(
+  /** Checks grep's count, warms the server, then alternates the two searches. */
+  const measure = async (
+    name: string,
+    flag: "-F" | "-E" | "-Fi",
+    pattern: string,
+    minRatio: number,
+  ): Promise<BenchResult> => {
+    const regex = flag === "-E";
+    const ignoreCase = flag === "-Fi";
+    await grepCount(fx, flag, pattern);
+    for (let k = 0; k < warmSearches; k++) await spillwaySearch(fx, pattern, regex, ignoreCase);
+    const timed = await alternate(
       runs,
-      () => spillwaySearch(fx, shouted, false, true),
-      () => grepCount(fx, "-Fi", shouted),
+      () => spillwaySearch(fx, pattern, regex, ignoreCase),
+      () => grepCount(fx, flag, pattern),
     );
+    const grep = { "-F": "grep -F -c", "-E": "grep -E -c", "-Fi": "grep -F -i -c" }[flag];
+    return throughputResult({
+      name: `${name}_${opts.name}`,
+      baseline: `${grep} on the same file`,
+      bytes,
+      ...timed,
+      minRatio,
+    });
+  };
+  const results = [
+    await measure("search_literal", "-F", rareLiteral, opts.literalRatio),
+    await measure("search_regex", "-E", rareRegex, opts.regexRatio),
+  ];
+  if (opts.ignoreCaseRatio !== undefined) {
     results.push(
-      throughputResult({
-        name: `search_literal_ignore_case_${opts.name}`,
-        baseline: "grep -F -i -c on the same file",
-        bytes,
-        ...folded,
-        minRatio: opts.ignoreCaseRatio,
-      }),
+      await measure(
+        "search_literal_ignore_case",
+        "-Fi",
+        rareLiteral.toUpperCase(),
+        opts.ignoreCaseRatio,
+      ),
     );
   }
-  return [
-    throughputResult({
-      name: `search_literal_${opts.name}`,
-      baseline: "grep -F -c on the same file",
-      bytes,
-      ...literal,
-      minRatio: opts.literalRatio,
-    }),
-    throughputResult({
-      name: `search_regex_${opts.name}`,
-      baseline: "grep -E -c on the same file",
-      bytes,
-      ...regex,
-      minRatio: opts.regexRatio,
-    }),
-    ...results,
-  ];
+  return results;
 }

@@ -29,6 +29,11 @@ export function foldedPieces(texts: readonly string[]): Buffer[] {
   return pieces.sort((x, y) => y.length - x.length).map((piece) => Buffer.from(piece, "latin1"));
 }
 
+/** The byte with ASCII upper case lowered; every other byte as it is. */
+function foldAscii(b: number): number {
+  return b >= 65 && b <= 90 ? b + 32 : b;
+}
+
 /** How a folded piece is looked for: memchr on both cases of one byte, then a second byte. */
 export interface FoldedPlan {
   /** Which of the pieces planned for is looked for. */
@@ -41,9 +46,9 @@ export interface FoldedPlan {
 
 /**
  * planFoldedSearch picks, from a sample of the text, the piece and the byte of it whose two
- * cases together are rarest (the longer piece and the earlier byte among equals) and the rarest
- * byte of the piece besides it; undefined when there is no piece or even the rarest byte is
- * more frequent than one in 32 bytes of the sample.
+ * cases together are rarest (the earlier piece, foldedPieces giving the longest first, and the
+ * earlier byte among equals) and the rarest byte of the piece besides it; undefined when there
+ * is no piece or even the rarest byte is more frequent than one in 32 bytes of the sample.
  */
 export function planFoldedSearch(
   pieces: readonly Uint8Array[],
@@ -52,18 +57,14 @@ export function planFoldedSearch(
   const counts = new Uint32Array(256);
   const end = Math.min(sample.length, sampleBytes);
   for (let i = 0; i < end; i++) {
-    const b = sample[i] as number;
-    const folded = b >= 65 && b <= 90 ? b + 32 : b;
+    const folded = foldAscii(sample[i] as number);
     counts[folded] = (counts[folded] as number) + 1;
   }
   let best: { piece: number; anchor: number; count: number } | undefined;
   pieces.forEach((piece, index) => {
     for (let k = 0; k < piece.length; k++) {
       const count = counts[piece[k] as number] as number;
-      const longer = best !== undefined && piece.length > (pieces[best.piece] as Uint8Array).length;
-      if (best === undefined || count < best.count || (count === best.count && longer)) {
-        best = { piece: index, anchor: k, count };
-      }
+      if (best === undefined || count < best.count) best = { piece: index, anchor: k, count };
     }
   });
   if (best === undefined || best.count > end / bytesPerStop) return undefined;
@@ -98,10 +99,10 @@ export function newFoldedStreams(): FoldedStreams {
 
 /**
  * findFolded returns the first offset at or after `from` and before `end` where `piece`
- * (lowercase ASCII, the one `plan` picked) occurs wholly inside `view`, ASCII case aside, or -1. It runs memchr on the
- * two cases of piece[plan.anchor] and compares the rest byte by byte where one is found. Calls
- * for one view should ask from ascending offsets (each then looks at each byte once); `streams`
- * is reset when the view changes.
+ * (lowercase ASCII, the one `plan` picked) occurs wholly inside `view`, ASCII case aside, or
+ * -1. It runs memchr on the two cases of piece[plan.anchor] and compares the rest byte by byte
+ * where one is found. Calls for one view should ask from ascending offsets (each then looks at
+ * each byte once); `streams` is reset when the view changes.
  *
  * It runs on scan threads from its source text (scan-pool.ts): it uses nothing but its
  * arguments and globals.
@@ -114,6 +115,8 @@ export function findFolded(
   plan: FoldedPlan,
   streams: FoldedStreams,
 ): number {
+  // Its own copy of foldAscii: the threads run this function's text alone.
+  const fold = (b: number) => (b >= 65 && b <= 90 ? b + 32 : b);
   const { anchor, guard } = plan;
   const lower = piece[anchor] as number;
   const upper = lower >= 97 && lower <= 122 ? lower - 32 : -1;
@@ -146,16 +149,9 @@ export function findFolded(
     streams.stops++;
     const candidate = hit - anchor;
     at = hit + 1;
-    if (guard >= 0) {
-      const g = view[candidate + guard] as number;
-      if ((g >= 65 && g <= 90 ? g + 32 : g) !== guardByte) continue;
-    }
+    if (guard >= 0 && fold(view[candidate + guard] as number) !== guardByte) continue;
     let k = 0;
-    while (k < length) {
-      const b = view[candidate + k] as number;
-      if ((b >= 65 && b <= 90 ? b + 32 : b) !== piece[k]) break;
-      k++;
-    }
+    while (k < length && fold(view[candidate + k] as number) === piece[k]) k++;
     if (k === length) return candidate;
   }
 }

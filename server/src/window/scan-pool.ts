@@ -24,8 +24,9 @@ export interface ScanPool {
 }
 
 /**
- * The code each thread runs: scanBlocks itself (handed findFolded, from its source too), reading with positioned reads, testing lines
- * with RE2 (the server's own copy, by its resolved path) when a task names an expression.
+ * The code each thread runs: scanBlocks itself (handed findFolded, from its source too),
+ * reading with positioned reads, testing lines with RE2 (the server's own copy, by its resolved
+ * path) when a task names an expression.
  */
 const workerSource = `
 const { parentPort } = require("node:worker_threads");

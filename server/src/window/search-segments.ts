@@ -67,9 +67,10 @@ export interface RequiredText {
  * blocks: the first headBytes (to a line start) as usual; then, unless the search found more
  * matches there (matchesSoFar) than an eighth of the head's blocks, and once the source has
  * found the blocks past them that hold one of `required.anyOf` on a line matching
- * `required.line` (or an escape byte), only the lines that meet those blocks, each segment running from an indexed
- * line at or before its first block to one past its last (with `context` lines of context, one
- * more indexed line on each side, which the caller ensures is at least `context` lines).
+ * `required.line` (or an escape byte), only the lines that meet those blocks, each segment
+ * running from an indexed line at or before its first block to one past its last (with
+ * `context` lines of context, one more indexed line on each side, which the caller ensures is
+ * at least `context` lines).
  * Adjacent and overlapping segments are merged, and a segment never starts before the previous
  * one ends. When the source cannot tell (no findBlocks, too many blocks, a failure) the rest is
  * read whole, as one segment.

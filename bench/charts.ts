@@ -83,6 +83,7 @@ const valueGroups: readonly ValueGroup[] = [
       "search_regex_1gib",
       "search_literal_mixed_1gib",
       "search_regex_mixed_1gib",
+      "search_regex_common_text_mixed_1gib",
       "search_literal_ignore_case_mixed_1gib",
     ],
   },

@@ -11,6 +11,11 @@ export interface LogFile {
   readonly rareRegex: string;
   /** How many lines the rare literal and regex match. */
   readonly rareLines: number;
+  /**
+   * An expression matching exactly the rare lines too, though the only plain text it names is
+   * on nearly every line; unset for a log that has none.
+   */
+  readonly commonTextRegex?: string;
 }
 
 /** One rare line every this many lines: about 48 in a 1 GiB log. */

@@ -37,7 +37,8 @@ function random(seed: number): () => number {
  * hex ids, numbers and 4-9 words of a service-log vocabulary each, ~170 bytes on average) to
  * `path`, deterministic, with the phrase `session token expired` on one line in 125,000 only,
  * though its bytes and words are everywhere: the realistic log of issue 26, item 4, where the
- * pattern's bytes are common.
+ * pattern's bytes are common. Those lines alone have a latency of five digits
+ * (`latency_ms=[0-9]{5}`, whose text is on every line).
  */
 export async function writeMixedLogFile(path: string, bytes: number): Promise<LogFile> {
   const next = random(0x5eed);
@@ -60,7 +61,9 @@ export async function writeMixedLogFile(path: string, bytes: number): Promise<Lo
       msg = `${said.slice(0, 2).join(" ")} session token expired for ${pick(words)}`;
       rare++;
     }
-    return `2026-11-30T${clock}Z ${isRare ? "ERROR" : pick(levels)} [${pick(services)}-${Math.floor(next() * 16)}] trace=${hex8()}${hex8()} user=u${Math.floor(next() * 100_000)} msg="${msg}" latency_ms=${Math.floor(next() * 2000)} region=${pick(regions)}\n`;
+    // The rare lines are slow ones too: five digits, where every other line has one to four.
+    const latency = Math.floor(next() * (isRare ? 50_000 : 2000)) + (isRare ? 10_000 : 0);
+    return `2026-11-30T${clock}Z ${isRare ? "ERROR" : pick(levels)} [${pick(services)}-${Math.floor(next() * 16)}] trace=${hex8()}${hex8()} user=u${Math.floor(next() * 100_000)} msg="${msg}" latency_ms=${latency} region=${pick(regions)}\n`;
   });
   return {
     path,
@@ -68,5 +71,6 @@ export async function writeMixedLogFile(path: string, bytes: number): Promise<Lo
     rareLiteral: "session token expired",
     rareRegex: 'user=u[0-9]+ msg="[a-z]+ [a-z]+ session token (expired|revoked) for [a-z]+"',
     rareLines: rare,
+    commonTextRegex: "latency_ms=[0-9]{5}",
   };
 }

@@ -111,6 +111,7 @@ async function main(): Promise<void> {
       names: [
         "search_literal_mixed_1gib",
         "search_regex_mixed_1gib",
+        "search_regex_common_text_mixed_1gib",
         "search_literal_ignore_case_mixed_1gib",
       ],
       run: async () => {
@@ -120,6 +121,7 @@ async function main(): Promise<void> {
             name: "mixed_1gib",
             literalRatio: 2,
             regexRatio: 1.5,
+            commonTextRatio: 1.5,
             ignoreCaseRatio: 1,
           });
         } finally {

@@ -107,6 +107,22 @@ describe("search of a large payload through the blocks that hold its text", () =
     expect(bytesRead).toBeLessThan(payloadBytes / 4);
   });
 
+  it("runs an expression that names no plain text over the lines, on its threads", async () => {
+    // A six-digit line number, a level, and anything but `s` after: the lines whose visible
+    // text has ſ there (U+017F is two bytes, neither `s`).
+    const pattern = "[0-9]{6} [A-Z]{4} [^s]";
+    const visible = (line: string) => line.replaceAll("\u001b[31m", "").replaceAll("\u001b[0m", "");
+    const expected = Array.from({ length: lineCount }, (_, k) => k).filter((k) =>
+      new RegExp(pattern, "u").test(visible(lineText(k))),
+    );
+    expect(expected).toEqual(folded.filter((k) => k >= 100_000));
+    bytesRead = 0;
+    const w = await search({ pattern, regex: true });
+    expect(w.trailer?.totalMatches).toBe(BigInt(expected.length));
+    expect(matched(w)).toEqual(expected);
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
+  });
+
   it("ignores case on its threads too, folding characters as RE2 does", async () => {
     const all = [...plain, ...coloured, ...folded].sort((a, b) => a - b);
     for (const value of [

@@ -50,14 +50,21 @@ const warmSearches = 4;
  * every byte is scanned) against `grep -F -c` and `grep -E -c` on the same file (C locale,
  * page cache warm), alternating, after warmSearches untimed searches of each kind:
  * `search_literal_<name>` and `search_regex_<name>`, with the targets given (the log's own,
- * since a log whose pattern bytes are common is harder). With `ignoreCaseRatio`, also
- * `search_literal_ignore_case_<name>`: the literal in capitals, ignoring case, against
- * `grep -F -i -c`.
+ * since a log whose pattern bytes are common is harder). With `commonTextRatio`, also
+ * `search_regex_common_text_<name>`: the log's expression whose text is on every line, against
+ * `grep -E -c`. With `ignoreCaseRatio`, also `search_literal_ignore_case_<name>`: the literal in
+ * capitals, ignoring case, against `grep -F -i -c`.
  */
 export async function searchScenarios(
   fx: LogFixture,
   runs: number,
-  opts: { name: string; literalRatio: number; regexRatio: number; ignoreCaseRatio?: number } = {
+  opts: {
+    name: string;
+    literalRatio: number;
+    regexRatio: number;
+    ignoreCaseRatio?: number;
+    commonTextRatio?: number;
+  } = {
     name: "1gib",
     literalRatio: 0.5,
     regexRatio: 0.25,
@@ -93,6 +100,12 @@ export async function searchScenarios(
     await measure("search_literal", "-F", rareLiteral, opts.literalRatio),
     await measure("search_regex", "-E", rareRegex, opts.regexRatio),
   ];
+  const { commonTextRegex } = fx.log;
+  if (opts.commonTextRatio !== undefined && commonTextRegex !== undefined) {
+    results.push(
+      await measure("search_regex_common_text", "-E", commonTextRegex, opts.commonTextRatio),
+    );
+  }
   if (opts.ignoreCaseRatio !== undefined) {
     results.push(
       await measure(

@@ -152,6 +152,92 @@ describe("scanBlocks", () => {
     );
   });
 
+  it("by expression, finds exactly the blocks where a line starts that matches alone or holds an escape byte", () => {
+    fc.assert(
+      fc.property(
+        textArb,
+        // Each may run over many lines at once; `\s`, `[^a]` and `(?s)` also match across them.
+        fc.constantFrom("ab+c", "x.*ab", "[abc]{3}", "ca|xb", "\\bab", "\\Bab", "^ab", "a\\s*b"),
+        fc.constantFrom("c[^a]b", "(?s)b.c", "(?i)xab", "b\\b"),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        fc.array(fc.nat(), { maxLength: 3 }),
+        (all, one, other, pickOther, blockBytes, blocksPerSpan, escapes, cuts) => {
+          const expression = pickOther ? other : one;
+          const alone = new RE2(expression, "u");
+          const lines = new RE2(expression, "gmu");
+          const findMatch = (text: Buffer, at: number) => {
+            lines.lastIndex = at;
+            return lines.exec(text)?.index ?? -1;
+          };
+          // The payload's blocks cut into consecutive tasks sharing one progress.
+          const blocks = Math.ceil(all.length / blockBytes);
+          const bounds = [...new Set([0, ...cuts.map((cut) => cut % (blocks + 1)), blocks])].sort(
+            (a, b) => a - b,
+          );
+          const shared = progress();
+          const found: number[] = [];
+          for (let k = 1; k < bounds.length; k++) {
+            const task = taskOver(all, {
+              from: (bounds[k - 1] as number) * blockBytes,
+              to: Math.min(all.length, (bounds[k] as number) * blockBytes),
+              blockBytes,
+              spanBytes: blockBytes * blocksPerSpan,
+              text: Buffer.alloc(0),
+              byExpression: true,
+              escapes,
+            });
+            const test = (line: Buffer) => alone.test(line);
+            found.push(
+              ...(scanBlocks(task, readFrom(all), shared, findFolded, test, findMatch) ?? []),
+            );
+          }
+          const expected = new Set<number>();
+          for (let start = 0; start < all.length; ) {
+            const newline = all.indexOf(10, start);
+            let end = newline < 0 ? all.length : newline;
+            if (newline >= 0 && end > start && all[end - 1] === 13) end--;
+            const line = all.subarray(start, end);
+            if ((escapes && line.includes(27)) || alone.test(line)) {
+              expected.add(Math.floor(start / blockBytes));
+            }
+            start = newline < 0 ? all.length : newline + 1;
+          }
+          expect([...new Set(found)].sort((a, b) => a - b)).toEqual(
+            [...expected].sort((a, b) => a - b),
+          );
+        },
+      ),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("by expression, counts a line that runs more than 64 KiB past its span, matching or not", () => {
+    const long = `${"a".repeat(70_000)}needle`;
+    const all = Buffer.from(`x\n${long}\n${long}\n`);
+    const lines = new RE2("needle", "gmu");
+    const alone = new RE2("needle", "u");
+    const findMatch = (text: Buffer, at: number) => {
+      lines.lastIndex = at;
+      return lines.exec(text)?.index ?? -1;
+    };
+    const task = taskOver(all, {
+      blockBytes: 16,
+      spanBytes: 16,
+      text: Buffer.alloc(0),
+      byExpression: true,
+    });
+    const test = (line: Buffer) => alone.test(line);
+    // The first long line starts in the first span and ends past its 64 KiB: it counts
+    // untested; the second starts in a span that reads it whole, and matches.
+    expect(scanBlocks(task, readFrom(all), progress(), findFolded, test, findMatch)).toEqual([
+      0,
+      Math.floor((2 + long.length + 1) / 16),
+    ]);
+  });
+
   it("counts a text that straddles the end of its range in the block where it starts", () => {
     const all = Buffer.from("....ab..");
     const task = taskOver(all, { to: 5, blockBytes: 5, spanBytes: 5 });

@@ -4,6 +4,12 @@ import type { FoldedPlan, FoldedStreams, findFolded } from "./folded-text.js";
 export interface LinePattern {
   readonly source: string;
   readonly flags: string;
+  /**
+   * The expression may be run over many lines at once in multi-line mode (flags `gm` added):
+   * every line that matches alone then holds the start of a match. Unset for expressions whose
+   * meaning differs there (`\A`, `\z`, `$`, multi-line mode turned off).
+   */
+  readonly chunked?: boolean;
 }
 
 /**
@@ -21,8 +27,14 @@ export interface BlockScanTask {
   readonly blockBytes: number;
   /** Bytes read at a time: a multiple of blockBytes. */
   readonly spanBytes: number;
-  /** The text looked for; it holds no `\n`. */
+  /** The text looked for; it holds no `\n`. Unused (empty) with `byExpression`. */
   readonly text: Uint8Array;
+  /**
+   * Look for lines matching `line` (chunked) by running it over each span in multi-line mode
+   * (findMatch, in scanBlocks), not for the text: for a text so common that testing each line
+   * holding it costs more, or an expression that names none.
+   */
+  readonly byExpression?: boolean;
   /**
    * Set when the text is lowercase ASCII looked for ASCII case aside (findFolded, with this
    * plan); probeAt and probeLength are then unused.
@@ -52,6 +64,12 @@ export interface BlockScanTask {
 export type BlockRead = (into: Uint8Array, length: number, position: number) => number;
 
 /**
+ * Finds where the next match of an expression starts in `text`, at or after `from` (a line's
+ * start), or -1: an RE2 expression in global multi-line mode, its lastIndex set to `from`.
+ */
+export type FindMatch = (text: Buffer, from: number) => number;
+
+/**
  * scanBlocks returns the numbers, ascending, of the blocks of task's range that hold its text
  * (or an escape byte, with `escapes`). It reads the range once through `read`, in spans of
  * task.spanBytes and the text's length less one past each (into one buffer kept for the
@@ -65,6 +83,11 @@ export type BlockRead = (into: Uint8Array, length: number, position: number) => 
  * `\n` and a `\r` before it) matches, or when the line runs past the bytes read around the
  * span, where it cannot be told.
  *
+ * With task.byExpression (and `findMatch`, the line expression compiled for multi-line mode),
+ * the blocks are those where a line starts (in the range) that holds an escape byte, matches
+ * alone (lineMatches), or runs more than 64 KiB past the span it starts in, where it cannot be
+ * told; each span's lines are scanned by findMatch from their first line's start.
+ *
  * `fold` is findFolded (folded-text.ts), handed in: scanBlocks runs on worker threads from its
  * source text (scan-pool.ts), so it uses nothing but its arguments and globals.
  */
@@ -74,15 +97,18 @@ export function scanBlocks(
   progress: Int32Array,
   fold: typeof findFolded,
   lineMatches?: (line: Buffer) => boolean,
+  findMatch?: FindMatch,
 ): number[] | undefined {
   const { from, to, size, blockBytes, spanBytes, probeAt, probeLength, escapes, cap, folded } =
     task;
   const text = Buffer.from(task.text.buffer, task.text.byteOffset, task.text.byteLength);
   const probe = probeAt < 0 ? text : text.subarray(probeAt, probeAt + probeLength);
   const shift = Math.max(0, probeAt);
+  const lines = task.byExpression === true ? findMatch : undefined;
   // A cache line into its memory: a read into a page-aligned buffer at a page-aligned file
-  // position copies at a fifth of the speed (4K aliasing, see backends/chunk-pool.ts).
-  const room = spanBytes + text.length - 1;
+  // position copies at a fifth of the speed (4K aliasing, see backends/chunk-pool.ts). By
+  // expression, the lines that start in a span are read to their ends, up to 64 KiB past it.
+  const room = spanBytes + (lines === undefined ? text.length - 1 : 65_536);
   const buffer = Buffer.from(Buffer.allocUnsafeSlow(room + 64).buffer, 64, room);
   const found: number[] = [];
   // A probe that proves common hands over to the whole text's own search, as in literal-finder.
@@ -97,6 +123,67 @@ export function scanBlocks(
     upperFrom: 0,
     stops: 0,
   };
+  /** Records the block holding payload offset `offset`; false when the scan must give up. */
+  const record = (offset: number): boolean => {
+    found.push(Math.floor(offset / blockBytes));
+    if (Atomics.add(progress, 1, 1) + 1 > cap) {
+      Atomics.store(progress, 0, 1);
+      return false;
+    }
+    return true;
+  };
+  /**
+   * Records the blocks where the lines starting in a span begin that hold an escape byte (with
+   * `escapes`), match alone, or end past the bytes read (`view`, read at payload offset
+   * `start`; the span is its first `spanEnd` bytes, and its first line starts at 0 when
+   * `startsLine`, else after its first `\n`); false when the scan must give up.
+   */
+  const scanLines = (view: Buffer, start: number, spanEnd: number, startsLine: boolean) => {
+    const matches = lines as FindMatch;
+    // findMatch sees only lines that end inside the view: one running past it counts untested.
+    const end = start + view.length >= size ? view.length : view.lastIndexOf(10) + 1;
+    const complete = view.subarray(0, end);
+    let at = startsLine ? 0 : view.indexOf(10) + 1;
+    if (at === 0 && !startsLine) return true;
+    let escapeAt = -1;
+    while (at < spanEnd && start + at < size) {
+      if (escapeAt < at) {
+        const byte = escapes ? view.indexOf(27, at) : -1;
+        escapeAt = byte < 0 ? Number.POSITIVE_INFINITY : byte;
+      }
+      let next = at < end ? matches(complete, at) : -1;
+      let tested = next >= 0;
+      // No match before `end`: the line starting there, if it runs past the view, counts.
+      if (next < 0) next = end < view.length ? end : Number.POSITIVE_INFINITY;
+      if (escapeAt < next) {
+        next = escapeAt;
+        tested = false;
+      }
+      if (next === Number.POSITIVE_INFINITY) return true;
+      const lineStart = next === 0 ? 0 : view.lastIndexOf(10, next - 1) + 1;
+      if (lineStart >= spanEnd || start + lineStart >= size) return true;
+      if (tested && lineMatches !== undefined) {
+        const newline = view.indexOf(10, next);
+        let lineEnd = newline < 0 ? view.length : newline;
+        if (newline >= 0 && lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
+        // A line holding an escape byte may match by its visible text alone: it counts.
+        if (escapeAt >= lineEnd && !lineMatches(view.subarray(lineStart, lineEnd))) {
+          at = newline < 0 ? view.length : newline + 1;
+          continue;
+        }
+      }
+      if (!record(start + lineStart)) return false;
+      const after = (Math.floor((start + lineStart) / blockBytes) + 1) * blockBytes - start;
+      const newline = view.indexOf(10, after - 1);
+      if (newline < 0) return true;
+      at = newline + 1;
+    }
+    return true;
+  };
+  // Whether the first span's first byte starts a line (the byte before it is a `\n`).
+  let startsLine = from === 0;
+  if (lines !== undefined && from > 0)
+    startsLine = read(buffer, 1, from - 1) === 1 && buffer[0] === 10;
   for (let start = from; start < to; start += spanBytes) {
     if (Atomics.load(progress, 0) !== 0) return undefined;
     const got = read(buffer, Math.min(room, size - start), start);
@@ -105,8 +192,12 @@ export function scanBlocks(
     // Occurrences must start inside the span (and the task's range); the bytes after are
     // read only to see an occurrence that straddles its end.
     const spanEnd = Math.min(spanBytes, to - start, got);
-    let escapeAt = escapes ? view.indexOf(27) : -1;
-    for (let at = 0; at < spanEnd; ) {
+    let escapeAt = escapes && lines === undefined ? view.indexOf(27) : -1;
+    if (lines !== undefined) {
+      if (!scanLines(view, start, spanEnd, startsLine)) return undefined;
+      startsLine = view[spanEnd - 1] === 10;
+    }
+    for (let at = 0; lines === undefined && at < spanEnd; ) {
       if (escapeAt >= 0 && escapeAt < at) escapeAt = view.indexOf(27, at);
       let next = -1;
       if (folded !== undefined) {
@@ -151,13 +242,8 @@ export function scanBlocks(
       }
       if (escapeAt >= 0 && (next < 0 || escapeAt < next)) next = escapeAt;
       if (next < 0 || next >= spanEnd) break;
-      const block = Math.floor((start + next) / blockBytes);
-      found.push(block);
-      if (Atomics.add(progress, 1, 1) + 1 > cap) {
-        Atomics.store(progress, 0, 1);
-        return undefined;
-      }
-      at = (block + 1) * blockBytes - start;
+      if (!record(start + next)) return undefined;
+      at = (Math.floor((start + next) / blockBytes) + 1) * blockBytes - start;
     }
     spans++;
     const scanned = ((start + spanEnd - from) / blockBytes) | 0;

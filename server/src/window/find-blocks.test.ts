@@ -49,6 +49,51 @@ describe("findBlocksOnThreads", () => {
     }
   });
 
+  it("runs the line expression over the lines, on its threads too, when the text is common or none", async () => {
+    const fd = openSync(path, "r");
+    try {
+      // `request ` is on every line: each line holding it tested alone would cost more.
+      const line = { source: "latency=2[0-9]ms the", flags: "u", chunked: true };
+      const common = { ...query, text: Buffer.from("request "), line, escapes: false };
+      const sample = bytes.subarray(common.from);
+      expect(blockScanTasks(common, bytes.length, 2, sample)?.[0]?.byExpression).toBe(true);
+      const rare = { ...common, text: Buffer.from("the needle") };
+      expect(blockScanTasks(rare, bytes.length, 2, sample)?.[0]?.byExpression).toBeUndefined();
+      // A common text beside a rare one that every match holds too: the rare one is looked for.
+      const also = { ...common, also: [Buffer.from("ms the"), Buffer.from("user=")] };
+      const [task] = blockScanTasks(also, bytes.length, 2, sample) ?? [];
+      expect([task?.byExpression, Buffer.from(task?.text ?? []).toString()]).toEqual([
+        undefined,
+        "ms the",
+      ]);
+      expect(await findBlocksOnThreads(pool, fd, bytes.length, also)).toEqual(
+        findBlocksInMemory(bytes, common),
+      );
+      const none = { ...common, text: Buffer.alloc(0) };
+      const lineBound = { ...common, line: { ...line, chunked: false } };
+      expect(blockScanTasks(lineBound, bytes.length, 2, sample)?.[0]?.byExpression).toBeUndefined();
+      expect(blockScanTasks({ ...none, line: lineBound.line }, bytes.length, 2, sample)).toBe(
+        undefined,
+      );
+      // Of the lines holding the needle, those at 20-29 ms (27,020 to 54,023): their blocks only.
+      const blocks = bytes
+        .toString("latin1")
+        .split("\n")
+        .flatMap((text, k, all) =>
+          /latency=2[0-9]ms the/.test(text)
+            ? [Math.floor(Buffer.byteLength(all.slice(0, k).join("\n")) / query.blockBytes)]
+            : [],
+        );
+      expect(blocks.length).toBeGreaterThan(0);
+      for (const q of [common, none]) {
+        expect(await findBlocksOnThreads(pool, fd, bytes.length, q)).toEqual(blocks);
+        expect(findBlocksInMemory(bytes, q)).toEqual(blocks);
+      }
+    } finally {
+      closeSync(fd);
+    }
+  });
+
   it("answers undefined when cancelled or too many blocks qualify, and rejects a closed descriptor", async () => {
     const fd = openSync(path, "r");
     try {

@@ -2,7 +2,7 @@ import { readSync } from "node:fs";
 import RE2 from "re2";
 import { type BlockRead, type BlockScanTask, type LinePattern, scanBlocks } from "./block-scan.js";
 import { findFolded, planFoldedSearch } from "./folded-text.js";
-import { planLiteralSearch } from "./literal-finder.js";
+import { commonInSample, planLiteralSearch, sampleOccurrences } from "./literal-finder.js";
 import type { ScanPool } from "./scan-pool.js";
 
 /** BlockQuery asks which blocks of a payload a search must read (WindowSource.findBlocks). */
@@ -11,8 +11,13 @@ export interface BlockQuery {
   readonly from: number;
   /** Block length; blocks are aligned in the payload. */
   readonly blockBytes: number;
-  /** Bytes every matching line holds as stored; no `\n`. With `folded`, the longest piece. */
+  /**
+   * Bytes every matching line holds as stored; no `\n`. With `folded`, the longest piece.
+   * Empty when the matching lines hold no text in common: `line` (chunked) is looked for.
+   */
   readonly text: Buffer;
+  /** Other texts every matching line holds too: the scan looks for the sample's rarest. */
+  readonly also?: readonly Buffer[];
   /**
    * For a case-insensitive search: lowercase ASCII pieces every matching line holds in either
    * case (foldedPieces); the scan looks for the one the payload says is cheapest.
@@ -41,9 +46,11 @@ const taskBytes = 64 * 1024 * 1024;
 
 /**
  * blockScanTasks cuts a query over a payload of `size` bytes into `count` tasks of whole
- * blocks (the last ends at the payload's end), planning the probe from `sample`, the bytes at
- * query.from; undefined when an ignore-case query's text has no byte rare enough there to
- * scan for (planFoldedSearch).
+ * blocks (the last ends at the payload's end), planning the scan from `sample`, the bytes at
+ * query.from: by expression (BlockScanTask.byExpression) when the query names no text, or
+ * the rarest there of its texts (`text` and `also`) is common there (commonInSample), or an ignore-case query's pieces have no byte
+ * rare enough there (planFoldedSearch), and its line expression may run over many lines;
+ * else by the rarest of its texts. Undefined when it must go by expression and cannot.
  */
 export function blockScanTasks(
   query: BlockQuery,
@@ -53,9 +60,23 @@ export function blockScanTasks(
 ): BlockScanTask[] | undefined {
   const head = sample.subarray(0, sampleBytes);
   const folded = query.folded === undefined ? undefined : planFoldedSearch(query.folded, head);
-  if (query.folded !== undefined && folded === undefined) return undefined;
-  const text = folded === undefined ? query.text : (query.folded?.[folded.piece] as Buffer);
-  const plan = folded === undefined ? planLiteralSearch(text, head) : undefined;
+  const unplanned = query.folded !== undefined && folded === undefined;
+  const none = query.text.length === 0;
+  // Of the texts every matching line holds, the one the sample holds least often.
+  let rarest = { text: query.text, count: none ? 0 : sampleOccurrences(head, query.text) };
+  for (const text of query.folded === undefined ? (query.also ?? []) : []) {
+    const count = sampleOccurrences(head, text);
+    if (text.length > 0 && count < rarest.count) rarest = { text, count };
+  }
+  const common = !none && query.folded === undefined && commonInSample(rarest.count, head);
+  const byExpression = query.line?.chunked === true && (none || unplanned || common);
+  if (!byExpression && (none || unplanned)) return undefined;
+  const text = byExpression
+    ? Buffer.alloc(0)
+    : folded === undefined
+      ? rarest.text
+      : (query.folded?.[folded.piece] as Buffer);
+  const plan = byExpression || folded !== undefined ? undefined : planLiteralSearch(text, head);
   const blocks = Math.ceil((size - query.from) / query.blockBytes);
   const cap = Math.max(1, Math.floor(blocks * query.maxShare));
   const span = Math.max(1, Math.floor(spanBytes / query.blockBytes)) * query.blockBytes;
@@ -71,7 +92,8 @@ export function blockScanTasks(
       blockBytes: query.blockBytes,
       spanBytes: span,
       text,
-      ...(folded === undefined ? {} : { folded }),
+      ...(byExpression ? { byExpression } : {}),
+      ...(folded === undefined || byExpression ? {} : { folded }),
       probeAt: plan?.anchor ?? -1,
       probeLength: plan?.probe.length ?? 0,
       escapes: query.escapes,
@@ -110,9 +132,18 @@ export function findBlocksInMemory(
   const expression = pattern === undefined ? undefined : new RE2(pattern.source, pattern.flags);
   const lineMatches =
     expression === undefined ? undefined : (line: Buffer) => expression.test(line);
+  const lines =
+    pattern?.chunked === true ? new RE2(pattern.source, `gm${pattern.flags}`) : undefined;
+  const findMatch =
+    lines === undefined
+      ? undefined
+      : (text: Buffer, at: number) => {
+          lines.lastIndex = at;
+          return lines.exec(text)?.index ?? -1;
+        };
   const found: number[] = [];
   for (const task of tasks) {
-    const blocks = scanBlocks(task, read, progress, findFolded, lineMatches);
+    const blocks = scanBlocks(task, read, progress, findFolded, lineMatches, findMatch);
     if (blocks === undefined) return undefined;
     found.push(...blocks);
   }

@@ -66,6 +66,21 @@ export function sampleOccurrences(sample: Buffer, text: Buffer): number {
 }
 
 /**
+ * Sample bytes per occurrence below which a text is too common to test each line holding it
+ * with RE2: a line test costs about what running the expression over a KiB of lines does.
+ */
+const bytesPerLineTest = 1024;
+
+/**
+ * commonInSample reports whether `count` occurrences in `sample` (counted as
+ * sampleOccurrences does) are more than one a KiB: a search for an expression whose every
+ * match holds the text then runs the expression over every line instead.
+ */
+export function commonInSample(count: number, sample: Buffer): boolean {
+  return count > Math.min(sample.length, sampleBytes) / bytesPerLineTest;
+}
+
+/**
  * planLiteralSearch plans a search from a sample of the text: the probe starts at one of the
  * needle's rarest bytes, the one whose probe the sample says is cheapest to scan for; the
  * guard is the rarest needle byte outside the probe. Undefined when the sample says Node's own

@@ -26,7 +26,7 @@ export interface ScanPool {
 /**
  * The code each thread runs: scanBlocks itself (handed findFolded, from its source too),
  * reading with positioned reads, testing lines with RE2 (the server's own copy, by its resolved
- * path) when a task names an expression.
+ * path) when a task names an expression, and running it over spans of lines when it may.
  */
 const workerSource = `
 const { parentPort } = require("node:worker_threads");
@@ -35,12 +35,18 @@ const RE2 = require(${JSON.stringify(createRequire(import.meta.url).resolve("re2
 const findFolded = (${findFolded.toString()});
 const scanBlocks = (${scanBlocks.toString()});
 let compiled;
-const lineTest = (line) => {
-  if (compiled?.source !== line.source || compiled?.flags !== line.flags) {
-    compiled = { ...line, expression: new RE2(line.source, line.flags) };
+const compile = (line) => {
+  const same = compiled?.source === line.source && compiled?.flags === line.flags;
+  if (!same || compiled.chunked !== line.chunked) {
+    const lines = line.chunked ? new RE2(line.source, "gm" + line.flags) : undefined;
+    compiled = { ...line, expression: new RE2(line.source, line.flags), lines };
   }
-  const expression = compiled.expression;
-  return (text) => expression.test(text);
+  const { expression, lines } = compiled;
+  const findMatch = lines === undefined ? undefined : (text, at) => {
+    lines.lastIndex = at;
+    return lines.exec(text)?.index ?? -1;
+  };
+  return { lineMatches: (text) => expression.test(text), findMatch };
 };
 parentPort.on("message", ({ fd, task, progress }) => {
   const read = (into, length, position) => {
@@ -53,8 +59,9 @@ parentPort.on("message", ({ fd, task, progress }) => {
     return got;
   };
   try {
-    const lineMatches = task.line === undefined ? undefined : lineTest(task.line);
-    parentPort.postMessage({ blocks: scanBlocks(task, read, progress, findFolded, lineMatches) });
+    const tests = task.line === undefined ? {} : compile(task.line);
+    const blocks = scanBlocks(task, read, progress, findFolded, tests.lineMatches, tests.findMatch);
+    parentPort.postMessage({ blocks });
   } catch (err) {
     parentPort.postMessage({ error: String(err) });
   }

@@ -83,6 +83,14 @@ const requestArb: fc.Arbitrary<SearchRequest> = fc.record({
     "nEe+dle",
     "needle|foo S",
     "bar x|NEEDLE|Nee dle",
+    // No plain text, or text on most lines: the expression itself is run over the lines.
+    "[a-z]{6}",
+    "x\\s*foo",
+    "\\bbar\\b",
+    "[A-Z]{3} ?needle",
+    "o+ [^x]+ needle",
+    // Two texts each matching line holds: the rarer is looked for.
+    "foo bar.*dle",
   ),
   regex: fc.boolean(),
   ignoreCase: fc.boolean(),
@@ -136,6 +144,11 @@ describe("search reading only the blocks that hold its text", () => {
           "(foo|bar) needle",
           "needle|foo S",
           "bar x|NEEDLE|Nee dle",
+          "[a-z]{6}",
+          "x\\s*foo",
+          "[A-Z]{3} ?needle",
+          "o+ [^x]+ needle",
+          "foo bar.*dle",
         ),
         fc.boolean(),
         fc.boolean(),
@@ -155,7 +168,7 @@ describe("search reading only the blocks that hold its text", () => {
             contextLines: 0,
           };
           const out = await frames(source, request, createWindowCaps({}), skipping);
-          const expressionSource = regex ? pattern : pattern.replace(/[+()|]/g, "\\$&");
+          const expressionSource = regex ? pattern : pattern.replace(/[\\^$.|?*+()[\]{}]/g, "\\$&");
           const expression = new RE2(expressionSource, ignoreCase ? "iu" : "u");
           const lines = payload.toString("utf8").split("\n");
           if (lines.at(-1) === "") lines.pop();

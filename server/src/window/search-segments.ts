@@ -45,6 +45,8 @@ export const defaultBlockSkipping: BlockSkipping = {
 export interface HeldText {
   /** The bytes, as stored; with `folded`, the longest piece. */
   readonly text: Buffer;
+  /** Other texts such a line holds too, as stored: a scan may look for the rarest instead. */
+  readonly also?: readonly Buffer[];
   /**
    * For a case-insensitive search: lowercase ASCII pieces such a line holds in either case
    * (foldedPieces), each of them.
@@ -52,9 +54,12 @@ export interface HeldText {
   readonly folded?: readonly Buffer[];
 }
 
-/** What a skipping search looks for: every line it matches holds one of `anyOf`. */
+/**
+ * What a skipping search looks for: every line it matches holds one of `anyOf`, or, when that
+ * is empty, matches `line` (which may then run over many lines: chunked).
+ */
 export interface RequiredText {
-  /** One text per top-level alternative of the pattern (one for most patterns). */
+  /** One text per top-level alternative of the pattern (one for most patterns), or none. */
   readonly anyOf: readonly HeldText[];
   /** Whether escape bytes count as holding it (a line is matched by its visible text). */
   readonly escapes: boolean;
@@ -75,8 +80,8 @@ export interface RequiredText {
  * one ends. When the source cannot tell (no findBlocks, too many blocks, a failure) the rest is
  * read whole, as one segment.
  *
- * Guarantee: every line that holds an escape byte, or holds one of the texts and matches
- * `required.line`, lies wholly inside a segment.
+ * Guarantee: every line that holds an escape byte, or holds one of the texts (any, when none
+ * is named) and matches `required.line`, lies wholly inside a segment.
  */
 export async function* blockSegments(
   source: WindowSource,
@@ -123,7 +128,7 @@ export async function* blockSegments(
       }
       return after?.offset ?? size;
     };
-    const longest = Math.max(...required.anyOf.map((held) => held.text.length));
+    const longest = Math.max(1, ...required.anyOf.map((held) => held.text.length));
     const spans: Span[] = [];
     let open: Span | undefined;
     for (const block of blocks) {
@@ -155,7 +160,8 @@ export async function* blockSegments(
 
 /**
  * The blocks from `from` on that hold one of required.anyOf (one findBlocks per text, each
- * allowed its share of the skipping's), ascending; undefined when any answer is.
+ * allowed its share of the skipping's; with none, one for the line expression alone),
+ * ascending; undefined when any answer is.
  */
 async function blocksHolding(
   source: WindowSource,
@@ -165,16 +171,18 @@ async function blocksHolding(
   signal: AbortSignal | undefined,
 ): Promise<number[] | undefined> {
   const found = new Set<number>();
-  for (const held of required.anyOf) {
+  const anyOf = required.anyOf.length > 0 ? required.anyOf : [{ text: Buffer.alloc(0) }];
+  for (const held of anyOf) {
     const blocks = await source.findBlocks?.(
       {
         from,
         blockBytes: skipping.blockBytes,
         text: held.text,
+        ...(held.also === undefined ? {} : { also: held.also }),
         escapes: required.escapes,
         ...(held.folded === undefined ? {} : { folded: held.folded }),
         ...(required.line === undefined ? {} : { line: required.line }),
-        maxShare: skipping.maxBlockShare / required.anyOf.length,
+        maxShare: skipping.maxBlockShare / anyOf.length,
       },
       signal,
     );

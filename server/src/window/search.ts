@@ -22,7 +22,12 @@ import {
   showLine,
   toLineMessage,
 } from "./lines.js";
-import { createLiteralFinder, type LiteralFinder, sampleOccurrences } from "./literal-finder.js";
+import {
+  commonInSample,
+  createLiteralFinder,
+  type LiteralFinder,
+  sampleOccurrences,
+} from "./literal-finder.js";
 import {
   groupSeparator,
   renderLineRow,
@@ -93,9 +98,10 @@ export interface LineMatcher {
    */
   readonly find?: (chunk: Buffer, from: number) => number;
   /**
-   * Bytes every line test() accepts holds as stored, and the expression such a line matches
-   * (`line`, for a regex), unless (with `escapes`) the line holds an escape byte: a search may
-   * read only the lines that do. Unset when the pattern names no such bytes.
+   * Bytes every line test() accepts holds as stored (or none), and the expression such a line
+   * matches (`line`, for a regex), unless (with `escapes`) the line holds an escape byte: a
+   * search may read only the lines that do. Unset when the pattern names no such bytes and its
+   * expression cannot be run over many lines at once.
    */
   readonly required?: RequiredText;
 }
@@ -209,24 +215,44 @@ function lineOfEarliest(finders: readonly Find[]): Candidates {
 /**
  * Candidates of an expression whose every match holds all the texts of one of `branches`
  * (requiredBranchLiterals): lines holding, for some branch, the one of its texts rarest in the
- * first chunk searched, each found by a LiteralFinder; lines holding none cannot match.
+ * first chunk searched, each found by a LiteralFinder; lines holding none cannot match. When
+ * those texts are common there (commonInSample, over the branches together), `chunked`'s
+ * candidates instead, if it is set: testing each line holding them would cost more.
  */
-function literalCandidates(branches: readonly (readonly string[])[]): Candidates {
-  let finders: LiteralFinder[] | undefined;
-  const pickFinders = (chunk: Buffer): LiteralFinder[] =>
-    branches.map((literals) => {
+function literalCandidates(
+  branches: readonly (readonly string[])[],
+  chunked: Find | undefined,
+): Candidates {
+  let finders: LiteralFinder[] = [];
+  let find: Find | undefined;
+  const pickFinders = (chunk: Buffer): LiteralFinder[] => {
+    let occurrences = 0;
+    const picked = branches.map((literals) => {
       const texts = literals.map((literal) => Buffer.from(literal, "utf8"));
       const counts = texts.map((text) => sampleOccurrences(chunk, text));
       let pick = 0;
       for (let k = 1; k < texts.length; k++) if ((counts[k] ?? 0) < (counts[pick] ?? 0)) pick = k;
+      occurrences += counts[pick] ?? 0;
       return createLiteralFinder(texts[pick] as Buffer);
     });
-  return lineOfEarliest(
-    branches.map((_, k) => (chunk: Buffer, from: number) => {
-      finders ??= pickFinders(chunk);
-      return (finders[k] as LiteralFinder).indexOf(chunk, from);
-    }),
+    if (chunked !== undefined && commonInSample(occurrences, chunk)) find = chunked;
+    return picked;
+  };
+  const earliest = lineOfEarliest(
+    branches.map(
+      (_, k) => (chunk: Buffer, from: number) => (finders[k] as LiteralFinder).indexOf(chunk, from),
+    ),
   );
+  return {
+    beginChunk: earliest.beginChunk,
+    find: (chunk, from) => {
+      if (find === undefined) {
+        finders = pickFinders(chunk);
+        find ??= earliest.find;
+      }
+      return find(chunk, from);
+    },
+  };
 }
 
 /**
@@ -267,10 +293,11 @@ function foldedCandidates(
  * RE2 matcher: each line is tested alone. Candidates come from a literal scan when every match
  * holds some plain text (requiredBranchLiterals, one set of texts per top-level alternative:
  * RE2 then only tests the lines holding one; with ignore case, pieces of them whose case
- * variants are ASCII's, foldedPieces), else from one RE2 scan of the whole chunk in multi-line
- * mode, where every line that matches alone also has a match starting inside it (a match
- * across lines only adds a candidate that its line's own test then rejects). `held` is what
- * every matching line holds one of, empty when it names nothing.
+ * variants are ASCII's, foldedPieces), else, or when that text is common (commonInSample),
+ * from one RE2 scan of the whole chunk in multi-line mode, where every line that matches alone
+ * also has a match starting inside it (a match across lines only adds a candidate that its
+ * line's own test then rejects). `held` is what every matching line holds one of, empty when
+ * it names nothing; `chunked`, whether the expression may be run over many lines at once.
  */
 function createRegexMatcher(
   source: string,
@@ -279,6 +306,7 @@ function createRegexMatcher(
   readonly testText: (text: Buffer) => boolean;
   readonly held: readonly HeldText[];
   readonly flags: string;
+  readonly chunked: boolean;
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
@@ -287,7 +315,7 @@ function createRegexMatcher(
   const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);
   const byLiteral = !ignoreCase && branches.length > 0;
   let chunked: Find | undefined;
-  if (!byLiteral && !lineBoundPattern.test(source)) {
+  if (!lineBoundPattern.test(source)) {
     const expression = compile(source, ignoreCase ? "gimu" : "gmu");
     chunked = (chunk, from) => {
       expression.lastIndex = from;
@@ -301,14 +329,20 @@ function createRegexMatcher(
     ({ find, beginChunk } = foldedCandidates(pieces, chunked));
     held = pieces.map((branch) => ({ text: branch[0] as Buffer, folded: branch }));
   } else if (byLiteral) {
-    ({ find, beginChunk } = literalCandidates(branches));
-    const texts = branches.map((literals) => Buffer.from(literals[0] as string, "utf8"));
-    if (!texts.some((text) => text.includes(10))) held = texts.map((text) => ({ text }));
+    ({ find, beginChunk } = literalCandidates(branches, chunked));
+    const texts = branches.map((literals) => literals.map((text) => Buffer.from(text, "utf8")));
+    if (!texts.some(([text]) => text?.includes(10))) {
+      held = texts.map(([text, ...also]) => ({
+        text: text as Buffer,
+        also: also.filter((other) => !other.includes(10)),
+      }));
+    }
   }
   return {
     beginChunk,
     held,
     flags,
+    chunked: chunked !== undefined,
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(find === undefined ? {} : { find }),
@@ -385,8 +419,9 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   const regex = createRegexMatcher(source, request.ignoreCase);
   // The same RE2 objects test a stripped line and scan a stripped chunk.
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
-  if (regex.held.length === 0) return matcher;
-  const line = { source, flags: regex.flags };
+  // With no text to look for, a skipping search looks for the lines the expression matches.
+  if (regex.held.length === 0 && !regex.chunked) return matcher;
+  const line = { source, flags: regex.flags, ...(regex.chunked ? { chunked: true } : {}) };
   return { ...matcher, required: { anyOf: regex.held, escapes, line } };
 }
 

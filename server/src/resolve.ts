@@ -133,20 +133,32 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
     ...(openLocal === undefined
       ? {}
       : {
-          async findBlocks(query, signal) {
+          async *findBlocks(query, signal) {
+            const unknown = { to: record.sizeBytes, blocks: undefined };
             // A failure here only costs the shortcut: the search then reads every byte, and
             // meets (and reports) whatever stopped this.
             const local = await openLocal(blob.key, signal === undefined ? {} : { signal }).catch(
               () => undefined,
             );
-            if (local === undefined) return undefined;
+            if (local === undefined) {
+              yield unknown;
+              return;
+            }
             try {
               // A file cut short is for the reads to find and report (DATA_LOSS), not to skip.
-              if (local.size < record.sizeBytes) return undefined;
+              if (local.size < record.sizeBytes) {
+                yield unknown;
+                return;
+              }
               const pool = sharedScanPool();
-              return await findBlocksOnThreads(pool, local.fd, record.sizeBytes, query, signal);
-            } catch {
-              return undefined;
+              const found = findBlocksOnThreads(pool, local.fd, record.sizeBytes, query, signal);
+              let failed = false;
+              try {
+                yield* found;
+              } catch {
+                failed = true;
+              }
+              if (failed) yield unknown;
             } finally {
               await local.close().catch(() => undefined);
             }

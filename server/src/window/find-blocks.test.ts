@@ -5,6 +5,7 @@ import { scratchDir } from "../../../test/support/scratch-dir.js";
 import {
   type BlockQuery,
   blockScanTasks,
+  type FoundBlocks,
   findBlocksInMemory,
   findBlocksOnThreads,
 } from "./find-blocks.js";
@@ -18,6 +19,18 @@ function sampleLog(): Buffer {
     lines.push(`${k} request ok user=${k % 97} latency=${k % 1000}ms${extra}`);
   }
   return Buffer.from(`${lines.join("\n")}\n`);
+}
+
+/** The blocks of every stretch, or undefined when a stretch's are. */
+async function allBlocks(
+  stretches: AsyncIterable<FoundBlocks> | Iterable<FoundBlocks>,
+): Promise<number[] | undefined> {
+  const found: number[] = [];
+  for await (const { blocks } of stretches) {
+    if (blocks === undefined) return undefined;
+    found.push(...blocks);
+  }
+  return found;
 }
 
 describe("findBlocksOnThreads", () => {
@@ -38,11 +51,15 @@ describe("findBlocksOnThreads", () => {
   it("finds, on its threads, the blocks the calling thread finds", async () => {
     const fd = openSync(path, "r");
     try {
-      const found = await findBlocksOnThreads(pool, fd, bytes.length, query);
-      expect(found).toEqual(findBlocksInMemory(bytes, query));
+      const found = await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, query));
+      expect(found).toEqual(await allBlocks(findBlocksInMemory(bytes, query)));
       expect(found?.length).toBeGreaterThan(5);
-      const plain = await findBlocksOnThreads(pool, fd, bytes.length, { ...query, escapes: false });
-      expect(plain).toEqual(findBlocksInMemory(bytes, { ...query, escapes: false }));
+      const plain = await allBlocks(
+        findBlocksOnThreads(pool, fd, bytes.length, { ...query, escapes: false }),
+      );
+      expect(plain).toEqual(
+        await allBlocks(findBlocksInMemory(bytes, { ...query, escapes: false })),
+      );
       expect(plain?.length).toBeLessThan(found?.length ?? 0);
     } finally {
       closeSync(fd);
@@ -66,8 +83,8 @@ describe("findBlocksOnThreads", () => {
         undefined,
         "ms the",
       ]);
-      expect(await findBlocksOnThreads(pool, fd, bytes.length, also)).toEqual(
-        findBlocksInMemory(bytes, common),
+      expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, also))).toEqual(
+        await allBlocks(findBlocksInMemory(bytes, common)),
       );
       const none = { ...common, text: Buffer.alloc(0) };
       const lineBound = { ...common, line: { ...line, chunked: false } };
@@ -86,8 +103,8 @@ describe("findBlocksOnThreads", () => {
         );
       expect(blocks.length).toBeGreaterThan(0);
       for (const q of [common, none]) {
-        expect(await findBlocksOnThreads(pool, fd, bytes.length, q)).toEqual(blocks);
-        expect(findBlocksInMemory(bytes, q)).toEqual(blocks);
+        expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, q))).toEqual(blocks);
+        expect(await allBlocks(findBlocksInMemory(bytes, q))).toEqual(blocks);
       }
     } finally {
       closeSync(fd);
@@ -97,21 +114,23 @@ describe("findBlocksOnThreads", () => {
   it("answers undefined when cancelled or too many blocks qualify, and rejects a closed descriptor", async () => {
     const fd = openSync(path, "r");
     try {
-      const aborted = await findBlocksOnThreads(pool, fd, bytes.length, query, AbortSignal.abort());
+      const aborted = await allBlocks(
+        findBlocksOnThreads(pool, fd, bytes.length, query, AbortSignal.abort()),
+      );
       expect(aborted).toBeUndefined();
       const common = { ...query, text: Buffer.from("request"), maxShare: 0.5 };
-      expect(await findBlocksOnThreads(pool, fd, bytes.length, common)).toBeUndefined();
+      expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, common))).toBeUndefined();
     } finally {
       closeSync(fd);
     }
     const gone = openSync(path, "r");
     closeSync(gone);
-    await expect(findBlocksOnThreads(pool, gone, bytes.length, query)).rejects.toThrow();
+    await expect(allBlocks(findBlocksOnThreads(pool, gone, bytes.length, query))).rejects.toThrow();
     const fd2 = openSync(path, "r");
     try {
       // The threads kept serving.
-      expect(await findBlocksOnThreads(pool, fd2, bytes.length, query)).toEqual(
-        findBlocksInMemory(bytes, query),
+      expect(await allBlocks(findBlocksOnThreads(pool, fd2, bytes.length, query))).toEqual(
+        await allBlocks(findBlocksInMemory(bytes, query)),
       );
     } finally {
       closeSync(fd2);
@@ -127,8 +146,10 @@ describe("findBlocksOnThreads", () => {
       const short = blockScanTasks(query, bytes.length, 1, bytes) ?? [];
       expect([long.length, short.length]).toEqual([8, 1]);
       const order: string[] = [];
-      const first = single.scan(fd, long, progress()).then(() => order.push("long"));
-      const second = single.scan(fd, short, progress()).then(() => order.push("short"));
+      const first = Promise.all(single.scan(fd, long, progress())).then(() => order.push("long"));
+      const second = Promise.all(single.scan(fd, short, progress())).then(() =>
+        order.push("short"),
+      );
       await Promise.all([first, second]);
       expect(order).toEqual(["short", "long"]);
     } finally {

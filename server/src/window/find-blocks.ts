@@ -114,19 +114,42 @@ function sharedProgress(signal: AbortSignal | undefined): Int32Array {
 }
 
 /**
- * findBlocksInMemory answers a query over bytes held in memory, on the calling thread: the
- * same scan the threads run, for sources without a file.
+ * FoundBlocks is what a block scan found in one stretch of the payload: the stretches follow
+ * one another from the query's `from`, each ending where the next starts.
  */
-export function findBlocksInMemory(
+export interface FoundBlocks {
+  /** End of the stretch (exclusive): a multiple of blockBytes, or the payload's size. */
+  readonly to: number;
+  /**
+   * The blocks of the stretch holding the text (as BlockQuery says), ascending; undefined
+   * when the scan gave up there (too many blocks), was stopped or failed: nothing past the
+   * stretch's start is known, and no stretch follows.
+   */
+  readonly blocks: readonly number[] | undefined;
+}
+
+/** Blocks a task of an in-memory scan covers at most: a search may stop between tasks. */
+const memoryTaskBlocks = 16;
+
+/**
+ * findBlocksInMemory answers a query over bytes held in memory, on the calling thread, a
+ * stretch of up to 16 blocks at a time: the same scan the threads run, for sources without a
+ * file.
+ */
+export function* findBlocksInMemory(
   bytes: Uint8Array,
   query: BlockQuery,
   signal?: AbortSignal,
-): number[] | undefined {
+): Generator<FoundBlocks> {
   const all = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const read: BlockRead = (into, length, position) =>
     all.copy(into, 0, position, Math.min(all.length, position + length));
-  const tasks = blockScanTasks(query, all.length, 1, all.subarray(query.from));
-  if (tasks === undefined) return undefined;
+  const count = Math.ceil((all.length - query.from) / (memoryTaskBlocks * query.blockBytes));
+  const tasks = blockScanTasks(query, all.length, Math.max(1, count), all.subarray(query.from));
+  if (tasks === undefined) {
+    yield { to: all.length, blocks: undefined };
+    return;
+  }
   const progress = sharedProgress(signal);
   const pattern = query.line;
   const expression = pattern === undefined ? undefined : new RE2(pattern.source, pattern.flags);
@@ -141,38 +164,45 @@ export function findBlocksInMemory(
           lines.lastIndex = at;
           return lines.exec(text)?.index ?? -1;
         };
-  const found: number[] = [];
   for (const task of tasks) {
     const blocks = scanBlocks(task, read, progress, findFolded, lineMatches, findMatch);
-    if (blocks === undefined) return undefined;
-    found.push(...blocks);
+    yield { to: task.to, blocks };
+    if (blocks === undefined) return;
   }
-  return found;
 }
 
 /**
  * findBlocksOnThreads answers a query over the first `size` bytes of the file open as `fd`,
  * cut into tasks of at most 64 MiB (at least one a thread of `pool`) that the pool's threads
- * scan at once; undefined when a task gave up or failed. The descriptor must stay open until
- * it resolves.
+ * scan at once, yielding each task's stretch in order as soon as it and those before it are
+ * done. Returning early (a search that has its matches) stops the tasks still running and
+ * waits for them, so the descriptor need only stay open until this generator finishes.
  */
-export async function findBlocksOnThreads(
+export async function* findBlocksOnThreads(
   pool: ScanPool,
   fd: number,
   size: number,
   query: BlockQuery,
   signal?: AbortSignal,
-): Promise<number[] | undefined> {
+): AsyncGenerator<FoundBlocks> {
   const sample = Buffer.allocUnsafe(Math.max(0, Math.min(sampleBytes, size - query.from)));
   const got = readSync(fd, sample, 0, sample.length, query.from);
   const count = Math.max(pool.threads, Math.ceil((size - query.from) / taskBytes));
   const tasks = blockScanTasks(query, size, count, sample.subarray(0, got));
-  if (tasks === undefined) return undefined;
-  const results = await pool.scan(fd, tasks, sharedProgress(signal));
-  const found: number[] = [];
-  for (const blocks of results) {
-    if (blocks === undefined) return undefined;
-    found.push(...blocks);
+  if (tasks === undefined) {
+    yield { to: size, blocks: undefined };
+    return;
   }
-  return found;
+  const progress = sharedProgress(signal);
+  const results = pool.scan(fd, tasks, progress);
+  try {
+    for (const [k, task] of tasks.entries()) {
+      const blocks = await results[k];
+      yield { to: task.to, blocks };
+      if (blocks === undefined) return;
+    }
+  } finally {
+    Atomics.store(progress, 0, 1);
+    await Promise.all(results);
+  }
 }

@@ -9,16 +9,16 @@ export interface ScanPool {
   /** The threads it scans on: how many tasks one scan is best cut into. */
   readonly threads: number;
   /**
-   * Scans each task on a thread, reading the file open as descriptor `fd` (which must stay
-   * open until this resolves): per task, in order, the blocks found, or undefined when the
-   * task gave up or failed (a read error, a thread that died). Tasks wait while every thread
-   * is busy, taking turns with other scans' tasks.
+   * Scans each task on a thread, in order, reading the file open as descriptor `fd` (which
+   * must stay open until every answer settles): per task, the blocks found, or undefined when
+   * the task gave up or failed (a read error, a thread that died). Tasks wait while every
+   * thread is busy, taking turns with other scans' tasks.
    */
   scan(
     fd: number,
     tasks: readonly BlockScanTask[],
     progress: Int32Array,
-  ): Promise<(number[] | undefined)[]>;
+  ): Promise<number[] | undefined>[];
   /** Ends the threads; scans still queued or running resolve undefined. */
   close(): Promise<void>;
 }
@@ -141,7 +141,7 @@ export function createScanPool(threads: number): ScanPool {
   return {
     threads,
     scan(fd, tasks, progress) {
-      if (closed) return Promise.resolve(tasks.map(() => undefined));
+      if (closed) return tasks.map(() => Promise.resolve(undefined));
       const jobs: Job[] = [];
       const results = tasks.map(
         (task) =>
@@ -151,7 +151,7 @@ export function createScanPool(threads: number): ScanPool {
       );
       if (jobs.length > 0) scans.push(jobs);
       next();
-      return Promise.all(results);
+      return results;
     },
     async close() {
       closed = true;

@@ -211,6 +211,45 @@ describe("search reading only the blocks that hold its text", () => {
     expect(await frames(source, request, createWindowCaps({}), never)).toEqual(out);
   });
 
+  it("reads each stretch's blocks as the source answers it, and stops asking once it has its matches", async () => {
+    const lines = Array.from({ length: 200_000 }, (_, k) =>
+      k % 1_000 === 500 ? `line ${k} the needle` : `line ${k} nothing`,
+    );
+    const payload = Buffer.from(`${lines.join("\n")}\n`);
+    const inner = createBufferWindowSource("res_s", "text/plain", payload, false, 64);
+    let answered = 0;
+    const source: WindowSource = {
+      ...inner,
+      findBlocks: async function* (query, signal) {
+        for await (const stretch of inner.findBlocks?.(query, signal) ?? []) {
+          answered++;
+          yield stretch;
+        }
+      },
+    };
+    const skipping: BlockSkipping = {
+      minBytes: 0,
+      headBytes: 0,
+      blockBytes: 4096,
+      maxBlockShare: 1,
+    };
+    const request: SearchRequest = {
+      pattern: "needle",
+      regex: false,
+      ignoreCase: false,
+      maxMatches: 5,
+      skip: 0,
+      contextLines: 1,
+    };
+    const out = await frames(source, request, createWindowCaps({}), skipping);
+    expect(JSON.parse(out.at(-1) ?? "{}").trailer.rendered).toContain(
+      "4501:\tline 4500 the needle",
+    );
+    // Its five matches lie in the first two of 60 stretches of 16 blocks: no more were asked for.
+    expect(answered).toBeLessThanOrEqual(2);
+    expect(out).toEqual(await frames(source, request, createWindowCaps({}), never));
+  });
+
   it("reads on as usual when more blocks than its share hold the text", async () => {
     const lines = Array.from(
       { length: 50_000 },
@@ -235,14 +274,17 @@ describe("search reading only the blocks that hold its text", () => {
     const answers: unknown[] = [];
     const source: WindowSource = {
       ...inner,
-      findBlocks: async (query, signal) => {
-        const found = await inner.findBlocks?.(query, signal);
-        answers.push(found);
-        return found;
+      findBlocks: async function* (query, signal) {
+        for await (const stretch of inner.findBlocks?.(query, signal) ?? []) {
+          answers.push(stretch.blocks);
+          yield stretch;
+        }
       },
     };
     const out = await frames(source, request, createWindowCaps({}), skipping);
-    expect(answers).toEqual([undefined]);
+    // Past an eighth of the blocks the scan gives up, and the rest is read whole.
+    expect(answers.length).toBeLessThan(4);
+    expect(answers.at(-1)).toBeUndefined();
     expect(JSON.parse(out.at(-1) ?? "{}").trailer.totalMatches).toBe("1000");
     expect(out).toEqual(await frames(source, request, createWindowCaps({}), never));
   });

@@ -1,5 +1,6 @@
 import type { LinePattern } from "./block-scan.js";
-import type { LineAnchor } from "./line-anchors.js";
+import type { FoundBlocks } from "./find-blocks.js";
+import type { LineAnchor, LineAnchors } from "./line-anchors.js";
 import type { WindowSource } from "./source.js";
 
 /** SearchSegment is a stretch of the payload a search reads, from a line's start. */
@@ -70,15 +71,16 @@ export interface RequiredText {
 /**
  * blockSegments yields the segments a search from the payload's start reads when it skips
  * blocks: the first headBytes (to a line start) as usual; then, unless the search found more
- * matches there (matchesSoFar) than an eighth of the head's blocks, and once the source has
- * found the blocks past them that hold one of `required.anyOf` on a line matching
- * `required.line` (or an escape byte), only the lines that meet those blocks, each segment
- * running from an indexed line at or before its first block to one past its last (with
- * `context` lines of context, one more indexed line on each side, which the caller ensures is
- * at least `context` lines).
+ * matches there (matchesSoFar) than an eighth of the head's blocks, only the lines that meet
+ * the blocks past them the source finds holding one of `required.anyOf` on a line matching
+ * `required.line` (or an escape byte), each segment running from an indexed line at or before
+ * its first block to one past its last (with `context` lines of context, one more indexed line
+ * on each side, which the caller ensures is at least `context` lines). The source answers
+ * stretch by stretch, and the segments of a stretch are yielded as soon as it is answered, so a
+ * search that has its matches early stops the rest of the scan (by returning).
  * Adjacent and overlapping segments are merged, and a segment never starts before the previous
- * one ends. When the source cannot tell (no findBlocks, too many blocks, a failure) the rest is
- * read whole, as one segment.
+ * one ends. Where the source cannot tell (no findBlocks, too many blocks, a failure) the rest
+ * is read whole from there, as one segment.
  *
  * Guarantee: every line that holds an escape byte, or holds one of the texts (any, when none
  * is named) and matches `required.line`, lies wholly inside a segment.
@@ -111,47 +113,8 @@ export async function* blockSegments(
     // past it: their blocks are looked for too.
     const owing = context > 0 ? (anchors.previous() ?? { line: 0, offset: 0 }) : head;
     const from = Math.floor(owing.offset / blockBytes) * blockBytes;
-    const blocks = await blocksHolding(source, required, from, skipping, signal);
-    if (blocks === undefined) {
-      yield { ...head, chunks: await source.read(head.offset, undefined, signal) };
-      return;
-    }
-    /** The indexed line after the one at or before `offset` (and one more with context). */
-    const endAfter = async (offset: number): Promise<number> => {
-      await anchors.reach(offset);
-      anchors.floor(offset);
-      let after = anchors.next();
-      if (context > 0 && after !== undefined) {
-        await anchors.reach(after.offset);
-        anchors.floor(after.offset);
-        after = anchors.next();
-      }
-      return after?.offset ?? size;
-    };
-    const longest = Math.max(1, ...required.anyOf.map((held) => held.text.length));
-    const spans: Span[] = [];
-    let open: Span | undefined;
-    for (const block of blocks) {
-      const first = Math.max(head.offset, block * blockBytes);
-      const last = Math.min(size, (block + 1) * blockBytes + longest - 1);
-      if (open !== undefined && first < open.end) {
-        open.end = Math.max(open.end, await endAfter(last));
-        continue;
-      }
-      await anchors.reach(first);
-      let start = anchors.floor(first) ?? { line: 0, offset: 0 };
-      if (context > 0) start = anchors.previous() ?? start;
-      if (start.offset < head.offset) start = head;
-      const end = await endAfter(last);
-      if (open !== undefined && start.offset <= open.end) {
-        open.end = Math.max(open.end, end);
-        continue;
-      }
-      // A block inside the head whose lines owe nothing past it.
-      if (end <= start.offset) continue;
-      open = { start, end };
-      spans.push(open);
-    }
+    const stretches = blocksHolding(source, required, from, skipping, signal);
+    const spans = spansOf(stretches, { from, size, head, anchors, required, context, skipping });
     yield* readAhead(source, spans, signal);
   } finally {
     await anchors.close();
@@ -159,37 +122,134 @@ export async function* blockSegments(
 }
 
 /**
- * The blocks from `from` on that hold one of required.anyOf (one findBlocks per text, each
- * allowed its share of the skipping's; with none, one for the line expression alone),
- * ascending; undefined when any answer is.
+ * The spans to read for the stretches a source answered, one batch per stretch, in order (see
+ * blockSegments); the last span of a batch waits for the next stretch, which may extend it.
  */
-async function blocksHolding(
+async function* spansOf(
+  stretches: AsyncIterable<FoundBlocks>,
+  opts: {
+    readonly from: number;
+    readonly size: number;
+    readonly head: LineAnchor;
+    readonly anchors: LineAnchors;
+    readonly required: RequiredText;
+    readonly context: number;
+    readonly skipping: BlockSkipping;
+  },
+): AsyncGenerator<Span[]> {
+  const { from, size, head, anchors, required, context } = opts;
+  const { blockBytes } = opts.skipping;
+  /** The indexed line at or before `offset` (one more back with context), not before head. */
+  const startAt = async (offset: number): Promise<LineAnchor> => {
+    await anchors.reach(offset);
+    let start = anchors.floor(offset) ?? { line: 0, offset: 0 };
+    if (context > 0) start = anchors.previous() ?? start;
+    return start.offset < head.offset ? head : start;
+  };
+  /** The indexed line after the one at or before `offset` (and one more with context). */
+  const endAfter = async (offset: number): Promise<number> => {
+    await anchors.reach(offset);
+    anchors.floor(offset);
+    let after = anchors.next();
+    if (context > 0 && after !== undefined) {
+      await anchors.reach(after.offset);
+      anchors.floor(after.offset);
+      after = anchors.next();
+    }
+    return after?.offset ?? size;
+  };
+  const longest = Math.max(1, ...required.anyOf.map((held) => held.text.length));
+  let open: Span | undefined;
+  let start = from;
+  for await (const stretch of stretches) {
+    if (stretch.blocks === undefined) break;
+    const spans: Span[] = [];
+    for (const block of stretch.blocks) {
+      const first = Math.max(head.offset, block * blockBytes);
+      const last = Math.min(size, (block + 1) * blockBytes + longest - 1);
+      if (open !== undefined && first < open.end) {
+        open.end = Math.max(open.end, await endAfter(last));
+        continue;
+      }
+      const begin = await startAt(first);
+      const end = await endAfter(last);
+      if (open !== undefined && begin.offset <= open.end) {
+        open.end = Math.max(open.end, end);
+        continue;
+      }
+      // A block inside the head whose lines owe nothing past it.
+      if (end <= begin.offset) continue;
+      if (open !== undefined) spans.push(open);
+      open = { start: begin, end };
+    }
+    start = stretch.to;
+    if (spans.length > 0) yield spans;
+  }
+  if (start < size) {
+    // Nothing is known from here on (the source gave up, failed or stopped short): the rest
+    // is read whole.
+    const rest = await startAt(start);
+    if (open !== undefined && rest.offset <= open.end) open.end = size;
+    else {
+      if (open !== undefined) yield [open];
+      open = { start: rest, end: size };
+    }
+  }
+  if (open !== undefined) yield [open];
+}
+
+/**
+ * The stretches from `from` on, and the blocks in each that hold one of required.anyOf (one
+ * findBlocks per text, each allowed its share of the skipping's; with none, one for the line
+ * expression alone), their answers taken together stretch by stretch; a stretch whose blocks
+ * are undefined (any answer's is, the answers' stretches differ, or the source has no
+ * findBlocks) ends them.
+ */
+async function* blocksHolding(
   source: WindowSource,
   required: RequiredText,
   from: number,
   skipping: BlockSkipping,
   signal: AbortSignal | undefined,
-): Promise<number[] | undefined> {
-  const found = new Set<number>();
+): AsyncGenerator<FoundBlocks> {
   const anyOf = required.anyOf.length > 0 ? required.anyOf : [{ text: Buffer.alloc(0) }];
-  for (const held of anyOf) {
-    const blocks = await source.findBlocks?.(
-      {
-        from,
-        blockBytes: skipping.blockBytes,
-        text: held.text,
-        ...(held.also === undefined ? {} : { also: held.also }),
-        escapes: required.escapes,
-        ...(held.folded === undefined ? {} : { folded: held.folded }),
-        ...(required.line === undefined ? {} : { line: required.line }),
-        maxShare: skipping.maxBlockShare / anyOf.length,
-      },
-      signal,
-    );
-    if (blocks === undefined) return undefined;
-    for (const block of blocks) found.add(block);
+  const scans = anyOf.map((held) =>
+    source
+      .findBlocks?.(
+        {
+          from,
+          blockBytes: skipping.blockBytes,
+          text: held.text,
+          ...(held.also === undefined ? {} : { also: held.also }),
+          escapes: required.escapes,
+          ...(held.folded === undefined ? {} : { folded: held.folded }),
+          ...(required.line === undefined ? {} : { line: required.line }),
+          maxShare: skipping.maxBlockShare / anyOf.length,
+        },
+        signal,
+      )
+      [Symbol.asyncIterator](),
+  );
+  try {
+    for (;;) {
+      const answers = await Promise.all(scans.map((scan) => scan?.next()));
+      const first = answers[0];
+      // Done, or no findBlocks: whatever is left unanswered is read whole (spansOf).
+      if (first === undefined || first.done === true) return;
+      const found = new Set<number>();
+      for (const answer of answers) {
+        const blocks = answer?.done === false ? answer.value.blocks : undefined;
+        if (blocks === undefined || answer?.value.to !== first.value.to) {
+          yield { to: first.value.to, blocks: undefined };
+          return;
+        }
+        for (const block of blocks) found.add(block);
+      }
+      yield { to: first.value.to, blocks: [...found].sort((a, b) => a - b) };
+    }
+  } finally {
+    await Promise.all(scans.map((scan) => scan?.return?.()));
   }
-  return [...found].sort((a, b) => a - b);
 }
 
 /** A stretch of whole lines to read: from an indexed line's start to another's (or the end). */
@@ -204,13 +264,14 @@ const spansAhead = 4;
 const maxAheadBytes = 256 * 1024;
 
 /**
- * readAhead yields a segment per span, in order, keeping the reads of the next spansAhead short
- * spans in flight: a search through sparse matches waits for each span's reads otherwise.
- * Chunks read ahead and never yielded go back to the source.
+ * readAhead yields a segment per span, in order, as the batches of spans arrive, keeping the
+ * reads of the next spansAhead short spans of a batch in flight: a search through sparse
+ * matches waits for each span's reads otherwise. Chunks read ahead and never yielded go back
+ * to the source; returning early returns the batches too.
  */
 async function* readAhead(
   source: WindowSource,
-  spans: readonly Span[],
+  batches: AsyncIterable<readonly Span[]>,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<SearchSegment> {
   const collect = async (span: Span): Promise<Uint8Array[]> => {
@@ -222,6 +283,8 @@ async function* readAhead(
     return chunks;
   };
   const ahead: { span: Span; read: Promise<Uint8Array[]> | undefined }[] = [];
+  const arriving = batches[Symbol.asyncIterator]();
+  let spans: readonly Span[] = [];
   let next = 0;
   const fill = (): void => {
     while (ahead.length < spansAhead && next < spans.length) {
@@ -234,8 +297,16 @@ async function* readAhead(
     }
   };
   try {
-    fill();
-    for (let item = ahead.shift(); item !== undefined; item = ahead.shift()) {
+    for (;;) {
+      const item = ahead.shift();
+      if (item === undefined) {
+        const batch = await arriving.next();
+        if (batch.done === true) return;
+        spans = batch.value;
+        next = 0;
+        fill();
+        continue;
+      }
       const { span, read } = item;
       const chunks =
         read === undefined
@@ -248,5 +319,6 @@ async function* readAhead(
     for (const { read } of ahead.splice(0)) {
       for (const chunk of (await read?.catch(() => undefined)) ?? []) source.release(chunk);
     }
+    await arriving.return?.();
   }
 }

@@ -9,7 +9,7 @@ import {
   type JsonViewIndex,
   type JsonViewKind,
 } from "../json/json-view-index.js";
-import { type BlockQuery, findBlocksInMemory } from "./find-blocks.js";
+import { type BlockQuery, type FoundBlocks, findBlocksInMemory } from "./find-blocks.js";
 import { createLineAnchors, type LineAnchors } from "./line-anchors.js";
 import { createLineIndexer, defaultLineIndexStride, nearestIndexedLine } from "./line-index.js";
 
@@ -54,11 +54,13 @@ export interface WindowSource {
   lineAnchors(signal?: AbortSignal): LineAnchors;
   /**
    * The blocks, from query.from on, where an occurrence of query.text starts or (escapes) an
-   * escape byte is, ascending; undefined when more than query.maxShare of them are, the scan
-   * was cancelled or failed. Stored payloads answer it where the backend has local files
-   * (openLocal), scanning on threads of their own; bytes in memory on the calling thread.
+   * escape byte is (or, by expression, a line that may match starts), stretch by stretch in
+   * order (FoundBlocks); a stretch's blocks are undefined, and none follows, when more than
+   * query.maxShare of them qualify, the scan was cancelled or failed. Stored payloads answer
+   * it where the backend has local files (openLocal), scanning on threads of their own; bytes
+   * in memory on the calling thread. Returning early stops the scan.
    */
-  findBlocks?(query: BlockQuery, signal?: AbortSignal): Promise<readonly number[] | undefined>;
+  findBlocks?(query: BlockQuery, signal?: AbortSignal): AsyncIterable<FoundBlocks>;
   /**
    * The payload's JSON view, or why it has none (not JSON, or offloaded before JSON views were
    * indexed): the reason is the FAILED_PRECONDITION message a JSON window answers with.
@@ -134,8 +136,8 @@ export function createBufferWindowSource(
       })();
     },
     release() {},
-    async findBlocks(query, signal) {
-      return findBlocksInMemory(bytes, query, signal);
+    async *findBlocks(query, signal) {
+      yield* findBlocksInMemory(bytes, query, signal);
     },
     async seekLine(line) {
       const nearest = nearestIndexedLine(index.stride, index.lineCount, line);

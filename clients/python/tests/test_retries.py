@@ -270,6 +270,28 @@ def test_is_transient_error_maps_each_status(code: grpc.StatusCode, details: str
     assert is_transient_error(StatusError(code, details)) is transient
 
 
+@pytest.mark.parametrize(
+    ("details", "debug", "transient"),
+    [
+        # grpc.aio, in CI once, the async mid-upload kill below: the write of the upload's next
+        # message failed and grpc.aio marked the call INTERNAL itself.
+        (
+            "Internal error from Core",
+            'Failed "execute_batch": (<grpc._cython.cygrpc.SendMessageOperation object at 0x7f8e786a4ab0>,)',
+            True,
+        ),
+        ("Internal error from Core", 'Failed "execute_batch": (<grpc._cython.cygrpc.ReceiveMessageOperation>,)', False),
+        ("Internal error from Core", None, False),
+        ("store answered an unexpected status", "SendMessageOperation", False),
+    ],
+)
+def test_is_transient_error_maps_a_write_grpc_aio_failed(details: str, debug: str | None, transient: bool) -> None:
+    err = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details, debug)
+    assert is_transient_error(err) is transient
+    unknown = grpc.aio.AioRpcError(grpc.StatusCode.UNKNOWN, grpc.aio.Metadata(), grpc.aio.Metadata(), details, debug)
+    assert not is_transient_error(unknown)
+
+
 def test_backoff_is_full_jitter_under_a_doubling_capped_ceiling() -> None:
     policy = RetryPolicy(max_attempts=10, base_delay=0.1, max_delay=0.5)
     err = StatusError(grpc.StatusCode.UNAVAILABLE, "down")

@@ -28,6 +28,9 @@ _STREAM_RESET = re.compile(
 of a relayed response, or, when the proxy answered 502 and ended the stream (RST_STREAM(NO_ERROR))
 while the request was still being written, the failed write that C-core reports instead of the 502."""
 
+_AIO_WRITE_FAILED = "Internal error from Core"
+"""The details grpc.aio gives a call it marks INTERNAL itself (grpc/aio/_call.py, set_internal_error)."""
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -49,6 +52,9 @@ def is_transient_error(err: grpc.RpcError) -> bool:
     replica behind an already-started call dies, which gRPC reports as INTERNAL with
     "Received RST_STREAM with error code 2" (or, for an upload the proxy cut short with its 502,
     "Pending writes failed due to stream closure ... Received RST_STREAM with error code 0").
+    grpc.aio adds one of its own: when the transport refuses the write of an upload's next message
+    (the stream is gone, as when that proxy's 502 raced the upload), it marks the call INTERNAL
+    itself, "Internal error from Core", with the failed SendMessageOperation in its debug string.
     Every other status, another INTERNAL included, is final. Only idempotent calls may be repeated on it: reads, stat, and offloads (the same key
     and bytes commit once).
     """
@@ -58,7 +64,10 @@ def is_transient_error(err: grpc.RpcError) -> bool:
     if code != grpc.StatusCode.INTERNAL:
         return False
     details = err.details() if callable(getattr(err, "details", None)) else None
-    return isinstance(details, str) and _STREAM_RESET.search(details) is not None
+    if isinstance(details, str) and _STREAM_RESET.search(details) is not None:
+        return True
+    debug = err.debug_error_string() if callable(getattr(err, "debug_error_string", None)) else None
+    return details == _AIO_WRITE_FAILED and isinstance(debug, str) and "SendMessageOperation" in debug
 
 
 class RetryBudget:

@@ -112,6 +112,42 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     expect(ok.sha256).toBe(sha(bytes));
   });
 
+  it("checks a replay's declared size and sha256, then answers the committed record", async () => {
+    const bytes = Buffer.from(`{"rows":[${'"x",'.repeat(2_000)}"y"]}\n`);
+    const first = await t.sdk().offload(key("declared-replay"), bytes, {
+      contentType: "application/json",
+    });
+    expect(await codeOf(t.sdk().offload(key("declared-replay"), bytes, { expectedSize: 5n }))).toBe(
+      Code.InvalidArgument,
+    );
+    expect(
+      await codeOf(
+        t.sdk().offload(key("declared-replay"), bytes, { expectedSha256: "0".repeat(64) }),
+      ),
+    ).toBe(Code.DataLoss);
+    // A replay hashes its bytes and nothing more: preview, lines and JSON view are the record's.
+    const again = await t.sdk().offload(key("declared-replay"), bytes, {
+      expectedSha256: sha(bytes),
+      expectedSize: BigInt(bytes.byteLength),
+    });
+    expect(again).toEqual(first);
+    expect(again.jsonViewLines).toBeGreaterThan(0n);
+    expect(again.preview?.head).toContain('"rows"');
+  });
+
+  it("answers a preview-only replay with its record, and different bytes with ALREADY_EXISTS", async () => {
+    const first = await t.sdk().offload(key("po-replay"), "kept as preview\n", {
+      previewOnly: true,
+    });
+    const again = await t.sdk().offload(key("po-replay"), "kept as preview\n", {
+      previewOnly: true,
+    });
+    expect(again).toEqual(first);
+    expect(
+      await codeOf(t.sdk().offload(key("po-replay"), "other bytes\n", { previewOnly: true })),
+    ).toBe(Code.AlreadyExists);
+  });
+
   it("refuses a payload announced over max_blob_bytes before any of it is sent", async () => {
     // The header alone, then a stream that never sends: the answer cannot wait for bytes.
     let release: () => void = () => undefined;

@@ -255,8 +255,18 @@ async function offloadFrom(
     );
   }
 
+  if (recorded !== undefined) {
+    // A replay only compares: the digest and size decide, so nothing else is computed.
+    const digest = createDigestPass();
+    for await (const _ of chunkStream(reader, limits, header, digest, undefined, releaseChunk)) {
+      // Consumed for the digest only: the bytes are already committed.
+    }
+    const facts = digest.finish();
+    checkDeclared(header, facts);
+    return replay(recorded, header, facts.sha256, facts.size);
+  }
   const pass = createPass(deps.limits, header, handle, attempt);
-  const keepsBytes = recorded === undefined && !header.previewOnly;
+  const keepsBytes = !header.previewOnly;
   const runRoom =
     maxRunBytes === undefined || !keepsBytes
       ? undefined
@@ -277,20 +287,14 @@ async function offloadFrom(
     if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
   };
   const stream = chunks[Symbol.asyncIterator]();
-  const replayOrPreview = async (existing: StoredRecord | undefined) => {
+  if (!keepsBytes) {
     for (;;) {
-      // Consumed for the digest only: the bytes are either already committed or not kept.
+      // Consumed for the pass only: a preview-only record keeps no bytes.
       if ((await stream.next()).done === true) break;
     }
     const facts = pass.finish();
-    if (existing !== undefined) {
-      checkDeclared(header, facts);
-      return replay(existing, header, facts.sha256, facts.size);
-    }
     return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
-  };
-
-  if (!keepsBytes) return replayOrPreview(recorded);
+  }
 
   const head: Uint8Array[] = [];
   let headBytes = 0;
@@ -370,10 +374,28 @@ interface PassFacts {
   readonly preview: ReturnType<ReturnType<typeof createPreviewBuilder>["finish"]>;
 }
 
-interface Pass {
+/** What a pass over the payload computes as the chunks go by. */
+interface Pass<Facts extends DigestFacts = PassFacts> {
   push(chunk: Uint8Array): void;
   readonly size: () => number;
-  finish(): PassFacts;
+  finish(): Facts;
+}
+
+/** What every pass computes: all a replay compares. */
+type DigestFacts = Pick<PassFacts, "sha256" | "size">;
+
+/** A pass computing the digest and size alone (a replay's). */
+function createDigestPass(): Pass<DigestFacts> {
+  const hash = createHash("sha256");
+  let size = 0;
+  return {
+    push(chunk) {
+      hash.update(chunk);
+      size += chunk.byteLength;
+    },
+    size: () => size,
+    finish: () => ({ sha256: hash.digest("hex"), size }),
+  };
 }
 
 /** The single pass over the payload: digest, size, line index, sniffing and preview. */
@@ -440,7 +462,7 @@ async function* chunkStream(
   reader: IdleStreamReader<OffloadRequest>,
   limits: ServerLimits,
   header: OffloadHeader,
-  pass: Pass,
+  pass: Pass<DigestFacts>,
   runRoom: { runId: string; held: number; limit: number } | undefined,
   release: ((bytes: Uint8Array) => void) | undefined,
 ): AsyncGenerator<Uint8Array> {
@@ -618,7 +640,7 @@ function replay(
   return create(OffloadResponseSchema, { attachment: toAttachment(existing), created: false });
 }
 
-function checkDeclared(header: OffloadHeader, facts: PassFacts): void {
+function checkDeclared(header: OffloadHeader, facts: DigestFacts): void {
   if (header.expectedSize !== undefined && BigInt(facts.size) !== header.expectedSize) {
     throw new ConnectError(
       `payload has ${facts.size} bytes but header.expected_size is ${header.expectedSize}`,

@@ -565,6 +565,39 @@ describe("filesystem backend", () => {
       await backend.close();
     });
 
+    it("reads every name of one file through one descriptor, and a name relinked afresh", async () => {
+      const { backend } = fresh();
+      const names = ["t/run/a", "t/run/b", "t/run/c"];
+      await backend.putMany(names, bytesBody(text("one file, three names")));
+      for (const name of names) {
+        expect(await readAllBytes(await backend.get(name))).toEqual(text("one file, three names"));
+      }
+      expect(openUnder(backend.root)).toHaveLength(1);
+      const b = join(backend.root, "t", "run", "b");
+      await writeFile(`${b}.new`, "b alone now");
+      renameSync(`${b}.new`, b);
+      expect(await readAllBytes(await backend.get("t/run/b"))).toEqual(text("b alone now"));
+      expect(await readAllBytes(await backend.get("t/run/c"))).toEqual(
+        text("one file, three names"),
+      );
+      await backend.delete("t/run/a");
+      expect(await readAllBytes(await backend.get("t/run/c"))).toEqual(
+        text("one file, three names"),
+      );
+      await backend.close();
+    });
+
+    it("refuses a symlink planted at a name of a kept file", async () => {
+      const { backend } = fresh();
+      await backend.putMany(["t/run/a", "t/run/b"], bytesBody(text("kept")));
+      expect(await readAllBytes(await backend.get("t/run/a"))).toEqual(text("kept"));
+      const b = join(backend.root, "t", "run", "b");
+      unlinkSync(b);
+      await symlink(join(backend.root, "t", "run", "a"), b);
+      expect(await codeOf(backend.get("t/run/b"))).toBe(Code.FailedPrecondition);
+      await backend.close();
+    });
+
     it("keeps at most maxFiles open, and none after close", async () => {
       const base = join(scratch, `case-bound-${++serial}`);
       const backend = createFilesystemBackend({

@@ -1098,7 +1098,7 @@ function readSmall(
     }
     return bytesBody(bytes.subarray(0, at));
   } catch (err) {
-    files.forget(path);
+    files.forget(path, fd);
     throw err;
   }
 }

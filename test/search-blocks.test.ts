@@ -123,6 +123,33 @@ describe("search of a large payload through the blocks that hold its text", () =
     expect(bytesRead).toBeLessThan(payloadBytes / 4);
   });
 
+  it("runs an expression ending at the line's end over the lines, \\n or \\r\\n", async () => {
+    // Seven lowercase letters ending the line: `expired`, plain or coloured.
+    const pattern = "[a-z]{7}$";
+    const expected = [...plain, ...coloured].sort((a, b) => a - b);
+    bytesRead = 0;
+    const w = await search({ pattern, regex: true });
+    expect(w.trailer?.totalMatches).toBe(BigInt(expected.length));
+    expect(matched(w)).toEqual(expected);
+    expect(bytesRead).toBeLessThan(payloadBytes / 4);
+
+    const crlf = `${Array.from({ length: lineCount }, (_, k) => lineText(k)).join("\r\n")}\r\n`;
+    await t.sdk().offload({ tenant: "dev", runId: "crlf", callId: "crlf" }, crlf, {
+      contentType: "text/plain",
+    });
+    bytesRead = 0;
+    const c = await t.sdk().readToolOutput({
+      runId: "crlf",
+      handle: "res_crlf",
+      window: { case: "search", value: { pattern, regex: true } },
+    });
+    expect(c.trailer?.totalMatches).toBe(BigInt(expected.length));
+    expect(matched(c)).toEqual(expected);
+    expect(bytesRead).toBeLessThan(Buffer.byteLength(crlf) / 4);
+    // The test cutting the largest stored file short means the first payload's.
+    await t.sdk().deleteRun("crlf");
+  });
+
   it("ignores case on its threads too, folding characters as RE2 does", async () => {
     const all = [...plain, ...coloured, ...folded].sort((a, b) => a - b);
     for (const value of [

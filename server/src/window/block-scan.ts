@@ -5,11 +5,11 @@ export interface LinePattern {
   readonly source: string;
   readonly flags: string;
   /**
-   * The expression may be run over many lines at once in multi-line mode (flags `gm` added):
-   * every line that matches alone then holds the start of a match. Unset for expressions whose
-   * meaning differs there (`\A`, `\z`, `$`, multi-line mode turned off).
+   * The expression to run over many lines at once in multi-line mode (flags `gm` added): every
+   * line that `source` matches alone holds the start of one of its matches (chunkExpression).
+   * Unset for expressions that may not be (`\A`, `\z`, multi-line mode turned off).
    */
-  readonly chunked?: boolean;
+  readonly chunked?: string;
 }
 
 /**

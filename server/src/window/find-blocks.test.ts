@@ -70,7 +70,8 @@ describe("findBlocksOnThreads", () => {
     const fd = openSync(path, "r");
     try {
       // `request ` is on every line: each line holding it tested alone would cost more.
-      const line = { source: "latency=2[0-9]ms the", flags: "u", chunked: true };
+      const source = "latency=2[0-9]ms the";
+      const line = { source, flags: "u", chunked: source };
       const common = { ...query, text: Buffer.from("request "), line, escapes: false };
       const sample = bytes.subarray(common.from);
       expect(blockScanTasks(common, bytes.length, 2, sample)?.[0]?.byExpression).toBe(true);
@@ -87,7 +88,7 @@ describe("findBlocksOnThreads", () => {
         await allBlocks(findBlocksInMemory(bytes, common)),
       );
       const none = { ...common, text: Buffer.alloc(0) };
-      const lineBound = { ...common, line: { ...line, chunked: false } };
+      const lineBound = { ...common, line: { source, flags: "u" } };
       expect(blockScanTasks(lineBound, bytes.length, 2, sample)?.[0]?.byExpression).toBeUndefined();
       expect(blockScanTasks({ ...none, line: lineBound.line }, bytes.length, 2, sample)).toBe(
         undefined,

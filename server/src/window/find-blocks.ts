@@ -69,7 +69,7 @@ export function blockScanTasks(
     if (text.length > 0 && count < rarest.count) rarest = { text, count };
   }
   const common = !none && query.folded === undefined && commonInSample(rarest.count, head);
-  const byExpression = query.line?.chunked === true && (none || unplanned || common);
+  const byExpression = query.line?.chunked !== undefined && (none || unplanned || common);
   if (!byExpression && (none || unplanned)) return undefined;
   const text = byExpression
     ? Buffer.alloc(0)
@@ -156,7 +156,7 @@ export function* findBlocksInMemory(
   const lineMatches =
     expression === undefined ? undefined : (line: Buffer) => expression.test(line);
   const lines =
-    pattern?.chunked === true ? new RE2(pattern.source, `gm${pattern.flags}`) : undefined;
+    pattern?.chunked === undefined ? undefined : new RE2(pattern.chunked, `gm${pattern.flags}`);
   const findMatch =
     lines === undefined
       ? undefined

@@ -38,7 +38,7 @@ let compiled;
 const compile = (line) => {
   const same = compiled?.source === line.source && compiled?.flags === line.flags;
   if (!same || compiled.chunked !== line.chunked) {
-    const lines = line.chunked ? new RE2(line.source, "gm" + line.flags) : undefined;
+    const lines = line.chunked === undefined ? undefined : new RE2(line.chunked, "gm" + line.flags);
     compiled = { ...line, expression: new RE2(line.source, line.flags), lines };
   }
   const { expression, lines } = compiled;

@@ -6,6 +6,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import RE2 from "re2";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
+import { chunkExpression } from "./chunk-expression.js";
 import {
   type FoldedPlan,
   type FoldedStreams,
@@ -161,14 +162,6 @@ function createLiteralMatcher(pattern: string): LineMatcher {
   };
 }
 
-/**
- * Patterns whose meaning inside one line differs from inside a chunk of lines: `\A` and `\z`
- * (text start and end), flag groups that turn multi-line mode off, and `$` (a line's `\r\n`
- * keeps its `\r` in the chunk, where `$` only matches before `\n`). Over a chunk they could
- * miss a line that matches alone, so they are tested line by line.
- */
-const lineBoundPattern = /\\[Az]|\(\?[a-zA-Z]*-[a-zA-Z]*m|\$/;
-
 /** Finds the next place a match may begin in a chunk, at or after `from`; -1 for none. */
 type Find = (chunk: Buffer, from: number) => number;
 
@@ -294,10 +287,11 @@ function foldedCandidates(
  * holds some plain text (requiredBranchLiterals, one set of texts per top-level alternative:
  * RE2 then only tests the lines holding one; with ignore case, pieces of them whose case
  * variants are ASCII's, foldedPieces), else, or when that text is common (commonInSample),
- * from one RE2 scan of the whole chunk in multi-line mode, where every line that matches alone
- * also has a match starting inside it (a match across lines only adds a candidate that its
- * line's own test then rejects). `held` is what every matching line holds one of, empty when
- * it names nothing; `chunked`, whether the expression may be run over many lines at once.
+ * from one RE2 scan of the whole chunk in multi-line mode (chunkExpression: `$` widened to a
+ * line's `\r\n`), where every line that matches alone also has a match starting inside it (a
+ * match across lines only adds a candidate that its line's own test then rejects). `held` is
+ * what every matching line holds one of, empty when it names nothing; `chunked`, the
+ * expression run over many lines at once, unless it may not be.
  */
 function createRegexMatcher(
   source: string,
@@ -306,7 +300,7 @@ function createRegexMatcher(
   readonly testText: (text: Buffer) => boolean;
   readonly held: readonly HeldText[];
   readonly flags: string;
-  readonly chunked: boolean;
+  readonly chunked?: string;
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
@@ -314,9 +308,10 @@ function createRegexMatcher(
   const pieces = ignoreCase ? branches.map(foldedPieces) : [];
   const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);
   const byLiteral = !ignoreCase && branches.length > 0;
+  const chunkSource = chunkExpression(source);
   let chunked: Find | undefined;
-  if (!lineBoundPattern.test(source)) {
-    const expression = compile(source, ignoreCase ? "gimu" : "gmu");
+  if (chunkSource !== undefined) {
+    const expression = compile(chunkSource, ignoreCase ? "gimu" : "gmu");
     chunked = (chunk, from) => {
       expression.lastIndex = from;
       return expression.exec(chunk)?.index ?? -1;
@@ -342,7 +337,7 @@ function createRegexMatcher(
     beginChunk,
     held,
     flags,
-    chunked: chunked !== undefined,
+    ...(chunkSource === undefined ? {} : { chunked: chunkSource }),
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(find === undefined ? {} : { find }),
@@ -420,8 +415,12 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   // The same RE2 objects test a stripped line and scan a stripped chunk.
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
   // With no text to look for, a skipping search looks for the lines the expression matches.
-  if (regex.held.length === 0 && !regex.chunked) return matcher;
-  const line = { source, flags: regex.flags, ...(regex.chunked ? { chunked: true } : {}) };
+  if (regex.held.length === 0 && regex.chunked === undefined) return matcher;
+  const line = {
+    source,
+    flags: regex.flags,
+    ...(regex.chunked === undefined ? {} : { chunked: regex.chunked }),
+  };
   return { ...matcher, required: { anyOf: regex.held, escapes, line } };
 }
 

@@ -146,8 +146,6 @@ describe("search of a large payload through the blocks that hold its text", () =
     expect(c.trailer?.totalMatches).toBe(BigInt(expected.length));
     expect(matched(c)).toEqual(expected);
     expect(bytesRead).toBeLessThan(Buffer.byteLength(crlf) / 4);
-    // The test cutting the largest stored file short means the first payload's.
-    await t.sdk().deleteRun("crlf");
   });
 
   it("ignores case on its threads too, folding characters as RE2 does", async () => {
@@ -187,19 +185,15 @@ describe("search of a large payload through the blocks that hold its text", () =
   });
 
   it("reports a stored file cut short as DATA_LOSS, as a search reading every byte does", async () => {
-    const largest = (dir: string): string => {
-      let best = { path: "", size: -1 };
-      const walk = (at: string): void => {
-        for (const entry of readdirSync(at, { withFileTypes: true })) {
-          const path = join(at, entry.name);
-          if (entry.isDirectory()) walk(path);
-          else if (statSync(path).size > best.size) best = { path, size: statSync(path).size };
-        }
-      };
-      walk(dir);
-      return best.path;
-    };
-    truncateSync(largest(t.dataDir), Math.floor(payloadBytes / 2));
+    /** The stored file of exactly `size` bytes: the payload searched here. */
+    const sized = (dir: string, size: number): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) return sized(path, size);
+        return statSync(path).size === size ? [path] : [];
+      });
+    const [blob] = sized(t.dataDir, payloadBytes);
+    truncateSync(blob ?? "", Math.floor(payloadBytes / 2));
     const failed = await search({}).then(
       () => undefined,
       (err: unknown) => ConnectError.from(err),

@@ -258,9 +258,7 @@ async function offloadFrom(
   if (recorded !== undefined) {
     // A replay only compares: the digest and size decide, so nothing else is computed.
     const digest = createDigestPass();
-    for await (const _ of chunkStream(reader, limits, header, digest, undefined, releaseChunk)) {
-      // Consumed for the digest only: the bytes are already committed.
-    }
+    await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk));
     const facts = digest.finish();
     checkDeclared(header, facts);
     return replay(recorded, header, facts.sha256, facts.size);
@@ -286,15 +284,13 @@ async function offloadFrom(
     const held = await runBytes(handle);
     if (held + size > runRoom.limit) throw runBytesExceeded(key.runId, held, size, runRoom.limit);
   };
-  const stream = chunks[Symbol.asyncIterator]();
   if (!keepsBytes) {
-    for (;;) {
-      // Consumed for the pass only: a preview-only record keeps no bytes.
-      if ((await stream.next()).done === true) break;
-    }
+    // A preview-only record keeps none of the bytes, only what the pass makes of them.
+    await drain(chunks);
     const facts = pass.finish();
     return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
   }
+  const stream = chunks[Symbol.asyncIterator]();
 
   const head: Uint8Array[] = [];
   let headBytes = 0;
@@ -398,6 +394,13 @@ function createDigestPass(): Pass<DigestFacts> {
   };
 }
 
+/** Reads a stream of chunks to its end, keeping none of them (a pass has seen each). */
+async function drain(chunks: AsyncIterable<Uint8Array>): Promise<void> {
+  for await (const _ of chunks) {
+    // Each chunk has gone through the pass by the time it is yielded.
+  }
+}
+
 /** The single pass over the payload: digest, size, line index, sniffing and preview. */
 function createPass(
   limits: ServerLimits,
@@ -405,7 +408,7 @@ function createPass(
   handle: string,
   attempt: number,
 ): Pass {
-  const hash = createHash("sha256");
+  const digest = createDigestPass();
   const indexer = createLineIndexer(limits.indexStride);
   const sniffer = createTextSniffer();
   const jsonIndexer = createJsonViewIndexer({
@@ -418,22 +421,21 @@ function createPass(
     ...(header.preview?.tailChars === undefined ? {} : { tailChars: header.preview.tailChars }),
     keepAnsi: header.preview?.keepAnsi === true,
   });
-  let size = 0;
   return {
     push(chunk) {
-      hash.update(chunk);
+      digest.push(chunk);
       indexer.push(chunk);
       jsonIndexer.push(chunk);
       sniffer.push(chunk);
       preview.push(chunk);
-      size += chunk.byteLength;
     },
-    size: () => size,
+    size: digest.size,
     finish() {
       const index = indexer.finish();
       const { binary } = sniffer.finish();
+      const { sha256, size } = digest.finish();
       return {
-        sha256: hash.digest("hex"),
+        sha256,
         size,
         binary,
         lineCount: index.lineCount,

@@ -44,8 +44,8 @@ export function chunkExpression(source: string): string | undefined {
   return out;
 }
 
-/** A named class inside a character class, `[:alpha:]` or `[:^alpha:]`. */
-const posixClass = /^\[:\^?[a-z]+:\]/;
+/** A named class inside a character class, `[:alpha:]` or `[:^alpha:]`, where it starts. */
+const posixClass = /\[:\^?[a-z]+:\]/y;
 
 /**
  * Where the character class opening at `open` ends (just past its `]`), as RE2 reads it: a `]`
@@ -57,9 +57,9 @@ function classEnd(source: string, open: number): number {
   if (source[j] === "^") j++;
   if (source[j] === "]") j++;
   while (j < source.length) {
-    const named = source[j] === "[" ? posixClass.exec(source.slice(j, j + 16)) : null;
+    posixClass.lastIndex = j;
     if (source[j] === "\\") j += 2;
-    else if (named !== null) j += named[0].length;
+    else if (posixClass.test(source)) j = posixClass.lastIndex;
     else if (source[j] === "]") return j + 1;
     else j++;
   }

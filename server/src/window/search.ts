@@ -5,6 +5,7 @@ import {
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import RE2 from "re2";
+import type { LinePattern } from "./block-scan.js";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
 import { chunkExpression } from "./chunk-expression.js";
 import {
@@ -290,8 +291,8 @@ function foldedCandidates(
  * from one RE2 scan of the whole chunk in multi-line mode (chunkExpression: `$` widened to a
  * line's `\r\n`), where every line that matches alone also has a match starting inside it (a
  * match across lines only adds a candidate that its line's own test then rejects). `held` is
- * what every matching line holds one of, empty when it names nothing; `chunked`, the
- * expression run over many lines at once, unless it may not be.
+ * what every matching line holds one of, empty when it names nothing; `pattern`, the
+ * expression as a block scan runs it (with the form run over many lines, unless it may not be).
  */
 function createRegexMatcher(
   source: string,
@@ -299,8 +300,7 @@ function createRegexMatcher(
 ): LineMatcher & {
   readonly testText: (text: Buffer) => boolean;
   readonly held: readonly HeldText[];
-  readonly flags: string;
-  readonly chunked?: string;
+  readonly pattern: LinePattern;
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
@@ -336,8 +336,7 @@ function createRegexMatcher(
   return {
     beginChunk,
     held,
-    flags,
-    ...(chunkSource === undefined ? {} : { chunked: chunkSource }),
+    pattern: { source, flags, ...(chunkSource === undefined ? {} : { chunked: chunkSource }) },
     testText: (text) => line.test(text),
     test: (scanned) => line.test(scanned.head),
     ...(find === undefined ? {} : { find }),
@@ -415,13 +414,8 @@ export function createLineMatcher(request: SearchRequest): LineMatcher {
   // The same RE2 objects test a stripped line and scan a stripped chunk.
   const matcher = escapes ? visibleTextMatcher(regex, regex.testText, regex.find) : regex;
   // With no text to look for, a skipping search looks for the lines the expression matches.
-  if (regex.held.length === 0 && regex.chunked === undefined) return matcher;
-  const line = {
-    source,
-    flags: regex.flags,
-    ...(regex.chunked === undefined ? {} : { chunked: regex.chunked }),
-  };
-  return { ...matcher, required: { anyOf: regex.held, escapes, line } };
+  if (regex.held.length === 0 && regex.pattern.chunked === undefined) return matcher;
+  return { ...matcher, required: { anyOf: regex.held, escapes, line: regex.pattern } };
 }
 
 /** A line kept for context: a copy of just enough of its head to show it. */

@@ -2,9 +2,10 @@ import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { schemaPatternMatch } from "./schema-pattern-match.js";
 
 // Every rule Spillway declares is a standard rule, so no registry of extensions is needed.
-const validator = createValidator();
+const validator = createValidator({ regexMatch: schemaPatternMatch });
 
 /**
  * validateRequest checks a request against the rules declared in the proto files

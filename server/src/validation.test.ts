@@ -70,4 +70,24 @@ describe("validateRequest", () => {
     expect(message).toContain("search.pattern");
     expect(message).toContain("search.context_lines");
   });
+
+  it("refuses a window asking for rendered text alone and for none of it", () => {
+    const req = (renderedOnly: boolean, omitRendered: boolean) =>
+      create(ReadToolOutputRequestSchema, {
+        runId: "r",
+        handle: "res_c",
+        renderedOnly,
+        omitRendered,
+      });
+    const message = messageOf(() => validateRequest(ReadToolOutputRequestSchema, req(true, true)));
+    // A rule of the whole message: no field path before it.
+    expect(message).toBe("only one of rendered_only, omit_rendered can be set");
+    for (const [only, omit] of [
+      [true, false],
+      [false, true],
+      [false, false],
+    ] as const) {
+      expect(() => validateRequest(ReadToolOutputRequestSchema, req(only, omit))).not.toThrow();
+    }
+  });
 });

@@ -27,7 +27,12 @@ export function validateRequest<Desc extends DescMessage>(
   }
   const details = result.error.violations.map((v) => {
     const field = pathToString(v.field);
-    return `${fieldPrefix}${field === "" ? "" : field}: ${v.message}`;
+    // A rule of the message itself names no field: the prefix alone, if any, says where.
+    if (field === "") {
+      const where = fieldPrefix.replace(/\.$/, "");
+      return where === "" ? v.message : `${where}: ${v.message}`;
+    }
+    return `${fieldPrefix}${field}: ${v.message}`;
   });
   throw new ConnectError(details.join("; "), Code.InvalidArgument);
 }

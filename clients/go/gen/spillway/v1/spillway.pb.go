@@ -3359,7 +3359,7 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x06result\"A\n" +
 	"\x11OffloadBatchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xa5\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xb6\x04\n" +
 	"\x15ReadToolOutputRequest\x12E\n" +
 	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12<\n" +
 	"\x06handle\x18\x02 \x01(\tB$\xbaH!r\x1f\x10\x01(\x80\x102\x18^[^\\x00-\\x1f\\x7f-\\x9f]*$R\x06handle\x120\n" +
@@ -3371,8 +3371,9 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\romit_rendered\x18\x06 \x01(\bR\fomitRendered\x12\x1b\n" +
 	"\tkeep_ansi\x18\t \x01(\bR\bkeepAnsi\x12#\n" +
 	"\rrendered_only\x18\n" +
-	" \x01(\bR\frenderedOnly:\x91\x01\xbaH\x8d\x01\x1a\x8a\x01\n" +
-	"\x1brendered_only_with_rendered\x12>rendered_only and omit_rendered together leave nothing to send\x1a+!(this.rendered_only && this.omit_rendered)B\b\n" +
+	" \x01(\bR\frenderedOnly:#\xbaH \"\x1e\n" +
+	"\rrendered_only\n" +
+	"\romit_renderedB\b\n" +
 	"\x06window\"w\n" +
 	"\vLinesWindow\x12\x1f\n" +
 	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +

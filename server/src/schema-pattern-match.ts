@@ -12,7 +12,8 @@ const compiled = new Map<string, Tester>();
 /**
  * schemaPatternMatch says whether `text` matches `pattern`, a `string.pattern` rule of the
  * proto files, with RE2's meaning (protovalidate's contract). It is protovalidate's regexMatch
- * hook: its default engine, a JavaScript port of RE2, took most of a header's check.
+ * hook: its default engine, a JavaScript port of RE2, took a third of an offload header's
+ * check and three quarters of a stat request's.
  *
  * Each pattern is compiled once, as a RegExp with the `u` flag (by code point, as RE2 reads
  * UTF-8), or, when RegExp refuses its syntax, as a native RE2 (the `re2` package). The schema's

@@ -26,13 +26,9 @@ export function validateRequest<Desc extends DescMessage>(
     throw new ConnectError(`validation failed: ${result.error.message}`, Code.Internal);
   }
   const details = result.error.violations.map((v) => {
-    const field = pathToString(v.field);
     // A rule of the message itself names no field: the prefix alone, if any, says where.
-    if (field === "") {
-      const where = fieldPrefix.replace(/\.$/, "");
-      return where === "" ? v.message : `${where}: ${v.message}`;
-    }
-    return `${fieldPrefix}${field}: ${v.message}`;
+    const where = `${fieldPrefix}${pathToString(v.field)}`.replace(/\.$/, "");
+    return where === "" ? v.message : `${where}: ${v.message}`;
   });
   throw new ConnectError(details.join("; "), Code.InvalidArgument);
 }

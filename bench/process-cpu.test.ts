@@ -37,11 +37,15 @@ describe("process CPU metering", () => {
     try {
       await Promise.all(children.map((child) => once(child.stdout, "data")));
       const pids = children.map((child) => child.pid ?? -1);
+      // Stopped, so that no CPU is used between the reads (a child's own threads still ran
+      // after its busy loop: a CI run read 2.84 s each, then 2.85 s summed).
+      for (const child of children) child.kill("SIGSTOP");
       const each = await Promise.all(pids.map((pid) => cpuSecondsOf(pid)));
       expect(await cpuSecondsOf(pids)).toBeCloseTo((each[0] ?? 0) + (each[1] ?? 0), 5);
       expect(await cpuSecondsOf(pids)).toBeGreaterThanOrEqual(0.49);
     } finally {
-      for (const child of children) child.kill();
+      // SIGKILL: a stopped process holds SIGTERM until it is continued.
+      for (const child of children) child.kill("SIGKILL");
     }
   });
 

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
 import { createMetrics } from "../server/src/metrics.js";
 import { createSweeper, type SweepLogger } from "../server/src/sweeper.js";
@@ -134,5 +134,129 @@ describe("sweeper on the filesystem", () => {
     expect((await sdk.readToolOutput({ runId: "r", handle: "res_c199" })).rendered).toContain(
       "line 199",
     );
+  });
+  describe("scheduled sweeps", () => {
+    /** Offloads enough outputs that a sweep walks three pages of keys. */
+    async function storeOfThreePages(): Promise<void> {
+      t = await startTestServer({ backend: "filesystem" });
+      const sdk = t.sdk();
+      await Promise.all(
+        Array.from({ length: 2100 }, (_, i) =>
+          sdk.offload({ tenant: "dev", runId: "r", callId: `c${i}` }, `line ${i}\n`),
+        ),
+      );
+    }
+
+    /** A logger that resolves `finished(n)` once n sweeps have finished. */
+    function finishedSweeps() {
+      let count = 0;
+      const waiting: { n: number; resolve: () => void }[] = [];
+      const log: SweepLogger & { warnings: string[] } = {
+        warnings: [],
+        debug(_fields, message) {
+          if (message !== "sweep finished") return;
+          count++;
+          for (const w of waiting.filter((w) => w.n <= count)) w.resolve();
+        },
+        warn(_fields, message) {
+          log.warnings.push(message);
+        },
+        error(_fields, message) {
+          log.warnings.push(message);
+        },
+      };
+      const finished = (n: number) =>
+        new Promise<void>((resolve) => {
+          if (count >= n) resolve();
+          else waiting.push({ n, resolve });
+        });
+      return { log, finished };
+    }
+
+    it("wait after each page until their work is a tenth of their time; sweepOnce does not", async () => {
+      await storeOfThreePages();
+      // A clock that moves 10 ms between any two readings: every page seems to take 10 ms.
+      let now = 0;
+      const waits: number[] = [];
+      const { log, finished } = finishedSweeps();
+      const sweeper = createSweeper(t.server.core, {
+        intervalMs: 3_600_000,
+        orphanAgeMs: 3_600_000,
+        log,
+        pace: {
+          clock: () => {
+            now += 10;
+            return now;
+          },
+          wait: async (ms) => {
+            waits.push(ms);
+          },
+        },
+      });
+      expect(await sweeper.sweepOnce()).toMatchObject({ refused: 0 });
+      expect(waits).toEqual([]);
+
+      const scheduled = createSweeper(t.server.core, {
+        intervalMs: 1,
+        orphanAgeMs: 3_600_000,
+        log,
+        pace: {
+          clock: () => {
+            now += 10;
+            return now;
+          },
+          wait: async (ms) => {
+            waits.push(ms);
+          },
+        },
+      });
+      scheduled.start();
+      await finished(2);
+      await scheduled.stop();
+      // Three pages a sweep, a wait between two pages: 90 ms after each 10 ms page.
+      expect(waits.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(waits)).toEqual(new Set([90]));
+    });
+
+    it("start the next sweep as the last one ends when it took longer than the interval, skipping none", async () => {
+      await storeOfThreePages();
+      const metrics = createMetrics();
+      const { log, finished } = finishedSweeps();
+      const sweeper = createSweeper(t.server.core, {
+        intervalMs: 1,
+        orphanAgeMs: 3_600_000,
+        log,
+        metrics,
+        pace: { workShare: 1 },
+      });
+      sweeper.start();
+      await finished(3);
+      await sweeper.stop();
+      expect(await metricValue(metrics, "spillway_sweeps_skipped_total")).toBe(0);
+      expect(log.warnings).toEqual([]);
+    });
+
+    it("end a paced sweep's wait on stop", async () => {
+      await storeOfThreePages();
+      // Pages seem to take an hour each: the wait after the first would last nine.
+      let now = 0;
+      let readings = 0;
+      const sweeper = createSweeper(t.server.core, {
+        intervalMs: 1,
+        orphanAgeMs: 3_600_000,
+        pace: {
+          clock: () => {
+            readings++;
+            now += 3_600_000;
+            return now;
+          },
+        },
+      });
+      sweeper.start();
+      // The scheduler reads the clock as the sweep starts, the sweep before and after a page.
+      await vi.waitUntil(() => readings >= 3, { timeout: 10_000, interval: 5 });
+      await sweeper.stop();
+      expect(readings).toBe(3);
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { setImmediate as yieldToEvents } from "node:timers/promises";
+import { setTimeout as sleep, setImmediate as yieldToEvents } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
@@ -15,6 +15,8 @@ const runPrefixOf = /^(t\/[^/]+\/r\/[^/]+\/)(.*)$/;
 const pageKeys = 1000;
 /** Record reads (and deletes) of one page run at most this many at once. */
 const readsInFlight = 8;
+/** The share of its time a scheduled sweep spends working, at most (see SweeperOptions.pace). */
+const defaultWorkShare = 0.1;
 
 /** SweepReport counts what one sweep removed, and the entries it refused to touch. */
 export interface SweepReport {
@@ -49,16 +51,33 @@ export interface SweeperOptions {
   readonly log?: SweepLogger;
   /** Counts refused entries and skipped sweeps (spillway_sweep_*). */
   readonly metrics?: Pick<Metrics, "sweepRefused" | "sweepsSkipped">;
+  /**
+   * How scheduled sweeps pace themselves: after each page (its listing and its reads) a
+   * scheduled sweep waits until the time it spent working is at most `workShare` of the time
+   * it has taken (default 0.1), so that a large store costs a serving process a bounded share
+   * of its time instead of whole seconds at once every interval. `clock` (monotonic ms,
+   * default `performance.now`) and `wait` (default a timer that the sweep's abort ends) are for
+   * tests. sweepOnce does not pace.
+   */
+  readonly pace?: {
+    readonly workShare?: number;
+    readonly clock?: () => number;
+    readonly wait?: (ms: number, signal: AbortSignal) => Promise<void>;
+  };
 }
 
 /** Sweeper deletes data that expiry or crashes left behind. */
 export interface Sweeper {
   /**
-   * Runs one full sweep now, unless one is already running: then it resolves undefined at once
-   * and counts a skipped sweep. Aborting `signal` (or stop()) ends it early with CANCELED.
+   * Runs one full sweep now, as fast as it can, unless one is already running: then it resolves
+   * undefined at once and counts a skipped sweep. Aborting `signal` (or stop()) ends it early
+   * with CANCELED.
    */
   sweepOnce(signal?: AbortSignal): Promise<SweepReport | undefined>;
-  /** Sweeps every intervalMs until stop(); a tick that finds a sweep running is skipped. */
+  /**
+   * Sweeps until stop(), each sweep paced (SweeperOptions.pace) and starting intervalMs after
+   * the one before it started, or as it ends when it took longer.
+   */
   start(): void;
   /** Stops the timer, cancels a sweep under way and resolves once it has let go. */
   stop(): Promise<void>;
@@ -81,8 +100,14 @@ export interface Sweeper {
  */
 export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper {
   const { backend, runs } = core;
+  const workShare = opts.pace?.workShare ?? defaultWorkShare;
+  if (!(workShare > 0 && workShare <= 1)) {
+    throw new ConnectError(`sweep work share must be in (0, 1], got ${workShare}`, Code.Internal);
+  }
+  const clock = opts.pace?.clock ?? (() => performance.now());
+  const wait = opts.pace?.wait ?? ((ms, signal) => sleep(ms, undefined, { signal }));
 
-  const sweep = async (signal: AbortSignal): Promise<SweepReport> => {
+  const sweep = async (signal: AbortSignal, paced: boolean): Promise<SweepReport> => {
     const nowMs = core.now();
     let expiredRuns = 0;
     let expiredRecords = 0;
@@ -165,6 +190,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
 
     let startAfter: string | undefined;
     for (;;) {
+      const pageStart = clock();
       const page = await backend.list("t/", {
         limit: pageKeys,
         ...(startAfter === undefined ? {} : { startAfter }),
@@ -198,6 +224,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       await inBatches(visits, signal);
       if (!page.truncated || page.keys.length === 0) break;
       startAfter = page.keys.at(-1);
+      if (paced && workShare < 1) {
+        await wait(((clock() - pageStart) * (1 - workShare)) / workShare, signal);
+      }
     }
 
     for (const key of intentKeys) {
@@ -242,9 +271,16 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
   };
 
   let timer: NodeJS.Timeout | undefined;
+  // Each start() begins a new chain of scheduled sweeps; a sweep of an earlier one, still
+  // ending after a stop() and a start(), schedules nothing.
+  let chain = 0;
+  let started = false;
   let running: { done: Promise<unknown>; abort: AbortController } | undefined;
 
-  const sweepOnce = async (signal?: AbortSignal): Promise<SweepReport | undefined> => {
+  const runSweep = async (
+    paced: boolean,
+    signal?: AbortSignal,
+  ): Promise<SweepReport | undefined> => {
     if (running !== undefined) {
       opts.metrics?.sweepsSkipped.inc();
       opts.log?.warn({}, "sweep skipped: the previous sweep is still running");
@@ -256,7 +292,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     signal?.addEventListener("abort", onAbort, { once: true });
     if (signal?.aborted === true) abort.abort(signal.reason);
     opts.log?.debug({}, "sweep started");
-    const done = sweep(abort.signal);
+    const done = sweep(abort.signal, paced);
     running = { done: done.catch(() => undefined), abort };
     try {
       const report = await done;
@@ -271,20 +307,36 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     }
   };
 
-  return {
-    sweepOnce,
-    start() {
-      timer ??= setInterval(() => {
-        sweepOnce().catch((err: unknown) => {
+  const schedule = (delayMs: number, ofChain: number) => {
+    timer = setTimeout(() => {
+      timer = undefined;
+      const startedAt = clock();
+      runSweep(true)
+        .catch((err: unknown) => {
           if (!(err instanceof ConnectError && err.code === Code.Canceled)) {
             opts.log?.error({ err }, "sweep failed");
           }
+        })
+        .finally(() => {
+          if (started && ofChain === chain) {
+            schedule(Math.max(0, startedAt + opts.intervalMs - clock()), ofChain);
+          }
         });
-      }, opts.intervalMs);
-      timer.unref();
+    }, delayMs);
+    timer.unref();
+  };
+
+  return {
+    sweepOnce: (signal) => runSweep(false, signal),
+    start() {
+      if (started) return;
+      started = true;
+      chain++;
+      schedule(opts.intervalMs, chain);
     },
     async stop() {
-      if (timer !== undefined) clearInterval(timer);
+      started = false;
+      if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
       const current = running;
       if (current === undefined) return;

@@ -147,22 +147,16 @@ describe("sweeper on the filesystem", () => {
       );
     }
 
-    /** A logger that resolves `finished(n)` once n sweeps have finished. */
+    /** recordingLog, also resolving `finished(n)` once n sweeps have finished. */
     function finishedSweeps() {
       let count = 0;
       const waiting: { n: number; resolve: () => void }[] = [];
-      const log: SweepLogger & { warnings: string[] } = {
-        warnings: [],
-        debug(_fields, message) {
+      const log = {
+        ...recordingLog(),
+        debug(_fields: Record<string, unknown>, message: string) {
           if (message !== "sweep finished") return;
           count++;
           for (const w of waiting.filter((w) => w.n <= count)) w.resolve();
-        },
-        warn(_fields, message) {
-          log.warnings.push(message);
-        },
-        error(_fields, message) {
-          log.warnings.push(message);
         },
       };
       const finished = (n: number) =>
@@ -179,19 +173,20 @@ describe("sweeper on the filesystem", () => {
       let now = 0;
       const waits: number[] = [];
       const { log, finished } = finishedSweeps();
+      const pace = {
+        clock: () => {
+          now += 10;
+          return now;
+        },
+        wait: async (ms: number) => {
+          waits.push(ms);
+        },
+      };
       const sweeper = createSweeper(t.server.core, {
         intervalMs: 3_600_000,
         orphanAgeMs: 3_600_000,
         log,
-        pace: {
-          clock: () => {
-            now += 10;
-            return now;
-          },
-          wait: async (ms) => {
-            waits.push(ms);
-          },
-        },
+        pace,
       });
       expect(await sweeper.sweepOnce()).toMatchObject({ refused: 0 });
       expect(waits).toEqual([]);
@@ -200,15 +195,7 @@ describe("sweeper on the filesystem", () => {
         intervalMs: 1,
         orphanAgeMs: 3_600_000,
         log,
-        pace: {
-          clock: () => {
-            now += 10;
-            return now;
-          },
-          wait: async (ms) => {
-            waits.push(ms);
-          },
-        },
+        pace,
       });
       scheduled.start();
       await finished(2);
@@ -233,7 +220,7 @@ describe("sweeper on the filesystem", () => {
       await finished(3);
       await sweeper.stop();
       expect(await metricValue(metrics, "spillway_sweeps_skipped_total")).toBe(0);
-      expect(log.warnings).toEqual([]);
+      expect(log.lines).toEqual([]);
     });
 
     it("end a paced sweep's wait on stop", async () => {

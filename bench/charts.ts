@@ -94,6 +94,12 @@ const valueGroups: readonly ValueGroup[] = [
     scenarios: ["search_paging_64mib"],
   },
   {
+    id: "search-fairness",
+    title: "One tenant's search of 256 MiB while another keeps 32 in flight",
+    axis: "ms per search (lower is better)",
+    scenarios: ["search_beside_busy_tenant_256mib"],
+  },
+  {
     id: "memory",
     title: "Peak RSS of a replica under load",
     axis: "MiB (lower is better)",

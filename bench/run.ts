@@ -17,6 +17,7 @@ import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
 import { deleteRunScenario, replayScenario } from "./scenarios/replays.js";
 import { searchScenarios } from "./scenarios/search.js";
+import { searchFairnessScenario } from "./scenarios/search-fairness.js";
 import { searchPagingScenario } from "./scenarios/search-paging.js";
 import { smallOffloadScenario } from "./scenarios/small-offloads.js";
 import { sweepScenario } from "./scenarios/sweep.js";
@@ -139,6 +140,10 @@ async function main(): Promise<void> {
           await fx.close();
         }
       },
+    },
+    {
+      names: ["search_beside_busy_tenant_256mib"],
+      run: async () => [await searchFairnessScenario(runs)],
     },
     {
       names: ["json_view_window_1gib"],

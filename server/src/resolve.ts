@@ -150,8 +150,16 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
                 yield unknown;
                 return;
               }
-              const pool = sharedScanPool();
-              const found = findBlocksOnThreads(pool, local.fd, record.sizeBytes, query, signal);
+              // The pool's threads take turns by tenant: one tenant's many searches must not
+              // hold them while another's waits.
+              const found = findBlocksOnThreads(
+                sharedScanPool(),
+                record.tenant,
+                local.fd,
+                record.sizeBytes,
+                query,
+                signal,
+              );
               let failed = false;
               try {
                 yield* found;

@@ -51,11 +51,11 @@ describe("findBlocksOnThreads", () => {
   it("finds, on its threads, the blocks the calling thread finds", async () => {
     const fd = openSync(path, "r");
     try {
-      const found = await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, query));
+      const found = await allBlocks(findBlocksOnThreads(pool, "a", fd, bytes.length, query));
       expect(found).toEqual(await allBlocks(findBlocksInMemory(bytes, query)));
       expect(found?.length).toBeGreaterThan(5);
       const plain = await allBlocks(
-        findBlocksOnThreads(pool, fd, bytes.length, { ...query, escapes: false }),
+        findBlocksOnThreads(pool, "a", fd, bytes.length, { ...query, escapes: false }),
       );
       expect(plain).toEqual(
         await allBlocks(findBlocksInMemory(bytes, { ...query, escapes: false })),
@@ -84,7 +84,7 @@ describe("findBlocksOnThreads", () => {
         undefined,
         "ms the",
       ]);
-      expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, also))).toEqual(
+      expect(await allBlocks(findBlocksOnThreads(pool, "a", fd, bytes.length, also))).toEqual(
         await allBlocks(findBlocksInMemory(bytes, common)),
       );
       const none = { ...common, text: Buffer.alloc(0) };
@@ -104,7 +104,9 @@ describe("findBlocksOnThreads", () => {
         );
       expect(blocks.length).toBeGreaterThan(0);
       for (const q of [common, none]) {
-        expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, q))).toEqual(blocks);
+        expect(await allBlocks(findBlocksOnThreads(pool, "a", fd, bytes.length, q))).toEqual(
+          blocks,
+        );
         expect(await allBlocks(findBlocksInMemory(bytes, q))).toEqual(blocks);
       }
     } finally {
@@ -116,21 +118,25 @@ describe("findBlocksOnThreads", () => {
     const fd = openSync(path, "r");
     try {
       const aborted = await allBlocks(
-        findBlocksOnThreads(pool, fd, bytes.length, query, AbortSignal.abort()),
+        findBlocksOnThreads(pool, "a", fd, bytes.length, query, AbortSignal.abort()),
       );
       expect(aborted).toBeUndefined();
       const common = { ...query, text: Buffer.from("request"), maxShare: 0.5 };
-      expect(await allBlocks(findBlocksOnThreads(pool, fd, bytes.length, common))).toBeUndefined();
+      expect(
+        await allBlocks(findBlocksOnThreads(pool, "a", fd, bytes.length, common)),
+      ).toBeUndefined();
     } finally {
       closeSync(fd);
     }
     const gone = openSync(path, "r");
     closeSync(gone);
-    await expect(allBlocks(findBlocksOnThreads(pool, gone, bytes.length, query))).rejects.toThrow();
+    await expect(
+      allBlocks(findBlocksOnThreads(pool, "a", gone, bytes.length, query)),
+    ).rejects.toThrow();
     const fd2 = openSync(path, "r");
     try {
       // The threads kept serving.
-      expect(await allBlocks(findBlocksOnThreads(pool, fd2, bytes.length, query))).toEqual(
+      expect(await allBlocks(findBlocksOnThreads(pool, "a", fd2, bytes.length, query))).toEqual(
         await allBlocks(findBlocksInMemory(bytes, query)),
       );
     } finally {
@@ -147,12 +153,37 @@ describe("findBlocksOnThreads", () => {
       const short = blockScanTasks(query, bytes.length, 1, bytes) ?? [];
       expect([long.length, short.length]).toEqual([8, 1]);
       const order: string[] = [];
-      const first = Promise.all(single.scan(fd, long, progress())).then(() => order.push("long"));
-      const second = Promise.all(single.scan(fd, short, progress())).then(() =>
+      const first = Promise.all(single.scan(fd, long, progress(), "a")).then(() =>
+        order.push("long"),
+      );
+      const second = Promise.all(single.scan(fd, short, progress(), "a")).then(() =>
         order.push("short"),
       );
       await Promise.all([first, second]);
       expect(order).toEqual(["short", "long"]);
+    } finally {
+      closeSync(fd);
+      await single.close();
+    }
+  });
+
+  it("gives an owner with one scan every other turn beside an owner with many", async () => {
+    const single = createScanPool(1);
+    const fd = openSync(path, "r");
+    try {
+      const progress = () => new Int32Array(new SharedArrayBuffer(8));
+      const two = blockScanTasks(query, bytes.length, 2, bytes) ?? [];
+      expect(two.length).toBe(2);
+      const order: string[] = [];
+      const scans = [
+        ...Array.from({ length: 8 }, (_, k) =>
+          Promise.all(single.scan(fd, two, progress(), "busy")).then(() => order.push(`busy ${k}`)),
+        ),
+        Promise.all(single.scan(fd, two, progress(), "other")).then(() => order.push("other")),
+      ];
+      await Promise.all(scans);
+      // Taking turns by scan alone, the other tenant's scan ended last, behind 16 tasks.
+      expect(order.slice(0, 2)).toEqual(["busy 0", "other"]);
     } finally {
       closeSync(fd);
       await single.close();

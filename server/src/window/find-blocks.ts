@@ -176,10 +176,12 @@ export function* findBlocksInMemory(
  * cut into tasks of at most 64 MiB (at least one a thread of `pool`) that the pool's threads
  * scan at once, yielding each task's stretch in order as soon as it and those before it are
  * done. Returning early (a search that has its matches) stops the tasks still running and
- * waits for them, so the descriptor need only stay open until this generator finishes.
+ * waits for them, so the descriptor need only stay open until this generator finishes. The
+ * tasks take turns with other scans of the pool by `owner` (ScanPool.scan).
  */
 export async function* findBlocksOnThreads(
   pool: ScanPool,
+  owner: string,
   fd: number,
   size: number,
   query: BlockQuery,
@@ -194,7 +196,7 @@ export async function* findBlocksOnThreads(
     return;
   }
   const progress = sharedProgress(signal);
-  const results = pool.scan(fd, tasks, progress);
+  const results = pool.scan(fd, tasks, progress, owner);
   try {
     for (const [k, task] of tasks.entries()) {
       const blocks = await results[k];

@@ -12,12 +12,15 @@ export interface ScanPool {
    * Scans each task on a thread, in order, reading the file open as descriptor `fd` (which
    * must stay open until every answer settles): per task, the blocks found, or undefined when
    * the task gave up or failed (a read error, a thread that died). Tasks wait while every
-   * thread is busy, taking turns with other scans' tasks.
+   * thread is busy, taking turns: owners in turn, and each owner's scans in turn, so one
+   * owner's many scans hold the threads no longer between another owner's tasks than one
+   * scan would.
    */
   scan(
     fd: number,
     tasks: readonly BlockScanTask[],
     progress: Int32Array,
+    owner: string,
   ): Promise<number[] | undefined>[];
   /** Ends the threads; scans still queued or running resolve undefined. */
   close(): Promise<void>;
@@ -80,23 +83,36 @@ interface Thread {
   job: Job | undefined;
 }
 
+/** An owner's scans with tasks not yet started, in the order they take their next turn. */
+interface Turn {
+  readonly owner: string;
+  readonly scans: Job[][];
+}
+
 /**
- * createScanPool returns a pool of `threads` threads, started on first use. Scans take turns:
- * a free thread runs the next task of the scan after the one it last served, so a short scan
- * queued behind long ones waits for one task of each, not for all of theirs. Idle threads do
- * not keep the process alive; a thread that dies fails its task (undefined) and is replaced
- * on the next scan.
+ * createScanPool returns a pool of `threads` threads, started on first use. Scans take turns
+ * by owner (the server's owners are tenants): a free thread serves the owner after the one it
+ * last served, and of that owner's scans the one after the scan it last ran, one task each
+ * time. So a short scan queued behind long ones waits for one task of each other owner, not
+ * for all of their tasks, however many scans an owner has started. Idle threads do not keep
+ * the process alive; a thread that dies fails its task (undefined) and is replaced on the
+ * next scan.
  */
 export function createScanPool(threads: number): ScanPool {
   const live: Thread[] = [];
-  // Each scan's tasks not yet started, scans in the order they take their next turn.
-  const scans: Job[][] = [];
+  // Owners with tasks not yet started, in the order they take their next turn.
+  const turns: Turn[] = [];
+  const turnOf = new Map<string, Turn>();
   let closed = false;
 
   const nextJob = (): Job | undefined => {
-    const jobs = scans.shift();
+    const turn = turns.shift();
+    if (turn === undefined) return undefined;
+    const jobs = turn.scans.shift();
     const job = jobs?.shift();
-    if (jobs !== undefined && jobs.length > 0) scans.push(jobs);
+    if (jobs !== undefined && jobs.length > 0) turn.scans.push(jobs);
+    if (turn.scans.length > 0) turns.push(turn);
+    else turnOf.delete(turn.owner);
     return job;
   };
 
@@ -125,7 +141,7 @@ export function createScanPool(threads: number): ScanPool {
   };
 
   const next = (): void => {
-    while (scans.length > 0 && !closed) {
+    while (turns.length > 0 && !closed) {
       const thread =
         live.find((t) => t.job === undefined) ?? (live.length < threads ? start() : undefined);
       if (thread === undefined) return;
@@ -140,7 +156,7 @@ export function createScanPool(threads: number): ScanPool {
 
   return {
     threads,
-    scan(fd, tasks, progress) {
+    scan(fd, tasks, progress, owner) {
       if (closed) return tasks.map(() => Promise.resolve(undefined));
       const jobs: Job[] = [];
       const results = tasks.map(
@@ -149,13 +165,22 @@ export function createScanPool(threads: number): ScanPool {
             jobs.push({ fd, task, progress, done });
           }),
       );
-      if (jobs.length > 0) scans.push(jobs);
+      if (jobs.length > 0) {
+        let turn = turnOf.get(owner);
+        if (turn === undefined) {
+          turn = { owner, scans: [] };
+          turnOf.set(owner, turn);
+          turns.push(turn);
+        }
+        turn.scans.push(jobs);
+      }
       next();
       return results;
     },
     async close() {
       closed = true;
-      for (const job of scans.splice(0).flat()) job.done(undefined);
+      turnOf.clear();
+      for (const job of turns.splice(0).flatMap((turn) => turn.scans.flat())) job.done(undefined);
       await Promise.all(
         live.splice(0).map((thread) => {
           thread.job?.done(undefined);

@@ -94,10 +94,11 @@ const valueGroups: readonly ValueGroup[] = [
     scenarios: ["search_paging_64mib"],
   },
   {
-    id: "search-fairness",
-    title: "One tenant's search of 256 MiB while another keeps 32 in flight",
-    axis: "ms per search (lower is better)",
-    scenarios: ["search_beside_busy_tenant_256mib"],
+    id: "busy-tenant",
+    title: "One tenant's calls while another keeps its own in flight",
+    axis: "ms per call, log scale (lower is better)",
+    scenarios: ["search_beside_busy_tenant_256mib", "window_beside_busy_jsonpath_32mib"],
+    log: true,
   },
   {
     id: "memory",

@@ -7,6 +7,7 @@ import { type LogFixture, openLogFixture } from "./log-fixture.js";
 import { writeMixedLogFile } from "./mixed-log-file.js";
 import { writeCharts } from "./render-charts.js";
 import type { BenchResult } from "./result.js";
+import { busyTenantScenarios } from "./scenarios/busy-tenant.js";
 import { callFloorScenarios } from "./scenarios/call-floor.js";
 import { cliCatScenarios } from "./scenarios/cli-cat.js";
 import { concurrentOffloadScenario, concurrentOffloads } from "./scenarios/concurrent-offloads.js";
@@ -17,7 +18,6 @@ import { memoryScenario } from "./scenarios/memory.js";
 import { minioScenarios } from "./scenarios/minio.js";
 import { deleteRunScenario, replayScenario } from "./scenarios/replays.js";
 import { searchScenarios } from "./scenarios/search.js";
-import { searchFairnessScenario } from "./scenarios/search-fairness.js";
 import { searchPagingScenario } from "./scenarios/search-paging.js";
 import { smallOffloadScenario } from "./scenarios/small-offloads.js";
 import { sweepScenario } from "./scenarios/sweep.js";
@@ -142,8 +142,8 @@ async function main(): Promise<void> {
       },
     },
     {
-      names: ["search_beside_busy_tenant_256mib"],
-      run: async () => [await searchFairnessScenario(runs)],
+      names: ["search_beside_busy_tenant_256mib", "window_beside_busy_jsonpath_32mib"],
+      run: () => busyTenantScenarios(runs),
     },
     {
       names: ["json_view_window_1gib"],

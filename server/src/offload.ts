@@ -12,6 +12,7 @@ import {
 import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
 import { markFault } from "./call-fault.js";
+import type { CpuSlice, CpuTurns } from "./cpu-turns.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
 import { createJsonViewIndexer, encodeJsonViewIndex } from "./json/json-view-index.js";
 import {
@@ -47,6 +48,7 @@ export interface OffloadDeps {
   readonly runs: Runs;
   readonly limits: ServerLimits;
   readonly now: () => number;
+  readonly turns: CpuTurns;
 }
 
 /**
@@ -258,7 +260,8 @@ async function offloadFrom(
   if (recorded !== undefined) {
     // A replay only compares: the digest and size decide, so nothing else is computed.
     const digest = createDigestPass();
-    await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk));
+    const turns = { slice: deps.turns.begin(tenant), signal };
+    await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk, turns));
     const facts = digest.finish();
     checkDeclared(header, facts);
     return replay(recorded, header, facts.sha256, facts.size);
@@ -276,7 +279,8 @@ async function offloadFrom(
   ) {
     throw runBytesExceeded(key.runId, runRoom.held, Number(header.expectedSize), runRoom.limit);
   }
-  const chunks = chunkStream(reader, limits, header, pass, runRoom, releaseChunk);
+  const turns = { slice: deps.turns.begin(tenant), signal };
+  const chunks = chunkStream(reader, limits, header, pass, runRoom, releaseChunk, turns);
   // Right before the commit the run is measured again: offloads that committed to it while
   // this one streamed count too, which narrows concurrent overshoot to commits racing this check.
   const checkRunRoom = async (size: number) => {
@@ -455,10 +459,14 @@ function createPass(
   };
 }
 
+/** The bytes the pass takes between two checks of the slice: about a quarter of a millisecond. */
+const passPieceBytes = 256 * 1024;
+
 /**
- * Yields the chunks after the header, enforcing stream shape and size limits. A chunk is the
- * consumer's only until it asks for the next one (every consumer copies what it keeps: the
- * backends' puts, the head kept for an inline record); then it goes back through `release`.
+ * Yields the chunks after the header, enforcing stream shape and size limits, each through
+ * the pass in slices of the tenant's turns (CpuTurns). A chunk is the consumer's only until it
+ * asks for the next one (every consumer copies what it keeps: the backends' puts, the head
+ * kept for an inline record); then it goes back through `release`.
  */
 async function* chunkStream(
   reader: IdleStreamReader<OffloadRequest>,
@@ -467,6 +475,7 @@ async function* chunkStream(
   pass: Pass<DigestFacts>,
   runRoom: { runId: string; held: number; limit: number } | undefined,
   release: ((bytes: Uint8Array) => void) | undefined,
+  turns: { slice: CpuSlice; signal: AbortSignal },
 ): AsyncGenerator<Uint8Array> {
   for (;;) {
     const next = await reader.next();
@@ -512,7 +521,13 @@ async function* chunkStream(
       );
     }
     if (chunk.byteLength === 0) continue;
-    pass.push(chunk);
+    // In pieces, pausing when the slice is over: the pass over a 4 MiB chunk alone holds the
+    // event loop for milliseconds, and every other call waits that long.
+    for (let at = 0; at < chunk.byteLength; at += passPieceBytes) {
+      const pause = turns.slice.pause(turns.signal);
+      if (pause !== undefined) await pause;
+      pass.push(chunk.subarray(at, at + passPieceBytes));
+    }
     yield chunk;
     release?.(chunk);
   }

@@ -30,6 +30,7 @@ import {
   watchConnection,
   watchHttp1Connection,
 } from "./connection-liveness.js";
+import type { CpuTurns } from "./cpu-turns.js";
 import { createGrpcNodeHandler } from "./grpc-node-handler.js";
 import { createGrpcWebHandler } from "./grpc-web-handler.js";
 import type { GrpcWireOptions } from "./grpc-wire.js";
@@ -91,6 +92,8 @@ export interface SpillwayServerOptions {
   readonly caps?: Partial<WindowCaps>;
   /** Clock, for tests of expiry. */
   readonly now?: () => number;
+  /** How long computations share the event loop by tenant; the process's turns unless given. */
+  readonly turns?: CpuTurns;
   /**
    * Close each connection gracefully (GOAWAY; in-flight streams finish) after about this long,
    * ±10 % jitter, so long-lived HTTP/2 connections rebalance across replicas; an HTTP/1.1
@@ -398,6 +401,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     limits,
     caps,
     ...(opts.now === undefined ? {} : { now: opts.now }),
+    ...(opts.turns === undefined ? {} : { turns: opts.turns }),
   });
 
   let draining = false;

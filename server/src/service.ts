@@ -17,6 +17,7 @@ import {
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import type { ConnectionLiveness } from "./connection-liveness.js";
+import { type CpuTurns, sharedCpuTurns } from "./cpu-turns.js";
 import { requestChunkReleaseKey } from "./grpc-wire.js";
 import { limitsForTenant, lowerLimit, type ServerLimits } from "./limits.js";
 import { type ListRunsLog, listRuns } from "./list-runs.js";
@@ -44,14 +45,20 @@ export interface SpillwayCore {
   readonly limits: ServerLimits;
   readonly caps: WindowCaps;
   readonly now: () => number;
+  /** How long computations (large offloads' passes, scans) share the event loop by tenant. */
+  readonly turns: CpuTurns;
 }
 
-/** createSpillwayCore wires the registry and run state onto a backend. */
+/**
+ * createSpillwayCore wires the registry and run state onto a backend; its turns are the
+ * process's (sharedCpuTurns) unless given.
+ */
 export function createSpillwayCore(opts: {
   backend: Backend;
   limits: ServerLimits;
   caps: WindowCaps;
   now?: () => number;
+  turns?: CpuTurns;
 }): SpillwayCore {
   const now = opts.now ?? (() => Date.now());
   const registry = createRegistry(opts.backend);
@@ -62,6 +69,7 @@ export function createSpillwayCore(opts: {
     limits: opts.limits,
     caps: opts.caps,
     now,
+    turns: opts.turns ?? sharedCpuTurns(),
   };
 }
 
@@ -127,7 +135,9 @@ export function createSpillwayService(
     async *readToolOutput(req, ctx) {
       validateRequest(ReadToolOutputRequestSchema, req);
       const { record } = await resolve(ctx, req.runId, req.handle);
-      yield* readWindow(windowSourceFor(core.backend, record), req, core.caps, ctx.signal);
+      const source = windowSourceFor(core.backend, record);
+      const slice = core.turns.begin(record.tenant);
+      yield* readWindow(source, req, core.caps, ctx.signal, slice);
     },
 
     async statToolOutput(req, ctx) {

@@ -4,6 +4,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { type CpuSlice, unsliced } from "../cpu-turns.js";
 import { createJsonTokenizer } from "../json/json-tokenizer.js";
 import { isJsonLinesContentType } from "../json/json-view-index.js";
 import type { JsonPathQuery } from "../json/jsonpath-ast.js";
@@ -54,6 +55,9 @@ function isJsonLines(source: WindowSource): boolean {
 /** Nodes per content frame. */
 const nodesPerFrame = 64;
 
+/** The bytes tokenized between two checks of the slice: about a millisecond's work. */
+const tokenizePieceBytes = 64 * 1024;
+
 /**
  * jsonPathWindow streams one JSONPath window: a header frame, content frames of matched nodes
  * (normalized path, compact value clipped at maxLineChars, byte range) in document order, and
@@ -65,7 +69,8 @@ const nodesPerFrame = 64;
  * is set (and `next_offset` unset when nothing is left) only when the whole payload was
  * scanned. A payload that is not JSON is FAILED_PRECONDITION before any frame (up to the point
  * the scan reached); `clipped` is set when a value was clipped, the character cap cut the
- * window, or a request above caps.maxMatches was capped.
+ * window, or a request above caps.maxMatches was capped. The scan runs in `slice`'s turns
+ * (CpuTurns).
  */
 export async function* jsonPathWindow(
   source: WindowSource,
@@ -73,6 +78,7 @@ export async function* jsonPathWindow(
   caps: WindowCaps,
   withText: boolean,
   signal?: AbortSignal,
+  slice: CpuSlice = unsliced,
 ): AsyncGenerator<ReadToolOutputResponse> {
   if (request.maxMatches !== undefined && request.maxMatches < 1) {
     throw new ConnectError(
@@ -108,7 +114,13 @@ export async function* jsonPathWindow(
   let exhausted = true;
   for await (const chunk of await source.read(0, undefined, signal)) {
     if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
-    tokenizer.write(chunk);
+    // In pieces, pausing when the slice is over: tokenizing a chunk of a megabyte holds the
+    // event loop for tens of milliseconds.
+    for (let at = 0; at < chunk.byteLength && !stream.satisfied; at += tokenizePieceBytes) {
+      const pause = slice.pause(signal);
+      if (pause !== undefined) await pause;
+      tokenizer.write(chunk.subarray(at, at + tokenizePieceBytes));
+    }
     source.release(chunk);
     if (stream.satisfied) {
       exhausted = false;

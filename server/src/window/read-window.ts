@@ -5,6 +5,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { type CpuSlice, unsliced } from "../cpu-turns.js";
 import { parseJsonPath } from "../json/jsonpath-parse.js";
 import { bytesWindow } from "./bytes.js";
 import { defaultWindowCaps, type WindowCaps } from "./caps.js";
@@ -51,15 +52,17 @@ function* binaryWindow(source: WindowSource, withText: boolean): Generator<ReadT
  * unset window is a lines window from line 0; lines and search windows over a binary payload
  * carry no content and say to use bytes mode; a JSONPath window over a payload that is not
  * JSON is FAILED_PRECONDITION. A bad request (negative offsets, an invalid pattern or JSONPath
- * query) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED.
+ * query) is INVALID_ARGUMENT before any frame; a cancelled `signal` is CANCELED. Searches and
+ * JSONPath scans run in `slice`'s turns of the event loop (CpuTurns).
  */
 export async function* readWindow(
   source: WindowSource,
   request: ReadToolOutputRequest,
   caps: WindowCaps = defaultWindowCaps,
   signal?: AbortSignal,
+  slice: CpuSlice = unsliced,
 ): AsyncGenerator<ReadToolOutputResponse> {
-  const frames = windowFrames(source, request, caps, signal);
+  const frames = windowFrames(source, request, caps, signal, slice);
   if (!request.renderedOnly) {
     yield* frames;
     return;
@@ -73,6 +76,7 @@ async function* windowFrames(
   request: ReadToolOutputRequest,
   caps: WindowCaps,
   signal: AbortSignal | undefined,
+  slice: CpuSlice,
 ): AsyncGenerator<ReadToolOutputResponse> {
   const withText = !request.omitRendered;
   const window = request.window;
@@ -133,7 +137,9 @@ async function* windowFrames(
       };
       const matcher = createLineMatcher(search);
       if (source.binary) yield* binaryWindow(source, withText);
-      else yield* searchWindow(source, search, matcher, caps, withText, signal);
+      else {
+        yield* searchWindow(source, search, matcher, caps, withText, signal, undefined, slice);
+      }
       return;
     }
     case "jsonPath": {
@@ -149,6 +155,7 @@ async function* windowFrames(
         caps,
         withText,
         signal,
+        slice,
       );
       return;
     }

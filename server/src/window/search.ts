@@ -5,6 +5,7 @@ import {
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import RE2 from "re2";
+import { type CpuSlice, unsliced } from "../cpu-turns.js";
 import type { LinePattern } from "./block-scan.js";
 import { clipString, countChars, defaultMaxMatches, type WindowCaps } from "./caps.js";
 import { chunkExpression } from "./chunk-expression.js";
@@ -544,7 +545,7 @@ function matchesFrame(matches: readonly OpenMatch[]): ReadToolOutputResponse {
  * some text (matcher.required) reads the head as usual, then asks the source which blocks hold
  * that text (findBlocks: threads of their own reading the file, where it is a local file) and
  * reads only the lines around them (blockSegments); the frames are exactly those of reading
- * every byte.
+ * every byte. The lines are matched in `slice`'s turns (CpuTurns), a chunk at a time.
  */
 export async function* searchWindow(
   source: WindowSource,
@@ -554,6 +555,7 @@ export async function* searchWindow(
   withText: boolean,
   signal?: AbortSignal,
   skipping: BlockSkipping = defaultBlockSkipping,
+  slice: CpuSlice = unsliced,
 ): AsyncGenerator<ReadToolOutputResponse> {
   if (request.maxMatches !== undefined && request.maxMatches < 1) {
     throw new ConnectError(
@@ -761,6 +763,8 @@ export async function* searchWindow(
       }
       for await (const chunk of segment.chunks) {
         if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+        const pause = slice.pause(signal);
+        if (pause !== undefined) await pause;
         matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
         if (current !== undefined) source.release(current);
         current = chunk;

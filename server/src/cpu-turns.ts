@@ -1,0 +1,133 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * CpuTurns shares a process's event loop among the owners (tenants) of long computations: a
+ * large offload's single pass, a JSONPath scan, a search read on the calling thread. Each runs
+ * in slices; once a slice has lasted its time the computation waits for its owner's next turn.
+ * Turns go one an event-loop iteration, owners in turn and each owner's computations in turn,
+ * so between two slices the loop serves every call that is ready (a window, a small offload,
+ * a stat), and one owner's many computations get no more turns than another owner's one.
+ */
+export interface CpuTurns {
+  /** A computation of `owner`'s; its first slice starts at its first pause. */
+  begin(owner: string): CpuSlice;
+}
+
+/** CpuSlice is one computation's place in CpuTurns. */
+export interface CpuSlice {
+  /**
+   * Before each piece of work: undefined while the current slice lasts (go on at once; the
+   * first call starts the first slice), else a promise that resolves at the owner's next turn,
+   * when a new slice starts. It rejects CANCELED if `signal` aborts first, and the turn is
+   * given up.
+   */
+  pause(signal?: AbortSignal): Promise<void> | undefined;
+}
+
+/** How long a slice lasts: short enough that calls waiting behind one barely notice it. */
+export const defaultSliceMs = 2;
+
+interface Waiter {
+  readonly grant: () => void;
+}
+
+/** An owner's computations waiting for a turn, first come first served. */
+interface Turn {
+  readonly owner: string;
+  readonly waiters: Waiter[];
+}
+
+/**
+ * createCpuTurns returns turns whose slices last `sliceMs` by `clock` (performance.now unless
+ * given), granted one per `schedule` (setImmediate unless given: one an event-loop iteration,
+ * after the loop has polled for I/O).
+ */
+export function createCpuTurns(
+  opts: { sliceMs?: number; clock?: () => number; schedule?: (grant: () => void) => void } = {},
+): CpuTurns {
+  const sliceMs = opts.sliceMs ?? defaultSliceMs;
+  const clock = opts.clock ?? (() => performance.now());
+  const schedule = opts.schedule ?? ((grant) => setImmediate(grant));
+  const turns: Turn[] = [];
+  const turnOf = new Map<string, Turn>();
+  let scheduled = false;
+
+  const next = () => {
+    scheduled = false;
+    const turn = turns.shift();
+    if (turn === undefined) return;
+    const waiter = turn.waiters.shift();
+    if (turn.waiters.length > 0) turns.push(turn);
+    else turnOf.delete(turn.owner);
+    if (turns.length > 0) {
+      scheduled = true;
+      schedule(next);
+    }
+    waiter?.grant();
+  };
+
+  const remove = (owner: string, waiter: Waiter) => {
+    const turn = turnOf.get(owner);
+    if (turn === undefined) return;
+    const at = turn.waiters.indexOf(waiter);
+    if (at >= 0) turn.waiters.splice(at, 1);
+    if (turn.waiters.length === 0) {
+      turnOf.delete(owner);
+      turns.splice(turns.indexOf(turn), 1);
+    }
+  };
+
+  return {
+    begin(owner) {
+      let sliceStart: number | undefined;
+      return {
+        pause(signal) {
+          const now = clock();
+          sliceStart ??= now;
+          if (now - sliceStart < sliceMs) return undefined;
+          if (signal?.aborted === true) return Promise.reject(cancelled());
+          return new Promise<void>((resolve, reject) => {
+            const onAbort = () => {
+              remove(owner, waiter);
+              reject(cancelled());
+            };
+            const waiter: Waiter = {
+              grant: () => {
+                signal?.removeEventListener("abort", onAbort);
+                sliceStart = clock();
+                resolve();
+              },
+            };
+            signal?.addEventListener("abort", onAbort, { once: true });
+            let turn = turnOf.get(owner);
+            if (turn === undefined) {
+              turn = { owner, waiters: [] };
+              turnOf.set(owner, turn);
+              turns.push(turn);
+            }
+            turn.waiters.push(waiter);
+            if (!scheduled) {
+              scheduled = true;
+              schedule(next);
+            }
+          });
+        },
+      };
+    },
+  };
+}
+
+function cancelled(): ConnectError {
+  return new ConnectError("the call was cancelled while it waited for its turn", Code.Canceled);
+}
+
+let shared: CpuTurns | undefined;
+
+/** The process's turns: one event loop, shared by every core the process builds. */
+export function sharedCpuTurns(): CpuTurns {
+  shared ??= createCpuTurns();
+  return shared;
+}
+
+/** A computation that never pauses: for callers outside a server (tests, tools). */
+export const unsliced: CpuSlice = { pause: () => undefined };

@@ -27,19 +27,47 @@ interface Tenant {
   readonly client: SpillwayClient;
 }
 
-/** Runs `call` in `count` loops until the returned stop() is awaited. */
-function keepBusy(count: number, call: () => Promise<unknown>): () => Promise<void> {
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One round: `timed` (milliseconds) alone, then again while `count` loops of `busyCall` run,
+ * started busyLeadMs before; the loops end (their calls in flight finished) before it returns.
+ */
+async function aloneAndBeside(
+  timed: () => Promise<number>,
+  count: number,
+  busyCall: () => Promise<unknown>,
+): Promise<{ alone: number; beside: number }> {
+  const alone = await timed();
   let stopped = false;
   const loops = Array.from({ length: count }, async () => {
-    while (!stopped) await call();
+    while (!stopped) await busyCall();
   });
-  return async () => {
-    stopped = true;
-    await Promise.all(loops);
-  };
+  await sleep(busyLeadMs);
+  const beside = await timed();
+  stopped = true;
+  await Promise.all(loops);
+  return { alone, beside };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A row whose ratio is the other tenant's time alone over its time beside the busy one. */
+function besideRow(
+  name: string,
+  what: string,
+  samples: { alone: number[]; beside: number[] },
+  minRatio: number,
+): BenchResult {
+  return ratioResult({
+    name,
+    unit: "ms",
+    baseline: `the same ${what} with the other tenant idle`,
+    spillway: samples.beside,
+    baselineSamples: samples.alone,
+    ratioOf: (value, baseline) => baseline / value,
+    target: `ratio >= ${minRatio}`,
+    meets: (ratio) => ratio >= minRatio,
+  });
+}
 
 /**
  * busyTenantScenarios measures what one tenant's load costs another's calls on one server
@@ -102,14 +130,12 @@ export async function busyTenantScenarios(runs: number): Promise<BenchResult[]> 
             throw new Error(`search found ${w.trailer?.totalMatches}, expected ${found.rareLines}`);
           }
         };
-        const searchRound = async () => {
-          const alone = 1000 * (await timeSeconds(() => search(other, logs.other, log)));
-          const stop = keepBusy(busySearches, () => search(busy, logs.busy, log));
-          await sleep(busyLeadMs);
-          const beside = 1000 * (await timeSeconds(() => search(other, logs.other, log)));
-          await stop();
-          return { alone, beside };
-        };
+        const searchRound = () =>
+          aloneAndBeside(
+            async () => 1000 * (await timeSeconds(() => search(other, logs.other, log))),
+            busySearches,
+            () => search(busy, logs.busy, log),
+          );
         await searchRound();
         const searches = await settleRounds(runs, searchRound, "alone");
 
@@ -141,38 +167,13 @@ export async function busyTenantScenarios(runs: number): Promise<BenchResult[]> 
           }
           return median(times);
         };
-        const windowRound = async () => {
-          const alone = await windows();
-          const stop = keepBusy(busyQueries, query);
-          await sleep(busyLeadMs);
-          const beside = await windows();
-          await stop();
-          return { alone, beside };
-        };
+        const windowRound = () => aloneAndBeside(windows, busyQueries, query);
         await windowRound();
         const windowTimes = await settleRounds(runs, windowRound, "alone");
 
         return [
-          ratioResult({
-            name: "search_beside_busy_tenant_256mib",
-            unit: "ms",
-            baseline: "the same search with the other tenant idle",
-            spillway: searches.beside,
-            baselineSamples: searches.alone,
-            ratioOf: (value, baseline) => baseline / value,
-            target: "ratio >= 0.2",
-            meets: (ratio) => ratio >= 0.2,
-          }),
-          ratioResult({
-            name: "window_beside_busy_jsonpath_32mib",
-            unit: "ms",
-            baseline: "the same windows with the other tenant idle",
-            spillway: windowTimes.beside,
-            baselineSamples: windowTimes.alone,
-            ratioOf: (value, baseline) => baseline / value,
-            target: "ratio >= 0.1",
-            meets: (ratio) => ratio >= 0.1,
-          }),
+          besideRow("search_beside_busy_tenant_256mib", "search", searches, 0.2),
+          besideRow("window_beside_busy_jsonpath_32mib", "windows", windowTimes, 0.1),
         ];
       },
       ["--token-file", tokenFile],

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createTurnQueue } from "./turn-queue.js";
 
 /**
  * CpuTurns shares a process's event loop among the owners (tenants) of long computations: a
@@ -25,17 +26,7 @@ export interface CpuSlice {
 }
 
 /** How long a slice lasts: short enough that calls waiting behind one barely notice it. */
-export const defaultSliceMs = 2;
-
-interface Waiter {
-  readonly grant: () => void;
-}
-
-/** An owner's computations waiting for a turn, first come first served. */
-interface Turn {
-  readonly owner: string;
-  readonly waiters: Waiter[];
-}
+const defaultSliceMs = 2;
 
 /**
  * createCpuTurns returns turns whose slices last `sliceMs` by `clock` (performance.now unless
@@ -48,33 +39,18 @@ export function createCpuTurns(
   const sliceMs = opts.sliceMs ?? defaultSliceMs;
   const clock = opts.clock ?? (() => performance.now());
   const schedule = opts.schedule ?? ((grant) => setImmediate(grant));
-  const turns: Turn[] = [];
-  const turnOf = new Map<string, Turn>();
+  // Each waiting computation's grant, by owner.
+  const waiting = createTurnQueue<() => void>();
   let scheduled = false;
 
   const next = () => {
     scheduled = false;
-    const turn = turns.shift();
-    if (turn === undefined) return;
-    const waiter = turn.waiters.shift();
-    if (turn.waiters.length > 0) turns.push(turn);
-    else turnOf.delete(turn.owner);
-    if (turns.length > 0) {
+    const turn = waiting.shift();
+    if (!waiting.isEmpty()) {
       scheduled = true;
       schedule(next);
     }
-    waiter?.grant();
-  };
-
-  const remove = (owner: string, waiter: Waiter) => {
-    const turn = turnOf.get(owner);
-    if (turn === undefined) return;
-    const at = turn.waiters.indexOf(waiter);
-    if (at >= 0) turn.waiters.splice(at, 1);
-    if (turn.waiters.length === 0) {
-      turnOf.delete(owner);
-      turns.splice(turns.indexOf(turn), 1);
-    }
+    turn?.item();
   };
 
   return {
@@ -88,24 +64,16 @@ export function createCpuTurns(
           if (signal?.aborted === true) return Promise.reject(cancelled());
           return new Promise<void>((resolve, reject) => {
             const onAbort = () => {
-              remove(owner, waiter);
+              waiting.remove(owner, grant);
               reject(cancelled());
             };
-            const waiter: Waiter = {
-              grant: () => {
-                signal?.removeEventListener("abort", onAbort);
-                sliceStart = clock();
-                resolve();
-              },
+            const grant = () => {
+              signal?.removeEventListener("abort", onAbort);
+              sliceStart = clock();
+              resolve();
             };
             signal?.addEventListener("abort", onAbort, { once: true });
-            let turn = turnOf.get(owner);
-            if (turn === undefined) {
-              turn = { owner, waiters: [] };
-              turnOf.set(owner, turn);
-              turns.push(turn);
-            }
-            turn.waiters.push(waiter);
+            waiting.push(owner, grant);
             if (!scheduled) {
               scheduled = true;
               schedule(next);

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
+import { createTurnQueue } from "../turn-queue.js";
 import { type BlockScanTask, scanBlocks } from "./block-scan.js";
 import { findFolded } from "./folded-text.js";
 
@@ -83,12 +84,6 @@ interface Thread {
   job: Job | undefined;
 }
 
-/** An owner's scans with tasks not yet started, in the order they take their next turn. */
-interface Turn {
-  readonly owner: string;
-  readonly scans: Job[][];
-}
-
 /**
  * createScanPool returns a pool of `threads` threads, started on first use. Scans take turns
  * by owner (the server's owners are tenants): a free thread serves the owner after the one it
@@ -100,19 +95,15 @@ interface Turn {
  */
 export function createScanPool(threads: number): ScanPool {
   const live: Thread[] = [];
-  // Owners with tasks not yet started, in the order they take their next turn.
-  const turns: Turn[] = [];
-  const turnOf = new Map<string, Turn>();
+  // Each scan's tasks not yet started, scans by owner.
+  const scans = createTurnQueue<Job[]>();
   let closed = false;
 
   const nextJob = (): Job | undefined => {
-    const turn = turns.shift();
+    const turn = scans.shift();
     if (turn === undefined) return undefined;
-    const jobs = turn.scans.shift();
-    const job = jobs?.shift();
-    if (jobs !== undefined && jobs.length > 0) turn.scans.push(jobs);
-    if (turn.scans.length > 0) turns.push(turn);
-    else turnOf.delete(turn.owner);
+    const job = turn.item.shift();
+    if (turn.item.length > 0) scans.push(turn.owner, turn.item);
     return job;
   };
 
@@ -141,7 +132,7 @@ export function createScanPool(threads: number): ScanPool {
   };
 
   const next = (): void => {
-    while (turns.length > 0 && !closed) {
+    while (!scans.isEmpty() && !closed) {
       const thread =
         live.find((t) => t.job === undefined) ?? (live.length < threads ? start() : undefined);
       if (thread === undefined) return;
@@ -165,22 +156,13 @@ export function createScanPool(threads: number): ScanPool {
             jobs.push({ fd, task, progress, done });
           }),
       );
-      if (jobs.length > 0) {
-        let turn = turnOf.get(owner);
-        if (turn === undefined) {
-          turn = { owner, scans: [] };
-          turnOf.set(owner, turn);
-          turns.push(turn);
-        }
-        turn.scans.push(jobs);
-      }
+      if (jobs.length > 0) scans.push(owner, jobs);
       next();
       return results;
     },
     async close() {
       closed = true;
-      turnOf.clear();
-      for (const job of turns.splice(0).flatMap((turn) => turn.scans.flat())) job.done(undefined);
+      for (const job of scans.clear().flat()) job.done(undefined);
       await Promise.all(
         live.splice(0).map((thread) => {
           thread.job?.done(undefined);

@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { codeOf } from "../../test/support/code-of.js";
-import { createCpuTurns } from "./cpu-turns.js";
+import { createCpuTurns, inPieces, unsliced } from "./cpu-turns.js";
 
 /** Turns on a clock the test moves, granted only when the test says. */
 function manualTurns() {
@@ -90,5 +90,17 @@ describe("createCpuTurns", () => {
     expect(served).toBe(true);
     expect(m.queued).toHaveLength(0);
     expect(await codeOf(cancelled.pause(abort.signal) ?? Promise.resolve())).toBe(Code.Canceled);
+  });
+
+  it("hands out bytes in pieces until the work says it has enough", async () => {
+    const sizes: number[] = [];
+    await inPieces(unsliced, new Uint8Array(10), 4, undefined, (piece) => sizes.push(piece.length));
+    expect(sizes).toEqual([4, 4, 2]);
+    const taken: number[] = [];
+    await inPieces(unsliced, new Uint8Array(10), 4, undefined, (piece) => {
+      taken.push(piece.length);
+      return taken.length < 2;
+    });
+    expect(taken).toEqual([4, 4]);
   });
 });

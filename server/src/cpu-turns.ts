@@ -25,6 +25,25 @@ export interface CpuSlice {
   pause(signal?: AbortSignal): Promise<void> | undefined;
 }
 
+/**
+ * inPieces hands `work` the bytes in pieces of at most `pieceBytes`, each once `slice` lets it
+ * go on (CpuSlice.pause), and stops early when `work` returns false. It rejects CANCELED when
+ * `signal` aborts during a wait.
+ */
+export async function inPieces(
+  slice: CpuSlice,
+  bytes: Uint8Array,
+  pieceBytes: number,
+  signal: AbortSignal | undefined,
+  work: (piece: Uint8Array) => unknown,
+): Promise<void> {
+  for (let at = 0; at < bytes.byteLength; at += pieceBytes) {
+    const pause = slice.pause(signal);
+    if (pause !== undefined) await pause;
+    if (work(bytes.subarray(at, at + pieceBytes)) === false) return;
+  }
+}
+
 /** How long a slice lasts: short enough that calls waiting behind one barely notice it. */
 const defaultSliceMs = 2;
 

@@ -12,7 +12,7 @@ import {
 import type { Backend } from "./backends/backend.js";
 import { bytesBody } from "./backends/body.js";
 import { markFault } from "./call-fault.js";
-import type { CpuSlice, CpuTurns } from "./cpu-turns.js";
+import { type CpuSlice, type CpuTurns, inPieces } from "./cpu-turns.js";
 import { createIdleStreamReader, type IdleStreamReader } from "./idle-stream.js";
 import { createJsonViewIndexer, encodeJsonViewIndex } from "./json/json-view-index.js";
 import {
@@ -523,11 +523,7 @@ async function* chunkStream(
     if (chunk.byteLength === 0) continue;
     // In pieces, pausing when the slice is over: the pass over a 4 MiB chunk alone holds the
     // event loop for milliseconds, and every other call waits that long.
-    for (let at = 0; at < chunk.byteLength; at += passPieceBytes) {
-      const pause = turns.slice.pause(turns.signal);
-      if (pause !== undefined) await pause;
-      pass.push(chunk.subarray(at, at + passPieceBytes));
-    }
+    await inPieces(turns.slice, chunk, passPieceBytes, turns.signal, (piece) => pass.push(piece));
     yield chunk;
     release?.(chunk);
   }

@@ -9,7 +9,7 @@ import {
   findBlocksInMemory,
   findBlocksOnThreads,
 } from "./find-blocks.js";
-import { createScanPool } from "./scan-pool.js";
+import { createScanPool, type ScanPool } from "./scan-pool.js";
 
 /** A log of about 3 MiB with the needle on a few lines and escape bytes on a few others. */
 function sampleLog(): Buffer {
@@ -144,11 +144,22 @@ describe("findBlocksOnThreads", () => {
     }
   });
 
-  it("lets a short scan take its turn between the tasks of a long one", async () => {
+  /** Runs `scans` on a pool of one thread over the log, closing both afterwards. */
+  async function onOneThread(
+    scans: (single: ScanPool, fd: number, progress: () => Int32Array) => Promise<void>,
+  ): Promise<void> {
     const single = createScanPool(1);
     const fd = openSync(path, "r");
     try {
-      const progress = () => new Int32Array(new SharedArrayBuffer(8));
+      await scans(single, fd, () => new Int32Array(new SharedArrayBuffer(8)));
+    } finally {
+      closeSync(fd);
+      await single.close();
+    }
+  }
+
+  it("lets a short scan take its turn between the tasks of a long one", () =>
+    onOneThread(async (single, fd, progress) => {
       const long = blockScanTasks(query, bytes.length, 8, bytes) ?? [];
       const short = blockScanTasks(query, bytes.length, 1, bytes) ?? [];
       expect([long.length, short.length]).toEqual([8, 1]);
@@ -161,17 +172,10 @@ describe("findBlocksOnThreads", () => {
       );
       await Promise.all([first, second]);
       expect(order).toEqual(["short", "long"]);
-    } finally {
-      closeSync(fd);
-      await single.close();
-    }
-  });
+    }));
 
-  it("gives an owner with one scan every other turn beside an owner with many", async () => {
-    const single = createScanPool(1);
-    const fd = openSync(path, "r");
-    try {
-      const progress = () => new Int32Array(new SharedArrayBuffer(8));
+  it("gives an owner with one scan every other turn beside an owner with many", () =>
+    onOneThread(async (single, fd, progress) => {
       const two = blockScanTasks(query, bytes.length, 2, bytes) ?? [];
       expect(two.length).toBe(2);
       const order: string[] = [];
@@ -184,9 +188,5 @@ describe("findBlocksOnThreads", () => {
       await Promise.all(scans);
       // Taking turns by scan alone, the other tenant's scan ended last, behind 16 tasks.
       expect(order.slice(0, 2)).toEqual(["busy 0", "other"]);
-    } finally {
-      closeSync(fd);
-      await single.close();
-    }
-  });
+    }));
 });

@@ -4,7 +4,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { type CpuSlice, unsliced } from "../cpu-turns.js";
+import { type CpuSlice, inPieces, unsliced } from "../cpu-turns.js";
 import { createJsonTokenizer } from "../json/json-tokenizer.js";
 import { isJsonLinesContentType } from "../json/json-view-index.js";
 import type { JsonPathQuery } from "../json/jsonpath-ast.js";
@@ -116,11 +116,10 @@ export async function* jsonPathWindow(
     if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
     // In pieces, pausing when the slice is over: tokenizing a chunk of a megabyte holds the
     // event loop for tens of milliseconds.
-    for (let at = 0; at < chunk.byteLength && !stream.satisfied; at += tokenizePieceBytes) {
-      const pause = slice.pause(signal);
-      if (pause !== undefined) await pause;
-      tokenizer.write(chunk.subarray(at, at + tokenizePieceBytes));
-    }
+    await inPieces(slice, chunk, tokenizePieceBytes, signal, (piece) => {
+      tokenizer.write(piece);
+      return !stream.satisfied;
+    });
     source.release(chunk);
     if (stream.satisfied) {
       exhausted = false;

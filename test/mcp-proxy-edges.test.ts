@@ -20,9 +20,14 @@ type Answer = (request: {
 /**
  * A wrapped MCP server speaking raw JSON-RPC on an in-memory wire: `answer` gives each
  * request's result (or nothing, for no reply), so a test can send what the SDK's own server
- * never would but a server in the wild may. `after` runs once each reply is sent.
+ * never would but a server in the wild may. `after` runs once each reply is sent;
+ * `capabilities` are what its `initialize` result declares (default: tools only).
  */
-function rawServer(answer: Answer, after?: (wire: InMemoryTransport, method: string) => void) {
+function rawServer(
+  answer: Answer,
+  after?: (wire: InMemoryTransport, method: string) => void,
+  capabilities: Record<string, unknown> = { tools: {} },
+) {
   const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
   serverSide.onmessage = (message: JSONRPCMessage) => {
     if (!("method" in message) || !("id" in message)) return;
@@ -31,7 +36,7 @@ function rawServer(answer: Answer, after?: (wire: InMemoryTransport, method: str
       m.method === "initialize"
         ? {
             protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
-            capabilities: { tools: {} },
+            capabilities,
             serverInfo: { name: "raw", version: "1.0.0" },
           }
         : answer(m);
@@ -140,6 +145,48 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     expect((await sdk.stat(runId, link.name)).sha256).toBe(
       createHash("sha256").update(big).digest("hex"),
     );
+    await proxy.close();
+  });
+
+  it("leaves a server's own resources to it, and adds the spillway:// template and reads", async () => {
+    const asked: string[] = [];
+    const server = rawServer(
+      (m) => {
+        asked.push(m.method);
+        if (m.method === "tools/call") return { content: [{ type: "text", text: big }] };
+        if (m.method === "resources/list") {
+          return { resources: [{ uri: "file:///srv/notes.txt", name: "notes" }] };
+        }
+        if (m.method === "resources/templates/list") {
+          return { resourceTemplates: [{ uriTemplate: "file:///srv/{path}", name: "files" }] };
+        }
+        if (m.method === "resources/read") {
+          const { uri } = m.params as { uri: string };
+          return { contents: [{ uri, text: "the server's own notes" }] };
+        }
+        return { tools: [] };
+      },
+      undefined,
+      { tools: {}, resources: { subscribe: true } },
+    );
+    const { host, proxy } = await proxied(sdk, server);
+    expect(host.getServerCapabilities()?.resources).toEqual({ subscribe: true });
+    expect((await host.listResources()).resources.map((r) => r.uri)).toEqual([
+      "file:///srv/notes.txt",
+    ]);
+    expect(
+      (await host.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate),
+    ).toEqual(["file:///srv/{path}", "spillway://{run}/{handle}"]);
+    expect(await host.readResource({ uri: "file:///srv/notes.txt" })).toEqual({
+      contents: [{ uri: "file:///srv/notes.txt", text: "the server's own notes" }],
+    });
+
+    const link = (await host.callTool({ name: "big" })).content as { uri?: string }[];
+    const uri = link[1]?.uri as string;
+    const { contents } = await host.readResource({ uri });
+    expect((contents[0] as { text: string }).text).toContain("1\tline 1 xxxx");
+    // The spillway:// read never reached the server.
+    expect(asked.filter((m) => m === "resources/read")).toHaveLength(1);
     await proxy.close();
   });
 

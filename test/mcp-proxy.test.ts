@@ -194,6 +194,34 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     );
   });
 
+  it("answers resources/read of the links it hands out, on the same connection", async () => {
+    // The filesystem server has no resources: without the proxy a read is "method not found".
+    expect(direct.getServerCapabilities()?.resources).toBeUndefined();
+    expect(proxied.getServerCapabilities()?.resources).toBeDefined();
+    const ours = await proxied.callTool({
+      name: "read_text_file",
+      arguments: { path: join(files, "big.txt") },
+    });
+    const link = blocks(ours)[1] as { uri: string; name: string };
+    const { contents } = await proxied.readResource({ uri: link.uri });
+    expect(contents).toEqual([
+      { uri: link.uri, mimeType: "text/plain", text: await sdkTool({ handle: link.name }) },
+    ]);
+    expect((contents[0] as { text: string }).text).toContain(`1\trow 1: abcdefghij`);
+
+    const { resourceTemplates } = await proxied.listResourceTemplates();
+    expect(resourceTemplates.map((t) => t.uriTemplate)).toEqual(["spillway://{run}/{handle}"]);
+    const { resources } = await proxied.listResources();
+    expect(resources.map((r) => r.uri)).toContain(link.uri);
+
+    // A link to an output the run does not have: "resource not found", its message said once.
+    const missing = proxied.readResource({ uri: `spillway://${runId}/res_none` });
+    await expect(missing).rejects.toMatchObject({ code: -32002 });
+    const { message } = (await missing.catch((err: unknown) => err)) as Error;
+    expect(message).toMatch(/^MCP error -32002: invalid_deferred_handle: /);
+    expect(message).toMatch(/\(grpc-status: 7 PERMISSION_DENIED\)$/);
+  });
+
   it("answers read_tool_output errors itself and keeps relaying", async () => {
     const bad = await proxied.callTool({
       name: "read_tool_output",

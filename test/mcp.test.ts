@@ -306,11 +306,14 @@ describe("spillway-mcp in front of spillway serve", () => {
       const unknownTool = await client.callTool({ name: "delete_everything", arguments: {} });
       expect(unknownTool.isError).toBe(true);
 
+      // The host's McpError prefixes "MCP error <code>: " once; the server's text follows.
       await expect(
         client.readResource({ uri: `spillway://${runId}/res_nothing_here` }),
       ).rejects.toMatchObject({
         code: -32002,
-        message: expect.stringMatching(/grpc-status: 7 PERMISSION_DENIED\)$/),
+        message: expect.stringMatching(
+          /^MCP error -32002: invalid_deferred_handle: .*grpc-status: 7 PERMISSION_DENIED\)$/,
+        ),
       });
 
       // Still serving: a good read after all of that.

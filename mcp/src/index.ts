@@ -26,4 +26,11 @@ export {
   type SpillwayToolHandler,
   spillwayMcpTools,
 } from "./spillway-mcp-server.js";
+export {
+  createSpillwayResources,
+  type JsonRpcError,
+  jsonRpcError,
+  type SpillwayResources,
+  spillwayResourceTemplate,
+} from "./spillway-resources.js";
 export { type StreamableHttpEndpoint, serveStreamableHttp } from "./streamable-http.js";

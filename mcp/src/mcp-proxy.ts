@@ -14,8 +14,9 @@ import {
   readToolOutputToolName,
   type SpillwayClient,
 } from "@spillway/client";
-import { resourceUri } from "./attachment-json.js";
+import { parseResourceUri, resourceUri } from "./attachment-json.js";
 import { createSpillwayToolHandler, spillwayMcpTools } from "./spillway-mcp-server.js";
+import { createSpillwayResources, spillwayResourceTemplate } from "./spillway-resources.js";
 
 /** McpProxyOptions configure startMcpProxy. */
 export interface McpProxyOptions {
@@ -59,6 +60,12 @@ type Id = string | number;
  *   page gains the proxy's `read_tool_output`;
  * - a `tools/call` of `read_tool_output` is answered by the proxy from Spillway (the wrapped
  *   server never sees it), with the text the SDK tool returns;
+ * - the `spillway://` links it hands out are readable on the same connection: the
+ *   `initialize` result declares the `resources` capability, a `resources/read` of a
+ *   `spillway://<run>/<handle>` URI is answered by the proxy (one bounded window, as
+ *   spillway-mcp answers it), and `resources/templates/list` gains the `spillway://` template.
+ *   When the server has no resources of its own, the proxy answers `resources/list` (the run's
+ *   outputs) and `resources/templates/list` itself; otherwise both go to the server;
  * - a `tools/call` result whose text blocks hold more than `bandChars` characters together is
  *   offloaded to Spillway whole (the text blocks joined by newlines, as `text/plain`); the host
  *   gets the server-rendered preview naming the handle and a `resource_link` to
@@ -86,6 +93,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     preservation: "required",
   });
   const readTool = createSpillwayToolHandler(opts.client, { runId: opts.runId, ...call });
+  const resources = createSpillwayResources(opts.client, { runId: opts.runId, ...call });
+  /** Whether the server declared resources of its own in its `initialize` result. */
+  let serverResources = false;
   const session = randomBytes(4).toString("hex");
   let calls = 0;
   /** Results being spilled: the host gets them even if the server exits meanwhile. */
@@ -203,13 +213,51 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     return out;
   };
 
+  /** Answers a host's request with what `work` resolves to, or its JsonRpcError. */
+  const answer = (id: Id, work: Promise<Record<string, unknown>>) =>
+    void work.then(
+      (result) => toHost({ jsonrpc: "2.0", id, result }),
+      (err: { code?: unknown; message?: unknown; data?: unknown }) =>
+        toHost({
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: typeof err.code === "number" ? err.code : ErrorCode.InternalError,
+            message: String(err.message),
+            ...(err.data === undefined ? {} : { data: err.data }),
+          },
+        }),
+    );
+
   host.onmessage = (message: JSONRPCMessage) => {
     if (isJSONRPCRequest(message)) {
-      const params = (message.params ?? {}) as { name?: unknown; arguments?: unknown };
+      const params = (message.params ?? {}) as {
+        name?: unknown;
+        arguments?: unknown;
+        uri?: unknown;
+        cursor?: unknown;
+      };
       if (message.method === "tools/call" && params.name === readToolOutputToolName) {
-        void readTool(readToolOutputToolName, params.arguments ?? {}).then((result) =>
-          toHost({ jsonrpc: "2.0", id: message.id, result }),
+        answer(message.id, readTool(readToolOutputToolName, params.arguments ?? {}));
+        return;
+      }
+      if (
+        message.method === "resources/read" &&
+        typeof params.uri === "string" &&
+        parseResourceUri(params.uri) !== undefined
+      ) {
+        answer(message.id, resources.read(params.uri));
+        return;
+      }
+      if (!serverResources && message.method === "resources/list") {
+        answer(
+          message.id,
+          resources.list(typeof params.cursor === "string" ? params.cursor : undefined),
         );
+        return;
+      }
+      if (!serverResources && message.method === "resources/templates/list") {
+        answer(message.id, Promise.resolve({ resourceTemplates: [spillwayResourceTemplate] }));
         return;
       }
       asked.set(message.id, {
@@ -244,7 +292,15 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     const result = message.result as Record<string, unknown>;
     if (request.method === "initialize") {
       const capabilities = (result.capabilities ?? {}) as Record<string, unknown>;
-      result.capabilities = { ...capabilities, tools: capabilities.tools ?? {} };
+      serverResources = capabilities.resources !== undefined;
+      result.capabilities = {
+        ...capabilities,
+        tools: capabilities.tools ?? {},
+        resources: capabilities.resources ?? {},
+      };
+    } else if (request.method === "resources/templates/list" && result.nextCursor === undefined) {
+      const templates = Array.isArray(result.resourceTemplates) ? result.resourceTemplates : [];
+      result.resourceTemplates = [...templates, spillwayResourceTemplate];
     } else if (request.method === "tools/list") {
       // A spilled result's structured content is in Spillway, not inline, so a host must not
       // hold the result to an output schema. Every page loses the server's own

@@ -21,8 +21,9 @@ export interface McpOptions {
 /** mcpUsage is the `spillway-mcp --help` text. */
 export const mcpUsage = `Usage: spillway-mcp [flags]
 
-An MCP server in front of a Spillway service: the tools read_tool_output, list_tool_outputs and
-stat_tool_output, and every stored output as the resource spillway://<run>/<handle>.
+An MCP server in front of a Spillway service: the tools read_tool_output, list_tool_outputs,
+stat_tool_output and list_runs, and every stored output as the resource
+spillway://<run>/<handle>.
 
   --url <url>            SPILLWAY_URL             Spillway service (default http://127.0.0.1:50051)
   --token-file <path>    SPILLWAY_TOKEN           bearer token (the variable holds the token itself)

@@ -4,11 +4,9 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CallToolRequestSchema,
   type CallToolResult,
-  ErrorCode,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
-  McpError,
   ReadResourceRequestSchema,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -19,9 +17,9 @@ import {
   runInfoJson,
   type SpillwayClient,
 } from "@spillway/client";
-import { statusName } from "@spillway/wire";
-import { parseResourceUri, resourceUri, summarizeAttachment } from "./attachment-json.js";
+import { summarizeAttachment } from "./attachment-json.js";
 import { describeConnectError, grpcStatusLine } from "./grpc-error-text.js";
+import { createSpillwayResources, spillwayResourceTemplate } from "./spillway-resources.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
@@ -98,42 +96,6 @@ export const spillwayMcpTools: readonly Tool[] = [
     },
   },
 ];
-
-/** resourceTemplate is the one URI template: every stored output of every run. */
-const resourceTemplate = {
-  uriTemplate: "spillway://{run}/{handle}",
-  name: "spillway-output",
-  title: "Stored tool output",
-  description:
-    "A tool output stored in Spillway, by run id and handle. A read returns one bounded window: the first lines as the server renders them for read_tool_output (numbered like cat -n, capped by the service's max_window_lines and max_window_chars), never the whole payload; use the read_tool_output tool for further windows, searches and bytes.",
-  mimeType: "text/plain",
-};
-
-/**
- * The MCP specification's code for a resource that does not exist; the SDK's ErrorCode has no
- * name for it.
- */
-const resourceNotFound = -32002;
-
-/**
- * resourceError is a refusal of a resources/* request as a JSON-RPC error: an output the run
- * does not have (NOT_FOUND, or PERMISSION_DENIED for a handle not recorded in the run) is
- * "resource not found", a bad argument is "invalid params", anything else internal. The
- * message ends with the gRPC code, which `data.grpc_status` also carries.
- */
-function resourceError(err: ConnectError): McpError {
-  const code =
-    err.code === Code.NotFound || err.code === Code.PermissionDenied
-      ? resourceNotFound
-      : err.code === Code.InvalidArgument
-        ? ErrorCode.InvalidParams
-        : ErrorCode.InternalError;
-  return new McpError(
-    code,
-    `${err.rawMessage} (grpc-status: ${err.code} ${statusName(err.code)})`,
-    { grpc_status: err.code, grpc_code: statusName(err.code) },
-  );
-}
 
 /** A tool error: the text for the model and the status line naming the gRPC code. */
 function toolError(text: string, code: Code): CallToolResult {
@@ -283,32 +245,8 @@ export function createSpillwayMcpServer(
   client: SpillwayClient,
   opts: SpillwayMcpOptions = {},
 ): () => Server {
-  const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
   const callTool = createSpillwayToolHandler(client, opts);
-
-  const readResource = async (uri: string) => {
-    const parsed = parseResourceUri(uri);
-    if (parsed === undefined) {
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `not a Spillway resource URI (spillway://<run>/<handle>): ${uri}`,
-      );
-    }
-    try {
-      const window = await client.readToolOutput(
-        {
-          runId: parsed.runId,
-          handle: parsed.handle,
-          window: { case: "lines", value: { offset: 0n } },
-        },
-        call,
-      );
-      return { contents: [{ uri, mimeType: "text/plain", text: window.rendered }] };
-    } catch (err) {
-      if (!(err instanceof ConnectError)) throw err;
-      throw resourceError(err);
-    }
-  };
+  const resources = createSpillwayResources(client, opts);
 
   return () => {
     const server = new Server(
@@ -324,31 +262,12 @@ export function createSpillwayMcpServer(
       callTool(req.params.name, req.params.arguments),
     );
     server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
-      resourceTemplates: [resourceTemplate],
+      resourceTemplates: [spillwayResourceTemplate],
     }));
-    server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
-      const runId = opts.runId;
-      if (runId === undefined) return { resources: [] };
-      let page: Awaited<ReturnType<SpillwayClient["list"]>>;
-      try {
-        page = await client.list(runId, { ...call, pageToken: req.params?.cursor ?? "" });
-      } catch (err) {
-        if (!(err instanceof ConnectError)) throw err;
-        throw resourceError(err);
-      }
-      return {
-        resources: page.attachments.map((a) => ({
-          uri: resourceUri(runId, a.handle),
-          name: a.handle,
-          title: a.name === "" ? a.handle : `${a.name} (${a.handle})`,
-          description: `${a.lineCount} lines, ${a.sizeBytes} bytes${a.binary ? ", binary" : ""}. A read returns the first window only, bounded by the service's window caps; read_tool_output reads the rest.`,
-          mimeType: a.contentType === "" ? "application/octet-stream" : a.contentType,
-          size: Number(a.sizeBytes),
-        })),
-        ...(page.nextPageToken === "" ? {} : { nextCursor: page.nextPageToken }),
-      };
-    });
-    server.setRequestHandler(ReadResourceRequestSchema, (req) => readResource(req.params.uri));
+    server.setRequestHandler(ListResourcesRequestSchema, (req) =>
+      resources.list(req.params?.cursor),
+    );
+    server.setRequestHandler(ReadResourceRequestSchema, (req) => resources.read(req.params.uri));
     return server;
   };
 }

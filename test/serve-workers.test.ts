@@ -99,6 +99,16 @@ describe("spillway serve --workers", () => {
     expect(all.filter(alive)).toEqual([]);
   });
 
+  it("names its processes so that pidof finds the one to signal", async () => {
+    const running = await startTwo();
+    const workers = listeningPids(running.output());
+    // pidof matches the name (comm) and the first word of the command line.
+    const name = (pid: number) => readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+    const argv0 = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0];
+    expect([name(running.pid), argv0(running.pid)]).toEqual(["spillway", "spillway"]);
+    for (const pid of workers) expect(name(pid)).toBe("spillway-worker");
+  });
+
   it("gives one client's calls to every worker when the client opens a connection for each", async () => {
     const running = await startTwo("--log-level", "debug");
     const sdk = createSpillwayClient({ baseUrl: running.url, connections: 2 });

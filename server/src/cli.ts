@@ -224,6 +224,9 @@ async function main(argv: string[]): Promise<void> {
       `${name("workers")} above 1 needs a store the workers share (filesystem or s3), not --backend memory`,
     );
   }
+  // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
+  // process), which passes the signal on; the workers are named apart so that pidof finds one.
+  process.title = cluster.isWorker ? "spillway-worker" : "spillway";
   if (workers > 1 && cluster.isPrimary) {
     // The store was reached and its flags checked once, here; every worker opens its own.
     await backend.close();

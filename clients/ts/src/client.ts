@@ -21,6 +21,7 @@ import {
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import type { BlobKey, ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import { dataFrame, dataFramePath } from "@spillway/wire";
+import { checkBaseUrl } from "./base-url.js";
 import { single } from "./exchange-transport.js";
 import { createGrpcTransport } from "./grpc-transport.js";
 import {
@@ -43,7 +44,10 @@ import { createTracePropagation } from "./trace-propagation.js";
 
 /** SpillwayClientOptions configure createSpillwayClient. */
 export interface SpillwayClientOptions {
-  /** Server URL, e.g. `http://127.0.0.1:50051`. */
+  /**
+   * Server URL, `http://host:port` or `https://host:port` (e.g. `http://127.0.0.1:50051`);
+   * createSpillwayClient throws INVALID_ARGUMENT for any other form (ignored with `transport`).
+   */
   readonly baseUrl: string;
   /** Bearer token; omit for a dev-mode server. */
   readonly token?: string;
@@ -275,6 +279,7 @@ const BATCHED_BYTES = 64 * 1024;
 
 /** createSpillwayClient connects to a Spillway server over gRPC (HTTP/2). */
 export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClient {
+  if (opts.transport === undefined) checkBaseUrl(opts.baseUrl);
   const auth: Interceptor = (next) => (req) => {
     if (opts.token !== undefined) req.header.set("authorization", `Bearer ${opts.token}`);
     return next(req);

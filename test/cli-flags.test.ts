@@ -117,10 +117,19 @@ describe("spillway --version, --help and usage errors", () => {
   it.each([
     { args: [], problem: "no command" },
     { args: ["bogus"], problem: 'unknown command "bogus"' },
-  ])("says $problem on stderr with the usage, and exits 2", async ({ args, problem }) => {
+  ])("says $problem on stderr with the usage lines, and exits 2", async ({ args, problem }) => {
     const run = await runCli(args);
-    expect(run.stderr).toMatch(new RegExp(`^spillway: ${problem}\n`));
-    expect(run.stderr).toContain("Usage: spillway serve");
+    const help = (await runCli(["--help"])).stdout;
+    const synopsis = help.slice(
+      help.indexOf("Usage:"),
+      help.indexOf("\n\n", help.indexOf("Usage:")),
+    );
+    // The problem, the usage lines and where the rest is: not every flag's description, which
+    // scrolled the problem out of sight.
+    expect(run.stderr).toBe(
+      `spillway: ${problem}\n\n${synopsis}\n\nRun \`spillway --help\` for every command and flag.\n`,
+    );
+    expect(synopsis.split("\n")).toHaveLength(6);
     expect(run.stdout).toBe("");
     expect(run.code).toBe(2);
   });

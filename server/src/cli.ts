@@ -388,9 +388,19 @@ function parseCommandLine(argv: string[]) {
 
 /** Says a usage error on stderr with the usage, stdout left empty, and exits 2. */
 function usageError(problem: string): void {
-  process.stderr.write(`spillway: ${shownControls(problem)}\n${usage}`);
+  process.stderr.write(`spillway: ${shownControls(problem)}\n\n${synopsis}\n${helpHint}\n`);
   process.exitCode = 2;
 }
+
+/**
+ * The usage's "Usage:" lines alone: what a usage error shows under the problem, so that the
+ * problem is not scrolled away by every flag's description.
+ */
+const synopsis = usage.slice(
+  usage.indexOf("Usage:"),
+  usage.indexOf("\n\n", usage.indexOf("Usage:")) + 1,
+);
+const helpHint = "Run `spillway --help` for every command and flag.";
 
 /**
  * shownControls escapes the control characters of a message that may echo an argument (as

@@ -27,7 +27,10 @@ describe("authentication and tenancy", () => {
       .catch((e: unknown) => ConnectError.from(e));
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.PermissionDenied);
-    expect((err as ConnectError).rawMessage).toContain("tenant");
+    // Both names, so the caller sees which tenant its token is for.
+    expect((err as ConnectError).rawMessage).toBe(
+      'header.key.tenant: "tenant-b" is not the caller\'s tenant "tenant-a" (the tenant comes from the bearer token)',
+    );
   });
 
   it("keeps tenants apart: the same run and handle in another tenant is not visible", async () => {

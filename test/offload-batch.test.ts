@@ -328,7 +328,7 @@ describe("the SDK's offload batching", () => {
     expect(ok.status === "fulfilled" && ok.value.handle).toBe("res_ok");
     const denied = theirs.status === "rejected" ? ConnectError.from(theirs.reason) : undefined;
     expect(denied?.code).toBe(Code.PermissionDenied);
-    expect(denied?.rawMessage).toContain("tenant other than the caller's");
+    expect(denied?.rawMessage).toContain(`"other" is not the caller's tenant "dev"`);
     const invalid = badSlot.status === "rejected" ? ConnectError.from(badSlot.reason) : undefined;
     expect(invalid?.code).toBe(Code.InvalidArgument);
     expect(counter.sizes).toEqual([3]);

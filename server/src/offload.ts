@@ -166,8 +166,9 @@ function checkHeader(
   const key = header.key;
   if (key === undefined) throw new ConnectError("header.key: required", Code.InvalidArgument);
   if (key.tenant !== tenant) {
+    // Both are checked names (validated key, authenticated tenant), safe to echo to the caller.
     throw new ConnectError(
-      "header.key.tenant: the key names a tenant other than the caller's",
+      `header.key.tenant: "${key.tenant}" is not the caller's tenant "${tenant}" (the tenant comes from the bearer token)`,
       Code.PermissionDenied,
     );
   }

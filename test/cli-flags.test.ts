@@ -57,16 +57,91 @@ describe("spillway serve flag values", () => {
       env: {},
       message: "--sweep-interval-ms",
     },
+    {
+      what: "a timer's duration past 2^31 - 1 ms, which Node fired after 1 ms, every time",
+      args: ["--sweep-interval-ms", "30d"],
+      env: {},
+      message:
+        '--sweep-interval-ms: must be at most 2147483647 ms (24.8 days, the longest a timer waits), got "30d"',
+    },
+    {
+      what: "a request deadline past 2^31 - 1 ms, which failed every call at once",
+      args: [],
+      env: { SPILLWAY_REQUEST_DEADLINE_MS: "25d" },
+      message:
+        "--request-deadline-ms (SPILLWAY_REQUEST_DEADLINE_MS): must be at most 2147483647 ms",
+    },
+    {
+      what: "--max-blob-bytes 0, which refused every offload",
+      args: ["--max-blob-bytes", "0"],
+      env: {},
+      message: '--max-blob-bytes: must be at least 1, got "0"',
+    },
+    {
+      what: "--max-run-bytes 0, which refused every offload",
+      args: ["--max-run-bytes", "0"],
+      env: {},
+      message: '--max-run-bytes: must be at least 1, got "0"',
+    },
+    {
+      what: "a bytes-in-flight limit below one call, by its variable",
+      args: [],
+      env: { SPILLWAY_MAX_INFLIGHT_BYTES: "100" },
+      message:
+        "--max-inflight-bytes (SPILLWAY_MAX_INFLIGHT_BYTES): 100 is below the 4210688 bytes one call reserves",
+    },
+    {
+      what: "an inline size that makes one call heavier than the default limit, naming it",
+      args: [],
+      env: { SPILLWAY_INLINE_BYTES: "1GiB" },
+      message: "--inline-bytes (SPILLWAY_INLINE_BYTES): the 1077936128 bytes one call reserves",
+    },
+    {
+      what: "window caps the server would refuse, by their flags",
+      args: ["--max-window-chars", "2000"],
+      env: {},
+      message: "window cap --max-window-chars (2000) must exceed --max-line-chars",
+    },
+    {
+      what: "a switch variable that is not 1, true, 0 or false, naming its flag",
+      args: [],
+      env: { SPILLWAY_INSPECTOR: "yes" },
+      message: '--inspector (SPILLWAY_INSPECTOR): expected 1, true, 0 or false, got "yes"',
+    },
+    {
+      what: "a public address without a token file, once and not by each worker",
+      args: ["--host", "0.0.0.0"],
+      env: {},
+      message: "--host: refusing to listen on 0.0.0.0 without a token file",
+    },
   ])("refuses $what", async ({ args, env, message }) => {
     const dataDir = scratchDir("cli-flags");
-    const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir, ...args], env);
-    expect(run.stderr).toContain(message);
+    const run = await runCli(
+      ["serve", "--port", "0", "--data-dir", dataDir, "--workers", "2", ...args],
+      env,
+    );
+    // Once, by the first process, before any worker starts.
+    expect(run.stderr.split(message)).toHaveLength(2);
+    expect(run.stdout).not.toContain("starting workers");
     expect(run.stdout).not.toContain("listening");
     expect(run.code).toBe(1);
   });
 });
 
 describe("spillway sweep and serve data directory", () => {
+  it("sweep takes an orphan age past 2^31 - 1 ms: it is an age, not a timer", async () => {
+    const run = await runCli([
+      "sweep",
+      "--data-dir",
+      scratchDir("cli-flags"),
+      "--orphan-age-ms",
+      "30d",
+    ]);
+    expect(run.stderr).toBe("");
+    expect(JSON.parse(run.stdout)).toMatchObject({ orphanBlobs: 0, refused: 0 });
+    expect(run.code).toBe(0);
+  });
+
   it("sweep refuses a data directory that does not exist, and creates nothing", async () => {
     // A typo in a cron job's --data-dir reported an empty sweep, exit 0, and made the directory.
     const missing = join(scratchDir("cli-flags"), "no-such-dir");

@@ -73,12 +73,12 @@ describe("spillway token add", () => {
       "--max-run-bytes",
       "10GiB",
       "--max-inflight-bytes",
-      "65536",
+      "8MiB",
     ]);
     expect(run.stderr).toContain("SIGHUP");
     expect(run.code).toBe(0);
     expect(readFileSync(path, "utf8")).toBe(
-      `${hashToken(run.stdout.trim())} erin max_blob_bytes=1500000 max_run_bytes=10737418240 max_inflight_bytes=65536\n`,
+      `${hashToken(run.stdout.trim())} erin max_blob_bytes=1500000 max_run_bytes=10737418240 max_inflight_bytes=8388608\n`,
     );
   });
 
@@ -95,6 +95,8 @@ describe("spillway token add", () => {
       ["add", "dave", "--max-run-bytes", "10gigs"],
       ["add", "dave", "--max-blob-bytes", "10KB"],
       ["add", "dave", "--max-calls", "8k"],
+      // Below what one call reserves: a server would refuse the file at start and at SIGHUP.
+      ["add", "dave", "--max-inflight-bytes", "65536"],
       ["add"],
       ["remove", "dave"],
     ]) {

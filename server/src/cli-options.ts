@@ -21,9 +21,17 @@ export interface OptionReader<F extends string> {
   bytes(flag: F, range?: OptionRange): number | undefined;
   /** A duration in milliseconds: a plain number is ms, or a number with a unit ({@link parseDuration}). */
   ms(flag: F, range?: OptionRange): number | undefined;
+  /**
+   * A duration a timer waits: as `ms`, and at most {@link maxTimerMs} (about 24.8 days), the
+   * longest a Node.js timer waits; a longer one would fire after 1 ms, every time.
+   */
+  timer(flag: F, range?: OptionRange): number | undefined;
   /** One of `choices`, spelled exactly. */
   oneOf<C extends string>(flag: F, choices: readonly C[]): C | undefined;
 }
+
+/** maxTimerMs is the longest delay a Node.js timer takes, 2^31 - 1 ms; longer ones fire at once. */
+export const maxTimerMs = 2 ** 31 - 1;
 
 /**
  * createOptionReader reads flags from parsed command-line `values` and, for a flag not given
@@ -69,6 +77,15 @@ export function createOptionReader<F extends string>(
     int: number(parseWholeNumber),
     bytes: number(parseSize),
     ms: number(parseDuration),
+    timer(flag: F, range: OptionRange = {}): number | undefined {
+      const n = number(parseDuration)(flag, range);
+      if (n !== undefined && n > maxTimerMs) {
+        throw new Error(
+          `${name(flag)}: must be at most ${maxTimerMs} ms (24.8 days, the longest a timer waits), got ${JSON.stringify(text(flag))}`,
+        );
+      }
+      return n;
+    },
     oneOf<C extends string>(flag: F, choices: readonly C[]): C | undefined {
       const raw = text(flag);
       if (raw === undefined || (choices as readonly string[]).includes(raw)) {

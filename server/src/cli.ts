@@ -1,6 +1,7 @@
 import cluster from "node:cluster";
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
+import { ConnectError } from "@connectrpc/connect";
 import { pino } from "pino";
 import { createAuthenticator } from "./auth.js";
 import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
@@ -8,7 +9,7 @@ import { createOptionReader } from "./cli-options.js";
 import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
 import { reloadOnHangup } from "./hangup-reload.js";
-import { defaultLimits } from "./limits.js";
+import { callWeights, defaultLimits, type ServerLimits } from "./limits.js";
 import {
   CLIENT_COMMAND_NAMES,
   clientCommandAt,
@@ -17,13 +18,13 @@ import {
   runPackageCommand,
 } from "./package-command.js";
 import { isFirstWorker, reportListening, superviseWorkers } from "./serve-workers.js";
-import { DEFAULT_MAX_INFLIGHT_BYTES, startSpillwayServer } from "./server.js";
+import { DEFAULT_MAX_INFLIGHT_BYTES, isLoopback, startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
 import { runTokenCommand } from "./token-command.js";
 import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { spillwayUsage } from "./usage.js";
-import { createWindowCaps } from "./window/caps.js";
+import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 import { escapeControls } from "./window/render.js";
 
 const usage = spillwayUsage(SPILLWAY_VERSION);
@@ -142,7 +143,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const options = createOptionReader<Flag>(values, flags);
-  const { int, bytes, ms, name } = options;
+  const { int, bytes, ms, timer, name } = options;
   const opt = options.text;
   const logLevel = options.oneOf("log-level", LOG_LEVELS);
   const orphanAgeMs = ms("orphan-age-ms") ?? 60 * 60 * 1000;
@@ -162,9 +163,9 @@ async function main(argv: string[]): Promise<void> {
 
   // Every flag is read before anything starts, so a bad value never leaves a replica that
   // listened, or swept, before it failed.
-  const sweepIntervalMs = ms("sweep-interval-ms", { min: 1 }) ?? 60_000;
-  const graceMs = ms("grace-ms") ?? 10_000;
-  const configuredDrainDelayMs = ms("drain-delay-ms") ?? 5_000;
+  const sweepIntervalMs = timer("sweep-interval-ms", { min: 1 }) ?? 60_000;
+  const graceMs = timer("grace-ms") ?? 10_000;
+  const configuredDrainDelayMs = timer("drain-delay-ms") ?? 5_000;
   const port = int("port", { max: 65_535 }) ?? 50051;
   const abortIncompleteUploadsDays = int("abort-incomplete-uploads-days") ?? 1;
   // Written as each line comes: with pino's default buffer, the flush at exit retried a stdout
@@ -198,22 +199,22 @@ async function main(argv: string[]): Promise<void> {
   const { backend, kind } = await backendFromOptions(opt, { name });
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
 
+  // 0 is not "no limit" for these: it refused every offload, and every call needs a bound on
+  // its client.
   const limits = {
-    ...defined("maxBlobBytes", bytes("max-blob-bytes")),
+    ...defined("maxBlobBytes", bytes("max-blob-bytes", { min: 1 })),
     ...defined("inlineBytes", bytes("inline-bytes")),
-    ...defined("maxRunBytes", bytes("max-run-bytes")),
-    ...defined("idleStreamMs", ms("idle-stream-ms")),
+    ...defined("maxRunBytes", bytes("max-run-bytes", { min: 1 })),
+    ...defined("idleStreamMs", timer("idle-stream-ms", { min: 1 })),
   };
-  if (limits.idleStreamMs === 0) {
-    throw new Error("--idle-stream-ms: must be above 0; every call needs a bound on its client");
-  }
   const caps = {
-    ...defined("maxWindowLines", int("max-window-lines")),
-    ...defined("maxWindowChars", int("max-window-chars")),
-    ...defined("maxLineChars", int("max-line-chars")),
-    ...defined("maxBytesWindow", bytes("max-bytes-window")),
+    ...defined("maxWindowLines", int("max-window-lines", { min: 1 })),
+    ...defined("maxWindowChars", int("max-window-chars", { min: 1 })),
+    ...defined("maxLineChars", int("max-line-chars", { min: 1 })),
+    ...defined("maxBytesWindow", bytes("max-bytes-window", { min: 1 })),
   };
-  const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR");
+  checkWindowCaps(caps, name);
+  const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR", "--inspector");
   const metricsPort = int("metrics-port", { max: 65_535 });
   const askedWorkers = int("workers", { min: 1, max: 1024 });
   // One process a core, as nginx's `worker_processes auto`; a memory store cannot be shared.
@@ -224,6 +225,36 @@ async function main(argv: string[]): Promise<void> {
       `${name("workers")} above 1 needs a store the workers share (filesystem or s3), not --backend memory`,
     );
   }
+  // Read here, before the workers start, so that a bad value stops the first process once
+  // rather than each worker after "starting workers".
+  const host = opt("host") ?? "127.0.0.1";
+  if (tokenFile === undefined && !isLoopback(host)) {
+    throw new Error(
+      `${name("host")}: refusing to listen on ${host} without a token file: dev mode serves loopback only`,
+    );
+  }
+  const givenInflightBytes = bytes("max-inflight-bytes");
+  const maxInflightBytes = givenInflightBytes ?? workerShare(workers);
+  const maxInflightBytesPerTenant = bytes("max-inflight-bytes-per-tenant");
+  checkInflightFits(
+    { ...defaultLimits, ...limits },
+    [
+      ["max-inflight-bytes", givenInflightBytes, maxInflightBytes ?? DEFAULT_MAX_INFLIGHT_BYTES],
+      ["max-inflight-bytes-per-tenant", maxInflightBytesPerTenant, undefined],
+    ],
+    name,
+  );
+  const serverOptions = {
+    ...defined("maxCallsPerTenant", int("max-calls-per-tenant", { min: 1 })),
+    ...defined("maxInflightBytes", maxInflightBytes),
+    ...defined("requestDeadlineMs", timer("request-deadline-ms")),
+    ...defined("maxInflightBytesPerTenant", maxInflightBytesPerTenant),
+    ...defined("connectionIdleMs", timer("connection-idle-ms")),
+    ...defined("keepaliveMs", timer("keepalive-ms")),
+    ...defined("keepaliveTimeoutMs", timer("keepalive-timeout-ms", { min: 1 })),
+    ...defined("maxConnectionAgeMs", timer("max-connection-age-ms")),
+    ...defined("storeProbeIntervalMs", timer("store-probe-interval-ms")),
+  };
   // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
   // process), which passes the signal on; the workers are named apart so that pidof finds one.
   process.title = cluster.isWorker ? "spillway-worker" : "spillway";
@@ -259,7 +290,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const server = await startSpillwayServer({
     backend,
-    host: opt("host") ?? "127.0.0.1",
+    host,
     port,
     tokenFile,
     tls,
@@ -267,15 +298,7 @@ async function main(argv: string[]): Promise<void> {
     limits,
     caps,
     logger: log,
-    ...defined("maxCallsPerTenant", int("max-calls-per-tenant", { min: 1 })),
-    ...defined("maxInflightBytes", bytes("max-inflight-bytes") ?? workerShare(workers)),
-    ...defined("requestDeadlineMs", ms("request-deadline-ms")),
-    ...defined("maxInflightBytesPerTenant", bytes("max-inflight-bytes-per-tenant")),
-    ...defined("connectionIdleMs", ms("connection-idle-ms")),
-    ...defined("keepaliveMs", ms("keepalive-ms")),
-    ...defined("keepaliveTimeoutMs", ms("keepalive-timeout-ms", { min: 1 })),
-    ...defined("maxConnectionAgeMs", ms("max-connection-age-ms")),
-    ...defined("storeProbeIntervalMs", ms("store-probe-interval-ms")),
+    ...serverOptions,
     ...(metrics === undefined ? {} : { metrics }),
     inspector,
   });
@@ -362,11 +385,61 @@ async function sweepOnce(
  * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
  * off; anything else (an empty value included) is refused naming the variable.
  */
-function switchFromEnv(variable: string): boolean {
+function switchFromEnv(variable: string, flag: string): boolean {
   const raw = process.env[variable];
   if (raw === undefined || raw === "0" || raw === "false") return false;
   if (raw === "1" || raw === "true") return true;
-  throw new Error(`${variable}: expected 1, true, 0 or false, got ${JSON.stringify(raw)}`);
+  throw new Error(
+    `${flag} (${variable}): expected 1, true, 0 or false, got ${JSON.stringify(raw)}`,
+  );
+}
+
+/** The flag that sets each window cap, for messages. */
+const CAP_FLAGS: Readonly<Record<string, Flag>> = {
+  maxWindowLines: "max-window-lines",
+  maxWindowChars: "max-window-chars",
+  maxLineChars: "max-line-chars",
+  maxBytesWindow: "max-bytes-window",
+};
+
+/**
+ * Checks the window caps as the server will (createWindowCaps), naming the flags rather than
+ * the caps' field names in a refusal.
+ */
+function checkWindowCaps(caps: Partial<WindowCaps>, name: (flag: Flag) => string): void {
+  try {
+    createWindowCaps(caps);
+  } catch (err) {
+    const message = ConnectError.from(err).rawMessage.replace(
+      /\b(maxWindowLines|maxWindowChars|maxLineChars|maxBytesWindow)\b/g,
+      (field) => name(CAP_FLAGS[field] as Flag),
+    );
+    throw new Error(message);
+  }
+}
+
+/**
+ * Checks that one call of each kind fits under the bytes-in-flight limits (0 turns one off),
+ * naming the flags: an offload reserves a chunk and the inline buffer (--inline-bytes), so a
+ * large --inline-bytes can exceed a limit its operator never set.
+ */
+function checkInflightFits(
+  limits: ServerLimits,
+  checks: readonly (readonly [Flag, given: number | undefined, fallback: number | undefined])[],
+  name: (flag: Flag) => string,
+): void {
+  const weights = callWeights(limits);
+  const heaviest = Math.max(weights.offload, weights.read);
+  const reserve = `${heaviest} bytes one call reserves (a ${limits.maxChunkBytes}-byte chunk and ${limits.inlineBytes} of --inline-bytes)`;
+  for (const [flag, given, fallback] of checks) {
+    const limit = given ?? fallback;
+    if (limit === undefined || limit === 0 || limit >= heaviest) continue;
+    throw new Error(
+      given === undefined
+        ? `${name("inline-bytes")}: the ${reserve} are more than the default --${flag} of ${limit}; lower --inline-bytes or set --${flag}`
+        : `${name(flag)}: ${limit} is below the ${reserve}; raise it, or use 0 to turn it off`,
+    );
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { dataFrameBytes } from "./window/bytes.js";
 import { defaultLineIndexStride } from "./window/line-index.js";
 
 /** ServerLimits bound every input the service accepts. */
@@ -30,6 +31,18 @@ export const defaultLimits: ServerLimits = {
   indexStride: defaultLineIndexStride,
   idleStreamMs: 60_000,
 };
+
+/**
+ * callWeights are the bytes one call of each kind reserves under the bytes-in-flight limits
+ * (inflight-bytes-limit.ts): an offload its largest chunk and the inline buffer, a read one
+ * data frame. A limit below the heavier of the two would refuse that kind of call always.
+ */
+export function callWeights(limits: Pick<ServerLimits, "maxChunkBytes" | "inlineBytes">): {
+  readonly offload: number;
+  readonly read: number;
+} {
+  return { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+}
 
 /** TenantLimits are a tenant's own limits from the token file; each one only lowers the server's. */
 export interface TenantLimits {

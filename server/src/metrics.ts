@@ -73,7 +73,7 @@ export interface Metrics {
   readonly backendErrors: Counter<"backend" | "grpc_code">;
   /** `spillway_sweep_refused_total{grpc_code}`: entries a sweep could not read or remove, skipped. */
   readonly sweepRefused: Counter<"grpc_code">;
-  /** `spillway_sweeps_skipped_total`: sweeps not started because the previous one still ran. */
+  /** `spillway_sweeps_skipped_total`: sweeps asked for while another ran in this process. */
   readonly sweepsSkipped: Counter;
   /** Records every call; put it first in the chain so refusals by later interceptors count. */
   readonly interceptor: Interceptor;
@@ -164,7 +164,7 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
   });
   const sweepsSkipped = new Counter({
     name: "spillway_sweeps_skipped_total",
-    help: "Sweeps not started because the previous sweep was still running.",
+    help: "Sweeps asked for while another sweep was running in this process, not started.",
     registers: [registry],
   });
 

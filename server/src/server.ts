@@ -39,7 +39,7 @@ import { createHttp1Connections } from "./http1-connections.js";
 import { createRequestIdleLimit } from "./idle-request.js";
 import { createInflightBytesLimit } from "./inflight-bytes-limit.js";
 import { loadInspectorAssets } from "./inspector-assets.js";
-import { defaultLimits, type ServerLimits } from "./limits.js";
+import { callWeights, defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createPlaintextListener } from "./plaintext-listener.js";
@@ -57,7 +57,6 @@ import {
 import { createStoreReadiness, probeStore } from "./store-readiness.js";
 import { createTenantCallLimit } from "./tenant-call-limit.js";
 import { createTraceInterceptor } from "./trace-interceptor.js";
-import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 import { wireDataFrame } from "./window/data-frame-wire.js";
 
@@ -413,7 +412,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
 
   const maxInflightBytes = opts.maxInflightBytes ?? DEFAULT_MAX_INFLIGHT_BYTES;
-  const weights = { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
+  const weights = callWeights(limits);
   const auth = createAuthenticator({
     tokenFile: opts.tokenFile,
     minInflightBytes: Math.max(weights.offload, weights.read),

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { hashToken, parseTokenFile, parseTokenLimit, TOKEN_LIMIT_ATTRIBUTES } from "./auth.js";
+import { callWeights, defaultLimits } from "./limits.js";
 
 /** The limit flags `token add` takes (`--max-blob-bytes`), by the token file attribute each writes. */
 const LIMIT_FLAGS = new Map(TOKEN_LIMIT_ATTRIBUTES.map((a) => [a.replaceAll("_", "-"), a]));
@@ -72,7 +73,12 @@ export function runTokenCommand(args: readonly string[]): number {
     const before = readExisting(path);
     const separator = before === "" || before.endsWith("\n") ? "" : "\n";
     try {
-      parseTokenFile(`${before}${separator}${line}\n`);
+      // As a server with the default --inline-bytes reads it (one with a larger one refuses
+      // less, and says so at start or SIGHUP).
+      const weights = callWeights(defaultLimits);
+      parseTokenFile(`${before}${separator}${line}\n`, {
+        minInflightBytes: Math.max(weights.offload, weights.read),
+      });
     } catch (err) {
       throw usage(`--token-file ${path}: ${(err as Error).message}`);
     }

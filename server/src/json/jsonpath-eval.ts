@@ -1,3 +1,4 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import { compileIRegexp } from "./iregexp.js";
 import type {
   Comparable,
@@ -20,6 +21,52 @@ export interface JsonPathNode {
 }
 
 type JsonObject = { [key: string]: JsonValue };
+
+/**
+ * JsonPathBudget bounds the work in-memory evaluation does for one window, across every value
+ * it holds: each node a selector or a descendant segment produces costs its path's length plus
+ * one (the path is copied), each filter test and equality step one, each string compared,
+ * measured or matched its length (a match or search times the pattern's weight). Memory grows
+ * with the nodes one evaluation produces and CPU with all of it, so bounds on both sums bound
+ * both, whatever the nesting: without them `$..[?@.a==1]` over 1,000 nested arrays built a
+ * million paths of a thousand steps and ran the process out of memory.
+ */
+export interface JsonPathBudget {
+  /** Units the window has left; the scan adds to it as it reads (see jsonPathWindow). */
+  left: number;
+}
+
+/** The window's budget and what the evaluation running now may still spend of it. */
+let running: { window: JsonPathBudget; left: number; limit: number } | undefined;
+
+/**
+ * withJsonPathBudget runs `work` (synchronous in-memory evaluation: evaluateJsonPath,
+ * testFilter) charging the window's budget `b`, and at most `limit` units for this one
+ * evaluation; without it evaluation is unbounded (tests, the reference semantics). Throws
+ * RESOURCE_EXHAUSTED from `work` once either is spent.
+ */
+export function withJsonPathBudget<T>(b: JsonPathBudget, limit: number, work: () => T): T {
+  const outer = running;
+  running = { window: b, left: Math.min(limit, b.left), limit };
+  try {
+    return work();
+  } finally {
+    running = outer;
+  }
+}
+
+/** Charges `units` to the running evaluation and its window. */
+function spend(units: number): void {
+  if (running === undefined) return;
+  running.left -= units;
+  running.window.left -= units;
+  if (running.left < 0) {
+    throw new ConnectError(
+      `the query does more work on the values it holds than a window may (nodes selected times their depth, filter tests, characters compared and matched: over ${running.limit} steps for one held value, or more than the window's share for the bytes it read); narrow it, for instance with fewer descendant segments (..) inside filters`,
+      Code.ResourceExhausted,
+    );
+  }
+}
 
 function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -92,6 +139,7 @@ function select(
 ): void {
   const value = node.value;
   const child = (v: JsonValue, step: PathStep): void => {
+    spend(node.path.length + 1);
     out.push({ value: v, path: [...node.path, step] });
   };
   switch (selector.kind) {
@@ -136,6 +184,7 @@ function select(
 
 /** Appends `node` and its descendants in document order (pre-order). */
 function descendants(node: JsonPathNode, out: JsonPathNode[]): void {
+  spend(node.path.length + 1);
   out.push(node);
   const value = node.value;
   if (Array.isArray(value)) {
@@ -180,6 +229,7 @@ export function evaluateJsonPath(
 
 /** True when the filter expression holds with `@` = current. */
 export function testFilter(expr: LogicalExpr, current: JsonValue, root: JsonValue): boolean {
+  spend(1);
   switch (expr.kind) {
     case "or":
       return expr.operands.some((e) => testFilter(e, current, root));
@@ -247,6 +297,7 @@ function singularValue(
 
 /** Deep equality of JSON values (RFC 9535 section 2.3.5.2.2). */
 function equal(a: JsonValue, b: JsonValue): boolean {
+  spend(typeof a === "string" ? a.length + 1 : 1);
   if (a === b) return true;
   if (Array.isArray(a)) {
     return (
@@ -264,6 +315,7 @@ function equal(a: JsonValue, b: JsonValue): boolean {
 
 /** Compares strings by Unicode scalar values (UTF-16 order differs above U+D7FF). */
 function lessString(a: string, b: string): boolean {
+  spend(a.length + b.length);
   const x = Array.from(a);
   const y = Array.from(b);
   for (let i = 0; i < Math.min(x.length, y.length); i++) {
@@ -336,7 +388,10 @@ function callFunction(
   switch (call.name) {
     case "length": {
       const v = args[0] as JsonValue | undefined;
-      if (typeof v === "string") return Array.from(v).length;
+      if (typeof v === "string") {
+        spend(v.length);
+        return Array.from(v).length;
+      }
       if (Array.isArray(v)) return v.length;
       if (isObject(v)) return Object.keys(v).length;
       return undefined;
@@ -351,8 +406,11 @@ function callFunction(
     case "search": {
       const [text, pattern] = args;
       if (typeof text !== "string" || typeof pattern !== "string") return false;
-      const re = compileIRegexp(pattern, call.name === "match");
-      return re?.test(text) ?? false;
+      // RE2 takes about as long to compile a pattern as to run it over 256 characters a unit.
+      const re = compileIRegexp(pattern, call.name === "match", (weight) => spend(256 * weight));
+      if (re === null) return false;
+      spend(pattern.length + text.length * re.weight);
+      return re.regexp.test(text);
     }
   }
 }

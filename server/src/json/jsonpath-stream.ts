@@ -15,7 +15,14 @@ import type {
   JsonPathSelector,
   LogicalExpr,
 } from "./jsonpath-ast.js";
-import { evaluateJsonPath, normalPathStep, type PathStep, testFilter } from "./jsonpath-eval.js";
+import {
+  evaluateJsonPath,
+  type JsonPathBudget,
+  normalPathStep,
+  type PathStep,
+  testFilter,
+  withJsonPathBudget,
+} from "./jsonpath-eval.js";
 import { isSingularQuery } from "./jsonpath-parse.js";
 
 /** StreamedNode is a node the query matched: its normalized path and where its value lies. */
@@ -36,6 +43,12 @@ export interface JsonPathStreamOptions {
   readonly limit: number;
   /** Most payload bytes one buffered value may span (see jsonPathBuffering). */
   readonly maxBufferBytes: number;
+  /**
+   * The work in-memory evaluation of held values may do (JsonPathBudget): each evaluation at
+   * most jsonPathEvaluationSteps plus twice the held value's bytes, all of them at most what
+   * the budget holds. Unset: unbounded.
+   */
+  readonly budget?: JsonPathBudget;
   /** The payload is JSON Lines: its records are queried as the elements of one array. */
   readonly lines: boolean;
 }
@@ -96,6 +109,9 @@ function needsLength(selector: JsonPathSelector): boolean {
   }
   return false;
 }
+
+/** jsonPathEvaluationSteps is the work any one evaluation may do beside twice its value's bytes. */
+export const jsonPathEvaluationSteps = 4_000_000;
 
 /** True when an expression holds an absolute (`$`) query, at any depth. */
 function usesRoot(expr: LogicalExpr): boolean {
@@ -305,6 +321,11 @@ export function createJsonPathStream(
     }
   });
   const buffering = jsonPathBuffering(query);
+  /** Runs one in-memory evaluation of a value spanning `bytes`, within the budget. */
+  const bounded = <T>(bytes: number, work: () => T): T =>
+    options.budget === undefined
+      ? work()
+      : withJsonPathBudget(options.budget, jsonPathEvaluationSteps + 2 * bytes, work);
   const nodes: StreamedNode[] = [];
   const stack: Frame[] = [];
   let total = 0;
@@ -504,9 +525,13 @@ export function createJsonPathStream(
     const { entry, builder } = buffered;
     buffered = undefined;
     const value = builder.value;
+    const heldBytes = builder.span.end - builder.span.start;
     const states = [...entry.states];
     for (const p of entry.pending) {
-      if (!states.includes(p.segment + 1) && testFilter(p.expr, value, value)) {
+      if (
+        !states.includes(p.segment + 1) &&
+        bounded(heldBytes, () => testFilter(p.expr, value, value))
+      ) {
         states.push(p.segment + 1);
       }
     }
@@ -519,7 +544,10 @@ export function createJsonPathStream(
         found.set("", builder.span);
         continue;
       }
-      for (const node of evaluateJsonPath(query, value, value, { value, path: [] }, state)) {
+      const selected = bounded(heldBytes, () =>
+        evaluateJsonPath(query, value, value, { value, path: [] }, state),
+      );
+      for (const node of selected) {
         const relative = node.path.map(normalPathStep).join("");
         if (!found.has(relative)) found.set(relative, spanAt(builder.span, node.path));
       }
@@ -634,7 +662,10 @@ export function createJsonPathStream(
       const { entry, builder } = current;
       if (entry === undefined || builder === undefined || current.matched) return;
       const value = builder.value;
-      if (entry.pending.some((p) => p.segment + 1 === last && testFilter(p.expr, value, value))) {
+      const tested = (p: Entry["pending"][number]) =>
+        p.segment + 1 === last &&
+        bounded(end - builder.span.start, () => testFilter(p.expr, value, value));
+      if (entry.pending.some(tested)) {
         const start = builder.span.start;
         record(() => pathText(entry.path), start, end - start);
       }

@@ -167,3 +167,65 @@ describe("jsonPathWindow", () => {
     expect((await refusal(frames(binary, "$"))).code).toBe(Code.FailedPrecondition);
   });
 });
+
+/** A JSON output whose bytes are `text`. */
+const jsonOf = (handle: string, text: string) =>
+  createBufferWindowSource(handle, "application/json", Buffer.from(text), false);
+
+describe("jsonPathWindow's bound on in-memory work", () => {
+  it("refuses a descendant filter over deeply nested arrays instead of running out of memory", async () => {
+    // Each of the 1,000 nested arrays is under the 8 MiB a held value may span, so they pass
+    // that bound; evaluating the rest of the query on them built a path of a thousand steps
+    // for each of 20,000 records, and a larger document ran the process out of memory.
+    const records = Array.from({ length: 20_000 }, (_, i) => `{"a":${i}}`).join(",");
+    const deep = jsonOf("res_deep", `${"[".repeat(1000)}${records}${"]".repeat(1000)}`);
+    const refused = await refusal(frames(deep, "$..[?@.a==1]"));
+    expect(refused.code).toBe(Code.ResourceExhausted);
+    expect(refused.rawMessage).toMatch(
+      /^the query does more work on the values it holds than a window may/,
+    );
+  });
+
+  it("refuses nested descendant filters over a few hundred bytes, whose work grows with depth^5", async () => {
+    const nest = jsonOf("res_nest", `${"[".repeat(150)}1${"]".repeat(150)}`);
+    const refused = await refusal(frames(nest, "$..[?@..[?@..[?@..*]]]"));
+    expect(refused.code).toBe(Code.ResourceExhausted);
+  });
+
+  it("charges a heavy pattern by its weight: compiling each a document supplies, and matching", async () => {
+    // Every element brings its own pattern: RE2 compiles each (tens of milliseconds apiece).
+    const patterns = jsonOf(
+      "res_patterns",
+      JSON.stringify(Array.from({ length: 300 }, (_, i) => ({ s: "a", r: `\\p{L}{1000}x${i}` }))),
+    );
+    expect((await refusal(frames(patterns, "$[?match(@.s, @.r)]"))).code).toBe(
+      Code.ResourceExhausted,
+    );
+    const long = jsonOf("res_long", JSON.stringify(["é".repeat(150_000)]));
+    expect((await refusal(frames(long, "$[?search(@, '(.{100}){10}[0-9]')]"))).code).toBe(
+      Code.ResourceExhausted,
+    );
+  });
+
+  it("still runs a filter with a descendant query over every record of a large document", async () => {
+    // 20,000 records, each tested by count(@..*): the budget grows with the bytes read.
+    const many = JSON.stringify({
+      items: Array.from({ length: 20_000 }, (_, i) => ({ id: i, tags: { a: [1, 2, i % 7] } })),
+    });
+    const all = await frames(
+      jsonOf("res_many", many),
+      "$.items[?count(@..*) == 6 && @.id > 19990].id",
+    );
+    expect(nodes(all).map((n) => n.value)).toEqual([
+      "19991",
+      "19992",
+      "19993",
+      "19994",
+      "19995",
+      "19996",
+      "19997",
+      "19998",
+      "19999",
+    ]);
+  });
+});

@@ -42,6 +42,18 @@ export interface JsonPathRequest {
 export const jsonPathMaxBufferBytes = 8 * 1024 * 1024;
 
 /**
+ * A JSONPath window's in-memory evaluation may do jsonPathWindowSteps of work plus
+ * jsonPathStepsPerByte for every byte it has read (JsonPathBudget): enough for a filter to
+ * test every record of any document, while a few hundred bytes of nested arrays under nested
+ * descendant filters (whose work grows with the fifth power of the depth) are refused within
+ * a fraction of a second instead of holding the event loop for minutes.
+ */
+export const jsonPathWindowSteps = 16_000_000;
+
+/** See jsonPathWindowSteps. */
+export const jsonPathStepsPerByte = 64;
+
+/**
  * True when the payload is JSON Lines (queried as the array of its records): as offload found
  * it (the JSON view's kind), or, for a payload stored before JSON views were indexed, as its
  * content type declares.
@@ -104,11 +116,13 @@ export async function* jsonPathWindow(
     );
   }
 
+  const budget = { left: jsonPathWindowSteps };
   const stream = createJsonPathStream(request.query, {
     skip,
     limit: maxMatches,
     maxBufferBytes: jsonPathMaxBufferBytes,
     lines,
+    budget,
   });
   const tokenizer = createJsonTokenizer(stream.events, { lines });
   let exhausted = true;
@@ -117,6 +131,7 @@ export async function* jsonPathWindow(
     // In pieces, pausing when the slice is over: tokenizing a chunk of a megabyte holds the
     // event loop for tens of milliseconds.
     await inPieces(slice, chunk, tokenizePieceBytes, signal, (piece) => {
+      budget.left += jsonPathStepsPerByte * piece.length;
       tokenizer.write(piece);
       return !stream.satisfied;
     });

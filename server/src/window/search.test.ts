@@ -216,6 +216,30 @@ describe("search edge cases", () => {
     expect(await codeOf(search(source, "(unclosed", {}))).toBeUndefined();
   });
 
+  it("refuses an expression RE2 runs slowly, before it holds the event loop for seconds", async () => {
+    // Linear time, but at 10-40 µs a byte: one test of a 500 KB line took 8 s.
+    const long = createBufferWindowSource(
+      "res_long",
+      "text/plain",
+      Buffer.from(`${"é".repeat(250_000)}\n`),
+      false,
+    );
+    for (const pattern of ["(?:.{100}){10}\\d", "\\p{L}{200}\\d"]) {
+      const refused = await search(long, pattern, { regex: true }).catch((err: unknown) =>
+        ConnectError.from(err),
+      );
+      expect(refused, pattern).toBeInstanceOf(ConnectError);
+      expect((refused as ConnectError).code).toBe(Code.InvalidArgument);
+      expect((refused as ConnectError).rawMessage).toMatch(
+        /^search pattern ".*" is too slow for RE2: it ran at \d+ ns a byte over a sample line, above the limit of 250 /,
+      );
+    }
+    // Counted repetitions RE2 runs fast are not refused.
+    for (const pattern of [".{100}\\d", "\\w{100}\\d", "(a|b|c|é){100}x", "[a-zé]{30}\\d"]) {
+      expect(numbersOf(await search(long, pattern, { regex: true })), pattern).toEqual([]);
+    }
+  });
+
   it("answers a ReDoS pattern on a 100k-char line", async () => {
     const line = `${"a".repeat(100_000)}!`;
     const source = createBufferWindowSource(

@@ -128,6 +128,58 @@ function compile(source: string, flags: string): RE2 {
 }
 
 /**
+ * The most a search expression may cost RE2 per byte of text, in nanoseconds. RE2 runs most
+ * expressions at 1-5 ns a byte; one whose automaton outgrows RE2's fast path (a counted
+ * repetition of a broad class inside another, `(?:.{100}){10}`, or of a Unicode property,
+ * `\p{L}{50}`) falls back to a slower engine at 1-20 µs a byte, and one call tests a whole line
+ * or chunk, which no CPU slice can cut: 500 KB held an event loop for 8 s.
+ */
+const maxExpressionNanosPerByte = 250;
+
+/**
+ * A line of text without a line break, as RE2 meets it in logs and tool output: words,
+ * numbers and punctuation, then long runs of letters (ASCII and accented), digits, hex, and
+ * two-byte and three-byte letters, since an expression may be slow only on a long run of what
+ * it repeats (`\p{L}{200}` on a word of 200 letters). About 2.5 KiB: a slow expression costs
+ * tens of milliseconds on it, a fast one microseconds.
+ */
+const costSample = Buffer.from(
+  [
+    "2026-12-04T10:00:01.123Z INFO  worker-7 [req=4f3a9c] processed batch 12345 in 44 ms: café résumé naïve 東京 データ ok=true, path=/var/lib/x.log; ".repeat(
+      6,
+    ),
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZàéîõüçñß".repeat(8),
+    "0123456789".repeat(26),
+    "4f3a9c0b1d2e7f86".repeat(16),
+    "é".repeat(128),
+    "東京データ".repeat(17),
+  ].join(""),
+);
+
+/**
+ * Refuses an expression RE2 would run too slowly for a search, measured on costSample after a
+ * short warm-up (RE2 builds its automaton as it goes), run again when over the limit with the
+ * faster run counting, so a pause of the process does not refuse a fast one: INVALID_ARGUMENT
+ * naming the pattern, its cost and the limit.
+ */
+function checkExpressionCost(expression: RE2, source: string): void {
+  expression.test(costSample.subarray(0, 64));
+  let best = Number.POSITIVE_INFINITY;
+  for (let run = 0; run < 2 && best / costSample.length > maxExpressionNanosPerByte; run++) {
+    const started = process.hrtime.bigint();
+    expression.test(costSample);
+    best = Math.min(best, Number(process.hrtime.bigint() - started));
+  }
+  const nanosPerByte = best / costSample.length;
+  if (nanosPerByte > maxExpressionNanosPerByte) {
+    throw new ConnectError(
+      `search pattern ${JSON.stringify(source)} is too slow for RE2: it ran at ${Math.round(nanosPerByte)} ns a byte over a sample line, above the limit of ${maxExpressionNanosPerByte} (its automaton outgrows RE2's fast path, as nested counted repetitions like (?:.{100}){10} or \\p{L}{50} do); simplify it`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/**
  * Case-sensitive literal matcher: candidates come from a LiteralFinder run over the whole
  * chunk, so lines before the next candidate are rejected without being looked at; lines that
  * straddle chunks are searched on their own.
@@ -305,6 +357,7 @@ function createRegexMatcher(
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
+  checkExpressionCost(line, source);
   const branches = requiredBranchLiterals(source);
   const pieces = ignoreCase ? branches.map(foldedPieces) : [];
   const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);

@@ -7,6 +7,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
+import { readBack, sha256 } from "./support/read-back.js";
 import { type SpillwayProcess, spawnSpillway, spillwayCli } from "./support/spawn-spillway.js";
 
 /** The log lines of a server's stdout, parsed. */
@@ -154,12 +155,48 @@ describe("spillway serve --workers", () => {
     }
   });
 
-  it("stops its workers when the primary is killed outright", async () => {
-    const running = await startTwo();
+  it("stops its workers when the primary is killed outright, once a call in flight has finished", async () => {
+    const running = await startTwo("--grace-ms", "20000");
     const workers = listeningPids(running.output());
+    const sdk = createSpillwayClient({ baseUrl: running.url });
+    // A streamed offload that keeps sending for a second after the kill: a worker that drains
+    // lets it finish; one that exits at once cuts it off.
+    let killedAt: number | undefined;
+    const sent: Buffer[] = [];
+    let killAfterSome: () => void = () => {};
+    const someSent = new Promise<void>((resolve) => {
+      killAfterSome = resolve;
+    });
+    async function* slowly() {
+      for (let i = 0; killedAt === undefined || i < killedAt + 20; i++) {
+        const chunk = Buffer.alloc(64 * 1024, i % 251);
+        sent.push(chunk);
+        yield chunk;
+        if (i === 5) killAfterSome();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    const offloaded = sdk.offload({ tenant: "dev", runId: "orphaned", callId: "slow" }, slowly());
+    await someSent;
     running.kill("SIGKILL");
+    killedAt = sent.length;
     await running.exited;
+    const stored = await offloaded;
+    expect(stored.sha256).toBe(sha256(Buffer.concat(sent)));
     await until(() => workers.filter(alive).length === 0, "the orphaned workers to stop");
+    // Each worker drained as on SIGTERM, having heard of the primary only through its channel.
+    const draining = logLines(running.output()).filter((line) => line.msg === "draining");
+    expect(new Set(draining.map((line) => line.pid))).toEqual(new Set(workers));
+
+    // What the call committed reads back whole from the next server on the same data directory.
+    const next = await spawnSpillway(["--data-dir", join(dir, "store")]);
+    try {
+      const again = createSpillwayClient({ baseUrl: next.url });
+      const bytes = await readBack(again, "orphaned", stored.handle);
+      expect(sha256(bytes)).toBe(sha256(Buffer.concat(sent)));
+    } finally {
+      await next.stop();
+    }
   });
 
   it("exits 1 with every worker stopped when the workers cannot listen", async () => {

@@ -17,7 +17,12 @@ import {
   packageCommandFor,
   runPackageCommand,
 } from "./package-command.js";
-import { isFirstWorker, reportListening, superviseWorkers } from "./serve-workers.js";
+import {
+  isFirstWorker,
+  onPrimaryGone,
+  reportListening,
+  superviseWorkers,
+} from "./serve-workers.js";
 import { DEFAULT_MAX_INFLIGHT_BYTES, isLoopback, startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
 import { createSweeper } from "./sweeper.js";
@@ -345,7 +350,7 @@ async function main(argv: string[]): Promise<void> {
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
   // A worker whose primary is gone (killed outright) would serve on with no one to stop it.
-  if (cluster.isWorker) process.on("disconnect", () => shutdown("SIGTERM"));
+  onPrimaryGone(() => shutdown("SIGTERM"));
   // Only now: whoever starts the server on this line may signal it at once, and a signal
   // that comes before its handler is installed kills the process outright.
   log.info(

@@ -18,6 +18,26 @@ export function isFirstWorker(env: NodeJS.ProcessEnv = process.env): boolean {
   return !cluster.isWorker || env[WORKER_INDEX_ENV] === "0";
 }
 
+/**
+ * onPrimaryGone makes a worker whose primary vanished without asking it to stop (killed
+ * outright, so that its IPC channel closed) call `drain` once, and keep running while the drain
+ * lasts; `drain` is then what ends the process. In a process that is no worker it does nothing.
+ *
+ * Without it, node:cluster ends such a worker at once: its own `disconnect` listener
+ * (lib/internal/cluster/child.js, `_setupWorker`) calls `process.exit(0)` unless
+ * `worker.exitedAfterDisconnect` is true, before any listener added later can start a drain.
+ * Call it only once `drain` can run: a worker whose primary vanishes before then (still
+ * starting, serving nothing) is ended by node:cluster as before.
+ */
+export function onPrimaryGone(drain: () => void): void {
+  if (!cluster.isWorker) return;
+  // Ahead of node:cluster's listener, which reads the flag right after this returns.
+  process.prependOnceListener("disconnect", () => {
+    if (cluster.worker !== undefined) cluster.worker.exitedAfterDisconnect = true;
+    drain();
+  });
+}
+
 /** Tells the primary, when there is one, that this worker listens. */
 export function reportListening(): void {
   if (cluster.isWorker) process.send?.(LISTENING_MESSAGE);

@@ -44,8 +44,17 @@ describe("fromHttp2Error", () => {
     );
   });
 
-  it("makes a connection torn down under the call ABORTED", () => {
-    for (const code of ["ECONNRESET", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM"]) {
+  // The SDK repeats an idempotent call on UNAVAILABLE: a server killed mid-call breaks the
+  // connection this way, and another replica can answer.
+  it("makes a connection the server's side broke under the call UNAVAILABLE", () => {
+    for (const code of ["ECONNRESET", "EPIPE"]) {
+      const err = Object.assign(new Error(code), { code });
+      expect(fromHttp2Error(err).code).toBe(Code.Unavailable);
+    }
+  });
+
+  it("makes a stream used after this side tore it down ABORTED", () => {
+    for (const code of ["ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM"]) {
       const err = Object.assign(new Error(code), { code });
       expect(fromHttp2Error(err).code).toBe(Code.Aborted);
     }
@@ -66,6 +75,21 @@ describe("fromResetCode", () => {
     expect(fromResetCode(c.NGHTTP2_ENHANCE_YOUR_CALM)?.code).toBe(Code.ResourceExhausted);
     expect(fromResetCode(c.NGHTTP2_INADEQUATE_SECURITY)?.code).toBe(Code.PermissionDenied);
     expect(fromResetCode(c.NGHTTP2_PROTOCOL_ERROR)?.code).toBe(Code.Internal);
+  });
+
+  it("makes the CANCEL Node closes a lost connection's streams with UNAVAILABLE, not CANCELED", () => {
+    const { constants: c } = http2;
+    const lost = fromResetCode(c.NGHTTP2_CANCEL, "lost");
+    expect(lost?.code).toBe(Code.Unavailable);
+    expect(lost?.rawMessage).toBe(
+      "the http/2 connection closed before the call ended (stream closed with error code CANCEL (0x8))",
+    );
+    // A server's own RST_STREAM CANCEL, on a connection still open, is its verdict on the call.
+    expect(fromResetCode(c.NGHTTP2_CANCEL, "open")?.code).toBe(Code.Canceled);
+    // Only CANCEL is of Node's making; a code the peer sent keeps its meaning.
+    expect(fromResetCode(c.NGHTTP2_INTERNAL_ERROR, "lost")?.code).toBe(Code.Internal);
+    expect(fromResetCode(c.NGHTTP2_ENHANCE_YOUR_CALM, "lost")?.code).toBe(Code.ResourceExhausted);
+    expect(fromResetCode(c.NGHTTP2_NO_ERROR, "lost")).toBeUndefined();
   });
 
   it("gives no verdict for NO_ERROR and STREAM_CLOSED", () => {

@@ -371,6 +371,41 @@ describe("createGrpcTransport", () => {
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
   });
 
+  it("reports a call whose connection the server's side closed under it UNAVAILABLE, not CANCELED", async () => {
+    // As a server killed outright: its connection goes, with no status and no RST_STREAM, and
+    // Node closes the client's stream with a CANCEL of its own.
+    const sockets: net.Socket[] = [];
+    const client = await clientFor((stream) =>
+      stream.once("data", () => {
+        for (const socket of sockets) socket.destroy();
+      }),
+    );
+    servers.at(-1)?.on("connection", (socket: net.Socket) => sockets.push(socket));
+    const err = await failureOf(
+      client.offload(
+        (async function* () {
+          yield create(OffloadRequestSchema, {
+            msg: { case: "chunk", value: new Uint8Array(1024) },
+          });
+          await new Promise((resolve) => setTimeout(resolve, 2_000));
+        })(),
+      ),
+    );
+    expect(err.code).toBe(Code.Unavailable);
+    expect(err.rawMessage).toContain("connection closed before the call ended");
+  });
+
+  it("reports a server's own RST_STREAM CANCEL on an open connection CANCELED", async () => {
+    const client = await clientFor((stream) =>
+      afterRequest(stream, () => stream.close(http2.constants.NGHTTP2_CANCEL)),
+    );
+    const err = await failureOf(client.getServerInfo({}));
+    expect(err.code).toBe(Code.Canceled);
+    expect(err.rawMessage).toBe("http/2 stream closed with error code CANCEL (0x8)");
+    // The connection stays open for the next call.
+    expect((await failureOf(client.getServerInfo({}))).code).toBe(Code.Canceled);
+  });
+
   it("cancels the stream of a server-streaming call its caller stops reading (break)", async () => {
     let reset: Promise<number> | undefined;
     const frame = Buffer.from(

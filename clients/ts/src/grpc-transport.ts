@@ -162,6 +162,8 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   } catch (err) {
     throw fromHttp2Error(err);
   }
+  // Read at the stream's close, when the stream no longer names it.
+  const session = stream.session;
 
   const split = opts.bytesFields?.find((field) => field.output.typeName === method.output.typeName);
   const reader = createEnvelopeReader(
@@ -278,8 +280,9 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       return;
     }
     // Node reports a peer's reset as an error of its own; any other error (a failed TLS
-    // handshake, a broken connection) says more than the reset that came with it.
-    const reset = fromResetCode(stream.rstCode ?? 0);
+    // handshake, a broken connection) says more than the reset that came with it. A stream
+    // whose session is gone was closed by Node as the connection went, not reset by the peer.
+    const reset = fromResetCode(stream.rstCode ?? 0, session?.destroyed ? "lost" : "open");
     const ownError =
       streamError !== undefined &&
       (streamError as { code?: unknown }).code !== "ERR_HTTP2_STREAM_ERROR";

@@ -33,9 +33,29 @@ export const batchItemFailuresKey = createContextKey<BatchItemFailure[] | undefi
   description: "failed items of a batch call",
 });
 
+/** A request id a log line carries as sent: 1 to 128 printable ASCII characters, no space. */
+const loggableRequestId = /^[\x21-\x7e]{1,128}$/;
+
 /**
- * createLogInterceptor writes one structured line per call — procedure, request id, code,
- * duration, and the trace id when the call is traced — and one per failed item of a batch call
+ * The request id fields of a call's log lines: `requestId`, the caller's `x-request-id` when
+ * loggableRequestId allows it and one made here otherwise, and for a header refused its length
+ * alone (`droppedRequestIdChars`). The header is never copied whole: it comes from any caller,
+ * authenticated or not, and would be written into every line of the call.
+ */
+function requestIdFields(header: string | null): {
+  requestId: string;
+  droppedRequestIdChars?: number;
+} {
+  if (header === null || header === "") return { requestId: randomUUID() };
+  if (loggableRequestId.test(header)) return { requestId: header };
+  return { requestId: randomUUID(), droppedRequestIdChars: header.length };
+}
+
+/**
+ * createLogInterceptor writes one structured line per call — procedure, request id (the
+ * caller's `x-request-id` only when it is 1 to 128 printable ASCII characters without a space,
+ * else one made here and the refused header's length), code, duration, and the trace id when
+ * the call is traced — and one per failed item of a batch call
  * (see batchItemFailuresKey), at a level that says who must act (call-fault.ts):
  * - **error** for a server fault (INTERNAL, UNKNOWN, UNAVAILABLE, DATA_LOSS of a stored record,
  *   a store refusing the server's credentials or full): the operator;
@@ -50,13 +70,13 @@ export const batchItemFailuresKey = createContextKey<BatchItemFailure[] | undefi
 export function createLogInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
-    const requestId = req.header.get("x-request-id") ?? randomUUID();
+    const requestIds = requestIdFields(req.header.get("x-request-id"));
     const traced = trace.getActiveSpan()?.spanContext();
     const traceId = traced !== undefined && isSpanContextValid(traced) ? traced.traceId : undefined;
     const done = (err?: unknown) => {
       const fields = {
         procedure: req.method.name,
-        requestId,
+        ...requestIds,
         ...(traceId === undefined ? {} : { traceId }),
         code: err === undefined ? "ok" : Code[ConnectError.from(err).code],
         ms: Math.round(performance.now() - started),

@@ -46,6 +46,7 @@ const systemTests = [
   "test/heap-growing.test.ts",
   "test/load-balancer.test.ts",
   "test/merge-crash.test.ts",
+  "test/replica-killed-mid-call.test.ts",
   "test/object-store-tls.test.ts",
   "test/sdk-retries.test.ts",
   "test/sighup-reload.test.ts",

@@ -164,4 +164,25 @@ describe("client deadline", () => {
       (await t.sdk().offload({ tenant: "dev", runId: "r", callId: "ok" }, "ok")).sizeBytes,
     ).toBe(2n);
   });
+
+  it("keeps a client deadline of years, which Node's timers would have fired after 1 ms", async () => {
+    // All valid: grpc-timeout takes eight digits of hours, Connect ten of milliseconds.
+    for (const [i, headers] of [
+      { "grpc-timeout": "99999999H" },
+      { "grpc-timeout": "597H" },
+      { "grpc-timeout": "36000000S" },
+    ].entries()) {
+      // Held open 100 ms: far past the 1 ms the overflowing timer waited.
+      const { gate, release } = gated();
+      setTimeout(release, 100);
+      const offloaded = await t
+        .raw()
+        .offload(stalledOffload(`long-${i}`, gate), { headers })
+        .then(
+          (res) => res.attachment?.sizeBytes,
+          (e: unknown) => ConnectError.from(e),
+        );
+      expect(offloaded, JSON.stringify(headers)).toBe(100_000n);
+    }
+  });
 });

@@ -23,6 +23,7 @@ import { instrumentBackend } from "./backends/instrumented.js";
 import { markStoreFaults } from "./backends/mark-store-faults.js";
 import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
 import { allowCallFanOut } from "./call-fan-out.js";
+import { capClientDeadline } from "./client-deadline.js";
 import { loadTlsCredentials, TLS_FLAG_NAMES, type TlsFileNames } from "./config-files.js";
 import {
   type ConnectionLiveness,
@@ -339,6 +340,7 @@ export function createSpillwayHandler(
       req: http.IncomingMessage | http2.Http2ServerRequest,
       res: http.ServerResponse | http2.Http2ServerResponse,
     ) => {
+      capClientDeadline(req.headers);
       if (req instanceof http2.Http2ServerRequest && res instanceof http2.Http2ServerResponse) {
         if (grpcNodeHandler(req, res)) return;
       }

@@ -128,6 +128,9 @@ describe("whose fault a failed call is, in its log level and the fault counters"
     expect(levelOf("InvalidArgument")).toBe(WARN);
     expect(levelOf("PermissionDenied")).toBe(WARN);
     expect(levelOf("AlreadyExists")).toBe(30);
+    // Every code in Go's names, as the metrics' grpc_code label, success included.
+    expect(lines.find((l) => l.procedure === "Offload" && l.code === "OK")?.level).toBe(20);
+    expect(lines.filter((l) => l.code === "ok")).toEqual([]);
     expect(await sample(metrics, "spillway_server_faults_total", {})).toBeUndefined();
   });
 

@@ -78,7 +78,8 @@ export function createLogInterceptor(logger: Logger): Interceptor {
         procedure: req.method.name,
         ...requestIds,
         ...(traceId === undefined ? {} : { traceId }),
-        code: err === undefined ? "ok" : Code[ConnectError.from(err).code],
+        // Go's names, as the metrics' grpc_code label: "OK", "PermissionDenied", …
+        code: err === undefined ? "OK" : Code[ConnectError.from(err).code],
         ms: Math.round(performance.now() - started),
       };
       logEnding(fields, err, "call");

@@ -1,6 +1,5 @@
 import { setTimeout as sleep, setImmediate as yieldToEvents } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { statusName } from "@spillway/wire";
 import { readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
 import { allowFanOut } from "./call-fan-out.js";
@@ -121,7 +120,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       const reason = ConnectError.from(err);
       opts.metrics?.sweepRefused.inc({ grpc_code: grpcCode(reason.code) });
       opts.log?.warn(
-        { key, code: statusName(reason.code), err: reason.message },
+        { key, code: grpcCode(reason.code), err: reason.message },
         "sweep skipped an entry it could not read or remove",
       );
     };

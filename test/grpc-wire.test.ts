@@ -101,6 +101,7 @@ describe("the gRPC request body on the wire", () => {
     const answer = await rawCall(server.url, "Offload", [
       envelope(1, toBinary(OffloadRequestSchema, chunk)),
     ]);
+    // The gRPC protocol's code for it, which connectrpc's conformance suite checks.
     expect(answer.status).toBe(Code.Internal);
   });
 
@@ -125,8 +126,15 @@ describe("the gRPC request body on the wire", () => {
     const answer = await rawCall(server.url, "GetServerInfo", [
       envelope(0, Uint8Array.of(0x0a, 0x7f, 0x01)),
     ]);
-    expect(answer.status).toBe(Code.Internal);
-    expect(answer.message).toMatch(/parse binary/);
+    expect(answer.status).toBe(Code.InvalidArgument);
+    expect(answer.message).toMatch(/^request: parse binary/);
+    // A string field holding invalid UTF-8: the client's fault on every protocol, as over
+    // Connect's JSON.
+    const notUtf8 = await rawCall(server.url, "StatToolOutput", [
+      envelope(0, Uint8Array.of(0x0a, 0x02, 0xc0, 0xaf)),
+    ]);
+    expect(notUtf8.status).toBe(Code.InvalidArgument);
+    expect(notUtf8.message).toMatch(/utf-8/i);
   });
 
   it("refuses a malformed grpc-timeout with INVALID_ARGUMENT", async () => {

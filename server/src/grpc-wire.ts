@@ -52,8 +52,9 @@ export interface ResponseWritable {
  * parseEnvelopes parses an uncompressed binary request body into its messages as envelopes
  * complete (assembled in `chunks` when given), in one stage instead of connect's three (split,
  * decompress, parse), each of which took every 16 KiB DATA chunk through an async generator of
- * its own. Errors are connect's: a message over readMaxBytes is RESOURCE_EXHAUSTED, a body
- * that ends inside an envelope INVALID_ARGUMENT.
+ * its own. A message over readMaxBytes is RESOURCE_EXHAUSTED; a body that ends inside an
+ * envelope and a message that is not the method's protobuf are INVALID_ARGUMENT; an envelope
+ * flagged compressed is INTERNAL (the gRPC protocol's code for it).
  */
 export async function* parseEnvelopes(
   body: AsyncIterable<Uint8Array>,
@@ -66,11 +67,37 @@ export async function* parseEnvelopes(
     chunks === undefined ? {} : { allocate: chunks.take },
   );
   for await (const chunk of body) {
-    for (const bytes of reader.push(chunk)) yield serialization.parse(bytes);
+    for (const bytes of reader.push(chunk)) {
+      let message: MessageShape<DescMessage>;
+      try {
+        message = serialization.parse(bytes);
+      } catch (err) {
+        throw asClientFault(err);
+      }
+      yield message;
+    }
   }
   if (!reader.atBoundary) {
     throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
   }
+}
+
+/**
+ * A request message the server cannot read is the client's fault: connect's INTERNAL for a
+ * message that is not the method's protobuf (invalid UTF-8 in a string field, a length past
+ * the end) becomes INVALID_ARGUMENT, as the Connect protocol's JSON path and connect-go answer.
+ * (An envelope flagged compressed without an encoding stays INTERNAL, as the gRPC protocol and
+ * connectrpc's conformance suite require.)
+ */
+function asClientFault(err: unknown): unknown {
+  if (!(err instanceof ConnectError) || err.code !== Code.Internal) return err;
+  return new ConnectError(
+    `request: ${err.rawMessage}`,
+    Code.InvalidArgument,
+    undefined,
+    undefined,
+    err,
+  );
 }
 
 /** ResponseFramer turns response messages into the bytes written for them. */

@@ -1,4 +1,5 @@
-"""The README's agent examples run as written, each with only the extra it names, against a server."""
+"""The README's agent examples and its async and batch example run as written, each with only the
+extra it names, against a server."""
 
 from __future__ import annotations
 
@@ -43,6 +44,21 @@ def test_elision_policy_example_shows_the_summary_with_the_handle(server_url: st
     assert handle, out
     assert "200000 steps, 4 failed: step 8: FAIL, step 50008: FAIL, step 100008: FAIL, step 150008: FAIL\n" in out
     assert f'[full output stored: read_tool_output(handle="{handle.group(1)}", offset=0)]' in out
+
+
+def test_async_and_batch_example_answers_each_item_and_reads_a_window(server_url: str) -> None:
+    out = run_example(example("await spillway.offload_batch("), server_url)
+    lines = out.splitlines()
+    assert lines[:3] == ["res_call-async 100000", "res_call-ls 12", "res_call-env 20"], out
+    # The item naming another tenant is refused alone, with the status its own offload would get.
+    assert lines[3].startswith('error: PERMISSION_DENIED header.key.tenant: "other" is not the caller'), out
+    size = sum(len(f"line {i + 1} of the test log\n") for i in range(100_000))
+    assert lines[4:] == [
+        f"[res_call-async] lines 50000-50001 of 100000 ({size} bytes)",
+        " 50000\tline 50000 of the test log",
+        " 50001\tline 50001 of the test log",
+        "[more: offset=50001]",
+    ], out
 
 
 def test_harness_example_spills_to_spillway(server_url: str) -> None:

@@ -27,8 +27,23 @@ WindowLike: TypeAlias = Mapping[str, Any] | Any
 """A window message (LinesWindow, BytesWindow, SearchWindow) or a mapping of its fields."""
 
 
+KEY_FIELDS = ("tenant", "run_id", "call_id")
+"""The fields a key mapping must have."""
+
+
+def check_key(key: KeyLike) -> None:
+    """check_key raises ValueError naming the fields a key mapping lacks (a BlobKey message has them all)."""
+    if isinstance(key, types_pb.BlobKey):
+        return
+    missing = [name for name in KEY_FIELDS if name not in key]
+    if missing:
+        names = ", ".join(repr(name) for name in missing)
+        raise ValueError(f"key is missing {names}: a key needs 'tenant', 'run_id' and 'call_id'")
+
+
 def to_key(key: KeyLike, attempt: int | None = None) -> types_pb.BlobKey:
-    """to_key returns `key` as a BlobKey message, with `attempt` in place of the key's own when given."""
+    """to_key returns `key` as a BlobKey message, with `attempt` in place of the key's own when given;
+    a mapping without `tenant`, `run_id` or `call_id` is a ValueError naming the missing ones."""
     if isinstance(key, types_pb.BlobKey):
         if attempt is None:
             return key
@@ -36,6 +51,7 @@ def to_key(key: KeyLike, attempt: int | None = None) -> types_pb.BlobKey:
         copy.CopyFrom(key)
         copy.attempt = attempt
         return copy
+    check_key(key)
     return types_pb.BlobKey(
         tenant=key["tenant"],
         run_id=key["run_id"],
@@ -160,13 +176,18 @@ BatchItemLike: TypeAlias = tuple[KeyLike, Any] | tuple[KeyLike, Any, Mapping[str
 
 
 def batch_request(items: Iterable[BatchItemLike]) -> pb.OffloadBatchRequest:
-    """batch_request builds an OffloadBatch request; a stream is refused (a batch item is whole)."""
+    """batch_request builds an OffloadBatch request; a stream is refused (a batch item is whole), and
+    so is a key without tenant, run_id or call_id (a ValueError naming the item's index)."""
     req = pb.OffloadBatchRequest()
-    for item in items:
+    for index, item in enumerate(items):
         key, data = item[0], item[1]
         options: Mapping[str, Any] = item[2] if len(item) > 2 else {}  # type: ignore[misc]
         if is_stream(data):
             raise TypeError("offload_batch takes whole payloads (bytes, str, JSON values), not streams")
+        try:
+            check_key(key)
+        except ValueError as err:
+            raise ValueError(f"offload_batch item {index}: {err}") from None
         payload, json_value = payload_bytes(data)
         req.items.add(header=header(key, options, json_value=json_value).header, data=bytes(payload))
     return req

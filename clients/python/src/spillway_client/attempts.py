@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import grpc
 
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client._messages import check_key
 
 MAX_ATTEMPT = 1000
 """The highest attempt a key may carry (BlobKey.attempt)."""
@@ -69,6 +70,7 @@ async def offload_next_attempt(
     whose output differs gets `res@2_<call_id>`, `res@3_<call_id>`, … with every attempt kept.
     Any other failure is raised as it came.
     """
+    check_key(key)
     ident = (str(key["tenant"]), str(key["run_id"]), str(key["call_id"]), str(options.get("slot") or ""))
     attempt = tracker.latest(ident)
     while True:

@@ -109,6 +109,13 @@ describe("spillway serve flag values", () => {
       message: '--inspector (SPILLWAY_INSPECTOR): expected 1, true, 0 or false, got "yes"',
     },
     {
+      what: "an object store's flag beside the filesystem backend, which served ./data instead",
+      args: ["--s3-bucket", "prod"],
+      env: {},
+      message:
+        "--s3-bucket does not apply to --backend filesystem (the default): it is the s3 and minio backends'",
+    },
+    {
       what: "a public address without a token file, once and not by each worker",
       args: ["--host", "0.0.0.0"],
       env: {},

@@ -14,6 +14,16 @@ export const BACKEND_FLAGS = {
   "s3-sign-payload": "SPILLWAY_S3_SIGN_PAYLOAD",
 } as const;
 
+/** The flags only the object-store backends (s3, minio) read. */
+const objectStoreFlags = [
+  "s3-bucket",
+  "s3-prefix",
+  "s3-endpoint",
+  "s3-region",
+  "s3-path-style",
+  "s3-sign-payload",
+] as const;
+
 /** BACKEND_USAGE documents BACKEND_FLAGS for `spillway --help`. */
 export const BACKEND_USAGE = `  --backend <memory|filesystem|s3|minio>   SPILLWAY_BACKEND     default filesystem
   --data-dir <path>               SPILLWAY_DATA_DIR     default ./data (filesystem backend)
@@ -75,9 +85,26 @@ export async function backendFromOptions(
     readonly createDataDir?: boolean;
     /** How errors name a flag: `--flag`, or `--flag (VARIABLE)` when set from the environment. */
     readonly name?: (flag: keyof typeof BACKEND_FLAGS) => string;
+    /**
+     * Whether a flag was given on the command line: one there that the chosen backend does not
+     * read is refused (`--s3-bucket` with the default filesystem backend served ./data, the
+     * bucket silently ignored); a variable of the environment may be shared, and is not.
+     */
+    readonly given?: (flag: keyof typeof BACKEND_FLAGS) => boolean;
   } = {},
 ): Promise<ConfiguredBackend> {
   const kind = opt("backend") ?? "filesystem";
+  const unread = (
+    kind === "s3" || kind === "minio"
+      ? ["data-dir"]
+      : ["data-dir", ...objectStoreFlags].filter((f) => f !== "data-dir" || kind === "memory")
+  ) as (keyof typeof BACKEND_FLAGS)[];
+  const misplaced = unread.find((flag) => how.given?.(flag) === true);
+  if (misplaced !== undefined) {
+    throw new Error(
+      `--${misplaced} does not apply to --backend ${kind}${opt("backend") === undefined ? " (the default)" : ""}: ${misplaced === "data-dir" ? "it is the filesystem backend's" : "it is the s3 and minio backends'"}`,
+    );
+  }
   switch (kind) {
     case "memory": {
       const { createMemoryBackend } = await import("./backends/memory.js");

@@ -10,6 +10,8 @@ export interface OptionRange {
 export interface OptionReader<F extends string> {
   /** The flag's text as given, or undefined when neither the option nor the variable is set. */
   text(flag: F): string | undefined;
+  /** Whether the flag was given on the command line (not only in the environment). */
+  given(flag: F): boolean;
   /**
    * How messages name the flag: `--flag` when it was given on the command line, `--flag
    * (VARIABLE)` when it came from the environment (or when it is not set at all).
@@ -73,6 +75,7 @@ export function createOptionReader<F extends string>(
     };
   return {
     text,
+    given: (flag) => given(flag) !== undefined,
     name,
     int: number(parseWholeNumber),
     bytes: number(parseSize),

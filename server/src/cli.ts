@@ -162,7 +162,7 @@ async function main(argv: string[]): Promise<void> {
       );
       return;
     }
-    await sweepOnce(opt, name, orphanAgeMs, logLevel ?? "warn");
+    await sweepOnce(opt, name, options.given, orphanAgeMs, logLevel ?? "warn");
     return;
   }
 
@@ -201,7 +201,7 @@ async function main(argv: string[]): Promise<void> {
   if (tls !== undefined) loadTlsCredentials(tls, fileNames);
   const tokenFile = opt("token-file");
   if (tokenFile !== undefined) createAuthenticator({ tokenFile, name: fileNames.tokenFile });
-  const { backend, kind } = await backendFromOptions(opt, { name });
+  const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
 
   // 0 is not "no limit" for these: it refused every offload, and every call needs a bound on
@@ -365,11 +365,12 @@ async function main(argv: string[]): Promise<void> {
 async function sweepOnce(
   opt: (flag: Flag) => string | undefined,
   name: (flag: Flag) => string,
+  given: (flag: Flag) => boolean,
   orphanAgeMs: number,
   logLevel: string,
 ): Promise<void> {
   // A sweep of a directory that is not there would sweep nothing and say so with exit 0.
-  const { backend } = await backendFromOptions(opt, { createDataDir: false, name });
+  const { backend } = await backendFromOptions(opt, { createDataDir: false, name, given });
   try {
     const core = createSpillwayCore({
       backend,

@@ -3,6 +3,7 @@ import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { bytesBody } from "../server/src/backends/body.js";
 import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
 import { createMetrics } from "../server/src/metrics.js";
 import { createSweeper, type SweepLogger } from "../server/src/sweeper.js";
@@ -58,7 +59,6 @@ describe("sweeper on the filesystem", () => {
     // An upload cut off before its commit, in both kept runs: swept where every record of the
     // run could be read, kept where one could not (it might have referred to it).
     for (const tenant of ["alpha", "zulu"]) {
-      const { bytesBody } = await import("../server/src/backends/body.js");
       await t.backend.put(`t/${tenant}/r/keep/b/lost/upload`, bytesBody(Buffer.from("lost")));
     }
 
@@ -203,6 +203,45 @@ describe("sweeper on the filesystem", () => {
       // Three pages a sweep, a wait between two pages: 90 ms after each 10 ms page.
       expect(waits.length).toBeGreaterThanOrEqual(2);
       expect(new Set(waits)).toEqual(new Set([90]));
+    });
+
+    it("wait after the orphan blobs' checks and the leftovers pass too, not only the walk", async () => {
+      t = await startTestServer({ backend: "filesystem" });
+      await t.sdk().offload({ tenant: "dev", runId: "r", callId: "kept" }, "kept\n");
+      // Blobs no record refers to: uploads a crash cut off.
+      for (let i = 0; i < 3; i++) {
+        await t.backend.put(`t/dev/r/r/b/lost-${i}/upload`, bytesBody(Buffer.from("lost")));
+      }
+      let now = 0;
+      const waits: number[] = [];
+      let waitsWhenFinished: number | undefined;
+      const { log, finished } = finishedSweeps();
+      const sweeper = createSweeper(t.server.core, {
+        intervalMs: 1,
+        orphanAgeMs: 0,
+        log: {
+          ...log,
+          debug(fields, message) {
+            if (message === "sweep finished") waitsWhenFinished ??= waits.length;
+            log.debug(fields, message);
+          },
+        },
+        pace: {
+          clock: () => {
+            now += 10;
+            return now;
+          },
+          wait: async (ms: number) => {
+            waits.push(ms);
+          },
+        },
+      });
+      sweeper.start();
+      await finished(1);
+      await sweeper.stop();
+      // One page of the walk, one page of orphan checks, the leftovers pass: a wait after each.
+      expect(waitsWhenFinished).toBe(3);
+      expect(await t.backend.head("t/dev/r/r/b/lost-0/upload")).toBeUndefined();
     });
 
     it("start the next sweep as the last one ends when it took longer than the interval, skipping none", async () => {

@@ -51,10 +51,12 @@ export interface SweeperOptions {
   /** Counts refused entries and skipped sweeps (spillway_sweep_*). */
   readonly metrics?: Pick<Metrics, "sweepRefused" | "sweepsSkipped">;
   /**
-   * How scheduled sweeps pace themselves: after each page (its listing and its reads) a
-   * scheduled sweep waits until the time it spent working is at most `workShare` of the time
-   * it has taken (default 0.1), so that a large store costs a serving process a bounded share
-   * of its time instead of whole seconds at once every interval. `clock` (monotonic ms,
+   * How scheduled sweeps pace themselves: after each step (a page of the walk, its listing and
+   * its reads; a page of the orphan blobs' checks; each stale merge finished and expired run
+   * deleted; the backend's leftovers pass) a scheduled sweep waits until the time that step
+   * took is at most `workShare` of the time it has taken with the wait (default 0.1), so that
+   * a large store costs a serving process a bounded share of its time instead of whole seconds
+   * at once every interval. `clock` (monotonic ms,
    * default `performance.now`) and `wait` (default a timer that the sweep's abort ends) are for
    * tests. sweepOnce does not pace.
    */
@@ -125,6 +127,16 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
       );
     };
     const opt = signalOption(signal);
+    /**
+     * Paced, waits until the work done since `since` is at most workShare of the time taken
+     * since then: after each page of the walk and of the orphan pass, each finished merge and
+     * deleted run, and the leftovers pass.
+     */
+    const rest = async (since: number): Promise<void> => {
+      if (paced && workShare < 1) {
+        await wait(((clock() - since) * (1 - workShare)) / workShare, signal);
+      }
+    };
     // Run prefix (as stored) -> facts gathered while walking the keys in order.
     const blobsByRun = new Map<string, string[]>();
     const referenced = new Set<string>();
@@ -221,51 +233,58 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         }
       }
       await inBatches(visits, signal);
-      if (!page.truncated || page.keys.length === 0) break;
+      const more = page.truncated && page.keys.length > 0;
       startAfter = page.keys.at(-1);
-      if (paced && workShare < 1) {
-        await wait(((clock() - pageStart) * (1 - workShare)) / workShare, signal);
-      }
+      await rest(pageStart);
+      if (!more) break;
     }
 
     for (const key of intentKeys) {
+      const started = clock();
       try {
         if (await finishStaleMerge(core, key, signal)) staleMerges++;
       } catch (err) {
         refuse(key, err);
       }
+      await rest(started);
     }
     for (const { tenant, runId } of expiredRunIds) {
+      const started = clock();
       try {
         await runs.delete(tenant, runId, signal);
         expiredRuns++;
       } catch (err) {
         refuse(`run ${tenant}/${runId}`, err);
       }
+      await rest(started);
     }
-    for (const [run, blobs] of blobsByRun) {
-      // Forked runs' blobs are referenced from other runs' registries; runs.delete owns them.
-      if (keepBlobs.has(run)) continue;
+    // Forked runs' blobs are referenced from other runs' registries; runs.delete owns them.
+    const candidates = [...blobsByRun]
+      .filter(([run]) => !keepBlobs.has(run))
+      .flatMap(([, blobs]) => blobs.filter((key) => !referenced.has(key)));
+    for (let i = 0; i < candidates.length; i += pageKeys) {
+      const started = clock();
       await inBatches(
-        blobs
-          .filter((key) => !referenced.has(key))
-          .map((key) => async () => {
-            try {
-              const info = await backend.head(key, opt);
-              if (info === undefined || nowMs - info.modifiedMs < opts.orphanAgeMs) return;
-              await backend.delete(key, opt);
-              orphanBlobs++;
-            } catch (err) {
-              refuse(key, err);
-            }
-          }),
+        candidates.slice(i, i + pageKeys).map((key) => async () => {
+          try {
+            const info = await backend.head(key, opt);
+            if (info === undefined || nowMs - info.modifiedMs < opts.orphanAgeMs) return;
+            await backend.delete(key, opt);
+            orphanBlobs++;
+          } catch (err) {
+            refuse(key, err);
+          }
+        }),
         signal,
       );
+      await rest(started);
     }
+    const leftoversStarted = clock();
     const leftovers =
       backend.sweepLeftovers === undefined
         ? 0
         : await backend.sweepLeftovers(opts.orphanAgeMs, opt);
+    await rest(leftoversStarted);
     return { expiredRuns, expiredRecords, orphanBlobs, leftovers, refused, staleMerges };
   };
 

@@ -136,6 +136,15 @@ describe("spillway serve flag values", () => {
 });
 
 describe("spillway sweep and serve data directory", () => {
+  it("sweep refuses the memory backend, which only a serve process holds", async () => {
+    const run = await runCli(["sweep", "--backend", "memory"]);
+    expect(run.stderr).toContain(
+      "--backend memory: the memory backend lives inside one serve process",
+    );
+    expect(run.stdout).toBe("");
+    expect(run.code).toBe(1);
+  });
+
   it("sweep takes an orphan age past 2^31 - 1 ms: it is an age, not a timer", async () => {
     const run = await runCli([
       "sweep",

@@ -369,6 +369,12 @@ async function sweepOnce(
   orphanAgeMs: number,
   logLevel: string,
 ): Promise<void> {
+  // A store only a server's own process holds: a sweep here would report an empty store, exit 0.
+  if (opt("backend") === "memory") {
+    throw new Error(
+      `${name("backend")} memory: the memory backend lives inside one serve process, which sweeps it itself; spillway sweep has nothing to sweep`,
+    );
+  }
   // A sweep of a directory that is not there would sweep nothing and say so with exit 0.
   const { backend } = await backendFromOptions(opt, { createDataDir: false, name, given });
   try {

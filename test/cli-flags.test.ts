@@ -136,6 +136,21 @@ describe("spillway serve flag values", () => {
 });
 
 describe("spillway sweep and serve data directory", () => {
+  it("makes no data directory for a serve refused over any flag", async () => {
+    const parent = scratchDir("cli-flags");
+    for (const args of [
+      ["--max-blob-bytes", "0"],
+      ["--max-inflight-bytes", "100"],
+      ["--host", "0.0.0.0"],
+      ["--keepalive-timeout-ms", "0"],
+    ]) {
+      const dataDir = join(parent, args.join("_"));
+      const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir, ...args]);
+      expect(run.code, args.join(" ")).toBe(1);
+      expect(existsSync(dataDir), args.join(" ")).toBe(false);
+    }
+  });
+
   it("sweep refuses the memory backend, which only a serve process holds", async () => {
     const run = await runCli(["sweep", "--backend", "memory"]);
     expect(run.stderr).toContain(

@@ -196,14 +196,12 @@ async function main(argv: string[]): Promise<void> {
     certFile !== undefined && keyFile !== undefined
       ? { certFile, keyFile, clientCaFile: opt("tls-client-ca") }
       : undefined;
-  // Checked before the backend is built: a bad file must not leave a data directory made.
-  // The server reads them again as it starts (and the token file's limits against its own).
+  // Every flag below is checked before the backend is built, so a bad value leaves no data
+  // directory made. The server reads the files again as it starts (and the token file's limits
+  // against its own).
   if (tls !== undefined) loadTlsCredentials(tls, fileNames);
   const tokenFile = opt("token-file");
   if (tokenFile !== undefined) createAuthenticator({ tokenFile, name: fileNames.tokenFile });
-  const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
-  await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
-
   // 0 is not "no limit" for these: it refused every offload, and every call needs a bound on
   // its client.
   const limits = {
@@ -223,8 +221,9 @@ async function main(argv: string[]): Promise<void> {
   const metricsPort = int("metrics-port", { max: 65_535 });
   const askedWorkers = int("workers", { min: 1, max: 1024 });
   // One process a core, as nginx's `worker_processes auto`; a memory store cannot be shared.
-  const workers = askedWorkers ?? (kind === "memory" ? 1 : availableParallelism());
-  if (workers > 1 && kind === "memory") {
+  const memory = opt("backend") === "memory";
+  const workers = askedWorkers ?? (memory ? 1 : availableParallelism());
+  if (workers > 1 && memory) {
     // Each worker would hold its own store: an output offloaded to one is missing from the rest.
     throw new Error(
       `${name("workers")} above 1 needs a store the workers share (filesystem or s3), not --backend memory`,
@@ -260,6 +259,9 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxConnectionAgeMs", timer("max-connection-age-ms")),
     ...defined("storeProbeIntervalMs", timer("store-probe-interval-ms")),
   };
+  const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
+  await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
+
   // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
   // process), which passes the signal on; the workers are named apart so that pidof finds one.
   process.title = cluster.isWorker ? "spillway-worker" : "spillway";

@@ -2,6 +2,7 @@ import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isLoopbackHostHeader, isLoopbackName } from "./loopback-name.js";
 
 /** StreamableHttpEndpoint is a listening MCP endpoint. */
 export interface StreamableHttpEndpoint {
@@ -11,8 +12,6 @@ export interface StreamableHttpEndpoint {
   readonly http: HttpServer;
 }
 
-const loopbackHosts = new Set(["127.0.0.1", "localhost", "::1"]);
-
 /**
  * loopbackOrigin says whether a request's Origin is absent (not a browser) or a page served
  * from this machine's loopback: the MCP specification wants a server to validate Origin, and a
@@ -21,8 +20,7 @@ const loopbackHosts = new Set(["127.0.0.1", "localhost", "::1"]);
 function loopbackOrigin(origin: string | undefined): boolean {
   if (origin === undefined) return true;
   try {
-    const { hostname } = new URL(origin);
-    return loopbackHosts.has(hostname) || hostname === "[::1]";
+    return isLoopbackName(new URL(origin).hostname);
   } catch {
     return false;
   }
@@ -34,16 +32,18 @@ function loopbackOrigin(origin: string | undefined): boolean {
  * expire), answered as JSON. GET and DELETE (server-initiated streams and session ends) are
  * 405, as the specification allows a stateless server; any other path is 404.
  *
- * On a loopback host the Host header must name that loopback address and port (DNS-rebinding
- * protection) and an Origin header, if any, must be a loopback one (403 otherwise), so a web
- * page cannot reach the Spillway token through the browser.
+ * On a loopback host (any address of 127.0.0.0/8, `::1`, `localhost`) the Host header must name
+ * a loopback address or name (DNS-rebinding protection: a rebound page sends its own name) and
+ * an Origin header, if any, must be a loopback one (403 otherwise), so a web page cannot reach
+ * the Spillway token through the browser.
  */
 export async function serveStreamableHttp(
   newServer: () => Server,
   host: string,
   port: number,
 ): Promise<StreamableHttpEndpoint> {
-  let allowedHosts: string[] | undefined;
+  // Any loopback address, not only 127.0.0.1: a page that rebinds a name to 127.0.0.2 reaches it.
+  const guarded = isLoopbackName(host);
   const http = createServer((req, res) => {
     if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp") {
       res.writeHead(404).end();
@@ -53,7 +53,10 @@ export async function serveStreamableHttp(
       res.writeHead(405, { allow: "POST" }).end();
       return;
     }
-    if (allowedHosts !== undefined && !loopbackOrigin(req.headers.origin)) {
+    if (
+      guarded &&
+      (!isLoopbackHostHeader(req.headers.host) || !loopbackOrigin(req.headers.origin))
+    ) {
       res.writeHead(403).end();
       return;
     }
@@ -61,7 +64,6 @@ export async function serveStreamableHttp(
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,
-      ...(allowedHosts === undefined ? {} : { allowedHosts, enableDnsRebindingProtection: true }),
     });
     res.on("close", () => {
       void transport.close();
@@ -80,9 +82,6 @@ export async function serveStreamableHttp(
     http.listen(port, host, () => resolve());
   });
   const bound = (http.address() as AddressInfo).port;
-  if (loopbackHosts.has(host)) {
-    allowedHosts = [`127.0.0.1:${bound}`, `localhost:${bound}`, `[::1]:${bound}`];
-  }
   const shown = host.includes(":") ? `[${host}]` : host;
   return { url: `http://${shown}:${bound}/mcp`, http };
 }

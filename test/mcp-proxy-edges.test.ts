@@ -4,7 +4,7 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
 import { startMcpProxy } from "@spillway/mcp";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const band = 1_000;
@@ -187,6 +187,35 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     expect((contents[0] as { text: string }).text).toContain("1\tline 1 xxxx");
     // The spillway:// read never reached the server.
     expect(asked.filter((m) => m === "resources/read")).toHaveLength(1);
+    await proxy.close();
+  });
+
+  it("answers every call whose result has a shape it cannot measure, instead of dropping it", async () => {
+    // A null block, a resource block without its resource, structured content nested deeper
+    // than JSON.stringify can go: each threw while measuring, and the call was never answered.
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const results: Record<string, Record<string, unknown>> = {
+      "bad-null": { content: [null] },
+      "bad-resource": { content: [{ type: "resource" }] },
+      "bad-deep": { content: [{ type: "text", text: "small" }], structuredContent: { x: deep } },
+      fine: { content: [{ type: "text", text: "ok" }] },
+    };
+    const server = rawServer((m) =>
+      m.method === "tools/call" ? results[(m.params as { name: string }).name] : { tools: [] },
+    );
+    const { hostSide, proxy, seen } = await rawHost(sdk, server);
+    const names = Object.keys(results);
+    for (const [i, name] of names.entries()) {
+      await hostSide.send({ jsonrpc: "2.0", id: i + 1, method: "tools/call", params: { name } });
+    }
+    await vi.waitUntil(() => seen.length === names.length, { timeout: 5_000, interval: 10 });
+    const answered = seen.map((m) => ("id" in m ? m.id : undefined)).sort();
+    expect(answered).toEqual([1, 2, 3, 4]);
+    // Relayed as the server sent them.
+    const byId = new Map(seen.map((m) => ["id" in m ? m.id : 0, m]));
+    expect(byId.get(1)).toMatchObject({ result: results["bad-null"] });
+    expect(byId.get(4)).toMatchObject({ result: results.fine });
     await proxy.close();
   });
 

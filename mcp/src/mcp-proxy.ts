@@ -289,7 +289,35 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       void toHost(message);
       return;
     }
-    const result = message.result as Record<string, unknown>;
+    try {
+      relayResult(message, request);
+    } catch (err) {
+      // A result of a shape no server should send (a null block, nesting too deep to measure):
+      // relayed as it came, or, if even that fails, answered with an error, never dropped.
+      opts.warn?.(`relaying the server's answer to ${JSON.stringify(id)} as it came: ${err}`);
+      void relayOrRefuse(message);
+    }
+  };
+
+  /** Sends `message` to the host, or, when it cannot be sent, an error answering its id. */
+  const relayOrRefuse = (message: JSONRPCMessage & { id: Id }) =>
+    host.send(message).catch((err: unknown) =>
+      toHost({
+        jsonrpc: "2.0",
+        id: message.id,
+        error: {
+          code: ErrorCode.InternalError,
+          message: `the wrapped MCP server's answer could not be relayed: ${err}`,
+        },
+      }),
+    );
+
+  /** Relays one answer of the server to a request of the host, changed as startMcpProxy says. */
+  const relayResult = (
+    message: JSONRPCMessage & { id: Id; result: Record<string, unknown> },
+    request: { method: string; tool?: string },
+  ): void => {
+    const result = message.result;
     if (request.method === "initialize") {
       const capabilities = (result.capabilities ?? {}) as Record<string, unknown>;
       serverResources = capabilities.resources !== undefined;
@@ -313,7 +341,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       const tool = request.tool;
       if (!overBand(result as CallToolResult)) {
         // Nothing to store: relayed at once, so it keeps its place among the server's messages.
-        void toHost(message);
+        void relayOrRefuse(message);
         return;
       }
       const delivery = spill(tool, result as CallToolResult)
@@ -321,12 +349,12 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
           opts.warn?.(`spilling the result of ${tool} failed, passed through whole: ${err}`);
           return result as CallToolResult;
         })
-        .then((r) => toHost({ ...message, result: r as Record<string, unknown> }))
+        .then((r) => relayOrRefuse({ ...message, result: r as Record<string, unknown> }))
         .finally(() => delivering.delete(delivery));
       delivering.add(delivery);
       return;
     }
-    void toHost(message);
+    void relayOrRefuse(message);
   };
 
   let closing = false;

@@ -21,6 +21,9 @@ const screenshots = process.env.SPILLWAY_SCREENSHOTS || join(root, "dist/screens
 
 const token = "inspector-test-token";
 const tenant = "acme";
+/** Another tenant's token: the page must show nothing of acme's once it is typed. */
+const otherToken = "inspector-other-token";
+const otherTenant = "globex";
 const run = "build-42";
 const totalLines = 200_000;
 const logLine = (n: number) => `line ${n}: ${n % 5000 === 0 ? "ERROR disk full on /var" : "ok"}`;
@@ -114,7 +117,13 @@ describe.each([
       altNames: ["DNS:localhost", "IP:127.0.0.1"],
     });
     const tokenFile = join(dir, "tokens");
-    writeFileSync(tokenFile, `${createHash("sha256").update(token).digest("hex")} ${tenant}\n`);
+    writeFileSync(
+      tokenFile,
+      [
+        `${createHash("sha256").update(token).digest("hex")} ${tenant}\n`,
+        `${createHash("sha256").update(otherToken).digest("hex")} ${otherTenant}\n`,
+      ].join(""),
+    );
     server = await spawnSpillway([
       "--backend",
       "memory",
@@ -362,6 +371,23 @@ describe.each([
     expect(dialogs).toEqual([]);
     expect(pageErrors).toEqual([]);
     expect(consoleErrors).toEqual([]);
+  });
+
+  it("shows nothing of the last tenant once another tenant's token is saved", async () => {
+    // acme's run, outputs and an open output are on screen from the tests above.
+    expect(await page.$$eval("#outputs li", (lis) => lis.length)).toBeGreaterThan(0);
+    expect((await rows(page)).length).toBeGreaterThan(0);
+    await page.$eval("#token", (input) => {
+      (input as unknown as { value: string }).value = "";
+    });
+    await page.type("#token", otherToken);
+    await page.click("#token-save");
+    await waitForText(page, "#status", "no runs");
+    expect(await page.$$eval("#runs tbody tr", (trs) => trs.length)).toBe(0);
+    expect(await page.$$eval("#outputs li", (lis) => lis.length)).toBe(0);
+    expect(await page.$eval("#outputs-title", (h) => h.textContent)).toBe("Outputs");
+    expect(await rows(page)).toEqual([]);
+    expect(await page.$eval("body", (b) => b.textContent)).not.toContain("line 1: ok");
   });
 });
 

@@ -162,19 +162,36 @@ async function openRun(runId: string, more = false): Promise<void> {
   }
 }
 
+/**
+ * Drops everything the page shows of a tenant: the runs, the open run's outputs (and a page of
+ * them still coming) and the viewer. Another token is another tenant, whose page must show
+ * nothing of the last one's.
+ */
+function forgetShown(): void {
+  const superseded = outputsLoads.begin(false);
+  if (superseded !== undefined) outputsLoads.end(superseded);
+  currentRun = "";
+  outputsToken = "";
+  runsBody.replaceChildren();
+  outputsList.replaceChildren();
+  outputsMore.hidden = true;
+  outputsTitle.textContent = "Outputs";
+  viewer.clear();
+}
+
 const tokenInput = byId<HTMLInputElement>("token");
 tokenInput.value = tokenStore.get();
 byId<HTMLFormElement>("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  tokenStore.set(tokenInput.value.trim());
+  const token = tokenInput.value.trim();
+  if (token !== tokenStore.get()) forgetShown();
+  tokenStore.set(token);
   void loadRuns(false);
 });
 byId("token-clear").addEventListener("click", () => {
   tokenInput.value = "";
   tokenStore.set("");
-  runsBody.replaceChildren();
-  outputsList.replaceChildren();
-  viewer.clear();
+  forgetShown();
   status.message("token forgotten");
 });
 byId<HTMLFormElement>("run-form").addEventListener("submit", (event) => {

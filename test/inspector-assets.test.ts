@@ -161,7 +161,7 @@ describe("spillway serve --inspector", () => {
     });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toBe(
-      'spillway: SPILLWAY_INSPECTOR: expected 1, true, 0 or false, got "yes"\n',
+      'spillway: --inspector (SPILLWAY_INSPECTOR): expected 1, true, 0 or false, got "yes"\n',
     );
   });
 });

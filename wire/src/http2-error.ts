@@ -86,8 +86,8 @@ function nodeCodes(reason: unknown): string[] {
  * throw into a ConnectError: a server that cannot be reached (refused, unresolvable, timed out)
  * or a connection the server's side broke under the call (ECONNRESET, EPIPE: the server was
  * killed or crashed, so an idempotent call may be repeated elsewhere; grpc-js, too, makes
- * ECONNRESET UNAVAILABLE) is UNAVAILABLE; a stream used after it was torn down on this side is ABORTED; anything else is
- * INTERNAL. A ConnectError passes through unchanged; the original error is kept as the cause.
+ * ECONNRESET UNAVAILABLE) is UNAVAILABLE; a stream used after it was torn down on this side is
+ * ABORTED; anything else is INTERNAL. A ConnectError passes through unchanged; the original error is kept as the cause.
  */
 export function fromHttp2Error(reason: unknown): ConnectError {
   if (reason instanceof ConnectError) return reason;

@@ -42,7 +42,9 @@ class Replica:
         self._proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        flags = ("--data-dir", str(self.data_dir))
+        # One process, so that SIGKILL is the replica's death: the workers of a `spillway serve`
+        # whose first process is killed drain, as docs/operations.md says, and finish the call.
+        flags = ("--data-dir", str(self.data_dir), "--workers", "1")
         self.url, self._proc = self._stack.enter_context(spillway_process(*flags, backend="filesystem", port=self.port))
 
     def kill(self) -> None:

@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { createSpillwayClient, isTransientError } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort } from "./support/free-port.js";
+import { attemptCounter, cutFirstOffload } from "./support/offload-cut.js";
 import { sha256 } from "./support/read-back.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
@@ -70,47 +71,11 @@ describe("an SDK call whose server process is killed mid-call", () => {
     return server;
   };
 
-  /** An interceptor counting the attempts of each method (each retry passes through it). */
-  function attempts(): { interceptor: Interceptor; count: Map<string, number> } {
-    const count = new Map<string, number>();
-    const interceptor: Interceptor = (next) => (req) => {
-      count.set(req.method.name, (count.get(req.method.name) ?? 0) + 1);
-      return next(req);
-    };
-    return { interceptor, count };
-  }
-
-  /**
-   * An interceptor that runs `cut` once, after 8 of the first Offload's request messages (8 MiB)
-   * were handed to the transport, and `after` once that attempt has ended.
-   */
-  function cutFirstOffload(cut: () => Promise<void>, after: () => Promise<void> = async () => {}) {
-    let fired = false;
-    const interceptor: Interceptor = (next) => async (req) => {
-      if (!req.stream || req.method.name !== "Offload" || fired) return next(req);
-      fired = true;
-      const messages = req.message;
-      async function* cutting() {
-        let i = 0;
-        for await (const m of messages) {
-          if (i++ === 8) await cut();
-          yield m;
-        }
-      }
-      try {
-        return await next({ ...req, message: cutting() });
-      } finally {
-        await after();
-      }
-    };
-    return interceptor;
-  }
-
   it("repeats an offload whose one server was killed mid-upload, once it is back", async () => {
     const port = await freePort();
     const args = ["--port", String(port), "--data-dir", `${root}/store-${n++}`];
     let server = await serve(args);
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     const client = createSpillwayClient({
       baseUrl: server.url,
       interceptors: [
@@ -140,7 +105,7 @@ describe("an SDK call whose server process is killed mid-call", () => {
     const port = Number(new URL(server.url).port);
     const workers = server.pids().filter((pid) => pid !== server.pid);
     let killed: number[] = [];
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     const client = createSpillwayClient({
       baseUrl: server.url,
       interceptors: [

@@ -4,6 +4,7 @@ import { createSpillwayClient, isTransientError } from "@spillway/client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "./support/free-port.js";
 import { type RunningNginx, startNginx } from "./support/nginx.js";
+import { attemptCounter, cutFirstOffload } from "./support/offload-cut.js";
 import { sha256 } from "./support/read-back.js";
 import { scratchDir } from "./support/scratch-dir.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
@@ -65,16 +66,6 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
     return att.handle;
   }
 
-  /** An interceptor counting the attempts of each method (each retry passes through it). */
-  function attempts(): { interceptor: Interceptor; count: Map<string, number> } {
-    const count = new Map<string, number>();
-    const interceptor: Interceptor = (next) => (req) => {
-      count.set(req.method.name, (count.get(req.method.name) ?? 0) + 1);
-      return next(req);
-    };
-    return { interceptor, count };
-  }
-
   it("surfaces the proxy's reset as a transient INTERNAL when retries are off", async () => {
     const handle = await stored("reset");
     const client = createSpillwayClient({ baseUrl: nginx?.url ?? "", retry: { maxAttempts: 1 } });
@@ -99,7 +90,7 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
 
   it("readBytes resumes after the reset and reads every byte once", async () => {
     const handle = await stored("resume");
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     const client = createSpillwayClient({
       baseUrl: nginx?.url ?? "",
       retry: patient,
@@ -118,7 +109,7 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
 
   it("readToolOutput repeats a window whose replica died mid-stream", async () => {
     const handle = await stored("window");
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     let fired = false;
     // The replica dies (and comes back) once the first attempt's first message has arrived.
     const killAfterFirstMessage: Interceptor = (next) => async (req) => {
@@ -160,26 +151,9 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
   }, 60_000);
 
   it("offload repeats bytes whose replica died mid-upload, committing once", async () => {
-    const { interceptor, count } = attempts();
-    let fired = false;
+    const { interceptor, count } = attemptCounter();
     // Killed with 8 MiB of the upload through nginx; back before the SDK sees the failure.
-    const killMidUpload: Interceptor = (next) => async (req) => {
-      if (!req.stream || req.method.name !== "Offload" || fired) return next(req);
-      fired = true;
-      const messages = req.message;
-      async function* cut() {
-        let i = 0;
-        for await (const m of messages) {
-          if (i++ === 8) await kill();
-          yield m;
-        }
-      }
-      try {
-        return await next({ ...req, message: cut() });
-      } finally {
-        await start();
-      }
-    };
+    const killMidUpload = cutFirstOffload(kill, start);
     const client = createSpillwayClient({
       baseUrl: nginx?.url ?? "",
       retry: patient,
@@ -196,7 +170,7 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
   it("stat retries nginx's 502 for a replica that is down", async () => {
     const handle = await stored("stat");
     await kill();
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     // The first attempt meets the dead replica; it is back before the retry.
     const restartAfterFirst: Interceptor = (next) => async (req) => {
       try {
@@ -218,7 +192,7 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
   it("never repeats forkRun, which is not idempotent", async () => {
     await stored("fork");
     await kill();
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     const client = createSpillwayClient({
       baseUrl: nginx?.url ?? "",
       retry: patient,
@@ -233,7 +207,7 @@ describe("SDK retries through nginx around a replica killed mid-call", () => {
   }, 60_000);
 
   it("never repeats a streamed offload whose stream an attempt read", async () => {
-    const { interceptor, count } = attempts();
+    const { interceptor, count } = attemptCounter();
     const client = createSpillwayClient({
       baseUrl: nginx?.url ?? "",
       retry: patient,

@@ -2,7 +2,7 @@ import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isLoopbackHostHeader, isLoopbackName } from "./loopback-name.js";
+import { isLoopbackHostHeader, isLoopbackName } from "@spillway/wire";
 
 /** StreamableHttpEndpoint is a listening MCP endpoint. */
 export interface StreamableHttpEndpoint {

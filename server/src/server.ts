@@ -15,6 +15,7 @@ import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { isLoopbackHostHeader, isLoopbackName } from "@spillway/wire";
 import { type Logger, pino } from "pino";
 import { createAuthenticator, createAuthInterceptor } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
@@ -220,27 +221,9 @@ function defaultTenantShare(
   );
 }
 
-/** isLoopback tells whether a bind address only accepts local connections. */
+/** isLoopback tells whether a bind address only accepts local connections (isLoopbackName). */
 export function isLoopback(host: string): boolean {
-  if (host === "localhost") return true;
-  if (isIP(host) === 4) return host.startsWith("127.");
-  return host === "::1" || host === "0:0:0:0:0:0:0:1";
-}
-
-/**
- * isLoopbackHostHeader tells whether an HTTP/1.1 `Host` header names this machine by a loopback
- * name or address (`127.0.0.1`, `localhost`, `app.localhost`, `[::1]`, with or without a port).
- */
-function isLoopbackHostHeader(host: string | undefined): boolean {
-  if (host === undefined) return false;
-  let hostname: string;
-  try {
-    hostname = new URL(`http://${host}`).hostname.toLowerCase();
-  } catch {
-    return false;
-  }
-  if (hostname.startsWith("[") && hostname.endsWith("]")) hostname = hostname.slice(1, -1);
-  return isLoopback(hostname) || hostname.endsWith(".localhost");
+  return isLoopbackName(host);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
 
 /**
  * The longest client deadline the server keeps, 596 hours (2,145,600,000 ms, 24.8 days): the
@@ -6,16 +7,6 @@ import type { IncomingHttpHeaders } from "node:http";
  * digits say exactly.
  */
 export const maxClientDeadlineMs = 596 * 60 * 60 * 1000;
-
-const grpcTimeout = /^(\d{1,8})([HMSmun])$/;
-const unitMs: Readonly<Record<string, number>> = {
-  H: 3_600_000,
-  M: 60_000,
-  S: 1000,
-  m: 1,
-  u: 0.001,
-  n: 0.000_001,
-};
 
 /**
  * capClientDeadline cuts a request's `grpc-timeout` (gRPC, gRPC-Web) or `connect-timeout-ms`
@@ -27,10 +18,9 @@ const unitMs: Readonly<Record<string, number>> = {
 export function capClientDeadline(headers: IncomingHttpHeaders): void {
   const grpc = headers["grpc-timeout"];
   if (typeof grpc === "string") {
-    const m = grpcTimeout.exec(grpc);
-    if (m !== null && Number(m[1]) * (unitMs[m[2] as string] ?? 0) > maxClientDeadlineMs) {
+    const { timeoutMs } = parseTimeout(grpc, Number.MAX_SAFE_INTEGER);
+    if (timeoutMs !== undefined && timeoutMs > maxClientDeadlineMs)
       headers["grpc-timeout"] = "596H";
-    }
   }
   const connect = headers["connect-timeout-ms"];
   if (typeof connect === "string" && /^\d{1,10}$/.test(connect)) {

@@ -157,20 +157,39 @@ const costSample = Buffer.from(
 );
 
 /**
- * Refuses an expression RE2 would run too slowly for a search, measured on costSample after a
- * short warm-up (RE2 builds its automaton as it goes), run again when over the limit with the
- * faster run counting, so a pause of the process does not refuse a fast one: INVALID_ARGUMENT
- * naming the pattern, its cost and the limit.
+ * Expressions measured clearly slow (ten times the limit or more), by flags and source: each is
+ * refused again without running it, so that repeating one cannot spend tens of milliseconds of
+ * the event loop a call. Only clear verdicts are kept, so a pause that slowed a measurement is
+ * never remembered. Bounded like iregexp's cache: cleared when full.
  */
-function checkExpressionCost(expression: RE2, source: string): void {
-  expression.test(costSample.subarray(0, 64));
-  let best = Number.POSITIVE_INFINITY;
-  for (let run = 0; run < 2 && best / costSample.length > maxExpressionNanosPerByte; run++) {
-    const started = process.hrtime.bigint();
-    expression.test(costSample);
-    best = Math.min(best, Number(process.hrtime.bigint() - started));
+const slowExpressions = new Map<string, number>();
+const slowExpressionEntries = 256;
+
+/**
+ * Refuses an expression RE2 would run too slowly for a search, measured on costSample after a
+ * short warm-up, run again when over the limit, the faster run counting, so neither building
+ * the automaton nor a pause of the process refuses a fast one: INVALID_ARGUMENT naming the
+ * pattern, its cost and the limit.
+ */
+function checkExpressionCost(expression: RE2, source: string, flags: string): void {
+  const key = `${flags}/${source}`;
+  let nanosPerByte = slowExpressions.get(key) ?? 0;
+  if (nanosPerByte === 0) {
+    expression.test(costSample.subarray(0, 64));
+    let best = Number.POSITIVE_INFINITY;
+    // The first run also builds RE2's automaton for the sample (18 ms for (a|b|c|é){100}x on a
+    // loaded machine, then 3 ns a byte): only a second run over the limit tells a slow one.
+    for (let run = 0; run < 2 && best / costSample.length > maxExpressionNanosPerByte; run++) {
+      const started = process.hrtime.bigint();
+      expression.test(costSample);
+      best = Math.min(best, Number(process.hrtime.bigint() - started));
+    }
+    nanosPerByte = best / costSample.length;
+    if (nanosPerByte >= 10 * maxExpressionNanosPerByte) {
+      if (slowExpressions.size >= slowExpressionEntries) slowExpressions.clear();
+      slowExpressions.set(key, nanosPerByte);
+    }
   }
-  const nanosPerByte = best / costSample.length;
   if (nanosPerByte > maxExpressionNanosPerByte) {
     throw new ConnectError(
       `search pattern ${JSON.stringify(source)} is too slow for RE2: it ran at ${Math.round(nanosPerByte)} ns a byte over a sample line, above the limit of ${maxExpressionNanosPerByte} (its automaton outgrows RE2's fast path, as nested counted repetitions like (?:.{100}){10} or \\p{L}{50} do); simplify it`,
@@ -357,7 +376,7 @@ function createRegexMatcher(
 } {
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
-  checkExpressionCost(line, source);
+  checkExpressionCost(line, source, flags);
   const branches = requiredBranchLiterals(source);
   const pieces = ignoreCase ? branches.map(foldedPieces) : [];
   const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);

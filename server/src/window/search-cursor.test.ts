@@ -201,6 +201,13 @@ describe("search cursor", () => {
     [{ offset: 0, line: 1, matchesBefore: 0 }, 1, "byte 0 starts line 0, not line 1"],
     [{ offset: 5, line: 0, matchesBefore: 0 }, 1, "line 0 starts at byte 0, not 5"],
     [{ offset: 5, line: 2, matchesBefore: 0 }, 1, "byte 5 starts line 1, not line 2"],
+    [{ offset: 39, line: 5, matchesBefore: 0 }, 1, "byte 39 is past the payload's end (38 bytes)"],
+    [
+      { offset: 10_000, line: 1, matchesBefore: 0 },
+      1,
+      "byte 10000 is past the payload's end (38 bytes)",
+    ],
+    [{ offset: 38, line: 4, matchesBefore: 0 }, 1, "the payload's end (byte 38) is line 5, not 4"],
   ])("refuses cursor %o with skip %i: %s", async (after, skip, message) => {
     const err = await search(source, { ...request, skip, after }, caps).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectError);
@@ -227,10 +234,10 @@ describe("search cursor", () => {
     }
   });
 
-  it("takes a cursor at or past the end as the end of the payload", async () => {
+  it("takes a cursor at the end as the end of the payload", async () => {
     const page = await search(
       source,
-      { ...request, skip: 2, after: { offset: 10_000, line: 5, matchesBefore: 2 } },
+      { ...request, skip: 2, after: { offset: 38, line: 5, matchesBefore: 2 } },
       caps,
     );
     expect(page.trailer.returnedMatches).toBe(0n);

@@ -106,8 +106,9 @@ function badCursor(reason: string): ConnectError {
  * context for the matches right after it (found by reading backwards from the cursor, in
  * blocks, so the cost is those lines' bytes, not the payload's).
  *
- * Guarantees: it reads nothing outside [0, size); a cursor at or past the payload's end is the
- * end (the window is empty); a cursor whose offset does not start a line, whose line number
+ * Guarantees: it reads nothing outside [0, size); a cursor at the payload's end (numbered as
+ * the line after the last) is the end (the window is empty); a cursor past the end, one whose
+ * offset does not start a line, whose line number
  * is beyond the payload's lines or contradicts the lines found before it, that counts more
  * matches than lines, or that stands for more matches than `skip` is INVALID_ARGUMENT.
  */
@@ -132,8 +133,16 @@ export async function resolveSearchStart(
     throw badCursor(`line ${line} is beyond the payload's ${source.lineCount} lines`);
   }
   if (offset === 0 && line !== 0) throw badCursor(`byte 0 starts line 0, not line ${line}`);
-  if (offset >= source.size) {
-    return { offset: source.size, firstLine: line, testFrom: line, matchesBefore };
+  if (offset > source.size) {
+    throw badCursor(`byte ${offset} is past the payload's end (${source.size} bytes)`);
+  }
+  if (offset === source.size) {
+    if (line !== source.lineCount) {
+      throw badCursor(
+        `the payload's end (byte ${offset}) is line ${source.lineCount}, not ${line}`,
+      );
+    }
+    return { offset, firstLine: line, testFrom: line, matchesBefore };
   }
   if (offset === 0) return searchFromStart;
   if (line === 0) throw badCursor(`line 0 starts at byte 0, not ${offset}`);

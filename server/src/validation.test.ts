@@ -1,8 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
+  ForkRunRequestSchema,
   OffloadHeaderSchema,
   ReadToolOutputRequestSchema,
+  SetRunTtlRequestSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { describe, expect, it } from "vitest";
 import { validateRequest } from "./validation.js";
@@ -40,6 +42,36 @@ describe("validateRequest", () => {
     [{ tenant: "x".repeat(65) }, "key.tenant: must be at most 64 bytes"],
   ])("names the field and the rule for %j", (key, expected) => {
     expect(messageOf(() => validateRequest(OffloadHeaderSchema, header(key)))).toContain(expected);
+  });
+
+  it.each([
+    [
+      "nanos (1999999999) must be within ±999999999",
+      { seconds: 31_622_399n, nanos: 1_999_999_999 },
+    ],
+    ["nanos (1999999999) must be within ±999999999", { seconds: 0n, nanos: 1_999_999_999 }],
+    ["nanos (-5) must have the sign of seconds (1)", { seconds: 1n, nanos: -5 }],
+    ["nanos (5) must have the sign of seconds (-1)", { seconds: -1n, nanos: 5 }],
+    [
+      "seconds (400000000000) must be within ±315576000000",
+      { seconds: 400_000_000_000n, nanos: 0 },
+    ],
+  ])("refuses a malformed Duration its rule would measure wrongly: %s", (reason, ttl) => {
+    const setTtl = create(SetRunTtlRequestSchema, { runId: "r", ttl });
+    expect(messageOf(() => validateRequest(SetRunTtlRequestSchema, setTtl))).toBe(`ttl: ${reason}`);
+    const fork = create(ForkRunRequestSchema, { parentRunId: "p", childRunId: "c", ttl });
+    expect(messageOf(() => validateRequest(ForkRunRequestSchema, fork))).toBe(`ttl: ${reason}`);
+    const offload = header({}, { ttl });
+    expect(messageOf(() => validateRequest(OffloadHeaderSchema, offload, "header."))).toBe(
+      `header.ttl: ${reason}`,
+    );
+  });
+
+  it("accepts well-formed Durations at the rule's bound", () => {
+    const ttl = { seconds: 31_622_399n, nanos: 999_999_999 };
+    expect(() =>
+      validateRequest(SetRunTtlRequestSchema, create(SetRunTtlRequestSchema, { runId: "r", ttl })),
+    ).not.toThrow();
   });
 
   it("reports every violation at once, with the caller's prefix", () => {

@@ -2,6 +2,7 @@ import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { createValidator } from "@bufbuild/protovalidate";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { malformedDurations } from "./duration-form.js";
 import { schemaPatternMatch } from "./schema-pattern-match.js";
 
 // Every rule Spillway declares is a standard rule, so no registry of extensions is needed.
@@ -10,7 +11,9 @@ const validator = createValidator({ regexMatch: schemaPatternMatch });
 /**
  * validateRequest checks a request against the rules declared in the proto files
  * (protovalidate) and throws INVALID_ARGUMENT naming every violated field, e.g.
- * `header.key.run_id: value length must be at least 1 characters`.
+ * `header.key.run_id: value length must be at least 1 characters`; a Duration the protobuf
+ * spec does not allow (see malformedDurations) is refused first, since its rules would
+ * measure it wrongly.
  *
  * This is the only place request shape is checked; handlers rely on it and check only what
  * needs the caller's identity or stored state.
@@ -20,6 +23,8 @@ export function validateRequest<Desc extends DescMessage>(
   message: MessageShape<Desc>,
   fieldPrefix = "",
 ): void {
+  const malformed = malformedDurations(schema, message, fieldPrefix);
+  if (malformed.length > 0) throw new ConnectError(malformed.join("; "), Code.InvalidArgument);
   const result = validator.validate(schema, message);
   if (result.kind === "valid") return;
   if (result.kind === "error") {

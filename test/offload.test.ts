@@ -295,6 +295,9 @@ describe.each(serviceBackends)("Offload (%s)", (backendKind) => {
     expect(a.stored).toBe(Storage.PREVIEW_ONLY);
     expect(a.readable).toBe(false);
     expect(a.preview?.head).toContain("kept as preview");
+    // The model is not sent to a read that must fail.
+    expect(a.preview?.text).not.toContain("read_tool_output(");
+    expect(a.preview?.text).toContain("[preview only:");
     expect(await codeOf(t.sdk().readToolOutput({ runId: "run", handle: "res_po" }))).toBe(
       Code.FailedPrecondition,
     );

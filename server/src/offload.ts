@@ -454,6 +454,7 @@ function createPass(
           handle,
           name: header.name,
           attempt,
+          readable: !header.previewOnly,
         }),
       };
     },

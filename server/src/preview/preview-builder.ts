@@ -33,6 +33,8 @@ export interface PreviewFacts {
   readonly name: string;
   /** The call's attempt; the text names it from 2 on (absent or 1: the first). */
   readonly attempt?: number;
+  /** False when only the preview is kept (preview_only): the text offers no read. */
+  readonly readable?: boolean;
 }
 
 /** PreviewBuilder computes a Preview while the payload streams past. */
@@ -373,6 +375,7 @@ export function createPreviewBuilder(opts: PreviewBuilderOptions): PreviewBuilde
         contentType: opts.contentType,
         size: facts.size,
         ...(facts.attempt === undefined ? {} : { attempt: facts.attempt }),
+        ...(facts.readable === false ? { readable: false } : {}),
       });
       return preview;
     },

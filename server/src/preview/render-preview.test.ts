@@ -79,6 +79,24 @@ describe("renderPreview", () => {
     );
   });
 
+  it("points a preview-only output at nothing to read", () => {
+    const text = create(PreviewSchema, { head: "kept\n", lineCount: 1n });
+    expect(renderPreview(text, { ...meta, size: 5, readable: false })).toBe(
+      [
+        "[res_call1] search · text/plain · 5 bytes · 1 line",
+        "kept",
+        "[preview only: the output was not stored, so read_tool_output cannot read it]",
+      ].join("\n"),
+    );
+    const binary = create(PreviewSchema, { binary: true, lineCount: 0n });
+    expect(renderPreview(binary, { ...meta, readable: false })).toBe(
+      [
+        "[res_call1] search · text/plain · 1234 bytes · binary",
+        "[preview only: the output was not stored, so read_tool_output cannot read it]",
+      ].join("\n"),
+    );
+  });
+
   it("keeps the header on one line and quotes the handle in hints", () => {
     const preview = create(PreviewSchema, { head: "x", lineCount: 1n });
     const text = renderPreview(preview, {

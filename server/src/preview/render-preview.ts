@@ -13,7 +13,13 @@ export interface PreviewMeta {
   readonly size: number;
   /** The tool call's attempt; 2 and up are named in the text, the first is not. */
   readonly attempt?: number;
+  /** False for a preview-only output, whose bytes were not stored: no read hint. */
+  readonly readable?: boolean;
 }
+
+/** The last line of a preview-only output's text, in place of a read hint. */
+const notStoredLine =
+  "[preview only: the output was not stored, so read_tool_output cannot read it]";
 
 function count(n: number | bigint, unit: string): string {
   return `${n} ${n === 1 || n === 1n ? unit : `${unit}s`}`;
@@ -38,7 +44,9 @@ function block(text: string): string {
  * ```
  * A retry (attempt n >= 2) adds ` · attempt <n>` after the size on the first line, so the
  * model knows which attempt it sees; the first attempt's text is exactly what it was before
- * attempts existed. A binary payload renders as `[<handle>] <name> · <content type> · <size> bytes · binary`
+ * attempts existed. A preview-only output (`readable: false`) ends with
+ * `[preview only: the output was not stored, so read_tool_output cannot read it]` instead of
+ * a read hint, since the read would fail. A binary payload renders as `[<handle>] <name> · <content type> · <size> bytes · binary`
  * followed by the bytes-mode hint `[read bytes: read_tool_output(handle="<handle>",
  * bytes=true, offset=0)]`. Head and tail are shown exactly as given (a single final `\n` is
  * absorbed by the line separator); header fields have control characters escaped; the handle in
@@ -60,10 +68,13 @@ export function renderPreview(preview: Preview, meta: PreviewMeta): string {
       .filter((part) => part !== "")
       .join(" · "),
   ].join(" ");
+  const readable = meta.readable !== false;
   if (preview.binary) {
     return [
       `${ident} · binary`,
-      `[read bytes: read_tool_output(handle=${quoted}, bytes=true, offset=0)]`,
+      readable
+        ? `[read bytes: read_tool_output(handle=${quoted}, bytes=true, offset=0)]`
+        : notStoredLine,
     ].join("\n");
   }
   const lines = [`${ident} · ${count(preview.lineCount, "line")}`];
@@ -73,6 +84,8 @@ export function renderPreview(preview: Preview, meta: PreviewMeta): string {
     lines.push(`[… ${count(preview.omittedBytes, "byte")} omitted …]`);
   }
   if (preview.tail !== "") lines.push(block(preview.tail));
-  lines.push(`[read more: read_tool_output(handle=${quoted}, offset=0)]`);
+  lines.push(
+    readable ? `[read more: read_tool_output(handle=${quoted}, offset=0)]` : notStoredLine,
+  );
   return lines.join("\n");
 }

@@ -4,7 +4,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { dataFrame } from "@spillway/wire";
+import { dataFrame, maxAnsiSequenceChars } from "@spillway/wire";
 import {
   clipString,
   clipUtf8,
@@ -21,7 +21,7 @@ import {
   renderNoBytes,
 } from "./render.js";
 import { type WindowSource, windowHeaderFrame } from "./source.js";
-import { clipVisible, hasAnsiBytes } from "./visible-text.js";
+import { clipVisible, hasAnsiBytes, leadingItem } from "./visible-text.js";
 
 /** BytesRequest is a bytes window with its int64 fields already converted. */
 export interface BytesRequest {
@@ -92,14 +92,15 @@ function widestFooter(slice: Slice, maxWindowChars: number): number {
  * dropping a character cut at either edge (the footer then points at the dropped character's
  * first byte), clipped so the whole window fits maxWindowChars. With `stripAnsi`, escape
  * sequences are left out and cost no characters; one cut by the slice's end is dropped like a
- * cut character (the footer points at its first byte).
+ * cut character (the footer points at its first byte). Undefined when the character or
+ * sequence at the slice's own start is the one cut (renderLeadingItem renders that window).
  */
 function renderTextBytes(
   slice: Slice,
   prefix: Uint8Array,
   maxWindowChars: number,
   stripAnsi: boolean,
-): BytesRendering {
+): BytesRendering | undefined {
   const header = renderBytesHeader(slice.handle, slice.start, slice.end, slice.size);
   const budget = Math.max(
     0,
@@ -114,6 +115,7 @@ function renderTextBytes(
       : undefined;
   const cut = visible ?? clipUtf8(body, budget);
   const renderedEnd = slice.start + lead + cut.end;
+  if (renderedEnd === slice.start && slice.end > slice.start) return undefined;
   // Bytes left after a full budget, or beyond the prefix kept, were cut by the cap; anything
   // else left over is a character cut by the slice's end, which is dropped, not clipped.
   const clipped = renderedEnd < slice.end && (!wholeSlice || cut.chars === budget);
@@ -122,6 +124,43 @@ function renderTextBytes(
   );
   const footer = footerFor(slice, renderedEnd, clipped, maxWindowChars);
   return { text: header + text + renderBytesFooter(footer), clipped };
+}
+
+/**
+ * leadingItemBytes is how far past a window's start renderLeadingItem reads: enough for the
+ * longest sequence (4,096 code points of up to 4 bytes) and the byte that ends it.
+ */
+const leadingItemBytes = 4 * maxAnsiSequenceChars + 4;
+
+/**
+ * renderLeadingItem renders a text window shorter than the character or sequence at its own
+ * start. renderTextBytes would leave that item out and point back at the window's start, so a
+ * reader paging by the text's offsets would never advance. This reads the item whole, past the
+ * window's end (the data frames still hold only the window's bytes), shows the character or
+ * leaves the sequence out, and points right after it.
+ */
+async function renderLeadingItem(
+  source: WindowSource,
+  slice: Slice,
+  maxWindowChars: number,
+  stripAnsi: boolean,
+  signal: AbortSignal | undefined,
+): Promise<BytesRendering> {
+  const length = Math.min(slice.size - slice.start, leadingItemBytes);
+  const ahead = Buffer.alloc(length);
+  let got = 0;
+  for await (const chunk of await source.read(slice.start, length, signal)) {
+    if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+    const piece = chunk.subarray(0, length - got);
+    ahead.set(piece, got);
+    got += piece.length;
+    if (got >= length) break;
+  }
+  const item = leadingItem(ahead.subarray(0, got), stripAnsi);
+  const text = item.sequence ? "" : ahead.toString("utf8", 0, item.end);
+  const header = renderBytesHeader(slice.handle, slice.start, slice.end, slice.size);
+  const footer = footerFor(slice, slice.start + item.end, false, maxWindowChars);
+  return { text: header + text + renderBytesFooter(footer), clipped: false };
 }
 
 /**
@@ -218,9 +257,11 @@ export async function* bytesWindow(
     cappedAt: length < wanted ? caps.maxBytesWindow : undefined,
   };
   const shown = prefix.subarray(0, prefixLength);
+  const stripAnsi = request.keepAnsi !== true;
   const rendering = source.binary
     ? renderHexBytes(slice, shown, caps.maxWindowChars)
-    : renderTextBytes(slice, shown, caps.maxWindowChars, request.keepAnsi !== true);
+    : (renderTextBytes(slice, shown, caps.maxWindowChars, stripAnsi) ??
+      (await renderLeadingItem(source, slice, caps.maxWindowChars, stripAnsi, signal)));
   const reachedEnd = slice.end >= source.size;
   yield bytesTrailer(
     returned,

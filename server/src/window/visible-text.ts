@@ -137,6 +137,30 @@ export function clipVisible(bytes: Uint8Array, maxChars: number, final = false):
   return { end: i, chars, kept: Buffer.concat(parts), more };
 }
 
+/** LeadingItem is the character or escape sequence a run of stored bytes starts with. */
+export interface LeadingItem {
+  /** Bytes it takes. */
+  readonly end: number;
+  /** True for an escape sequence (shown as nothing when stripped). */
+  readonly sequence: boolean;
+}
+
+/**
+ * leadingItem returns the character, or with `stripAnsi` the escape sequence, that `bytes`
+ * (not empty) start with. A sequence cut by the end of `bytes` is taken to end there, as at
+ * the end of a payload; a character cut there (invalid UTF-8) takes what is left of it.
+ */
+export function leadingItem(bytes: Uint8Array, stripAnsi: boolean): LeadingItem {
+  if (stripAnsi && mayStartAt(bytes, 0)) {
+    const seq = ansiSequenceAt(byteUnits(bytes), 0);
+    if (seq !== undefined) return { end: seq.end, sequence: true };
+  }
+  const want = sequenceLength(bytes[0] ?? 0);
+  let len = 1;
+  while (len < want && len < bytes.length && ((bytes[len] ?? 0) & 0xc0) === 0x80) len++;
+  return { end: len, sequence: false };
+}
+
 /** StrippedChunk is a chunk of stored bytes without its sequences, mapped back to the chunk. */
 export interface StrippedChunk {
   /** The chunk's bytes without its sequences. */

@@ -88,6 +88,30 @@ describe.each(serviceBackends)("OffloadBatch (%s)", (backendKind) => {
     );
   });
 
+  it("commits the first of two items with one key, in request order, every time", async () => {
+    // Committed at the same moment, the two raced for the key: each won some of 30 trials.
+    const trials = 30;
+    const answers = await Promise.all(
+      Array.from({ length: trials }, (_, trial) =>
+        t.raw().offloadBatch({
+          items: [
+            { header: { key: key(`same${trial}`, "dups") }, data: Buffer.from("first\n") },
+            { header: { key: key(`same${trial}`, "dups") }, data: Buffer.from("second\n") },
+            { header: { key: key(`twin${trial}`, "dups") }, data: Buffer.from("twin\n") },
+            { header: { key: key(`twin${trial}`, "dups") }, data: Buffer.from("twin\n") },
+          ],
+        }),
+      ),
+    );
+    for (const res of answers) {
+      expect(outcomes(res)).toEqual(["ok", "AlreadyExists", "ok", "existing"]);
+    }
+    for (let trial = 0; trial < trials; trial++) {
+      const read = await t.sdk().readToolOutput({ runId: "dups", handle: `res_same${trial}` });
+      expect(read.rendered).toContain("first");
+    }
+  });
+
   it("refuses an empty batch and one of more than 1000 items as a whole", async () => {
     expect(await codeOf(t.raw().offloadBatch({ items: [] }))).toBe(Code.InvalidArgument);
     const items = Array.from({ length: 1001 }, (_, i) => ({

@@ -9,6 +9,7 @@ import {
   OffloadBatchResultSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { abortReason } from "./backends/body.js";
+import { attemptOf, handleFor } from "./keys.js";
 import { limitsForTenant, type TenantLimits } from "./limits.js";
 import { isCommitted, type OffloadDeps, offloadWhole } from "./offload.js";
 import type { Runs } from "./runs.js";
@@ -35,6 +36,10 @@ export const BATCH_ITEMS_IN_FLIGHT = 32;
  * A failure that is not a ConnectError is a server fault: the item answers INTERNAL with a
  * generic message, as a failed call would, never the fault's own text. `onItemFailure` hears
  * of every failed item with the status it answered (a fault's original error as its cause).
+ *
+ * Items naming the same output (run and handle) are committed one after another in request
+ * order: the first commits, and each later one answers as a repeated Offload would (the
+ * committed record for the same bytes, ALREADY_EXISTS for others).
  */
 export async function offloadBatch(
   deps: OffloadDeps,
@@ -61,7 +66,19 @@ export async function offloadBatch(
   // commit without a lookup each (offloadWhole's lookUpFirst), and the few replays among them
   // find their records when their create-only commits are refused.
   const lookUpFirst = await isCommitted(shared, tenant, request.items[0]?.header, signal);
-  const commitItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
+  const after = earlierSameOutput(request.items);
+  const done: Promise<unknown>[] = [];
+  const commitItem = (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
+    const earlier = after[index];
+    // Committed at once, two items of one output raced for it and either could win.
+    const result =
+      earlier === undefined
+        ? answerItem(item, index)
+        : (done[earlier] ?? Promise.resolve()).then(() => answerItem(item, index));
+    done[index] = result;
+    return result;
+  };
+  const answerItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
     try {
       if (item.header === undefined) {
         throw new ConnectError("header: required", Code.InvalidArgument);
@@ -96,6 +113,30 @@ export async function offloadBatch(
   const results = await mapConcurrently(request.items, concurrency, commitItem);
   if (signal.aborted) throw abortReason(signal);
   return create(OffloadBatchResponseSchema, { results });
+}
+
+/**
+ * For each item, the index of the last item before it that names the same output (run id and
+ * handle), or undefined. Items whose key cannot make a handle are left alone: they fail anyway.
+ */
+function earlierSameOutput(items: readonly OffloadBatchItem[]): (number | undefined)[] {
+  const last = new Map<string, number>();
+  return items.map((item, index) => {
+    const key = item.header?.key;
+    if (key === undefined) return undefined;
+    let output: string;
+    try {
+      output = JSON.stringify([
+        key.runId,
+        handleFor(key.callId, item.header?.slot, attemptOf(key.attempt)),
+      ]);
+    } catch {
+      return undefined;
+    }
+    const before = last.get(output);
+    last.set(output, index);
+    return before;
+  });
 }
 
 /**

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { rechunked } from "../../../test/support/rechunked-source.js";
 import { scratchDir } from "../../../test/support/scratch-dir.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
-import { createLineSplitter, type ScannedLine } from "./lines.js";
+import { createLineSplitter, type ScannedLine, showLine } from "./lines.js";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
 
@@ -128,6 +128,30 @@ describe("lines window grid", () => {
     expect(window.trailer.rendered).toBe(
       "[res_empty] no lines at offset 0: the output has 0 lines\n",
     );
+  });
+
+  it("keeps a byte order mark at the start of a line as text, as grep -n shows it", async () => {
+    const long = `\ufeff${"x".repeat(2500)}`;
+    const text = `\ufeffa\n\ufeffb\n\ufeff\u001b[31mred\u001b[0m\n${long}\n`;
+    const source = createBufferWindowSource("res_bom", "text/plain", Buffer.from(text), false);
+    const window = await readLines(source, undefined);
+    expect(window.lines.map((l) => l.text)).toEqual([
+      "\ufeffa",
+      "\ufeffb",
+      "\ufeffred",
+      long.slice(0, 2000),
+    ]);
+    expect(window.trailer.rendered).toContain("     2\t\ufeffb\n");
+    const line = (head: string): ScannedLine => ({
+      index: 0,
+      start: 0,
+      head: Buffer.from(head),
+      complete: true,
+      end: Buffer.byteLength(head),
+    });
+    // Search shows its lines through showLine too.
+    expect(showLine(line("\ufeffb"), 2000).text).toBe("\ufeffb");
+    expect(showLine(line("\ufeff\u001b[1mb"), 2000, true).text).toBe("\ufeffb");
   });
 
   it("is the same whatever the chunking", async () => {

@@ -228,7 +228,8 @@ export interface ShownLine extends RowLine {
   readonly coveredBytes: number;
 }
 
-const decoder = new TextDecoder("utf-8");
+// A U+FEFF that starts a line is text the payload holds; the default decoder would drop it.
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * lineKeepBytes is how many bytes of a line must be kept to show it clipped at maxLineChars:

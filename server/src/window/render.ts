@@ -209,71 +209,102 @@ export function renderSearchHeader(h: SearchHeader): string {
  * renderNoMatches renders a whole search window without matches; after a skip it says how
  * many matches the payload holds in all.
  */
-export function renderNoMatches(h: SearchHeader): string {
+export function renderNoMatches(h: SearchHeader, headOnlyBytes?: number): string {
   const first =
     h.skip > 0
       ? `[${h.handle}] no matches after skip=${h.skip} for ${describeSearch(h)} (${h.total ?? 0} in all)\n`
       : `[${h.handle}] no matches for ${JSON.stringify(h.pattern)}\n`;
-  return `${first}${renderSearchFooter({ kind: "end" })}`;
+  return `${first}${renderSearchFooter({ kind: "end", ...(headOnlyBytes === undefined ? {} : { headOnlyBytes }) })}`;
 }
 
-/** SearchFooter says how a search window ended. */
-export type SearchFooter =
+/**
+ * SearchFooter says how a search window ended. `clippedAt` on the end: the character cap cut
+ * context lines of the last match; `headOnlyBytes`: a line longer than that was searched on
+ * its first `headOnlyBytes` bytes only, so a match past them went unseen.
+ */
+export type SearchFooter = (
   | { readonly kind: "more"; readonly next: number }
   | { readonly kind: "clipped"; readonly next: number; readonly maxWindowChars: number }
   | { readonly kind: "capped"; readonly next: number; readonly maxMatches: number }
-  | { readonly kind: "end" };
+  | { readonly kind: "end"; readonly clippedAt?: number }
+) & { readonly headOnlyBytes?: number };
 
 /**
  * searchFooterOf says how a window of matches (search, JSONPath nodes) that goes on to `next`
  * (undefined: nothing follows) ended: clipped by the character cap, capped by the match cap, or
- * simply with more to read.
+ * simply with more to read; `headOnlyBytes` as in SearchFooter.
  */
 export function searchFooterOf(
   next: number | undefined,
   charClipped: boolean,
   countCapped: boolean,
   caps: { readonly maxWindowChars: number; readonly maxMatches: number },
+  headOnlyBytes?: number,
 ): SearchFooter {
-  if (next === undefined) return { kind: "end" };
-  if (charClipped) return { kind: "clipped", next, maxWindowChars: caps.maxWindowChars };
-  if (countCapped) return { kind: "capped", next, maxMatches: caps.maxMatches };
-  return { kind: "more", next };
+  const note = headOnlyBytes === undefined ? {} : { headOnlyBytes };
+  if (next === undefined) {
+    return charClipped
+      ? { kind: "end", clippedAt: caps.maxWindowChars, ...note }
+      : { kind: "end", ...note };
+  }
+  if (charClipped) return { kind: "clipped", next, maxWindowChars: caps.maxWindowChars, ...note };
+  if (countCapped) return { kind: "capped", next, maxMatches: caps.maxMatches, ...note };
+  return { kind: "more", next, ...note };
 }
 
 /**
  * widestSearchFooterChars is the length, in characters, of the widest footer a window of
  * matches going on to `next` may end with: the character-cap footer, or the match-cap one when
- * the request asked for more matches than the cap (`overCap`).
+ * the request asked for more matches than the cap (`overCap`), with the head-only note when
+ * `headOnlyBytes` is set.
  */
 export function widestSearchFooterChars(
   next: number,
   overCap: boolean,
   caps: { readonly maxWindowChars: number; readonly maxMatches: number },
+  headOnlyBytes?: number,
 ): number {
+  const note = headOnlyBytes === undefined ? {} : { headOnlyBytes };
   const clipped = renderSearchFooter({
     kind: "clipped",
     next,
     maxWindowChars: caps.maxWindowChars,
+    ...note,
   });
   const capped = overCap
-    ? renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches })
+    ? renderSearchFooter({ kind: "capped", next, maxMatches: caps.maxMatches, ...note })
     : "";
   return Math.max(countChars(clipped), countChars(capped));
 }
 
-/** renderSearchFooter renders the last line of a search window: how to ask for more matches. */
-export function renderSearchFooter(footer: SearchFooter): string {
+/** footerBody is the footer's text inside its brackets, without the head-only note. */
+function footerBody(footer: SearchFooter): string {
   switch (footer.kind) {
     case "more":
-      return `[more matches: skip=${footer.next}]\n`;
+      return `more matches: skip=${footer.next}`;
     case "clipped":
-      return `[window clipped at ${footer.maxWindowChars} chars; more matches: skip=${footer.next}]\n`;
+      return `window clipped at ${footer.maxWindowChars} chars; more matches: skip=${footer.next}`;
     case "capped":
-      return `[window capped at ${footer.maxMatches} matches; more matches: skip=${footer.next}]\n`;
+      return `window capped at ${footer.maxMatches} matches; more matches: skip=${footer.next}`;
     case "end":
-      return "[no more matches]\n";
+      return footer.clippedAt === undefined
+        ? "no more matches"
+        : `window clipped at ${footer.clippedAt} chars; no more matches`;
   }
+}
+
+/**
+ * renderSearchFooter renders the last line of a search window: how to ask for more matches,
+ * and which cap cut the window (`[window clipped at 50000 chars; no more matches]` when
+ * context lines of the last match were left out; `…; lines over N bytes were searched in
+ * their first N only]` when a match past a long line's head could not be seen).
+ */
+export function renderSearchFooter(footer: SearchFooter): string {
+  const note =
+    footer.headOnlyBytes === undefined
+      ? ""
+      : `; lines over ${footer.headOnlyBytes} bytes were searched in their first ${footer.headOnlyBytes} only`;
+  return `[${footerBody(footer)}${note}]\n`;
 }
 
 /** What the header of a JSON window calls the view it shows. */

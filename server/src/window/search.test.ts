@@ -282,6 +282,69 @@ describe("search edge cases", () => {
     expect(result.trailer.nextOffset).toBe(1n);
   });
 
+  it("says in its last line that the character cap cut the last match's context", async () => {
+    const lines = [...Array.from({ length: 26 }, () => `m${"x".repeat(1899)}`), "y".repeat(1000)];
+    const source = createBufferWindowSource(
+      "res_ctx",
+      "text/plain",
+      Buffer.from(`${lines.join("\n")}\n`),
+      false,
+    );
+    const result = await search(source, "m", { contextLines: 1 });
+    expect(result.matches).toHaveLength(26);
+    expect(result.matches.at(-1)?.after).toEqual([]);
+    expect(result.trailer.clipped).toBe(true);
+    expect(
+      result.trailer.rendered.endsWith("\n[window clipped at 50000 chars; no more matches]\n"),
+    ).toBe(true);
+    expect(countChars(result.trailer.rendered)).toBeLessThanOrEqual(50_000);
+  });
+
+  it("says in its last line that a line over the search line cap was searched on its head", async () => {
+    const caps = createWindowCaps({ maxSearchLineBytes: 1024 });
+    // The search keeps at least what a shown line needs: 2,000 chars of 16 bytes, plus one.
+    const note = "lines over 32001 bytes were searched in their first 32001 only";
+    const source = createBufferWindowSource(
+      "res_long",
+      "text/plain",
+      Buffer.from(`${"a".repeat(40_000)}NEEDLE\nsecond line NEEDLE\n`),
+      false,
+    );
+    const found = await search(source, "NEEDLE", {}, caps);
+    expect(found.matches.map((m) => Number(m.line?.number))).toEqual([2]);
+    expect(found.trailer.clipped).toBe(true);
+    expect(found.trailer.rendered.endsWith(`\n[no more matches; ${note}]\n`)).toBe(true);
+    const alone = createBufferWindowSource(
+      "res_long",
+      "text/plain",
+      Buffer.from(`${"a".repeat(40_000)}NEEDLE`),
+      false,
+    );
+    const none = await search(alone, "NEEDLE", {}, caps);
+    expect(none.trailer.rendered).toBe(
+      `[res_long] no matches for "NEEDLE"\n[no more matches; ${note}]\n`,
+    );
+    expect(none.trailer.clipped).toBe(true);
+    // A window with no room left for the note ends before the line; the next one says it.
+    const rows = Array.from({ length: 3 }, () => `NEEDLE ${"b".repeat(1975)}`);
+    const full = createBufferWindowSource(
+      "res_long",
+      "text/plain",
+      Buffer.from(`${rows.join("\n")}\n${"a".repeat(40_000)}NEEDLE\nNEEDLE\n`),
+      false,
+    );
+    const tight = createWindowCaps({ maxSearchLineBytes: 1024, maxWindowChars: 6096 });
+    const first = await search(full, "NEEDLE", { maxMatches: 10 }, tight);
+    expect(first.matches.map((m) => Number(m.line?.number))).toEqual([1, 2, 3]);
+    expect(
+      first.trailer.rendered.endsWith("[window clipped at 6096 chars; more matches: skip=3]\n"),
+    ).toBe(true);
+    expect(countChars(first.trailer.rendered)).toBeLessThanOrEqual(6096);
+    const second = await search(full, "NEEDLE", { maxMatches: 10, skip: 3 }, tight);
+    expect(second.matches.map((m) => Number(m.line?.number))).toEqual([5]);
+    expect(second.trailer.rendered.endsWith(`[no more matches; ${note}]\n`)).toBe(true);
+  });
+
   it("reports no matches with the quoted pattern", async () => {
     const source = createBufferWindowSource("res_none", "text/plain", Buffer.from("x\ny\n"), false);
     const result = await search(source, 'say "hi"', {});

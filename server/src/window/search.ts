@@ -668,6 +668,10 @@ export async function* searchWindow(
   let charClipped = false;
   // A shown line clipped at maxLineChars, or a scanned line matched on its head only.
   let lineClipped = false;
+  // Bytes of a line the pattern is tested on: longer lines are matched on their head only.
+  const keepBytes = Math.max(caps.maxSearchLineBytes, displayBytes);
+  // Set once a line was matched on its head only: the footer then says so.
+  let headOnlyBytes: number | undefined;
   const ring: KeptLine[] = [];
   const open: { match: OpenMatch; need: number }[] = [];
   let finished: OpenMatch[] = [];
@@ -676,7 +680,7 @@ export async function* searchWindow(
   /** True when `extra` more characters of rows still leave room for header and footer. */
   const fits = (extra: number, count: number): boolean => {
     const header = renderSearchHeader(describe(count, Math.max(source.lineCount, skip + count)));
-    const footer = widestSearchFooterChars(skip + count, overCap, caps);
+    const footer = widestSearchFooterChars(skip + count, overCap, caps, headOnlyBytes);
     return countChars(header) + rowsChars + extra + footer <= maxWindowChars;
   };
   /** Renders rows for `lines` after line `prev` (0-based), with `--` before each gap. */
@@ -777,8 +781,21 @@ export async function* searchWindow(
     }
     const matched = matcher.test(line);
     if (matched) seen++;
-    // A line cut at keepBytes was matched on its head only: a match past it went unseen.
-    else if (!line.complete && seen >= skip) lineClipped = true;
+    else if (!line.complete && seen >= skip) {
+      // A line cut at keepBytes was matched on its head only: a match past it went unseen,
+      // which the footer must say; when the window has no room left for that, it ends before
+      // the line, so the next window (which starts after its last match) says it.
+      if (headOnlyBytes === undefined) {
+        headOnlyBytes = keepBytes;
+        if (!fits(0, returned)) {
+          headOnlyBytes = undefined;
+          lastScanned = line.index - 1;
+          charClipped = true;
+          return false;
+        }
+      }
+      lineClipped = true;
+    }
     const wanted = matched && seen > skip && returned < maxMatches;
     const needed = open.some((entry) => entry.need > 0);
     if (wanted ? !takeMatch(line) : needed && !takeContext(line)) {
@@ -797,7 +814,7 @@ export async function* searchWindow(
     firstLine: start.firstLine,
     firstOffset: start.offset,
     skipUntil: start.firstLine,
-    keepBytes: Math.max(caps.maxSearchLineBytes, displayBytes),
+    keepBytes,
     onLine,
     ...(find === undefined || anchors === undefined
       ? {}
@@ -866,9 +883,9 @@ export async function* searchWindow(
   const countCapped = next !== undefined && !charClipped && overCap && returned === maxMatches;
   let rendered: string;
   if (returned === 0) {
-    rendered = renderNoMatches(describe(0, seen));
+    rendered = renderNoMatches(describe(0, seen), headOnlyBytes);
   } else {
-    const footer = searchFooterOf(next, charClipped, countCapped, caps);
+    const footer = searchFooterOf(next, charClipped, countCapped, caps, headOnlyBytes);
     rendered = renderSearchHeader(describe(returned, total)) + rows + renderSearchFooter(footer);
   }
   yield create(ReadToolOutputResponseSchema, {

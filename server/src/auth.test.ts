@@ -141,6 +141,33 @@ describe("authenticator", () => {
     }
   });
 
+  it.each([
+    [null, "missing bearer token"],
+    ["", "missing bearer token"],
+    ["Bearer alpha, Bearer beta", "several authorization headers (send one)"],
+    ["Basic YWxwaGE6", "the authorization scheme is not Bearer"],
+    ["alpha", "the authorization scheme is not Bearer"],
+    [
+      "Bearer alpha extra",
+      "malformed bearer token (one token of visible characters, nothing after it)",
+    ],
+    ["Bearer", "malformed bearer token (one token of visible characters, nothing after it)"],
+  ])("says what is wrong with the authorization header %j, never echoing it", (header, reason) => {
+    const auth = createAuthenticator({ tokenFile: file });
+    const err = ConnectError.from(
+      (() => {
+        try {
+          auth.entryFor(header);
+        } catch (e) {
+          return e;
+        }
+        throw new Error("accepted");
+      })(),
+    );
+    expect(err.code).toBe(Code.Unauthenticated);
+    expect(err.rawMessage).toBe(`${reason}: send the header "authorization: Bearer <token>"`);
+  });
+
   it("picks up a changed token file on reload", async () => {
     const auth = createAuthenticator({ tokenFile: file });
     await writeFile(file, `${hashToken("gamma")} tenant-c\n`);

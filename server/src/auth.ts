@@ -159,6 +159,23 @@ export function hashToken(token: string): string {
 }
 
 /**
+ * The UNAUTHENTICATED a request gets whose authorization header is not one `Bearer <token>`:
+ * what is wrong with it, never its value (it may hold a credential).
+ */
+function malformedAuthorization(authorization: string | null): ConnectError {
+  const value = authorization?.trim() ?? "";
+  let reason: string;
+  if (value === "") reason = "missing bearer token";
+  else if (value.includes(",")) reason = "several authorization headers (send one)";
+  else if (!/^Bearer(\s|$)/i.test(value)) reason = "the authorization scheme is not Bearer";
+  else reason = "malformed bearer token (one token of visible characters, nothing after it)";
+  return new ConnectError(
+    `${reason}: send the header "authorization: Bearer <token>"`,
+    Code.Unauthenticated,
+  );
+}
+
+/**
  * createAuthenticator checks bearer tokens against a token file, or, without one, maps every
  * request to DEV_TENANT. Token comparison is by SHA-256 digest in constant time.
  */
@@ -190,9 +207,7 @@ export function createAuthenticator(opts: {
   let tokens = load();
   const entryFor = (authorization: string | null): TokenEntry => {
     const match = authorization === null ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
-    if (match?.[1] === undefined) {
-      throw new ConnectError("missing bearer token", Code.Unauthenticated);
-    }
+    if (match?.[1] === undefined) throw malformedAuthorization(authorization);
     const digest = Buffer.from(hashToken(match[1]), "hex");
     for (const [hash, entry] of tokens) {
       if (timingSafeEqual(Buffer.from(hash, "hex"), digest)) return entry;

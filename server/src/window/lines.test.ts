@@ -154,6 +154,46 @@ describe("lines window grid", () => {
     expect(showLine(line("\ufeff\u001b[1mb"), 2000, true).text).toBe("\ufeffb");
   });
 
+  it("removes a \\r that ends the last line, as it does before a \\n", async () => {
+    const source = createBufferWindowSource(
+      "res_cr",
+      "text/plain",
+      Buffer.from("one\r\ntwo\r"),
+      false,
+    );
+    const window = await readLines(source, undefined);
+    expect(window.lines.map((l) => l.text)).toEqual(["one", "two"]);
+    expect(window.trailer.rendered).toBe(
+      "[res_cr] lines 1-2 of 2 (9 bytes)\n     1\tone\n     2\ttwo\n[end of output]\n",
+    );
+    expect(window.trailer.returnedBytes).toBe(9n);
+    const tail = await readLines(source, { offset: 0n, limit: 1, fromEnd: true });
+    expect(tail.lines.map((l) => l.text)).toEqual(["two"]);
+    // Split anywhere, and with a \r alone or inside the line.
+    for (const [text, last] of [
+      ["one\r\ntwo\r", "two"],
+      ["a\n\r", ""],
+      ["\r", ""],
+      ["a\rb\r\r", "a\rb\r"],
+    ] as const) {
+      const bytes = Buffer.from(text);
+      for (let cut = 0; cut <= bytes.length; cut++) {
+        const heads: string[] = [];
+        const splitter = createLineSplitter({
+          firstLine: 0,
+          firstOffset: 0,
+          skipUntil: 0,
+          keepBytes: 10,
+          onLine: (line) => heads.push(line.head.toString()) > 0,
+        });
+        splitter.push(bytes.subarray(0, cut));
+        splitter.push(bytes.subarray(cut));
+        splitter.finish();
+        expect(heads.at(-1), `${JSON.stringify(text)} cut at ${cut}`).toBe(last);
+      }
+    }
+  });
+
   it("is the same whatever the chunking", async () => {
     const bytes = Buffer.from(gridText);
     const base = createBufferWindowSource("res_chunks", "text/plain", bytes, false, 2);

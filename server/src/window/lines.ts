@@ -27,8 +27,9 @@ export interface ScannedLine {
   /** Byte offset of the line's first byte. */
   readonly start: number;
   /**
-   * The line's first bytes without its terminator (`\n`, and a `\r` right before it), at most
-   * the splitter's keepBytes. A view that is only valid during the callback.
+   * The line's first bytes without its terminator (`\n`, and a `\r` right before it or right
+   * before the payload's end), at most the splitter's keepBytes. A view that is only valid
+   * during the callback.
    */
   readonly head: Buffer;
   /** True when head is the whole line. */
@@ -101,10 +102,12 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
   let discarding = false;
   let stopped = false;
 
-  /** Delivers a line whose bytes (terminator excluded, `\r` included) are `raw`. */
-  function deliver(raw: Buffer, end: number, terminated: boolean): void {
-    const content =
-      terminated && raw[raw.length - 1] === carriageReturn ? raw.subarray(0, -1) : raw;
+  /**
+   * Delivers a line whose bytes (terminator excluded, `\r` included) are `raw`; `ended` says
+   * they end the line, by a `\n` or the payload's end, so a `\r` last among them is removed.
+   */
+  function deliver(raw: Buffer, end: number, ended: boolean): void {
+    const content = ended && raw[raw.length - 1] === carriageReturn ? raw.subarray(0, -1) : raw;
     const complete = content.length <= keepBytes;
     const head = complete ? content : content.subarray(0, keepBytes);
     if (!onLine({ index, start: lineStart, head, complete, end })) stopped = true;
@@ -213,7 +216,7 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
     },
     finish() {
       if (stopped || partsLength === 0) return;
-      deliver(Buffer.concat(parts, partsLength), pos, false);
+      deliver(Buffer.concat(parts, partsLength), pos, true);
       parts = [];
       partsLength = 0;
     },

@@ -126,6 +126,48 @@ describe("SpillwayClient", () => {
     expect(stat.name).toBe("ls");
   });
 
+  it("refuses data with no JSON text, or that JSON cannot write, before any call", async () => {
+    let calls = 0;
+    const counted = createSpillwayClient({
+      baseUrl: t.url,
+      interceptors: [
+        (next) => (req) => {
+          calls++;
+          return next(req);
+        },
+      ],
+    });
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    const refused: [unknown, RegExp][] = [
+      [undefined, /^offload: the JSON value is undefined, which has no JSON text/],
+      [() => 1, /^offload: the JSON value is a function, which has no JSON text/],
+      [Symbol("x"), /^offload: the JSON value is a symbol, which has no JSON text/],
+      [{ toJSON: () => undefined }, /^offload: the JSON value is an object whose toJSON/],
+      [10n, /^offload: the JSON value cannot be written as JSON: .*BigInt/],
+      [cycle, /^offload: the JSON value cannot be written as JSON: .*circular/],
+    ];
+    for (const [json, message] of refused) {
+      const err = await counted.offload(key("cj", "c"), { json }).catch((e: unknown) => e);
+      expect(err, String(json)).toBeInstanceOf(ConnectError);
+      expect((err as ConnectError).code, String(json)).toBe(Code.InvalidArgument);
+      expect((err as ConnectError).rawMessage, String(json)).toMatch(message);
+    }
+    // Untyped JavaScript can pass anything; what offload does not take is named, not a TypeError.
+    for (const data of [undefined, null, 42, { text: "x" }]) {
+      const err = await counted
+        .offload(key("cj", "c"), data as unknown as string)
+        .catch((e: unknown) => e);
+      expect((err as ConnectError).code, String(data)).toBe(Code.InvalidArgument);
+      expect((err as ConnectError).rawMessage).toMatch(/^offload: data must be bytes, a string/);
+    }
+    expect(calls).toBe(0);
+    // null is a JSON value (a tool that returned nothing, said in JSON): stored as `null`.
+    const stored = await counted.offload(key("cj", "null"), { json: null });
+    expect(stored.sizeBytes).toBe(4n);
+    expect(calls).toBe(1);
+  });
+
   it("retries a stat whose replica was lost, and never one that was refused", async () => {
     await sdk.offload(key("c1s", "a"), "alpha\n");
     let stats = 0;

@@ -29,6 +29,7 @@ import {
   createKeepAliveAgent,
   isHttp1Refusal,
 } from "./grpc-web-transport.js";
+import { jsonText, noTextKind } from "./json-text.js";
 import { createOffloadBatcher } from "./offload-batcher.js";
 import {
   isTransientError,
@@ -85,7 +86,10 @@ export interface SpillwayCallOptions {
   readonly signal?: AbortSignal;
 }
 
-/** OffloadData is anything offload accepts: bytes, text, a JSON value, or a byte stream. */
+/**
+ * OffloadData is anything offload accepts: bytes, text (as UTF-8), a JSON value (as the compact
+ * text JSON.stringify writes), or a byte stream.
+ */
 export type OffloadData = Uint8Array | string | AsyncIterable<Uint8Array> | { json: unknown };
 
 /** OffloadOptions are the header fields besides the key. */
@@ -187,7 +191,9 @@ export interface SpillwayClient {
    * the failed attempt already started to read: a stream cannot be replayed, so that error is
    * rethrown. Bytes, strings and JSON values are always replayable, and a streamed one
    * announces its size (`expected_size`), so a payload over the server's max_blob_bytes is
-   * RESOURCE_EXHAUSTED before its bytes are sent.
+   * RESOURCE_EXHAUSTED before its bytes are sent. A JSON value with no JSON text (undefined, a
+   * function, a symbol; `{ json: null }` stores `null`) or that JSON cannot write (a BigInt, a
+   * cycle), and data of none of OffloadData's forms, are INVALID_ARGUMENT before any call.
    */
   offload(
     key: OffloadKey,
@@ -357,6 +363,7 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     options: OffloadOptions = {},
     call: SpillwayCallOptions = {},
   ): Promise<OffloadResult> {
+    checkOffloadData(data);
     const header = { ...options, key };
     const whole = isReplayable(data) ? bytesOf(data) : undefined;
     const res =
@@ -614,11 +621,38 @@ function isReplayable(data: OffloadData): data is Exclude<OffloadData, AsyncIter
   return typeof data === "string" || data instanceof Uint8Array || "json" in data;
 }
 
-/** The bytes of data that is whole in memory. */
+/**
+ * The bytes of data that is whole in memory: INVALID_ARGUMENT for a JSON value with no JSON
+ * text (undefined, a function, a symbol), which would otherwise be sent as an empty payload or
+ * fail in Buffer.from, and for one JSON cannot write (a BigInt, a cycle).
+ */
 function bytesOf(data: Exclude<OffloadData, AsyncIterable<Uint8Array>>): Uint8Array {
   if (data instanceof Uint8Array) return data;
   if (typeof data === "string") return Buffer.from(data, "utf8");
-  return Buffer.from(JSON.stringify(data.json), "utf8");
+  const text = jsonText(data.json, "offload");
+  if (text === undefined) {
+    throw new ConnectError(
+      `offload: the JSON value is ${noTextKind(data.json)}, which has no JSON text; offload { json: null } for a result that is nothing`,
+      Code.InvalidArgument,
+    );
+  }
+  return Buffer.from(text, "utf8");
+}
+
+/** Refuses, by name, data that is none of OffloadData's forms (only untyped code can pass it). */
+function checkOffloadData(data: unknown): asserts data is OffloadData {
+  if (
+    typeof data === "string" ||
+    data instanceof Uint8Array ||
+    (typeof data === "object" && data !== null && ("json" in data || Symbol.asyncIterator in data))
+  ) {
+    return;
+  }
+  const got = data === null ? "null" : typeof data === "object" ? "an object" : typeof data;
+  throw new ConnectError(
+    `offload: data must be bytes, a string, { json: value } or an AsyncIterable<Uint8Array>, got ${got}`,
+    Code.InvalidArgument,
+  );
 }
 
 async function* requests(

@@ -130,6 +130,52 @@ describe("ElisionPolicy against a live server", () => {
     expect(listed.slice(at, at + 3)).toEqual(["res_retried", "res@2_retried", "res@3_retried"]);
   });
 
+  it("passes a value with no JSON text through as nothing, and stores nothing", async () => {
+    const spillAll = createElisionPolicy({ bands: [{ action: "spill" }] });
+    const perTool = createElisionPolicy({
+      bands: [{ action: "spill" }],
+      perTool: { "build_*": { bands: [{ action: "spill" }] } },
+    });
+    for (const json of [undefined, () => 1, Symbol("x")]) {
+      for (const [policy, toolName] of [
+        [spillAll, undefined],
+        [perTool, "build_log"],
+        [spillAll, "read_tool_output"],
+      ] as const) {
+        const r = await policy.apply({ key: key("nothing"), content: { json }, client, toolName });
+        expect(r, `${String(json)} ${toolName}`).toEqual({
+          kind: "passthrough",
+          text: "",
+          size: 0,
+        });
+      }
+    }
+    expect((await client.list("elide")).attachments.map((a) => a.handle)).not.toContain(
+      "res_nothing",
+    );
+  });
+
+  it("refuses a JSON value JSON cannot write with INVALID_ARGUMENT, storing nothing", async () => {
+    const policy = createElisionPolicy({
+      bands: [{ upTo: 1000, action: "passthrough" }, { action: "spill" }],
+    });
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    for (const json of [10n, cycle, { nested: [1n] }]) {
+      const err = await policy
+        .apply({ key: key("unwritable"), content: { json }, client })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConnectError);
+      expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+      expect((err as ConnectError).rawMessage).toMatch(
+        /^elision policy: the JSON value cannot be written as JSON: /,
+      );
+    }
+    expect((await client.list("elide")).attachments.map((a) => a.handle)).not.toContain(
+      "res_unwritable",
+    );
+  });
+
   it("refuses invalid bands", () => {
     expect(() => createElisionPolicy({ bands: [] })).toThrow(/must not be empty/);
     expect(() => createElisionPolicy({ bands: [{ upTo: 5, action: "spill" }] })).toThrow(

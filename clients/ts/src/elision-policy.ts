@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResultAttachment } from "@spillway/proto/spillway/v1/types_pb.js";
 import type { OffloadKey, OffloadOptions, SpillwayCallOptions, SpillwayClient } from "./client.js";
+import { jsonText } from "./json-text.js";
 import { modelText } from "./model-text.js";
 import { createAttemptTracker, offloadNextAttempt } from "./offload-next-attempt.js";
 import { createPerToolPolicy, hasToolRules } from "./per-tool-policy.js";
@@ -89,7 +90,11 @@ export interface ElisionInput {
    * offloadNextAttempt), so a re-executed tool call keeps every attempt; with one, that attempt.
    */
   readonly key: OffloadKey;
-  /** The result: text, or a JSON value (measured and shown as compact JSON). */
+  /**
+   * The result: text, or a JSON value (measured and shown as compact JSON, as JSON.stringify
+   * writes it). A value JSON.stringify writes nothing for (undefined: a tool that returned
+   * nothing; a function; a symbol) passes through as empty text.
+   */
   readonly content: string | { readonly json: unknown };
   /** The client a spill offloads through. */
   readonly client: SpillwayClient;
@@ -126,7 +131,8 @@ export interface ElisionPolicy {
    * apply measures input.content, picks the first band it fits and applies its action. It
    * throws only for a spill that the service refused (for example ALREADY_EXISTS for a key that
    * names an attempt already holding other bytes), or that was UNAVAILABLE under `required`
-   * preservation (`blob_store_required`).
+   * preservation (`blob_store_required`), and for a JSON value that JSON cannot write (a BigInt,
+   * a cycle: INVALID_ARGUMENT, before anything is stored). Every throw is a ConnectError.
    */
   apply(input: ElisionInput): Promise<ElisionResult>;
 }
@@ -157,7 +163,11 @@ export function createElisionPolicy(opts: ElisionPolicyOptions): ElisionPolicy {
   return {
     async apply(input) {
       const raw =
-        typeof input.content === "string" ? input.content : JSON.stringify(input.content.json);
+        typeof input.content === "string"
+          ? input.content
+          : jsonText(input.content.json, "elision policy");
+      // A tool that returned nothing (undefined) has nothing to elide and nothing to store.
+      if (raw === undefined) return { kind: "passthrough", text: "", size: 0 };
       // read_tool_output's text is the server's window, already rendered as the model sees it.
       if (input.toolName === readToolOutputToolName) {
         return { kind: "passthrough", text: raw, size: measureText(raw) };

@@ -38,4 +38,32 @@ describe("health state", () => {
     health.endWatches();
     expect((await stream.next()).done).toBe(true);
   });
+
+  it("refuses a Watch over its bound and takes one again once a watcher leaves", async () => {
+    const health = createHealthState([], { maxWatches: 2 });
+    const open = () => {
+      const controller = new AbortController();
+      const watch = health.service.watch?.(request(""), {
+        signal: controller.signal,
+      } as HandlerContext);
+      if (watch === undefined) throw new Error("no watch");
+      return { stream: watch[Symbol.asyncIterator](), controller };
+    };
+    const first = open();
+    const second = open();
+    expect((await first.stream.next()).value?.status).toBe(ServingStatus.SERVING);
+    expect((await second.stream.next()).value?.status).toBe(ServingStatus.SERVING);
+    await expect(open().stream.next()).rejects.toMatchObject({
+      code: Code.ResourceExhausted,
+      rawMessage:
+        "2 health Watch streams are open on this server process, the most it keeps; call Check instead",
+    });
+    // A Check is never refused for it.
+    expect((await health.service.check?.(request(""), context()))?.status).toBe(
+      ServingStatus.SERVING,
+    );
+    first.controller.abort();
+    expect((await first.stream.next()).done).toBe(true);
+    expect((await open().stream.next()).value?.status).toBe(ServingStatus.SERVING);
+  });
 });

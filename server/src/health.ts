@@ -29,11 +29,26 @@ export interface HealthState {
 }
 
 /**
+ * The most Watch streams a server process keeps open: a Watch needs no token and lasts, and
+ * each holds about 20 KB, so without a bound anyone who can connect could fill the heap
+ * (240,000 took a worker to 4.7 GB). Load balancers watch with a stream or a few each.
+ */
+export const DEFAULT_MAX_HEALTH_WATCHES = 1000;
+
+/** HealthOptions tune createHealthState. */
+export interface HealthOptions {
+  /** The most Watch streams open at once; more are RESOURCE_EXHAUSTED. */
+  readonly maxWatches?: number;
+}
+
+/**
  * createHealthState serves grpc.health.v1 for the given service names (plus "" for the
  * whole server). Watch streams a status whenever it changes, so load balancers see a drain
- * at once.
+ * at once; at most `maxWatches` (DEFAULT_MAX_HEALTH_WATCHES) at a time, a Watch over that
+ * being refused RESOURCE_EXHAUSTED (Check and List are never refused for it).
  */
-export function createHealthState(services: string[]): HealthState {
+export function createHealthState(services: string[], opts: HealthOptions = {}): HealthState {
+  const maxWatches = opts.maxWatches ?? DEFAULT_MAX_HEALTH_WATCHES;
   const names = new Set(["", ...services]);
   const reasons = new Set<string>();
   const status = (): ServingStatus =>
@@ -68,6 +83,12 @@ export function createHealthState(services: string[]): HealthState {
         };
       },
       async *watch(req, ctx) {
+        if (watchers.size >= maxWatches) {
+          throw new ConnectError(
+            `${maxWatches} health Watch streams are open on this server process, the most it keeps; call Check instead`,
+            Code.ResourceExhausted,
+          );
+        }
         let wake: () => void = () => {};
         const notify = () => wake();
         watchers.add(notify);

@@ -272,6 +272,18 @@ export interface SpillwayClient {
   ): Promise<SetRunTtlResponse>;
   /** serverInfo returns the server's version, backend, limits, window caps and features. */
   serverInfo(call?: SpillwayCallOptions): Promise<GetServerInfoResponse>;
+  /**
+   * close releases what the client holds: its HTTP/2 connections, the HTTP/1.1 ones of
+   * `bulkReads: "http1"`, and the worker thread of verified reads. Calls in flight end
+   * CANCELED, none retried (one waiting out a retry's backoff when it ends), and every call
+   * made afterwards, `raw`'s included, is refused with CANCELED ("the Spillway client was
+   * closed") without opening a connection. A `transport` given in the options is the caller's
+   * to close: the client only stops using it. Calling close again returns the first call's
+   * promise.
+   */
+  close(): Promise<void>;
+  /** The same as close, for `await using client = createSpillwayClient(…)`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 const CHUNK_BYTES = 1024 * 1024;
@@ -300,28 +312,40 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
       { output: ReadToolOutputResponseSchema, path: dataFramePath, message: dataFrame },
     ],
   };
-  const transport =
-    opts.transport ??
-    createGrpcTransport({
-      ...transportOptions,
-      sessionManager: createSessionPool(
-        Array.from({ length: connectionCount(opts.connections) }, () =>
+  /** The HTTP/2 connections the client owns (none with a given transport), for close. */
+  const connections =
+    opts.transport === undefined
+      ? Array.from({ length: connectionCount(opts.connections) }, () =>
           createWideWindowSessionManager(opts.baseUrl, opts.tls),
-        ),
-      ),
-    });
+        )
+      : [];
+  /** Set by close: every call from then on is refused. */
+  let closed: ConnectError | undefined;
+  const isClosed = () => closed;
+  const transport = refusedOnceClosed(
+    opts.transport ??
+      createGrpcTransport({
+        ...transportOptions,
+        sessionManager: createSessionPool(connections),
+      }),
+    isClosed,
+  );
   const raw = createClient(SpillwayService, transport);
+  const bulkAgent =
+    opts.bulkReads === "http1" && opts.transport === undefined
+      ? createKeepAliveAgent(opts.baseUrl, opts.tls)
+      : undefined;
   /** The client readBytes uses while the server answers gRPC-Web over HTTP/1.1. */
   let bulk =
-    opts.bulkReads === "http1" && opts.transport === undefined
-      ? createClient(
+    bulkAgent === undefined
+      ? undefined
+      : createClient(
           SpillwayService,
-          createGrpcWebTransport({
-            ...transportOptions,
-            agent: createKeepAliveAgent(opts.baseUrl, opts.tls),
-          }),
-        )
-      : undefined;
+          refusedOnceClosed(
+            createGrpcWebTransport({ ...transportOptions, agent: bulkAgent }),
+            isClosed,
+          ),
+        );
   /** The client's retry policy for one call: transient failures, within its signal and time. */
   const retryPolicy = (call: SpillwayCallOptions) => ({
     retry: opts.retry,
@@ -444,8 +468,22 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     return { size, sha256: attachment.sha256, hash: hasher.hash(size) };
   }
 
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      closed = new ConnectError("the Spillway client was closed", Code.Canceled);
+      // Node ends each stream in flight on these connections with this reason.
+      for (const connection of connections) connection.abort(closed);
+      bulkAgent?.destroy();
+      await hasher.close();
+    })();
+    return closing;
+  };
+
   return {
     raw,
+    close,
+    [Symbol.asyncDispose]: close,
     async offload(key, data, options, call) {
       return (await offloadResult(key, data, options, call)).attachment;
     },
@@ -522,6 +560,8 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
               yield data;
             }
           } catch (err) {
+            // A read close cut short ends now, not after a retry's backoff.
+            if (closed !== undefined) throw closed;
             if (reader === bulk && isHttp1Refusal(err)) {
               bulk = undefined;
               continue;
@@ -603,6 +643,34 @@ export function createSpillwayClient(opts: SpillwayClientOptions): SpillwayClien
     },
     serverInfo(call = {}) {
       return raw.getServerInfo({}, callOptions(call));
+    },
+  };
+}
+
+/**
+ * refusedOnceClosed is transport, except that once closed() returns an error every call
+ * rejects with it without reaching transport (so no connection is opened again).
+ */
+function refusedOnceClosed(
+  transport: Transport,
+  closed: () => ConnectError | undefined,
+): Transport {
+  /** A rejection that is no unhandled one if its caller reads it late (a streaming call). */
+  const refused = (err: ConnectError) => {
+    const p = Promise.reject(err);
+    p.catch(() => undefined);
+    return p;
+  };
+  return {
+    unary(method, signal, timeoutMs, header, input, contextValues) {
+      const err = closed();
+      if (err !== undefined) return refused(err);
+      return transport.unary(method, signal, timeoutMs, header, input, contextValues);
+    },
+    stream(method, signal, timeoutMs, header, input, contextValues) {
+      const err = closed();
+      if (err !== undefined) return refused(err);
+      return transport.stream(method, signal, timeoutMs, header, input, contextValues);
     },
   };
 }

@@ -116,4 +116,40 @@ describe("createSha256Hasher", () => {
     expect(code).toBe(0);
     expect(out.trim()).toBe(sha256(new Uint8Array(6 * MiB).fill(1)));
   });
+
+  it("closes: open hashes fail CANCELED, new ones are refused, the worker is gone", async () => {
+    // A hash left open keeps the worker, and so the process, alive; close ends both.
+    const compiled = fileURLToPath(new URL("../dist/sha256-hasher.js", import.meta.url));
+    const script = `
+      const { createSha256Hasher } = await import(${JSON.stringify(compiled)});
+      const hasher = createSha256Hasher();
+      const left = hasher.hash(8 << 20);
+      await left.update(new Uint8Array(3 << 20).fill(1));
+      const small = hasher.hash(10);
+      small.update(new Uint8Array(10));
+      await Promise.all([hasher.close(), hasher.close()]);
+      const refused = (f) => { try { f(); return "hashed"; } catch (e) { return e.code; } };
+      console.log(JSON.stringify([
+        await left.digest().catch((e) => e.code),
+        refused(() => hasher.hash(8 << 20)),
+        refused(() => hasher.hash(1)),
+        await small.digest(),
+      ]));
+      left.dispose();
+    `;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const timer = setTimeout(() => child.kill(), 10_000);
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    const canceled = 1;
+    // A hash on the caller's thread needs no worker: one opened before close still digests.
+    expect(JSON.parse(out)).toEqual([canceled, canceled, canceled, sha256(new Uint8Array(10))]);
+  });
 });

@@ -57,6 +57,11 @@ export interface Sha256Hasher {
    * hasher's hashes from OFF_THREAD_MIN_BYTES up, on the caller's thread below.
    */
   hash(expectedBytes: number): Sha256Hash;
+  /**
+   * close ends the worker thread, if one was started: every hash still open fails with
+   * CANCELED, and hash refuses with CANCELED from then on. Safe to call more than once.
+   */
+  close(): Promise<void>;
 }
 
 interface WorkerMessage {
@@ -84,6 +89,7 @@ export function createSha256Hasher(): Sha256Hasher {
   let worker: Worker | undefined;
   let nextId = 1;
   const open = new Map<number, OpenHash>();
+  let closed: ConnectError | undefined;
 
   function started(): Worker {
     if (worker !== undefined) return worker;
@@ -91,7 +97,7 @@ export function createSha256Hasher(): Sha256Hasher {
     const w = new Worker(new URL(`data:text/javascript,${encodeURIComponent(workerSource)}`));
     const fail = (reason: string) => {
       if (worker === w) worker = undefined;
-      const err = new ConnectError(`the sha256 worker ${reason}`, Code.Internal);
+      const err = closed ?? new ConnectError(`the sha256 worker ${reason}`, Code.Internal);
       for (const hash of open.values()) hash.failed(err);
       open.clear();
     };
@@ -107,14 +113,22 @@ export function createSha256Hasher(): Sha256Hasher {
     return w;
   }
 
-  function closed(id: number) {
+  function ended(id: number) {
     open.delete(id);
     if (open.size === 0) worker?.unref();
   }
 
   return {
     hash(expectedBytes) {
+      if (closed !== undefined) throw closed;
       return expectedBytes < OFF_THREAD_MIN_BYTES ? inlineHash() : workerHash();
+    },
+    async close() {
+      closed ??= new ConnectError("the sha256 hasher was closed", Code.Canceled);
+      const w = worker;
+      worker = undefined;
+      // Its exit fails the hashes still open, with `closed`.
+      if (w !== undefined) await w.terminate();
     },
   };
 
@@ -139,7 +153,7 @@ export function createSha256Hasher(): Sha256Hasher {
         wake?.();
       },
       digested(hex) {
-        closed(id);
+        ended(id);
         result?.resolve(hex);
       },
       failed(err) {
@@ -205,7 +219,7 @@ export function createSha256Hasher(): Sha256Hasher {
         disposed = true;
         if (open.has(id)) {
           w.postMessage({ type: "drop", id });
-          closed(id);
+          ended(id);
         }
       },
     };

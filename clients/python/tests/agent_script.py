@@ -18,14 +18,28 @@ def returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
     ]
 
 
-def read_calls(handle: str, reads: list[dict[str, Any]], id_prefix: str) -> ModelResponse:
+MALFORMED_READS: list[tuple[str | dict[str, Any], str]] = [
+    ('"{handle}"', "error: arguments must be an object with a handle"),
+    ("[1, 2]", "error: arguments must be an object with a handle"),
+    ('{"handle": "{handle}", "limit": ', "error: arguments are not valid JSON"),
+    ({"handle": "{handle}", "ctx": 1}, 'error: unknown argument "ctx"'),
+    # Valid arguments hidden in the key the tool wraps other shapes in are refused, not read.
+    ('{"\\u0000arguments": "{\\"handle\\": \\"{handle}\\"}"}', 'error: unknown argument "\\u0000arguments"'),
+]
+"""read_tool_output calls a model may make that are not a mapping of known arguments (as JSON
+text, or as the mapping a provider decoded), and the one line the tool answers each with."""
+
+
+def read_calls(handle: str, reads: list[Any], id_prefix: str) -> ModelResponse:
     """One turn calling read_tool_output once per `reads` entry, `{handle}` in a string argument
-    replaced by `handle`; call ids are `<id_prefix><index>`."""
+    (or in arguments given as JSON text) replaced by `handle`; call ids are `<id_prefix><index>`."""
     return ModelResponse(
         parts=[
             ToolCallPart(
                 "read_tool_output",
-                {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in args.items()},
+                args.replace("{handle}", handle)
+                if isinstance(args, str)
+                else {k: v.format(handle=handle) if isinstance(v, str) else v for k, v in args.items()},
                 tool_call_id=f"{id_prefix}{i}",
             )
             for i, args in enumerate(reads)

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
 
-from agent_script import read_calls, returns
+from agent_script import MALFORMED_READS, read_calls, returns
 from conftest import spillway_server
 from nginx_proxy import free_port
 from spillway_client import AsyncSpillwayClient
@@ -125,7 +125,7 @@ async def test_each_windowed_read_moves_its_window_not_the_payload(metered: tupl
     print(f"\nbytes out per read: whole download {whole_moved[0]}, windows {moved} (payload {size})")
 
 
-def windowed_reader(calls: list[dict[str, Any]]):
+def windowed_reader(calls: list[Any]):
     """A model that calls a 20 KB tool, then read_tool_output with each call's arguments in one turn.
 
     `{handle}` in an argument is replaced by the handle the preview showed.
@@ -143,7 +143,7 @@ def windowed_reader(calls: list[dict[str, Any]]):
     return model
 
 
-async def windowed_answers(capability: ToolOutputLimits[Any], calls: list[dict[str, Any]]) -> tuple[str, list[str]]:
+async def windowed_answers(capability: ToolOutputLimits[Any], calls: list[Any]) -> tuple[str, list[str]]:
     """Runs the agent; returns the preview the model saw and each read's answer, in call order."""
     agent = Agent(FunctionModel(windowed_reader(calls)), capabilities=[capability])
 
@@ -199,6 +199,13 @@ async def test_read_tool_output_takes_the_previews_handle_and_the_servers(
     assert "stored to handle 'res_call-small.0'" in preview
     assert got[0] == (await aclient.read_tool_output(run_id, "res_call-small.0", lines={"limit": 1})).rendered
     assert got[1].startswith("error: ")
+
+
+async def test_malformed_reads_are_answered_with_one_error_line(aclient: AsyncSpillwayClient) -> None:
+    """The windowed tool answers arguments that are not an object of known arguments as the SDK's
+    tool does, in one line, and the agent run goes on."""
+    _, got = await windowed_answers(spillway_tool_output_limits(aclient), [args for args, _ in MALFORMED_READS])
+    assert got == [line for _, line in MALFORMED_READS]
 
 
 async def test_read_tool_output_never_reads_another_agent_runs_spill(aclient: AsyncSpillwayClient) -> None:

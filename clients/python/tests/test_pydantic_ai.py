@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_script import read_calls, returns
+from agent_script import MALFORMED_READS, read_calls, returns
 from conftest import spillway_process, spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, SpillwayToolOutputs
@@ -27,7 +27,7 @@ LOG = "".join(f"test {n}: {'FAIL' if n % 5000 == 0 else 'ok'}\n" for n in range(
 HANDLE = re.compile(r"\b(res_[A-Za-z0-9._%-]+)")
 
 
-def scripted(reads: list[dict[str, Any]]):
+def scripted(reads: list[Any]):
     """Calls run_tests and a small tool; then every read in one turn (`{handle}` from the preview); then ends."""
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -45,7 +45,7 @@ def scripted(reads: list[dict[str, Any]]):
     return model
 
 
-async def run(capability: SpillwayToolOutputs, reads: list[dict[str, Any]]) -> tuple[str, str, list[str]]:
+async def run(capability: SpillwayToolOutputs, reads: list[Any]) -> tuple[str, str, list[str]]:
     """Runs the agent; returns the run_tests text, the status text and each read's answer."""
     agent = Agent(FunctionModel(scripted(reads)), capabilities=[capability])
 
@@ -100,6 +100,14 @@ async def test_large_returns_are_offloaded_and_read_in_server_windows(
     assert got[2].splitlines()[1].strip() == "200000\ttest 200000: FAIL"
     assert got[3].startswith("error: ") and "\n" not in got[3]
     assert got[4] == "error: pattern must be a non-empty string"
+
+
+async def test_malformed_reads_are_answered_with_one_error_line(aclient: AsyncSpillwayClient, run_id: str) -> None:
+    """Arguments that are not an object of known arguments (JSON text of a string or a list, text
+    that is not JSON, an argument named `ctx`) reach the SDK's own checks: the model is told in
+    one line and the agent run goes on."""
+    _, _, got = await run(SpillwayToolOutputs(aclient, run_id=run_id), [args for args, _ in MALFORMED_READS])
+    assert got == [line for _, line in MALFORMED_READS]
 
 
 async def test_agent_run_ids_keep_outputs_apart(aclient: AsyncSpillwayClient) -> None:

@@ -9,8 +9,9 @@ of one's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import grpc
@@ -29,11 +30,44 @@ from spillway_client.read_tool_output import (
     READ_TOOL_OUTPUT_TOOL,
     describe_error,
     execute_read_tool_output_async,
+    parse_read_tool_output_args,
 )
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds each call of SpillwayToolOutputs and the harness store may take unless told otherwise:
 a Spillway that stops answering costs the agent run this much per call, not the rest of its life."""
+
+
+_RAW_ARGS = "\0arguments"
+"""The one key of the mapping _RawArguments hands the tool for arguments that are not a JSON object
+(the model cannot mean it: no argument of the tool's has a NUL in its name)."""
+
+
+class _RawArguments:
+    """The read tool's argument validator: it lets every argument shape through to the SDK's checks.
+
+    pydantic-ai calls a tool's function with the validated arguments spread as keywords, which
+    needs a mapping; arguments that are JSON but not an object (`"res_1"`, `[1, 2]`), or not JSON
+    at all, go as `{_RAW_ARGS: <the JSON text>}` instead, so the tool answers them with the
+    executor's own `error: …` line rather than pydantic-ai raising or asking for a retry. An object
+    passes unchanged, and so does that wrapper validated again (as durable execution does).
+    """
+
+    def validate_json(self, input: str | bytes | bytearray, **_: Any) -> dict[str, Any]:
+        text = input if isinstance(input, str) else bytes(input).decode("utf-8", "replace")
+        try:
+            value = json.loads(text or "{}")
+        except ValueError:
+            return {_RAW_ARGS: text}
+        return value if isinstance(value, dict) else {_RAW_ARGS: text}
+
+    def validate_python(self, input: Any, **_: Any) -> dict[str, Any]:
+        if input is None:
+            return {}
+        if isinstance(input, Mapping):
+            return dict(input)
+        # The executor reads a str as JSON text; any other value is already decoded.
+        return {_RAW_ARGS: input}
 
 
 def read_tool_output_tool(
@@ -47,13 +81,23 @@ def read_tool_output_tool(
 
     The definition (name, description, JSON Schema) is the SDK's, identical to the TS SDK's. Each
     call reads one window and returns exactly the server-rendered text, or one `error: ...` line
-    for bad arguments and refusals; it never raises for them. `run_of(ctx, handle)` returns the
-    Spillway run and handle to read for the handle the model gave; the run always comes from the
-    runtime. Arguments the model gives as null count as not given; `adapt_args`, when given,
-    rewrites the rest before they are checked.
+    for bad arguments and refusals; it never raises for them, whatever their shape: arguments
+    that are not a JSON object (a string, a list, text that is not JSON) and unknown ones (`ctx`
+    included) get the executor's line, never pydantic-ai's validation retry or an exception.
+    `run_of(ctx, handle)` returns the Spillway run and handle to read for the handle the model
+    gave; the run always comes from the runtime. Arguments the model gives as null count as not
+    given; `adapt_args`, when given, rewrites the rest of an object's before they are checked.
     """
 
-    async def read_tool_output(ctx: RunContext[Any], **args: Any) -> str:
+    async def read_tool_output(ctx: RunContext[Any], /, **args: Any) -> str:
+        # ctx is positional-only, so an argument the model names `ctx` lands in args.
+        if set(args) == {_RAW_ARGS}:
+            problem = parse_read_tool_output_args(args[_RAW_ARGS])
+            if isinstance(problem, str):
+                return f"error: {problem}"
+            # Arguments that check out here were wrapped by the model itself, naming the reserved
+            # key: they are never read, as no run from the runtime goes with them.
+            return f"error: unknown argument {json.dumps(_RAW_ARGS)}"
         given = {k: v for k, v in args.items() if v is not None}
         if adapt_args is not None:
             given = adapt_args(given)
@@ -63,13 +107,16 @@ def read_tool_output_tool(
         run, given["handle"] = run_of(ctx, handle)
         return await execute_read_tool_output_async(client, run, given, timeout=timeout)
 
-    return Tool.from_schema(
+    tool = Tool.from_schema(
         read_tool_output,
         name=READ_TOOL_OUTPUT_NAME,
         description=READ_TOOL_OUTPUT_TOOL["description"],
         json_schema=READ_TOOL_OUTPUT_TOOL["parameters"],
         takes_ctx=True,
     )
+    # Typed as a SchemaValidator, the validator is only ever asked to validate_json and validate_python.
+    tool.function_schema = replace(tool.function_schema, validator=_RawArguments())  # type: ignore[arg-type]
+    return tool
 
 
 @dataclass

@@ -1,7 +1,11 @@
 import { createHash } from "node:crypto";
 import { readdir, writeFile } from "node:fs/promises";
+import http2 from "node:http2";
+import net from "node:net";
 import { join } from "node:path";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
+import { ReadToolOutputRequestSchema } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FilesystemBackend } from "../server/src/backends/filesystem.js";
@@ -158,5 +162,53 @@ describe("whose fault a failed call is, in its log level and the fault counters"
         grpc_code: "DataLoss",
       }),
     ).toBe(1);
+  });
+
+  it("logs a reader whose connection dropped mid-read as cancelled, no server fault", async () => {
+    const { handle } = await t
+      .sdk()
+      .offload({ tenant: "dev", runId: "gone", callId: "big" }, Buffer.alloc(8 * 1024 ** 2, 97));
+    const request = toBinary(
+      ReadToolOutputRequestSchema,
+      create(ReadToolOutputRequestSchema, {
+        runId: "gone",
+        handle,
+        window: { case: "bytes", value: {} },
+        omitRendered: true,
+      }),
+    );
+    const frame = Buffer.alloc(5 + request.length);
+    frame.writeUInt32BE(request.length, 1);
+    frame.set(request, 5);
+    const { hostname, port } = new URL(t.url);
+    const socket = net.connect(Number(port), hostname);
+    // A window of 0: the server may send its headers but no data, which waits on the reader.
+    const session = http2.connect(t.url, {
+      createConnection: () => socket,
+      settings: { initialWindowSize: 0 },
+    });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `/${SERVICE}/ReadToolOutput`,
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    stream.end(frame);
+    await new Promise<void>((resolve) => stream.once("response", () => resolve()));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    socket.resetAndDestroy();
+    const ended = async () => {
+      for (let i = 0; i < 100; i++) {
+        const line = lines.find((l) => l.procedure === "ReadToolOutput");
+        if (line !== undefined) return line;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return undefined;
+    };
+    expect(await ended()).toMatchObject({ code: "Canceled", level: 30 });
+    expect(errors()).toEqual([]);
+    expect(
+      await sample(metrics, "spillway_server_faults_total", { grpc_method: "ReadToolOutput" }),
+    ).toBeUndefined();
   });
 });

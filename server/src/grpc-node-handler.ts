@@ -218,7 +218,7 @@ async function serve(
   // A stream that closes before the response is complete was cancelled or reset by the
   // client (or by the server's deadline): the handler's signal says so at once.
   req.stream.once("close", () => {
-    if (!ended) context.abort(closedError(req.stream.rstCode));
+    if (!ended) context.abort(closedError(req.stream));
   });
   const framing = createResponseFramer(
     method.output,
@@ -505,7 +505,7 @@ function drained(res: Http2ServerResponse, reading: Reading): Promise<void> {
       else reject(err);
     };
     const onDrain = () => done();
-    const onClose = () => done(closedError(res.stream.rstCode));
+    const onClose = () => done(closedError(res.stream));
     res.once("drain", onDrain);
     res.once("close", onClose);
     res.once("error", done);
@@ -543,12 +543,17 @@ function single(value: string | string[] | undefined): string | null {
 }
 
 /**
- * The error a call whose stream closed early ends with: the one its reset code stands for (as
- * the SDK maps it), or CANCELED for a close that carries no verdict.
+ * The error a call whose stream closed early ends with: CANCELED when its connection is gone
+ * (the caller went away: Node closes the streams of a reset socket with an INTERNAL_ERROR of
+ * its own making, which no peer sent and which is no server fault), else the one its reset
+ * code stands for (as the SDK maps it), or CANCELED for a close that carries no verdict.
  */
-function closedError(rstCode: number): ConnectError {
+function closedError(stream: ServerHttp2Stream): ConnectError {
+  if (stream.session === undefined || stream.session.destroyed) {
+    return new ConnectError("the connection closed before the call ended", Code.Canceled);
+  }
   return (
-    fromResetCode(rstCode) ??
+    fromResetCode(stream.rstCode) ??
     new ConnectError("the stream closed before the call ended", Code.Canceled)
   );
 }

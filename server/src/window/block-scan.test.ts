@@ -56,6 +56,7 @@ const textArb = fc
       "b",
       "\n",
       "\r\n",
+      "\r",
       "ca",
       "\u001b",
       "x",
@@ -129,14 +130,14 @@ describe("scanBlocks", () => {
           const re = new RE2(expression, "u");
           const found =
             scanBlocks(task, readFrom(all), progress(), findFolded, (line) => re.test(line)) ?? [];
-          // Every line that may match (as the splitter cuts it: without `\n` or `\r\n`) meets
-          // a block found, so the search reads it; blocks are found only where the text or an
-          // escape byte starts.
+          // Every line that may match (as the splitter cuts it: without `\n` and a `\r` that
+          // ends it) meets a block found, so the search reads it; blocks are found only where
+          // the text or an escape byte starts.
           for (let start = 0; start < all.length; ) {
             const newline = all.indexOf(10, start);
             const next = newline < 0 ? all.length : newline + 1;
             let end = newline < 0 ? all.length : newline;
-            if (newline >= 0 && end > start && all[end - 1] === 13) end--;
+            if (end > start && all[end - 1] === 13) end--;
             const line = all.subarray(start, end);
             const may = (escapes && line.includes(27)) || (line.includes(text) && re.test(line));
             if (may) {
@@ -200,7 +201,7 @@ describe("scanBlocks", () => {
           for (let start = 0; start < all.length; ) {
             const newline = all.indexOf(10, start);
             let end = newline < 0 ? all.length : newline;
-            if (newline >= 0 && end > start && all[end - 1] === 13) end--;
+            if (end > start && all[end - 1] === 13) end--;
             const line = all.subarray(start, end);
             if ((escapes && line.includes(27)) || alone.test(line)) {
               expected.add(Math.floor(start / blockBytes));

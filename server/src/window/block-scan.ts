@@ -80,8 +80,8 @@ export type FindMatch = (text: Buffer, from: number) => number;
  * blocks it scanned qualify (past its first 16 spans).
  *
  * With `lineMatches` (task.line compiled), an occurrence counts only when its line (without its
- * `\n` and a `\r` before it) matches, or when the line runs past the bytes read around the
- * span, where it cannot be told.
+ * `\n` and a `\r` ending it, as the line splitter cuts it) matches, or when the line runs past
+ * the bytes read around the span, where it cannot be told.
  *
  * With task.byExpression (and `findMatch`, the line expression compiled for multi-line mode),
  * the blocks are those where a line starts (in the range) that holds an escape byte, matches
@@ -165,7 +165,8 @@ export function scanBlocks(
       if (tested && lineMatches !== undefined) {
         const newline = view.indexOf(10, next);
         let lineEnd = newline < 0 ? view.length : newline;
-        if (newline >= 0 && lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
+        const ended = newline >= 0 || start + view.length >= size;
+        if (ended && lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
         // A line holding an escape byte may match by its visible text alone: it counts.
         if (escapeAt >= lineEnd && !lineMatches(view.subarray(lineStart, lineEnd))) {
           at = newline < 0 ? view.length : newline + 1;
@@ -231,7 +232,7 @@ export function scanBlocks(
         // A line that began before the bytes read, or ends after them, counts untested.
         if ((lineStart > 0 || start === 0) && (newline >= 0 || start + got >= size)) {
           let lineEnd = newline < 0 ? got : newline;
-          if (newline >= 0 && lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
+          if (lineEnd > lineStart && view[lineEnd - 1] === 13) lineEnd--;
           // A line holding an escape byte may match by its visible text alone: it counts.
           const plainLine = escapeAt < 0 || escapeAt >= lineEnd;
           if (plainLine && !lineMatches(view.subarray(lineStart, lineEnd))) {

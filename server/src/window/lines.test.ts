@@ -184,7 +184,6 @@ describe("lines window grid", () => {
           firstOffset: 0,
           skipUntil: 0,
           keepBytes: 10,
-          dropFinalCr: true,
           onLine: (line) => heads.push(line.head.toString()) > 0,
         });
         splitter.push(bytes.subarray(0, cut));

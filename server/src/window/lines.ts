@@ -27,9 +27,9 @@ export interface ScannedLine {
   /** Byte offset of the line's first byte. */
   readonly start: number;
   /**
-   * The line's first bytes without its terminator (`\n`, and a `\r` right before it or, with
-   * dropFinalCr, right before the payload's end), at most the splitter's keepBytes. A view that
-   * is only valid during the callback.
+   * The line's first bytes without its terminator (`\n`, and a `\r` right before it or right
+   * before the payload's end), at most the splitter's keepBytes. A view that is only valid
+   * during the callback.
    */
   readonly head: Buffer;
   /** True when head is the whole line. */
@@ -75,12 +75,6 @@ export interface LineSplitterOptions {
   readonly linesBefore?: number;
   /** Known line starts, so skipped lines are counted from the last one instead of one by one. */
   readonly anchors?: LineAnchors;
-  /**
-   * Remove a `\r` that ends the payload's last line when no `\n` follows it, as one before a
-   * `\n` is removed. Unset, the last line keeps it: search still tests and shows it (its tests
-   * and block scan expect that) until it takes this up.
-   */
-  readonly dropFinalCr?: boolean;
 }
 
 const newline = 10;
@@ -100,7 +94,6 @@ const carriageReturn = 13;
  */
 export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
   const { skipUntil, keepBytes, onLine, nextOfInterest, linesBefore = 0, anchors } = opts;
-  const dropFinalCr = opts.dropFinalCr === true;
   let index = opts.firstLine;
   let lineStart = opts.firstOffset;
   let pos = opts.firstOffset;
@@ -223,7 +216,7 @@ export function createLineSplitter(opts: LineSplitterOptions): LineSplitter {
     },
     finish() {
       if (stopped || partsLength === 0) return;
-      deliver(Buffer.concat(parts, partsLength), pos, dropFinalCr);
+      deliver(Buffer.concat(parts, partsLength), pos, true);
       parts = [];
       partsLength = 0;
     },
@@ -389,7 +382,6 @@ async function* feedLines(
     firstOffset: seek.offset,
     skipUntil: first,
     keepBytes: lineKeepBytes(maxLineChars, stripAnsi),
-    dropFinalCr: true,
     onLine: (line) => take(showLine(line, maxLineChars, stripAnsi && !plain)),
   });
   // The splitter keeps copies of what it needs (shown lines, a line's start that continues

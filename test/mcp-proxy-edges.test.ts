@@ -3,8 +3,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createSpillwayClient, type SpillwayClient } from "@spillway/client";
-import { startMcpProxy } from "@spillway/mcp";
+import { type McpProxyOptions, startMcpProxy } from "@spillway/mcp";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startSilentServer } from "./support/silent-server.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 const band = 1_000;
@@ -48,8 +49,15 @@ function rawServer(
   return { proxySide, serverSide };
 }
 
+/** Proxy options a test may set: its warnings' sink and the Spillway calls' deadline. */
+type ProxyExtras = Partial<Pick<McpProxyOptions, "warn" | "timeoutMs">>;
+
 /** Starts the proxy in process between a host wire and `server`, against `client`. */
-async function startBetween(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
+async function startBetween(
+  client: SpillwayClient,
+  server: ReturnType<typeof rawServer>,
+  extras: ProxyExtras = {},
+) {
   const [hostSide, proxyHostSide] = InMemoryTransport.createLinkedPair();
   await server.serverSide.start();
   const proxy = await startMcpProxy({
@@ -60,13 +68,18 @@ async function startBetween(client: SpillwayClient, server: ReturnType<typeof ra
     host: proxyHostSide,
     child: server.proxySide,
     timeoutMs: 5_000,
+    ...extras,
   });
   return { hostSide, proxy };
 }
 
 /** Starts the proxy in process between an SDK Client and `server`, against `client`. */
-async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
-  const { hostSide, proxy } = await startBetween(client, server);
+async function proxied(
+  client: SpillwayClient,
+  server: ReturnType<typeof rawServer>,
+  extras: ProxyExtras = {},
+) {
+  const { hostSide, proxy } = await startBetween(client, server, extras);
   const host = new Client({ name: "edge-host", version: "1.0.0" });
   await host.connect(hostSide);
   return { host, proxy };
@@ -76,8 +89,12 @@ async function proxied(client: SpillwayClient, server: ReturnType<typeof rawServ
  * Starts the proxy between a raw JSON-RPC host wire and `server`: `seen` collects every
  * message the host receives, in order, for tests about what the SDK's Client would hide.
  */
-async function rawHost(client: SpillwayClient, server: ReturnType<typeof rawServer>) {
-  const { hostSide, proxy } = await startBetween(client, server);
+async function rawHost(
+  client: SpillwayClient,
+  server: ReturnType<typeof rawServer>,
+  extras: ProxyExtras = {},
+) {
+  const { hostSide, proxy } = await startBetween(client, server, extras);
   const seen: JSONRPCMessage[] = [];
   hostSide.onmessage = (m) => seen.push(m);
   await hostSide.start();
@@ -319,6 +336,91 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     // The host hears about request 8 only; 7 was cancelled and nothing is spilled for it.
     expect(seen.map((m) => ("id" in m ? m.id : undefined))).toEqual([8]);
+    await proxy.close();
+  });
+
+  it("forgets a call the host cancels while its result is stored in a Spillway that hangs", async () => {
+    const silent = await startSilentServer();
+    const server = rawServer((m) =>
+      m.method === "tools/call" ? { content: [{ type: "text", text: big }] } : { tools: [] },
+    );
+    const warnings: string[] = [];
+    // Without the cancel the offload would wait out this deadline, then pass the result through.
+    const { host, proxy } = await proxied(createSpillwayClient({ baseUrl: silent.url }), server, {
+      warn: (w) => warnings.push(w),
+      timeoutMs: 60_000,
+    });
+    const stray: string[] = [];
+    host.onerror = (err) => stray.push(err.message);
+    const ac = new AbortController();
+    const call = host.callTool({ name: "big" }, undefined, { signal: ac.signal });
+    await silent.reached;
+    ac.abort("the user gave up");
+    await expect(call).rejects.toThrow(/the user gave up/);
+    // The offload was aborted: the spill is over long before its deadline, and dropped.
+    await vi.waitUntil(() => warnings.length > 0, { timeout: 2_000, interval: 10 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^dropped the server's answer to \d+: the host cancelled the call while its result was being stored$/,
+      ),
+    ]);
+    expect(stray).toEqual([]);
+    await proxy.close();
+    await silent.close();
+  });
+
+  it("forgets a call the host cancels as the server answers it, and goes on relaying", async () => {
+    const ac = new AbortController();
+    const server = rawServer(
+      (m) =>
+        m.method === "tools/call" ? { content: [{ type: "text", text: big }] } : { tools: [] },
+      // The host gives up just as the answer reaches the proxy, which starts storing it.
+      (_wire, method) => {
+        if (method === "tools/call" && !ac.signal.aborted) ac.abort("too late");
+      },
+    );
+    const warnings: string[] = [];
+    const { host, proxy } = await proxied(sdk, server, { warn: (w) => warnings.push(w) });
+    const stray: string[] = [];
+    host.onerror = (err) => stray.push(err.message);
+    await expect(host.callTool({ name: "big" }, undefined, { signal: ac.signal })).rejects.toThrow(
+      /too late/,
+    );
+    await vi.waitUntil(() => warnings.length > 0, { timeout: 5_000, interval: 10 });
+    // The next call is stored and answered as usual, and nothing answers the cancelled one.
+    const next = (await host.callTool({ name: "big" })) as CallToolResult;
+    const link = next.content[1] as { name: string };
+    expect((await sdk.stat(runId, link.name)).sha256).toBe(
+      createHash("sha256").update(big).digest("hex"),
+    );
+    expect(warnings).toEqual([
+      expect.stringMatching(/^dropped the server's answer to \d+: the host cancelled the call/),
+    ]);
+    expect(stray).toEqual([]);
+    await proxy.close();
+  });
+
+  it("sends no answer to a read_tool_output call the host cancelled", async () => {
+    const server = rawServer(() => ({ tools: [] }));
+    const warnings: string[] = [];
+    const { hostSide, proxy, seen } = await rawHost(sdk, server, { warn: (w) => warnings.push(w) });
+    await hostSide.send({
+      jsonrpc: "2.0",
+      id: 5,
+      method: "tools/call",
+      params: { name: "read_tool_output", arguments: { handle: "res_none" } },
+    });
+    await hostSide.send({
+      jsonrpc: "2.0",
+      method: "notifications/cancelled",
+      params: { requestId: 5, reason: "never mind" },
+    });
+    await hostSide.send({ jsonrpc: "2.0", id: 6, method: "tools/list" });
+    await vi.waitUntil(() => warnings.length > 0 && seen.length > 0, { timeout: 5_000 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(seen.map((m) => ("id" in m ? m.id : undefined))).toEqual([6]);
+    expect(warnings).toEqual(["dropped the answer to 5: the host cancelled the call"]);
     await proxy.close();
   });
 

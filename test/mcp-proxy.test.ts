@@ -12,10 +12,11 @@ import {
   createSpillwayClient,
   type SpillwayClient,
 } from "@spillway/client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { runPipeHost } from "./support/mcp-pipe-host.js";
 import { packageFile, spillwayMcpProxy } from "./support/package-bins.js";
 import { scratchDir } from "./support/scratch-dir.js";
+import { startSilentServer } from "./support/silent-server.js";
 import { type SpillwayProcess, spawnSpillway } from "./support/spawn-spillway.js";
 
 /** The reference filesystem MCP server from npm, a server nobody here wrote. */
@@ -248,6 +249,54 @@ describe("spillway-mcp-proxy in front of the reference filesystem server", () =>
     expect((await sdk.stat(runId, link.name)).sha256).toBe(
       createHash("sha256").update(huge).digest("hex"),
     );
+  });
+
+  it("forgets a call the host cancels while a Spillway that hangs is storing its result", async () => {
+    const silent = await startSilentServer();
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [
+        spillwayMcpProxy,
+        "--url",
+        silent.url,
+        "--tenant",
+        tenant,
+        "--timeout-ms",
+        "60000",
+        "--",
+        process.execPath,
+        filesystemServer,
+        files,
+      ],
+      stderr: "pipe",
+    });
+    let stderr = "";
+    transport.stderr?.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const host = new Client({ name: "cancelling-host", version: "1.0.0" });
+    const stray: string[] = [];
+    host.onerror = (err) => stray.push(err.message);
+    await host.connect(transport);
+    const ac = new AbortController();
+    const call = host.callTool(
+      { name: "read_text_file", arguments: { path: join(files, "big.txt") } },
+      undefined,
+      { signal: ac.signal },
+    );
+    // The offload has started once its first bytes reach the listener; it will never answer.
+    await silent.reached;
+    ac.abort("the user gave up");
+    await expect(call).rejects.toThrow(/the user gave up/);
+    await vi.waitUntil(() => stderr.includes("dropped"), { timeout: 5_000, interval: 20 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(stderr).toMatch(
+      /^spillway-mcp-proxy: dropped the server's answer to \d+: the host cancelled the call while its result was being stored$/m,
+    );
+    expect(stderr).not.toMatch(/passed through whole/);
+    expect(stray).toEqual([]);
+    await host.close();
+    await silent.close();
   });
 
   it("answers a large result to a host that wrote its requests and closed stdin", async () => {

@@ -80,8 +80,11 @@ type Id = string | number;
  * If the offload fails, whether Spillway refuses it or cannot be reached, the result passes
  * through whole (and `warn` says why), so nothing is lost. A result the server sent just
  * before exiting still reaches the host before the proxy closes, and a call it never answered
- * gets a JSON-RPC error (-32000) saying the server exited. A call the host cancelled is
- * forgotten: the server's late answer to it is dropped, not spilled.
+ * gets a JSON-RPC error (-32000) saying the server exited. A call the host cancels is
+ * forgotten, whenever the cancel comes: no answer to it is sent. The server's late answer is
+ * dropped, not spilled; a result being stored has its offload aborted and is dropped; an answer
+ * the proxy is preparing itself (read_tool_output, a resource read) is dropped when ready. Each
+ * drop is reported through `warn`; the cancel goes on to the server only while it has the call.
  */
 export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
   const { host, child } = opts;
@@ -102,6 +105,12 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
   const delivering = new Set<Promise<unknown>>();
   /** The host's requests in flight to the server: what each asked, for its response. */
   const asked = new Map<Id, { method: string; tool?: string }>();
+  /**
+   * The host's requests the server has answered or the proxy answers itself, until their
+   * answer is sent: a cancel aborts what is still being done for one (its offload) and drops
+   * its answer.
+   */
+  const pending = new Map<Id, AbortController>();
 
   const toHost = (message: JSONRPCMessage) =>
     host.send(message).catch((err: unknown) => opts.warn?.(`sending to the host: ${err}`));
@@ -110,12 +119,14 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
 
   /** Offloads one part of a result if it is over the band; the stand-in blocks, or undefined. */
   const elide = async (
+    signal: AbortSignal,
     tool: string,
     callId: string,
     content: string | { json: unknown },
     what = typeof content === "string" ? "result" : "structured result",
     mimeType = typeof content === "string" ? "text/plain" : "application/json",
   ): Promise<CallToolResult["content"] | undefined> => {
+    if (signal.aborted) return undefined;
     let elided: Awaited<ReturnType<typeof policy.apply>>;
     try {
       elided = await policy.apply({
@@ -124,10 +135,13 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         content,
         toolName: tool,
         offload: { contentType: mimeType, name: tool },
-        call,
+        call: { ...call, signal },
       });
     } catch (err) {
-      opts.warn?.(`offloading the result of ${tool} failed, passed through whole: ${err}`);
+      // A cancelled call's result is dropped, not passed through: nothing to say about it here.
+      if (!signal.aborted) {
+        opts.warn?.(`offloading the result of ${tool} failed, passed through whole: ${err}`);
+      }
       return undefined;
     }
     if (elided.kind !== "spilled") return undefined;
@@ -168,14 +182,18 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     );
   };
 
-  const spill = async (tool: string, result: CallToolResult): Promise<CallToolResult> => {
+  const spill = async (
+    signal: AbortSignal,
+    tool: string,
+    result: CallToolResult,
+  ): Promise<CallToolResult> => {
     const content = Array.isArray(result.content) ? result.content : [];
     const texts = content.filter((b) => b.type === "text");
     calls += 1;
     const callId = `mcp-${session}-${calls}`;
     let out: CallToolResult = result;
     if (texts.length > 0) {
-      const stand = await elide(tool, callId, texts.map((b) => b.text).join("\n"));
+      const stand = await elide(signal, tool, callId, texts.map((b) => b.text).join("\n"));
       if (stand !== undefined) {
         // Text blocks collapse into the preview where the first one was; the rest keep order.
         const first = content.indexOf(texts[0] as (typeof content)[number]);
@@ -191,6 +209,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         const stand =
           embedded !== undefined && "text" in embedded && typeof embedded.text === "string"
             ? await elide(
+                signal,
                 tool,
                 `${callId}-resource-${i}`,
                 embedded.text,
@@ -203,7 +222,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       out = { ...out, content: blocks };
     }
     if (result.structuredContent !== undefined) {
-      const stand = await elide(tool, `${callId}-structured`, { json: result.structuredContent });
+      const stand = await elide(signal, tool, `${callId}-structured`, {
+        json: result.structuredContent,
+      });
       if (stand !== undefined) {
         const { structuredContent: _, ...rest } = out;
         const kept = Array.isArray(rest.content) ? rest.content : [];
@@ -213,12 +234,25 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
     return out;
   };
 
-  /** Answers a host's request with what `work` resolves to, or its JsonRpcError. */
-  const answer = (id: Id, work: Promise<Record<string, unknown>>) =>
+  /**
+   * Answers a host's request with what `work` resolves to, or its JsonRpcError, unless the host
+   * cancels the request first.
+   */
+  const answer = (id: Id, work: Promise<Record<string, unknown>>) => {
+    const cancel = new AbortController();
+    pending.set(id, cancel);
+    const send = (message: JSONRPCMessage) => {
+      if (pending.get(id) === cancel) pending.delete(id);
+      if (cancel.signal.aborted) {
+        opts.warn?.(`dropped the answer to ${JSON.stringify(id)}: the host cancelled the call`);
+        return;
+      }
+      void toHost(message);
+    };
     void work.then(
-      (result) => toHost({ jsonrpc: "2.0", id, result }),
+      (result) => send({ jsonrpc: "2.0", id, result }),
       (err: { code?: unknown; message?: unknown; data?: unknown }) =>
-        toHost({
+        send({
           jsonrpc: "2.0",
           id,
           error: {
@@ -228,6 +262,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
           },
         }),
     );
+  };
 
   host.onmessage = (message: JSONRPCMessage) => {
     if (isJSONRPCRequest(message)) {
@@ -266,7 +301,15 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       });
     } else if ("method" in message && message.method === "notifications/cancelled") {
       const cancelled = (message.params as { requestId?: unknown } | undefined)?.requestId;
-      if (typeof cancelled === "string" || typeof cancelled === "number") asked.delete(cancelled);
+      if (typeof cancelled === "string" || typeof cancelled === "number") {
+        asked.delete(cancelled);
+        const work = pending.get(cancelled);
+        if (work !== undefined) {
+          // The server is done with this call (or never saw it): the cancel is the proxy's.
+          work.abort();
+          return;
+        }
+      }
     }
     void toChild(message);
   };
@@ -344,12 +387,25 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         void relayOrRefuse(message);
         return;
       }
-      const delivery = spill(tool, result as CallToolResult)
+      const cancel = new AbortController();
+      pending.set(message.id, cancel);
+      const delivery = spill(cancel.signal, tool, result as CallToolResult)
         .catch((err: unknown) => {
-          opts.warn?.(`spilling the result of ${tool} failed, passed through whole: ${err}`);
+          if (!cancel.signal.aborted) {
+            opts.warn?.(`spilling the result of ${tool} failed, passed through whole: ${err}`);
+          }
           return result as CallToolResult;
         })
-        .then((r) => relayOrRefuse({ ...message, result: r as Record<string, unknown> }))
+        .then((r) => {
+          if (pending.get(message.id) === cancel) pending.delete(message.id);
+          if (cancel.signal.aborted) {
+            opts.warn?.(
+              `dropped the server's answer to ${JSON.stringify(message.id)}: the host cancelled the call while its result was being stored`,
+            );
+            return;
+          }
+          return relayOrRefuse({ ...message, result: r as Record<string, unknown> });
+        })
         .finally(() => delivering.delete(delivery));
       delivering.add(delivery);
       return;

@@ -337,6 +337,59 @@ for (const [kind, make] of backends) {
       expect(await registry.get("dev", "cut", "res_c28")).toEqual(many[28]);
     });
   });
+
+  describe(`registry on ${kind}: pages cut by size`, () => {
+    const dir = scratchDir(`spillway-registry-budget-${kind}-`);
+
+    it("end before the record that would pass the budget, and the next page starts at it", async () => {
+      const registry = createRegistry(make(join(dir, "a")));
+      // Sizes from 1 to 9 KiB of payload, in an order unrelated to their keys.
+      const records = Array.from({ length: 60 }, (_, i) =>
+        record("run", `c${String(i).padStart(2, "0")}`, 1024 * (1 + ((i * 7) % 9))),
+      );
+      await commitAll(registry, records);
+      const sizeOf = (r: { sizeBytes: number }) => r.sizeBytes;
+      const budget = 20 * 1024;
+      const seen: string[] = [];
+      let after: string | undefined;
+      let pages = 0;
+      do {
+        const page = await registry.list("dev", "run", {
+          after,
+          limit: 1000,
+          budget: { bytes: budget, sizeOf },
+        });
+        expect(page.records.length).toBeGreaterThan(0);
+        expect(page.records.reduce((sum, r) => sum + sizeOf(r), 0)).toBeLessThanOrEqual(budget);
+        seen.push(...page.records.map((r) => r.handle));
+        after = page.nextAfter;
+        pages++;
+      } while (after !== undefined);
+      expect(seen).toEqual(records.map((r) => r.handle));
+      expect(pages).toBeGreaterThan((60 * 5) / 20);
+    });
+
+    it("always hold one record, however large, and never stop for one that costs nothing", async () => {
+      const registry = createRegistry(make(join(dir, "b")));
+      const records = ["a", "b", "c", "d"].map((c) => record("run", c, c === "b" ? 8192 : 1024));
+      await commitAll(registry, records);
+      // b alone is over the budget; c costs nothing (a record the caller leaves out).
+      const sizeOf = (r: { handle: string; sizeBytes: number }) =>
+        r.handle === "res_c" ? 0 : r.sizeBytes;
+      const pages: string[][] = [];
+      let after: string | undefined;
+      do {
+        const page = await registry.list("dev", "run", {
+          after,
+          limit: 1000,
+          budget: { bytes: 4096, sizeOf },
+        });
+        pages.push(page.records.map((r) => r.handle));
+        after = page.nextAfter;
+      } while (after !== undefined);
+      expect(pages).toEqual([["res_a"], ["res_b", "res_c"], ["res_d"]]);
+    });
+  });
 }
 
 describe("registry on filesystem: a pack on disk", () => {

@@ -80,6 +80,12 @@ export interface RegistryPage {
   readonly nextAfter: string | undefined;
 }
 
+/** ListBudget bounds a list page by what its records cost the caller (their encoded size). */
+export interface ListBudget {
+  readonly bytes: number;
+  sizeOf(record: StoredRecord): number;
+}
+
 /** PendingOption asks for records whose merge has not committed (merge-run.ts only). */
 export interface PendingOption {
   readonly pending?: boolean;
@@ -117,12 +123,20 @@ export interface Registry {
   ): Promise<{ record: StoredRecord; created: boolean }>;
   /**
    * Lists a run's visible records in storage-key order (a merge's records once it committed).
-   * `after` is the opaque cursor a previous page returned as nextAfter.
+   * `after` is the opaque cursor a previous page returned as nextAfter. With a `budget`, the
+   * page also ends before the record that would take the sum of `sizeOf` past `bytes` (nextAfter
+   * then continues at that record), unless nothing has counted yet: a page always holds the
+   * first record that costs something, however large.
    */
   list(
     tenant: string,
     runId: string,
-    opts: { after?: string | undefined; limit: number; signal?: AbortSignal },
+    opts: {
+      after?: string | undefined;
+      limit: number;
+      signal?: AbortSignal;
+      budget?: ListBudget;
+    },
   ): Promise<RegistryPage>;
   /**
    * Reads the record stored under a registry key (a key `list` of the backend returned under
@@ -262,15 +276,27 @@ export function createRegistry(backend: Backend): Registry {
       });
       // Records are independent reads: a few at a time, not one round trip after another
       // (a page is up to 1,000 records, and run limits, forks and deletes read whole runs).
-      const read: (StoredRecord | undefined)[] = [];
+      // A budget stops the reads too: records of ~320 KB made pages of hundreds of MB.
+      const records: StoredRecord[] = [];
+      let used = 0;
       for (let i = 0; i < page.keys.length; i += listReadsInFlight) {
         const batch = page.keys.slice(i, i + listReadsInFlight);
-        read.push(...(await Promise.all(batch.map((key) => readRecord(key, opts.signal)))));
+        const shown = await Promise.all(
+          batch.map(async (key) => visible(await readRecord(key, opts.signal), opts.signal)),
+        );
+        for (const [j, record] of shown.entries()) {
+          if (record === undefined || record.tenant !== tenant) continue;
+          const size = opts.budget?.sizeOf(record) ?? 0;
+          // used > 0: an earlier record counted, so the key before this one is on the page.
+          const before = page.keys[i + j - 1];
+          const over = opts.budget !== undefined && size > 0 && used + size > opts.budget.bytes;
+          if (over && used > 0 && before !== undefined) {
+            return { records, nextAfter: before.slice(prefix.length) };
+          }
+          used += size;
+          records.push(record);
+        }
       }
-      const shown = await Promise.all(read.map((record) => visible(record, opts.signal)));
-      const records = shown.filter(
-        (record): record is StoredRecord => record !== undefined && record.tenant === tenant,
-      );
       const last = page.keys.at(-1);
       return {
         records,

@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -14,6 +14,10 @@ import {
   type SpillwayService,
   StatToolOutputRequestSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import {
+  type ResultAttachment,
+  ResultAttachmentSchema,
+} from "@spillway/proto/spillway/v1/types_pb.js";
 import { tenantLimitsKey, tenantOf } from "./auth.js";
 import type { Backend } from "./backends/backend.js";
 import type { ConnectionLiveness } from "./connection-liveness.js";
@@ -26,8 +30,9 @@ import { mergeRun } from "./merge-run.js";
 import { offload } from "./offload.js";
 import { offloadBatch } from "./offload-batch.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
-import { toAttachment } from "./record.js";
+import { type StoredRecord, toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
+import { fieldBytes, MAX_REPLY_BYTES } from "./reply-size.js";
 import { resolveHandle, windowSourceFor } from "./resolve.js";
 import { createRuns, type Runs } from "./runs.js";
 import { validateRequest } from "./validation.js";
@@ -72,6 +77,12 @@ export function createSpillwayCore(opts: {
     turns: opts.turns ?? sharedCpuTurns(),
   };
 }
+
+/**
+ * Bytes a ListToolOutputs page's records may take: the reply bound less the room of the
+ * longest next_page_token a request accepts back (2,048 bytes, the proto's rule).
+ */
+const listRecordsBudget = MAX_REPLY_BYTES - fieldBytes(2048);
 
 const durationMs = (d: { seconds: bigint; nanos: number }) =>
   Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
@@ -160,15 +171,27 @@ export function createSpillwayService(
       if (runExpiresMs !== undefined && runExpiresMs <= nowMs) {
         return { attachments: [], nextPageToken: "" };
       }
+      const live = (r: StoredRecord) => r.expiresMs === undefined || r.expiresMs > nowMs;
+      // Each record's attachment is measured as it joins the page and kept for the reply.
+      const shown = new Map<StoredRecord, ResultAttachment>();
       const page = await core.registry.list(tenant, req.runId, {
         after,
         limit: req.pageSize === 0 ? 100 : req.pageSize,
         signal: ctx.signal,
+        budget: {
+          bytes: listRecordsBudget,
+          sizeOf: (r) => {
+            if (!live(r)) return 0;
+            const attachment = toAttachment(r, runExpiresMs);
+            shown.set(r, attachment);
+            return fieldBytes(toBinary(ResultAttachmentSchema, attachment).byteLength);
+          },
+        },
       });
       return {
         attachments: page.records
-          .filter((r) => r.expiresMs === undefined || r.expiresMs > nowMs)
-          .map((r) => toAttachment(r, runExpiresMs)),
+          .filter(live)
+          .map((r) => shown.get(r) ?? toAttachment(r, runExpiresMs)),
         nextPageToken:
           page.nextAfter === undefined ? "" : encodePageToken(tenant, req.runId, page.nextAfter),
       };

@@ -5,6 +5,7 @@ import {
   type MessageShape,
   toBinary,
 } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
 import {
   ListToolOutputsRequestSchema,
@@ -85,6 +86,82 @@ describe("replies fit a default gRPC client's 4 MiB receive limit", () => {
   afterAll(async () => {
     grpcClient.close();
     await t.stop();
+  });
+
+  it("answers a batch whose records would not fit with the items that do, and ABORTED for the rest", async () => {
+    // The outside tester's batch: 15 records of ~320 KB each, 4.8 MB in one reply.
+    const items = Array.from({ length: 15 }, (_, i) => wideItem("wide", `c${i}`));
+    const request = create(OffloadBatchRequestSchema, { items });
+    const { response, bytes } = await grpcClient.offloadBatch(request);
+    expect(bytes).toBeLessThanOrEqual(defaultReceiveLimit);
+    const cases = response.results.map((r) => r.result.case);
+    expect(cases).toHaveLength(15);
+    const firstRefused = cases.indexOf("error");
+    expect(firstRefused).toBeGreaterThan(0);
+    // In request order: the items that fit, then only refusals.
+    expect(cases.slice(0, firstRefused).every((c) => c === "offloaded")).toBe(true);
+    for (const { result } of response.results.slice(firstRefused)) {
+      expect(result.case).toBe("error");
+      if (result.case !== "error") continue;
+      expect(result.value.code).toBe(Code.Aborted);
+      expect(result.value.message).toContain("send it again");
+    }
+    // A refused item committed nothing; sent again, it commits.
+    const listed = await t.sdk().list("wide");
+    expect(listed.attachments).toHaveLength(firstRefused);
+    const again = await grpcClient.offloadBatch(
+      create(OffloadBatchRequestSchema, { items: items.slice(firstRefused) }),
+    );
+    expect(again.response.results.every((r) => r.result.case === "offloaded")).toBe(true);
+    // The same batch once more replays every item; the replays fit the same way.
+    const replay = await grpcClient.offloadBatch(request);
+    expect(replay.bytes).toBeLessThanOrEqual(defaultReceiveLimit);
+  });
+
+  it("keeps a batch of 1,000 items with the largest answers and long errors within 4 MiB", async () => {
+    const runId = "r".repeat(128);
+    // 128-byte call ids, names and content types whose control characters the preview's first
+    // line escapes to six bytes each, and a whole payload of four-byte characters in the head.
+    const callId = (i: number) => `${String(i).padStart(4, "0")}${"_".repeat(124)}`;
+    const item = (i: number, data: Buffer) => ({
+      header: {
+        key: { tenant: "dev", runId, callId: callId(i) },
+        name: "\u0001".repeat(256),
+        contentType: "\u0002".repeat(256),
+        preview: { headChars: 20_000, tailChars: 20_000 },
+      },
+      data,
+    });
+    // Every tenth output is there already with other bytes: ALREADY_EXISTS, naming the handle.
+    const taken = Array.from({ length: 100 }, (_, k) => item(k * 10, Buffer.from("other\n")));
+    await grpcClient.offloadBatch(create(OffloadBatchRequestSchema, { items: taken }));
+    const data = Buffer.from("\u{10348}".repeat(850), "utf8");
+    const items = Array.from({ length: 1000 }, (_, i) => item(i, data));
+    const request = create(OffloadBatchRequestSchema, { items });
+    expect(toBinary(OffloadBatchRequestSchema, request).byteLength).toBeLessThan(
+      4 * 1024 * 1024 + 64 * 1024,
+    );
+    let pending = items.map((_, i) => i);
+    let rounds = 0;
+    const codes = new Map<number, number>();
+    while (pending.length > 0) {
+      const { response, bytes } = await grpcClient.offloadBatch(
+        create(OffloadBatchRequestSchema, { items: pending.map((i) => items[i] ?? item(i, data)) }),
+      );
+      expect(bytes).toBeLessThanOrEqual(defaultReceiveLimit);
+      const refused: number[] = [];
+      response.results.forEach(({ result }, at) => {
+        const i = pending[at] ?? -1;
+        if (result.case === "error" && result.value.code === Code.Aborted) refused.push(i);
+        else if (result.case === "error") codes.set(i, result.value.code);
+      });
+      expect(refused.length).toBeLessThan(pending.length);
+      pending = refused;
+      rounds++;
+    }
+    expect(rounds).toBeGreaterThan(1);
+    expect([...codes.keys()].sort((a, b) => a - b)).toEqual(taken.map((_, k) => k * 10));
+    expect(new Set(codes.values())).toEqual(new Set([Code.AlreadyExists]));
   });
 
   it("cuts a ListToolOutputs page by size, so a default client pages through every record once", async () => {

@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   type OffloadBatchItem,
@@ -7,11 +7,13 @@ import {
   OffloadBatchResponseSchema,
   type OffloadBatchResult,
   OffloadBatchResultSchema,
+  type OffloadResponse,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { abortReason } from "./backends/body.js";
 import { attemptOf, handleFor } from "./keys.js";
 import { limitsForTenant, type TenantLimits } from "./limits.js";
 import { isCommitted, type OffloadDeps, offloadWhole } from "./offload.js";
+import { fieldBytes, MAX_REPLY_BYTES } from "./reply-size.js";
 import type { Runs } from "./runs.js";
 
 /** MAX_BATCH_ITEMS is the most items one OffloadBatch may carry (the proto's max_items). */
@@ -22,6 +24,16 @@ export const MAX_BATCH_ITEMS = 1000;
  * batch of a thousand items does not put a thousand writes on the store at the same moment.
  */
 export const BATCH_ITEMS_IN_FLIGHT = 32;
+
+/** ITEM_MESSAGE_BYTES bounds an item's error message in the reply (UTF-8, longer ones cut). */
+export const ITEM_MESSAGE_BYTES = 1024;
+
+/**
+ * The most an item's error takes in the reply: the results entry (field 1) holding an
+ * OffloadBatchResult whose `error` (field 2) holds a code (a one-byte varint, 1 to 16) and the
+ * message. 1,035 bytes; for 1,000 items 1,035,000, a quarter of the reply.
+ */
+const errorAnswerBytes = fieldBytes(fieldBytes(2 + fieldBytes(ITEM_MESSAGE_BYTES)));
 
 /**
  * offloadBatch commits every item of an OffloadBatch for tenant, BATCH_ITEMS_IN_FLIGHT at a
@@ -40,6 +52,13 @@ export const BATCH_ITEMS_IN_FLIGHT = 32;
  * Items naming the same output (run and handle) are committed one after another in request
  * order: the first commits, and each later one answers as a repeated Offload would (the
  * committed record for the same bytes, ALREADY_EXISTS for others).
+ *
+ * The reply is at most MAX_REPLY_BYTES, so a client with gRPC's default receive limit reads it:
+ * its answers are admitted in request order (createReplyRoom), each right before its commit, and
+ * an item whose answer does not fit is refused before anything of it is committed (ABORTED:
+ * send it again). Records carry previews of up to 20,000 + 20,000 characters twice (head and
+ * tail, and the rendered text), ~320 KB of four-byte characters, so 15 of them passed 4 MiB.
+ * Error messages are cut to ITEM_MESSAGE_BYTES so that every answer's room is known.
  */
 export async function offloadBatch(
   deps: OffloadDeps,
@@ -67,6 +86,7 @@ export async function offloadBatch(
   // find their records when their create-only commits are refused.
   const lookUpFirst = await isCommitted(shared, tenant, request.items[0]?.header, signal);
   const after = earlierSameOutput(request.items);
+  const room = createReplyRoom(count, MAX_REPLY_BYTES);
   const done: Promise<unknown>[] = [];
   const commitItem = (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
     const earlier = after[index];
@@ -79,29 +99,42 @@ export async function offloadBatch(
     return result;
   };
   const answerItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
-    try {
-      if (item.header === undefined) {
-        throw new ConnectError("header: required", Code.InvalidArgument);
-      }
-      const offloaded = await offloadWhole(
-        shared,
-        tenant,
-        item.header,
-        item.data,
-        signal,
-        tenantLimits,
-        lookUpFirst,
-      );
-      return create(OffloadBatchResultSchema, { result: { case: "offloaded", value: offloaded } });
-    } catch (err) {
+    // The room held for this item's answer once it asked (0: refused), undefined before.
+    let held: number | undefined;
+    const fail = (err: unknown): OffloadBatchResult => {
       const failure =
         err instanceof ConnectError
           ? err
           : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
       onItemFailure?.(index, failure);
+      const message = clipUtf8(failure.rawMessage, ITEM_MESSAGE_BYTES);
       return create(OffloadBatchResultSchema, {
-        result: { case: "error", value: { code: failure.code, message: failure.rawMessage } },
+        result: { case: "error", value: { code: failure.code, message } },
       });
+    };
+    try {
+      if (item.header === undefined) {
+        throw new ConnectError("header: required", Code.InvalidArgument);
+      }
+      const offloaded = await offloadWhole(shared, tenant, item.header, item.data, signal, {
+        tenantLimits,
+        lookUpFirst,
+        beforeCommit: async (answer) => {
+          const size = answerBytes(answer);
+          held = (await room.admit(index, size)) ? size : 0;
+          if (held === 0) throw replyFull();
+        },
+      });
+      const size = answerBytes(offloaded);
+      if (held === undefined) held = (await room.admit(index, size)) ? size : 0;
+      // Larger than held: a commit that found another offload's record of these bytes, whose
+      // own preview options made its answer larger. Nothing was committed by this item.
+      if (size > held) return fail(replyFull());
+      return create(OffloadBatchResultSchema, { result: { case: "offloaded", value: offloaded } });
+    } catch (err) {
+      // An error always fits: every item's room holds at least errorAnswerBytes.
+      if (held === undefined) await room.admit(index, errorAnswerBytes);
+      return fail(err);
     }
   };
   // Under a run limit each item is measured against what the items before it committed, as
@@ -113,6 +146,69 @@ export async function offloadBatch(
   const results = await mapConcurrently(request.items, concurrency, commitItem);
   if (signal.aborted) throw abortReason(signal);
   return create(OffloadBatchResponseSchema, { results });
+}
+
+/** The bytes an item answered with `answer` takes in the reply's results. */
+function answerBytes(answer: OffloadResponse): number {
+  const result = create(OffloadBatchResultSchema, { result: { case: "offloaded", value: answer } });
+  return fieldBytes(toBinary(OffloadBatchResultSchema, result).byteLength);
+}
+
+/** The refusal of an item whose answer has no room left in the reply. */
+function replyFull(): ConnectError {
+  return new ConnectError(
+    `the reply has no room left for this item's answer (a reply is at most ${MAX_REPLY_BYTES} bytes, what gRPC clients receive by default); nothing of it was committed: send it again, on its own or in another batch`,
+    Code.Aborted,
+  );
+}
+
+/** `text` cut to at most `bytes` bytes of UTF-8, never inside a character, ending in `…` when cut. */
+export function clipUtf8(text: string, bytes: number): string {
+  const encoded = Buffer.from(text, "utf8");
+  if (encoded.byteLength <= bytes) return text;
+  let end = bytes - 3;
+  while (end > 0 && ((encoded[end] ?? 0) & 0xc0) === 0x80) end--;
+  return `${encoded.subarray(0, end).toString("utf8")}…`;
+}
+
+/**
+ * ReplyRoom admits the answers of a batch of `count` items into a reply of at most `bytes`, in
+ * request order whatever order they come in: each answer is admitted when the previous item's
+ * was, so the same batch on the same store admits the same items.
+ */
+interface ReplyRoom {
+  /**
+   * Called exactly once per item, with the bytes its answer takes: true when it fits (the room
+   * of max(size, errorAnswerBytes) is then held for it, so it may still end in an error), false
+   * when not (errorAnswerBytes are held for its refusal). Every later item keeps room for an
+   * error, so an answer that fits never leaves a later item without room for its refusal.
+   */
+  admit(index: number, size: number): Promise<boolean>;
+}
+
+/**
+ * createReplyRoom makes the ReplyRoom of a batch of `count` items. Invariant, before item i is
+ * admitted: used + (count - i) * errorAnswerBytes <= bytes, which holds for i = 0 as long as
+ * count * errorAnswerBytes <= bytes (1,035,000 <= 4 MiB for 1,000 items) and after every
+ * admission, fitting or not; so the reply, at most the sum held, stays within `bytes`.
+ */
+function createReplyRoom(count: number, bytes: number): ReplyRoom {
+  let used = 0;
+  let turn = 0;
+  const waiting = new Map<number, () => void>();
+  return {
+    async admit(index, size) {
+      if (index !== turn) await new Promise<void>((resolve) => waiting.set(index, resolve));
+      const need = Math.max(size, errorAnswerBytes);
+      const fits = used + need + (count - index - 1) * errorAnswerBytes <= bytes;
+      used += fits ? need : errorAnswerBytes;
+      turn++;
+      const next = waiting.get(turn);
+      waiting.delete(turn);
+      next?.();
+      return fits;
+    },
+  };
 }
 
 /**

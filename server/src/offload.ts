@@ -87,6 +87,20 @@ export async function offload(
   }
 }
 
+/** WholeOptions tune offloadWhole. */
+export interface WholeOptions {
+  /** The tenant's own limits from the token file. */
+  readonly tenantLimits?: TenantLimits;
+  /** Look the handle up before writing (default true); see offloadWhole. */
+  readonly lookUpFirst?: boolean;
+  /**
+   * Hears the answer a commit is about to give, before the record is written: a rejection
+   * refuses the offload with nothing committed (its blob, if any, removed). Replays of a record
+   * committed earlier answer without it.
+   */
+  readonly beforeCommit?: (answer: OffloadResponse) => Promise<void>;
+}
+
 /**
  * offloadWhole commits one payload that arrived whole (an OffloadBatch item) exactly as an
  * Offload stream of its header and one chunk of data would be committed: the same
@@ -104,8 +118,7 @@ export function offloadWhole(
   header: OffloadHeader,
   data: Uint8Array,
   signal: AbortSignal,
-  tenantLimits: TenantLimits = {},
-  lookUpFirst = true,
+  opts: WholeOptions = {},
 ): Promise<OffloadResponse> {
   const messages: OffloadRequest[] = [
     create(OffloadRequestSchema, { msg: { case: "header", value: header } }),
@@ -121,15 +134,10 @@ export function offloadWhole(
     },
     close: () => undefined,
   };
-  return offloadFrom(
-    deps,
-    tenant,
-    reader,
-    signal,
-    tenantLimits,
-    undefined,
-    lookUpFirst ? undefined : data.byteLength,
-  );
+  return offloadFrom(deps, tenant, reader, signal, opts.tenantLimits ?? {}, undefined, {
+    ...(opts.lookUpFirst === false ? { bytes: data.byteLength } : {}),
+    ...(opts.beforeCommit === undefined ? {} : { beforeCommit: opts.beforeCommit }),
+  });
 }
 
 /**
@@ -198,8 +206,11 @@ async function offloadFrom(
   signal: AbortSignal,
   tenantLimits: TenantLimits,
   releaseChunk: ((bytes: Uint8Array) => void) | undefined,
-  /** The size of a payload that came whole and need not be looked up first (offloadWhole). */
-  wholeBytes?: number,
+  whole: {
+    /** The size of a payload that came whole and need not be looked up first (offloadWhole). */
+    readonly bytes?: number;
+    readonly beforeCommit?: WholeOptions["beforeCommit"];
+  } = {},
 ): Promise<OffloadResponse> {
   const first = await reader.next();
   if (first.done === true || first.value.msg.case !== "header") {
@@ -236,7 +247,9 @@ async function offloadFrom(
   // (see offloadWhole's lookUpFirst).
   // Independent lookups: one round trip to the store, not several.
   const inlineWithoutLookup =
-    wholeBytes !== undefined && wholeBytes <= deps.limits.inlineBytes && maxRunBytes === undefined;
+    whole.bytes !== undefined &&
+    whole.bytes <= deps.limits.inlineBytes &&
+    maxRunBytes === undefined;
   const [deleted, runExpires, recorded, heldAtStart] = await Promise.all([
     deps.runs.isDeleted(tenant, key.runId, signal),
     deps.runs.expiresMs(tenant, key.runId, signal),
@@ -293,7 +306,8 @@ async function offloadFrom(
     // A preview-only record keeps none of the bytes, only what the pass makes of them.
     await drain(chunks);
     const facts = pass.finish();
-    return commit(deps, tenant, header, handle, facts, { stored: "preview_only" }, signal);
+    const placement = { stored: "preview_only" } as const;
+    return commit(deps, tenant, header, handle, facts, placement, signal, whole.beforeCommit);
   }
   const stream = chunks[Symbol.asyncIterator]();
 
@@ -315,7 +329,8 @@ async function offloadFrom(
     const facts = pass.finish();
     await checkRunRoom(facts.size);
     const inline = toBase64(Buffer.concat(head));
-    return commit(deps, tenant, header, handle, facts, { stored: "inline", inline }, signal);
+    const placement = { stored: "inline", inline } as const;
+    return commit(deps, tenant, header, handle, facts, placement, signal, whole.beforeCommit);
   }
   const uploadId = `${deps.now().toString(36)}-${randomBytes(8).toString("hex")}`;
   const key_ = blobKey(tenant, key.runId, key.callId, header.slot, uploadId, attempt);
@@ -348,6 +363,7 @@ async function offloadFrom(
       facts,
       { stored: "blob", blob },
       signal,
+      whole.beforeCommit,
     );
     if (!response.created) await removeQuietly(deps.backend, key_, indexKey, jsonKey);
     return response;
@@ -556,6 +572,7 @@ async function commit(
   facts: PassFacts,
   placement: Placement,
   signal: AbortSignal,
+  beforeCommit?: WholeOptions["beforeCommit"],
 ): Promise<OffloadResponse> {
   checkDeclared(header, facts);
   const key = header.key;
@@ -607,19 +624,19 @@ async function commit(
           },
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };
+  const created = async () =>
+    create(OffloadResponseSchema, {
+      attachment: toAttachment(record, await deps.runs.expiresMs(tenant, key.runId, signal)),
+      created: true,
+    });
+  if (beforeCommit !== undefined) await beforeCommit(await created());
   let committed = await deps.registry.commit(record, key.runId, signal);
   if (!committed.created && isExpired(committed.record, deps.now())) {
     // An expired record no longer holds its handle: it goes, and this commit takes its place.
     await deps.registry.remove(tenant, key.runId, handle, signal);
     committed = await deps.registry.commit(record, key.runId, signal);
   }
-  if (committed.created) {
-    const runExpires = await deps.runs.expiresMs(tenant, key.runId, signal);
-    return create(OffloadResponseSchema, {
-      attachment: toAttachment(record, runExpires),
-      created: true,
-    });
-  }
+  if (committed.created) return created();
   return replay(committed.record, header, facts.sha256, facts.size);
 }
 

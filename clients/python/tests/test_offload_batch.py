@@ -9,7 +9,11 @@ import grpc
 import pytest
 
 from spillway_client import AsyncSpillwayClient, BatchItemError, SpillwayClient, error_reason
+from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
+from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+
+_ABORTED = grpc.StatusCode.ABORTED.value[0]
 
 
 def key(run_id: str, call_id: str, tenant: str = "dev") -> dict[str, str]:
@@ -140,3 +144,70 @@ async def test_async_falls_back_to_offload_streams_when_batches_are_unimplemente
     assert (await aclient_one.offload(key(run_id, "c"), "c\n")).handle == "res_c"
     assert refused == [2]
     assert [a.handle async for a in aclient_one.list_all(run_id)] == ["res_a", "res_b", "res_c"]
+
+
+async def test_async_offload_answered_aborted_is_sent_again_alone(
+    aclient_one: AsyncSpillwayClient, run_id: str
+) -> None:
+    real = aclient_one.raw.OffloadBatch
+    sizes: list[int] = []
+
+    async def first_fits(req, **kwargs):  # type: ignore[no-untyped-def]
+        # A reply with room for the first item's answer only: the others are refused, uncommitted.
+        sizes.append(len(req.items))
+        answer = await real(pb.OffloadBatchRequest(items=req.items[:1]), **kwargs)
+        for _ in req.items[1:]:
+            answer.results.add().error.CopyFrom(pb.OffloadBatchError(code=_ABORTED, message="send it again"))
+        return answer
+
+    aclient_one.raw.OffloadBatch = first_fits  # type: ignore[method-assign]
+    got = await asyncio.gather(*(aclient_one.offload(key(run_id, c), f"{c}\n") for c in "abc"))
+    assert [a.handle for a in got] == ["res_a", "res_b", "res_c"]
+    assert sizes == [3]
+    assert [a.handle async for a in aclient_one.list_all(run_id)] == ["res_a", "res_b", "res_c"]
+
+
+def wide_item(run_id: str, call_id: str) -> pb.OffloadBatchItem:
+    """240,000 bytes of four-byte characters with the longest preview: a record of ~320 KB."""
+    return pb.OffloadBatchItem(
+        header=pb.OffloadHeader(
+            key=types_pb.BlobKey(tenant="dev", run_id=run_id, call_id=call_id),
+            content_type="text/plain",
+            preview=pb.PreviewOptions(head_chars=20_000, tail_chars=20_000),
+        ),
+        data=("\U0001f600" * 60_000).encode(),
+    )
+
+
+def test_a_default_grpcio_channel_reads_every_batch_and_list_reply(server_url: str, run_id: str) -> None:
+    # A client generated from the proto alone, with grpcio's default 4 MiB receive limit.
+    with grpc.insecure_channel(server_url.removeprefix("http://")) as channel:
+        stub = pb_grpc.SpillwayServiceStub(channel)
+        items = [wide_item(run_id, f"c{i:02}") for i in range(15)]
+        res = stub.OffloadBatch(pb.OffloadBatchRequest(items=items))
+        kinds = [r.WhichOneof("result") for r in res.results]
+        fit = kinds.index("error")
+        assert 0 < fit and kinds == ["offloaded"] * fit + ["error"] * (15 - fit)
+        assert {r.error.code for r in res.results[fit:]} == {_ABORTED}
+        again = stub.OffloadBatch(pb.OffloadBatchRequest(items=items[fit:]))
+        assert [r.WhichOneof("result") for r in again.results] == ["offloaded"] * (15 - fit)
+        handles: list[str] = []
+        token = ""
+        while True:
+            page = stub.ListToolOutputs(pb.ListToolOutputsRequest(run_id=run_id, page_size=1000, page_token=token))
+            handles += [a.handle for a in page.attachments]
+            token = page.next_page_token
+            if not token:
+                break
+        assert handles == [f"res_c{i:02}" for i in range(15)]
+
+
+def test_offload_batch_sends_again_the_items_the_reply_had_no_room_for(client: SpillwayClient, run_id: str) -> None:
+    wide = "\U0001f600" * 60_000
+    options = {"content_type": "text/plain", "preview": {"head_chars": 20_000, "tail_chars": 20_000}}
+    results = client.offload_batch([(key(run_id, f"c{i:02}"), wide, options) for i in range(15)])
+    # 15 records of ~320 KB: more than one reply holds.
+    assert all(isinstance(r, types_pb.ResultAttachment) and len(r.preview.head) == 20_000 for r in results)
+    assert [r.handle for r in results if isinstance(r, types_pb.ResultAttachment)] == [
+        f"res_c{i:02}" for i in range(15)
+    ]

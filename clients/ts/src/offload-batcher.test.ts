@@ -171,6 +171,39 @@ describe("createOffloadBatcher", () => {
     ]);
   });
 
+  it("sends an item answered ABORTED again on its own Offload, once", async () => {
+    const alone: string[] = [];
+    const batcher = createOffloadBatcher({
+      // The reply had room for the first item's answer only.
+      async sendBatch(items) {
+        const answer = committed(items.slice(0, 1));
+        for (const _ of items.slice(1)) {
+          answer.results.push(
+            create(OffloadBatchResultSchema, {
+              result: { case: "error", value: { code: Code.Aborted, message: "send it again" } },
+            }),
+          );
+        }
+        return answer;
+      },
+      async sendOne(h) {
+        const callId = h.key?.callId ?? "";
+        alone.push(callId);
+        if (callId === "c") throw new ConnectError("still busy", Code.Aborted);
+        return create(OffloadResponseSchema, { attachment: { handle: `res_${callId}` } });
+      },
+    });
+    const settled = await Promise.allSettled(
+      ["a", "b", "c"].map((c) => batcher.offload(header(c), new Uint8Array(1), {})),
+    );
+    expect(
+      settled.map((s) =>
+        s.status === "fulfilled" ? s.value.attachment?.handle : codeOf(s.reason),
+      ),
+    ).toEqual(["res_a", "res_b", Code.Aborted]);
+    expect(alone).toEqual(["b", "c"]);
+  });
+
   it("falls back to single offloads with each item's own deadline and signal", async () => {
     const seen: { callId: string | undefined; timeoutMs: number | undefined; signal: boolean }[] =
       [];

@@ -70,7 +70,9 @@ const schedule: (task: () => void) => void =
  * and `maxBytes` payload bytes each) at the end of that turn: no timer, so a lone offload waits
  * for nothing, and 32 concurrent ones cost one call instead of 32. Each item keeps its own
  * deadline and cancellation. A server that answers OffloadBatch with UNIMPLEMENTED (an older
- * replica) gets every item on its own Offload stream from then on.
+ * replica) gets every item on its own Offload stream from then on. An item answered ABORTED
+ * (nothing of it committed: the reply had no room for its answer) is sent again on its own
+ * Offload stream, once; what that answers is the item's outcome.
  */
 export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatcher {
   const maxItems = opts.maxItems ?? 256;
@@ -146,6 +148,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
       return;
     }
     answered = true;
+    const again: Pending[] = [];
     if (response.results.length !== batch.length) {
       const error = new ConnectError(
         `protocol error: ${response.results.length} results for a batch of ${batch.length}`,
@@ -158,6 +161,10 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
       const result = response.results[i]?.result;
       if (result?.case === "offloaded") {
         pending.settle({ response: result.value });
+      } else if (result?.case === "error" && result.value.code === Code.Aborted) {
+        // Nothing of it was committed: the reply had no room for its answer, or a merge was
+        // writing its handle. Its own Offload stream answers it, whatever it is.
+        again.push(pending);
       } else if (result?.case === "error") {
         pending.settle({ error: new ConnectError(result.value.message, result.value.code) });
       } else {
@@ -166,6 +173,7 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
         });
       }
     });
+    await Promise.all(again.filter((p) => p.waiting()).map(sendAlone));
   };
 
   return {

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeAlias
 
+import grpc
 from google.protobuf.duration_pb2 import Duration
 
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
@@ -204,3 +205,27 @@ def batch_outcomes(res: pb.OffloadBatchResponse, count: int) -> list[types_pb.Re
         else BatchItemError(r.error.code, r.error.message)
         for r in res.results
     ]
+
+
+Outcome: TypeAlias = "types_pb.ResultAttachment | BatchItemError"
+
+
+def refused_for_room(outcomes: list[Outcome]) -> list[int]:
+    """refused_for_room returns the indices of the items answered ABORTED: nothing of them was
+    committed (the reply had no room for their answers, or a merge was writing their handles),
+    so they may be sent again."""
+    return [i for i, o in enumerate(outcomes) if isinstance(o, BatchItemError) and o.code() == grpc.StatusCode.ABORTED]
+
+
+def resend_request(req: pb.OffloadBatchRequest, indices: list[int]) -> pb.OffloadBatchRequest:
+    """resend_request is the OffloadBatch of the items of `req` at `indices`, in order."""
+    return pb.OffloadBatchRequest(items=[req.items[i] for i in indices])
+
+
+def take_resent(outcomes: list[Outcome], indices: list[int], again: list[Outcome]) -> list[int]:
+    """take_resent puts the answers of items sent again into `outcomes` and returns the indices
+    still to send: none once a round commits none of them (its refusals are then the answers)."""
+    for i, outcome in zip(indices, again, strict=True):
+        outcomes[i] = outcome
+    still = [indices[j] for j in refused_for_room(again)]
+    return [] if len(still) == len(indices) else still

@@ -20,6 +20,7 @@ MAX_BYTES = 1024 * 1024
 """Most payload bytes in one OffloadBatch call."""
 
 _DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+_ABORTED = grpc.StatusCode.ABORTED
 
 SendBatch = Callable[[pb.OffloadBatchRequest, "float | None"], Awaitable[pb.OffloadBatchResponse]]
 """Sends one OffloadBatch with a timeout (seconds), retrying as the client does."""
@@ -56,7 +57,9 @@ class AsyncOffloadBatcher:
     DEADLINE_EXCEEDED once its timeout passes; a cancelled one that was not sent yet is left
     out. An offload given up on after it was sent may still commit, whole, as a cancelled
     Offload may. A server that answers OffloadBatch with UNIMPLEMENTED (an older replica) gets
-    every offload on its own Offload stream from then on.
+    every offload on its own Offload stream from then on. An offload whose item is answered
+    ABORTED (nothing of it committed: the reply had no room for its answer) is sent again on its
+    own Offload stream, once; what that answers is the offload's outcome.
     """
 
     def __init__(self, send_batch: SendBatch, send_one: SendOne) -> None:
@@ -133,8 +136,13 @@ class AsyncOffloadBatcher:
             for p in batch:
                 _settle(p.future, err)
             return
+        again: list[_Pending] = []
         for p, outcome in zip(batch, outcomes, strict=True):
-            _settle(p.future, outcome)
+            if isinstance(outcome, BatchItemError) and outcome.code() == _ABORTED:
+                again.append(p)
+            else:
+                _settle(p.future, outcome)
+        await asyncio.gather(*(self._alone(p) for p in again))
 
     async def _alone(self, pending: _Pending) -> None:
         if pending.future.done():

@@ -228,13 +228,25 @@ class SpillwayClient:
         largest message (max_chunk_bytes + 64 KiB). Each item is committed exactly as its own
         `offload` would be, and the result at its index is its record or a `BatchItemError`
         (its own status; nothing of it committed). The call raises `grpc.RpcError` only when
-        the batch as a whole is refused; a transient failure is retried like `offload`'s.
+        the batch as a whole is refused; a transient failure is retried like `offload`'s. Items
+        whose answers did not fit the server's reply (4 MiB; it answers them ABORTED) are sent
+        again in further OffloadBatch calls for as long as each commits some of them.
         """
         req = msg.batch_request(items)
-        res = with_retries(
-            self._retry, timeout, lambda left: self._stub().OffloadBatch(req, timeout=left, metadata=self._metadata)
-        )
-        return msg.batch_outcomes(res, len(req.items))
+
+        def send(batch: pb.OffloadBatchRequest) -> list[msg.Outcome]:
+            res = with_retries(
+                self._retry,
+                timeout,
+                lambda left: self._stub().OffloadBatch(batch, timeout=left, metadata=self._metadata),
+            )
+            return msg.batch_outcomes(res, len(batch.items))
+
+        outcomes = send(req)
+        again = msg.refused_for_room(outcomes)
+        while again:
+            again = msg.take_resent(outcomes, again, send(msg.resend_request(req, again)))
+        return outcomes
 
     def read_tool_output(
         self,
@@ -500,7 +512,15 @@ class AsyncSpillwayClient:
     ) -> list[types_pb.ResultAttachment | BatchItemError]:
         """offload_batch commits several small outputs in one call (see SpillwayClient.offload_batch)."""
         req = msg.batch_request(items)
-        return msg.batch_outcomes(await self._send_batch(req, timeout), len(req.items))
+
+        async def send(batch: pb.OffloadBatchRequest) -> list[msg.Outcome]:
+            return msg.batch_outcomes(await self._send_batch(batch, timeout), len(batch.items))
+
+        outcomes = await send(req)
+        again = msg.refused_for_room(outcomes)
+        while again:
+            again = msg.take_resent(outcomes, again, await send(msg.resend_request(req, again)))
+        return outcomes
 
     async def read_tool_output(
         self,

@@ -103,6 +103,12 @@ describe("spillway serve flag values", () => {
       message: "window cap --max-window-chars (2000) must exceed --max-line-chars",
     },
     {
+      what: "a window cap whose text would not fit a 4 MiB reply",
+      args: ["--max-window-chars", "1000001"],
+      env: {},
+      message: "window cap --max-window-chars (1000001) must be at most 1000000",
+    },
+    {
       what: "a switch variable that is not 1, true, 0 or false, naming its flag",
       args: [],
       env: { SPILLWAY_INSPECTOR: "yes" },

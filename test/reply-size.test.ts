@@ -12,6 +12,8 @@ import {
   ListToolOutputsResponseSchema,
   OffloadBatchRequestSchema,
   OffloadBatchResponseSchema,
+  ReadToolOutputRequestSchema,
+  ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./support/test-server.js";
@@ -52,7 +54,26 @@ function defaultGrpcClient(url: string) {
           },
         );
       });
+  type Frame = MessageShape<typeof ReadToolOutputResponseSchema>;
+  const readToolOutput = (request: MessageShape<typeof ReadToolOutputRequestSchema>) =>
+    new Promise<{ frames: Frame[]; sizes: number[] }>((resolve, reject) => {
+      const frames: Frame[] = [];
+      const sizes: number[] = [];
+      const call = client.makeServerStreamRequest(
+        "/spillway.v1.SpillwayService/ReadToolOutput",
+        (message: typeof request) => Buffer.from(toBinary(ReadToolOutputRequestSchema, message)),
+        (buffer: Buffer) => {
+          sizes.push(buffer.byteLength);
+          return fromBinary(ReadToolOutputResponseSchema, buffer);
+        },
+        request,
+      );
+      call.on("data", (frame: Frame) => frames.push(frame));
+      call.on("error", reject);
+      call.on("end", () => resolve({ frames, sizes }));
+    });
   return {
+    readToolOutput,
     offloadBatch: unary("OffloadBatch", OffloadBatchRequestSchema, OffloadBatchResponseSchema),
     listToolOutputs: unary(
       "ListToolOutputs",
@@ -195,4 +216,42 @@ describe("replies fit a default gRPC client's 4 MiB receive limit", () => {
     expect(seen).toEqual([...handles].sort());
   });
 
+  it("splits a window's content frames so that each fits, the matches the same and in order", async () => {
+    // Lines of 2,000 four-byte characters, each a match, with 20 lines of context: a line
+    // travels in up to 41 matches, and one frame of them came to 4.5 MB.
+    const line = "\u{1F600}".repeat(2000);
+    const payload = Array.from({ length: 60 }, () => line).join("\n");
+    await t.sdk().offload({ tenant: "dev", runId: "frames", callId: "wide" }, payload);
+    const request = create(ReadToolOutputRequestSchema, {
+      runId: "frames",
+      handle: "res_wide",
+      window: {
+        case: "search",
+        value: { pattern: "\u{1F600}", contextLines: 20, maxMatches: 1000 },
+      },
+    });
+    const { frames, sizes } = await grpcClient.readToolOutput(request);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(defaultReceiveLimit);
+    const matches = frames.flatMap((f) =>
+      f.frame.case === "content" && f.frame.value.body.case === "matches"
+        ? f.frame.value.body.value.matches
+        : [],
+    );
+    const trailer = frames.at(-1)?.frame;
+    expect(trailer?.case).toBe("trailer");
+    if (trailer?.case !== "trailer") return;
+    expect(matches.map((m) => Number(m.line?.number))).toEqual(
+      Array.from({ length: Number(trailer.value.returnedMatches) }, (_, i) => i + 1),
+    );
+    expect(matches.every((m) => m.line?.text === line)).toBe(true);
+    // The same window whole, over a client without the limit.
+    const whole = [];
+    for await (const frame of t.raw().readToolOutput(request)) whole.push(frame);
+    const wholeMatches = whole.flatMap((f) =>
+      f.frame.case === "content" && f.frame.value.body.case === "matches"
+        ? f.frame.value.body.value.matches
+        : [],
+    );
+    expect(matches).toEqual(wholeMatches);
+  });
 });

@@ -17,6 +17,7 @@ import {
   packageCommandFor,
   runPackageCommand,
 } from "./package-command.js";
+import { checkCapsFitReplies } from "./reply-size.js";
 import {
   isFirstWorker,
   onPrimaryGone,
@@ -422,7 +423,7 @@ const CAP_FLAGS: Readonly<Record<string, Flag>> = {
  */
 function checkWindowCaps(caps: Partial<WindowCaps>, name: (flag: Flag) => string): void {
   try {
-    createWindowCaps(caps);
+    checkCapsFitReplies(createWindowCaps(caps));
   } catch (err) {
     const message = ConnectError.from(err).rawMessage.replace(
       /\b(maxWindowLines|maxWindowChars|maxLineChars|maxBytesWindow)\b/g,

@@ -1,3 +1,5 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
 /**
  * MAX_REPLY_BYTES bounds every message the service sends (a unary reply, each frame of a
  * stream), encoded: the receive limit that gRPC clients have unless told otherwise (grpc-js,
@@ -5,6 +7,26 @@
  * read every answer.
  */
 export const MAX_REPLY_BYTES = 4 * 1024 * 1024;
+
+/**
+ * MAX_WINDOW_CHARS_FOR_REPLIES is the largest max_window_chars whose windows fit a reply: a
+ * trailer is its rendered text (at most 4 bytes a character) and under 200 bytes besides
+ * (counts, next offset, search cursor), 4,000,200 bytes at this cap.
+ */
+export const MAX_WINDOW_CHARS_FOR_REPLIES = 1_000_000;
+
+/**
+ * checkCapsFitReplies refuses (INVALID_ARGUMENT) window caps whose trailers could pass
+ * MAX_REPLY_BYTES, with the message the server's other cap checks use.
+ */
+export function checkCapsFitReplies(caps: { readonly maxWindowChars: number }): void {
+  if (caps.maxWindowChars > MAX_WINDOW_CHARS_FOR_REPLIES) {
+    throw new ConnectError(
+      `window cap maxWindowChars (${caps.maxWindowChars}) must be at most ${MAX_WINDOW_CHARS_FOR_REPLIES}, so that a window's text fits a reply of ${MAX_REPLY_BYTES} bytes`,
+      Code.InvalidArgument,
+    );
+  }
+}
 
 /** varintBytes is the length of `n` (0 <= n < 2^53) as a protobuf varint. */
 export function varintBytes(n: number): number {

@@ -46,6 +46,7 @@ import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { createPlaintextListener } from "./plaintext-listener.js";
 import { createReflectionServices } from "./reflection.js";
+import { checkCapsFitReplies } from "./reply-size.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
 import { createRequestDeadlines, type RequestDeadlines } from "./request-deadline.js";
 import { watchResponseStall } from "./response-stall.js";
@@ -358,6 +359,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   }
   const limits: ServerLimits = { ...defaultLimits, ...opts.limits };
   const caps: WindowCaps = createWindowCaps(opts.caps);
+  checkCapsFitReplies(caps);
   const logger = opts.logger ?? pino({ level: "silent" });
   const health = createHealthState([SpillwayService.typeName]);
   const storeProbeIntervalMs = opts.storeProbeIntervalMs ?? 5_000;

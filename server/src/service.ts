@@ -32,6 +32,7 @@ import { offloadBatch } from "./offload-batch.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
 import { type StoredRecord, toAttachment } from "./record.js";
 import { createRegistry, type Registry } from "./registry.js";
+import { boundFrames } from "./reply-frames.js";
 import { fieldBytes, MAX_REPLY_BYTES } from "./reply-size.js";
 import { resolveHandle, windowSourceFor } from "./resolve.js";
 import { createRuns, type Runs } from "./runs.js";
@@ -148,7 +149,7 @@ export function createSpillwayService(
       const { record } = await resolve(ctx, req.runId, req.handle);
       const source = windowSourceFor(core.backend, record);
       const slice = core.turns.begin(record.tenant);
-      yield* readWindow(source, req, core.caps, ctx.signal, slice);
+      yield* boundFrames(readWindow(source, req, core.caps, ctx.signal, slice));
     },
 
     async statToolOutput(req, ctx) {

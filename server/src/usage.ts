@@ -56,7 +56,8 @@ ${BACKEND_USAGE}  --host <address>                SPILLWAY_HOST         default 
   --inline-bytes <size>           SPILLWAY_INLINE_BYTES  outputs up to this size are stored inside
                                                         their record, default 16KiB
   --max-window-lines <n>          SPILLWAY_MAX_WINDOW_LINES   default 1000
-  --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000
+  --max-window-chars <n>          SPILLWAY_MAX_WINDOW_CHARS   default 50000, at most 1000000 (so that a
+                                                        window fits a 4 MiB reply)
   --max-line-chars <n>            SPILLWAY_MAX_LINE_CHARS     default 2000
   --max-bytes-window <size>       SPILLWAY_MAX_BYTES_WINDOW   bytes one bytes window returns, default 4GiB
   --sweep-interval-ms <duration>  SPILLWAY_SWEEP_INTERVAL_MS  default 60000; at least 1

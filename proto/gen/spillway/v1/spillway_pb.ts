@@ -1199,7 +1199,9 @@ export type ListToolOutputsRequest = Message<"spillway.v1.ListToolOutputsRequest
   runId: string;
 
   /**
-   * Records per page; default 100, at most 1000.
+   * Records per page; default 100, at most 1000. A page also ends before the record that would
+   * take the reply past 4 MiB (it always holds one), so it may hold fewer and still have a
+   * next_page_token, which continues at the first record left out.
    *
    * @generated from field: int32 page_size = 2;
    */
@@ -1808,6 +1810,8 @@ export const WindowCapsSchema: GenMessage<WindowCaps> = /*@__PURE__*/
 /**
  * SpillwayService stores large tool outputs and serves them back in bounded windows.
  * The caller's tenant always comes from authentication, never from a request field.
+ * Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+ * receive limit gRPC clients have by default.
  *
  * @generated from service spillway.v1.SpillwayService
  */
@@ -1828,7 +1832,10 @@ export const SpillwayService: GenService<{
    * OffloadBatch commits several small outputs in one call, each exactly as its own Offload
    * would (same validation, limits, idempotency and commit point). Items succeed or fail on
    * their own and are answered in request order; the call itself fails only when the request
-   * as a whole is refused (authentication, malformed, over the server's limits).
+   * as a whole is refused (authentication, malformed, over the server's limits). Items naming
+   * the same output commit in request order: the first commits, a later one answers as a
+   * repeated Offload would. Answers are admitted into the 4 MiB reply in request order; an item
+   * whose answer does not fit is ABORTED with nothing of it committed: send it again.
    *
    * @generated from rpc spillway.v1.SpillwayService.OffloadBatch
    */
@@ -1839,7 +1846,7 @@ export const SpillwayService: GenService<{
   },
   /**
    * ReadToolOutput streams one bounded window of a committed output: a header, content
-   * frames, then a trailer with the model-facing text.
+   * frames (as many as keep each within 4 MiB), then a trailer with the model-facing text.
    *
    * @generated from rpc spillway.v1.SpillwayService.ReadToolOutput
    */

@@ -2196,7 +2196,9 @@ type ListToolOutputsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Records per page; default 100, at most 1000.
+	// Records per page; default 100, at most 1000. A page also ends before the record that would
+	// take the reply past 4 MiB (it always holds one), so it may hold fewer and still have a
+	// next_page_token, which continues at the first record left out.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -38,6 +38,8 @@ const (
 //
 // SpillwayService stores large tool outputs and serves them back in bounded windows.
 // The caller's tenant always comes from authentication, never from a request field.
+// Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+// receive limit gRPC clients have by default.
 type SpillwayServiceClient interface {
 	// Offload streams one tool output into storage: an OffloadHeader first, then chunks.
 	// Idempotent: the same key with the same bytes returns the same record; different bytes
@@ -46,10 +48,13 @@ type SpillwayServiceClient interface {
 	// OffloadBatch commits several small outputs in one call, each exactly as its own Offload
 	// would (same validation, limits, idempotency and commit point). Items succeed or fail on
 	// their own and are answered in request order; the call itself fails only when the request
-	// as a whole is refused (authentication, malformed, over the server's limits).
+	// as a whole is refused (authentication, malformed, over the server's limits). Items naming
+	// the same output commit in request order: the first commits, a later one answers as a
+	// repeated Offload would. Answers are admitted into the 4 MiB reply in request order; an item
+	// whose answer does not fit is ABORTED with nothing of it committed: send it again.
 	OffloadBatch(ctx context.Context, in *OffloadBatchRequest, opts ...grpc.CallOption) (*OffloadBatchResponse, error)
 	// ReadToolOutput streams one bounded window of a committed output: a header, content
-	// frames, then a trailer with the model-facing text.
+	// frames (as many as keep each within 4 MiB), then a trailer with the model-facing text.
 	ReadToolOutput(ctx context.Context, in *ReadToolOutputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadToolOutputResponse], error)
 	// StatToolOutput returns the record behind a handle.
 	StatToolOutput(ctx context.Context, in *StatToolOutputRequest, opts ...grpc.CallOption) (*StatToolOutputResponse, error)
@@ -211,6 +216,8 @@ func (c *spillwayServiceClient) GetServerInfo(ctx context.Context, in *GetServer
 //
 // SpillwayService stores large tool outputs and serves them back in bounded windows.
 // The caller's tenant always comes from authentication, never from a request field.
+// Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+// receive limit gRPC clients have by default.
 type SpillwayServiceServer interface {
 	// Offload streams one tool output into storage: an OffloadHeader first, then chunks.
 	// Idempotent: the same key with the same bytes returns the same record; different bytes
@@ -219,10 +226,13 @@ type SpillwayServiceServer interface {
 	// OffloadBatch commits several small outputs in one call, each exactly as its own Offload
 	// would (same validation, limits, idempotency and commit point). Items succeed or fail on
 	// their own and are answered in request order; the call itself fails only when the request
-	// as a whole is refused (authentication, malformed, over the server's limits).
+	// as a whole is refused (authentication, malformed, over the server's limits). Items naming
+	// the same output commit in request order: the first commits, a later one answers as a
+	// repeated Offload would. Answers are admitted into the 4 MiB reply in request order; an item
+	// whose answer does not fit is ABORTED with nothing of it committed: send it again.
 	OffloadBatch(context.Context, *OffloadBatchRequest) (*OffloadBatchResponse, error)
 	// ReadToolOutput streams one bounded window of a committed output: a header, content
-	// frames, then a trailer with the model-facing text.
+	// frames (as many as keep each within 4 MiB), then a trailer with the model-facing text.
 	ReadToolOutput(*ReadToolOutputRequest, grpc.ServerStreamingServer[ReadToolOutputResponse]) error
 	// StatToolOutput returns the record behind a handle.
 	StatToolOutput(context.Context, *StatToolOutputRequest) (*StatToolOutputResponse, error)

@@ -28,6 +28,8 @@ if _version_not_supported:
 class SpillwayServiceStub:
     """SpillwayService stores large tool outputs and serves them back in bounded windows.
     The caller's tenant always comes from authentication, never from a request field.
+    Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+    receive limit gRPC clients have by default.
     """
 
     def __init__(self, channel):
@@ -96,6 +98,8 @@ class SpillwayServiceStub:
 class SpillwayServiceServicer:
     """SpillwayService stores large tool outputs and serves them back in bounded windows.
     The caller's tenant always comes from authentication, never from a request field.
+    Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+    receive limit gRPC clients have by default.
     """
 
     def Offload(self, request_iterator, context):
@@ -111,7 +115,10 @@ class SpillwayServiceServicer:
         """OffloadBatch commits several small outputs in one call, each exactly as its own Offload
         would (same validation, limits, idempotency and commit point). Items succeed or fail on
         their own and are answered in request order; the call itself fails only when the request
-        as a whole is refused (authentication, malformed, over the server's limits).
+        as a whole is refused (authentication, malformed, over the server's limits). Items naming
+        the same output commit in request order: the first commits, a later one answers as a
+        repeated Offload would. Answers are admitted into the 4 MiB reply in request order; an item
+        whose answer does not fit is ABORTED with nothing of it committed: send it again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,7 +126,7 @@ class SpillwayServiceServicer:
 
     def ReadToolOutput(self, request, context):
         """ReadToolOutput streams one bounded window of a committed output: a header, content
-        frames, then a trailer with the model-facing text.
+        frames (as many as keep each within 4 MiB), then a trailer with the model-facing text.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -256,6 +263,8 @@ def add_SpillwayServiceServicer_to_server(servicer, server):
 class SpillwayService:
     """SpillwayService stores large tool outputs and serves them back in bounded windows.
     The caller's tenant always comes from authentication, never from a request field.
+    Every message the server sends (a reply, a frame of a stream) is at most 4 MiB encoded, the
+    receive limit gRPC clients have by default.
     """
 
     @staticmethod

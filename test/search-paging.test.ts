@@ -152,18 +152,15 @@ describe.each(serviceBackends)("search paging by cursor over the wire  (%s)", (b
     });
     expect(negative?.code).toBe(Code.InvalidArgument);
     expect(negative?.rawMessage).toContain("byte_offset");
-    // A cursor far past the end is the end, not an error; the server keeps serving.
-    const past = await search({
+    // A cursor far past the end would claim a false total: refused, and the server keeps serving.
+    const past = await refusal({
       skip: 3000n,
-      after: {
-        ...cursor,
-        byteOffset: 1n << 40n,
-        line: 30_000n,
-        matchesBefore: 3000n,
-      } as SearchCursor,
+      after: { ...cursor, byteOffset: 1n << 40n, line: 3n, matchesBefore: 3n } as SearchCursor,
     });
-    expect(past.trailer?.returnedMatches).toBe(0n);
-    expect(past.trailer?.eof).toBe(true);
+    expect(past?.code).toBe(Code.InvalidArgument);
+    expect(past?.rawMessage).toMatch(
+      /^search\.after: byte 1099511627776 is past the payload's end/,
+    );
     expect((await search({})).rendered).toBe(first.rendered);
   });
 });

@@ -38,10 +38,12 @@ def spillway_server(*flags: str, backend: str = "memory", env: Mapping[str, str]
 
 @contextlib.contextmanager
 def spillway_process(
-    *flags: str, backend: str = "memory", port: int = 0, env: Mapping[str, str] | None = None
+    *flags: str, backend: str = "memory", port: int = 0, env: Mapping[str, str] | None = None, build: bool = True
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """spillway_server that also yields the process (to kill it) and takes a fixed port (0: a free one)."""
-    _build_if_stale()
+    """spillway_server that also yields the process (to kill it) and takes a fixed port (0: a free one);
+    `build=False` starts the server as last built, without checking the build first."""
+    if build:
+        _build_if_stale()
     proc = subprocess.Popen(
         ["node", str(CLI), "serve", "--backend", backend, "--port", str(port), "--grace-ms", "1000", *flags],
         cwd=REPO,

@@ -13,7 +13,7 @@ import grpc.aio
 import grpc.experimental
 
 from spillway_client import _messages as msg
-from spillway_client._connections import spread_async_stub, spread_stub
+from spillway_client._connections import RECONNECT_OPTIONS, spread_async_stub, spread_stub
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
@@ -47,7 +47,7 @@ def _channel_args(
     address, tls = _channel_target(target)
     if credentials is None and tls:
         credentials = grpc.ssl_channel_credentials()
-    return address, credentials, [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    return address, credentials, [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES), *RECONNECT_OPTIONS]
 
 
 def _connection_count(connections: int) -> int:

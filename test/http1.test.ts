@@ -15,7 +15,8 @@ import {
   file_spillway_v1_spillway,
   SpillwayService,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Backend } from "../server/src/backends/backend.js";
 import { createMetrics, type Metrics } from "../server/src/metrics.js";
 import { codeOf } from "./support/code-of.js";
 import { connectJsonRequest, rawExchange } from "./support/raw-http.js";
@@ -301,6 +302,182 @@ describe("HTTP/1.1 beside h2c on the plaintext port", () => {
 });
 
 /**
+ * A backend whose reads of the run "held" wait until the test lets them through, so a call on
+ * that run stays in progress for as long as the test likes.
+ */
+function holdingReads() {
+  let release: () => void = () => undefined;
+  let gate: Promise<void> = Promise.resolve();
+  let reached: () => void = () => undefined;
+  let hit: Promise<void> = Promise.resolve();
+  const wait = async (key: string) => {
+    if (!key.includes("held")) return;
+    reached();
+    await gate;
+  };
+  return {
+    wrap: (base: Backend): Backend => ({
+      ...base,
+      async get(key, opts) {
+        await wait(key);
+        return base.get(key, opts);
+      },
+      async head(key, opts) {
+        await wait(key);
+        return base.head(key, opts);
+      },
+      async list(prefix, opts) {
+        await wait(prefix);
+        return base.list(prefix, opts);
+      },
+    }),
+    /** Holds the next reads of the run "held"; resolves once one of them is waiting. */
+    arm(): Promise<void> {
+      gate = new Promise((r) => {
+        release = r;
+      });
+      hit = new Promise((r) => {
+        reached = r;
+      });
+      return hit;
+    },
+    release: () => release(),
+  };
+}
+
+/** The count of `grpc_server_started_total` for one SpillwayService method. */
+async function startedCount(metrics: Metrics, method: string): Promise<number> {
+  const metric = metrics.registry.getSingleMetric("grpc_server_started_total");
+  return (
+    (await metric?.get())?.values.find(
+      (v) =>
+        v.labels.grpc_service === "spillway.v1.SpillwayService" && v.labels.grpc_method === method,
+    )?.value ?? 0
+  );
+}
+
+/** The HTTP statuses of every response in an exchange, in the order they came. */
+const statusesOf = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => m[1]);
+
+describe("HTTP/1.1 pipelining: one request at a time per connection", () => {
+  const auth = { authorization: "Bearer token-a" };
+  const stat = (runId: string, handle: string, headers: Record<string, string> = {}) =>
+    connectJsonRequest(
+      "/spillway.v1.SpillwayService/StatToolOutput",
+      JSON.stringify({ runId, handle }),
+      { ...auth, ...headers },
+    );
+  const held = holdingReads();
+  let t: TestServer;
+  let metrics: Metrics;
+  beforeAll(async () => {
+    metrics = createMetrics();
+    // One call at a time for the tenant: two requests of one connection in progress together
+    // would have the second refused.
+    t = await startTestServer({
+      backend: "memory",
+      tokens: { "token-a": "tenant-a" },
+      maxCallsPerTenant: 1,
+      metrics,
+      wrapBackend: held.wrap,
+    });
+    const items = ["r", "held"].flatMap((runId) =>
+      Array.from({ length: 20 }, (_, i) => ({
+        header: { key: { tenant: "tenant-a", runId, callId: `c${i}` } },
+        data: new TextEncoder().encode(`${i}\n`),
+      })),
+    );
+    const res = await t.raw("token-a").offloadBatch({ items });
+    expect(res.results.every((r) => r.result.case === "offloaded")).toBe(true);
+  });
+  // A test that fails while a call is held must not leave it holding the tenant's one slot.
+  afterEach(() => held.release());
+  afterAll(() => t.stop());
+
+  it("answers more pipelined requests than the tenant's max_calls, every one and in order", async () => {
+    const n = 20;
+    const ex = await rawExchange(
+      t.url,
+      (s) =>
+        s.write(
+          Array.from({ length: n }, (_, i) =>
+            stat("r", `res_c${i}`, i === n - 1 ? { connection: "close" } : {}),
+          ).join(""),
+        ),
+      10_000,
+    );
+    expect(ex.closed).toBe(true);
+    expect(statusesOf(ex.text)).toEqual(Array(n).fill("200"));
+    const handles = [...ex.text.matchAll(/"handle":"(res_c\d+)"/g)].map((m) => m[1]);
+    expect(handles).toEqual(Array.from({ length: n }, (_, i) => `res_c${i}`));
+  });
+
+  it("starts the next pipelined request only once the response before it has ended", async () => {
+    const before = await startedCount(metrics, "GetServerInfo");
+    const reached = held.arm();
+    const ex = rawExchange(
+      t.url,
+      (s) =>
+        s.write(
+          stat("held", "res_c0") +
+            connectJsonRequest(getServerInfo, "{}", auth) +
+            connectJsonRequest(getServerInfo, "{}", { ...auth, connection: "close" }),
+        ),
+      10_000,
+    );
+    // Fails fast, not by timing out, when the first request never reaches the store.
+    await Promise.race([reached, ex.then((e) => expect.fail(`ended first: ${e.text}`))]);
+    // The calls behind the held one were parsed along with it; none of them may have started.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await startedCount(metrics, "GetServerInfo")).toBe(before);
+    held.release();
+    const { text, closed } = await ex;
+    expect(closed).toBe(true);
+    expect(statusesOf(text)).toEqual(["200", "200", "200"]);
+    expect(text).toContain('"handle":"res_c0"');
+    expect(await startedCount(metrics, "GetServerInfo")).toBe(before + 2);
+  });
+
+  it("stops reading a connection whose pipelined requests wait behind one in progress", async () => {
+    const before = await startedCount(metrics, "GetServerInfo");
+    const reached = held.arm();
+    // 32 MB of requests, far more than the kernel's socket buffers hold: the client can only
+    // send them all if the server keeps reading requests it is not serving yet.
+    const burst = connectJsonRequest(getServerInfo, "{}", auth).repeat(500);
+    const bursts = Math.ceil(32e6 / burst.length);
+    let sent = 0;
+    let progressed = Date.now();
+    await rawExchange(
+      t.url,
+      (s) => {
+        s.write(stat("held", "res_c1"));
+        // One write at a time, so a write's callback says the kernel has taken it.
+        const pump = () => {
+          if (sent < bursts && !s.destroyed) {
+            s.write(burst, () => {
+              sent++;
+              progressed = Date.now();
+              pump();
+            });
+          }
+        };
+        void reached.then(async () => {
+          pump();
+          while (sent < bursts && Date.now() - progressed < 500) {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          s.destroy();
+        });
+      },
+      30_000,
+    );
+    expect(sent).toBeLessThan(bursts);
+    expect(await startedCount(metrics, "GetServerInfo")).toBe(before);
+    held.release();
+  });
+});
+
+/**
  * Without a token file every caller is the tenant `dev`, and HTTP/1.1 is what a browser speaks:
  * a web page whose name an attacker re-points at 127.0.0.1 (DNS rebinding) would be same-origin
  * with the server and could read and delete every output. Its requests carry the attacker's
@@ -446,6 +623,42 @@ describe("HTTP/1.1 connections on close, age and idleness", () => {
     expect(ex.text).toMatch(/^HTTP\/1\.1 200/);
     expect(ex.text).toMatch(/connection: close/i);
     expect(ex.text).toContain('"backend":"memory"');
+    await t.stop();
+  });
+
+  it("on drain, ends the response in progress with Connection: close and serves no request pipelined behind it", async () => {
+    const held = holdingReads();
+    const metrics = createMetrics();
+    const t = await startTestServer({ backend: "memory", metrics, wrapBackend: held.wrap });
+    await t.raw().offloadBatch({
+      items: [
+        { header: { key: { tenant: "dev", runId: "held", callId: "c" } }, data: new Uint8Array(1) },
+      ],
+    });
+    const reached = held.arm();
+    let closing: Promise<void> | undefined;
+    const ex = await rawExchange(
+      t.url,
+      (s) => {
+        s.write(
+          connectJsonRequest(
+            "/spillway.v1.SpillwayService/StatToolOutput",
+            '{"runId":"held","handle":"res_c"}',
+          ) + connectJsonRequest(getServerInfo, "{}").repeat(3),
+        );
+        void reached.then(() => {
+          closing = t.server.close(5_000);
+          held.release();
+        });
+      },
+      5_000,
+    );
+    expect(ex.closed).toBe(true);
+    expect(statusesOf(ex.text)).toEqual(["200"]);
+    expect(ex.text).toMatch(/connection: close/i);
+    expect(ex.text).toContain('"handle":"res_c"');
+    expect(await startedCount(metrics, "GetServerInfo")).toBe(0);
+    await closing;
     await t.stop();
   });
 

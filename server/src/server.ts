@@ -495,11 +495,12 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     res: http.ServerResponse | http2.Http2ServerResponse,
   ) => {
     if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
-      http1Connections.request(req, res);
-      if (devMode && !isLoopbackHostHeader(req.headers.host)) {
-        refuseForeignHost(res);
-        return;
-      }
+      // Pipelined requests are served one at a time, each in its turn.
+      http1Connections.request(req, res, () => {
+        if (devMode && !isLoopbackHostHeader(req.headers.host)) refuseForeignHost(res);
+        else handler(req, res);
+      });
+      return;
     }
     handler(req, res);
   };

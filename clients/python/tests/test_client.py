@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import hashlib
@@ -20,6 +21,20 @@ LOG = "".join(f"line {i + 1} of the build log\n" for i in range(1000))
 
 def key(run_id: str, call_id: str) -> dict[str, str]:
     return {"tenant": "dev", "run_id": run_id, "call_id": call_id}
+
+
+NAME = "report-\udcff.csv"
+"""What os.fsdecode gives for the file name b"report-\\xff.csv": a str holding a lone surrogate."""
+UNPAIRED = f"{NAME} \ud83d x \ude00 \ud83d\ude00\n"
+"""Text with surrogates that are no pair, and a high and a low one that are (as in a JS string)."""
+UNPAIRED_STORED = "report-\ufffd.csv \ufffd x \ufffd \U0001f600\n".encode()
+"""UNPAIRED as the TS SDK stores the same UTF-16 code units (Buffer.from(text, "utf8"))."""
+UNPAIRED_JSON = {"name": NAME, NAME: [UNPAIRED]}
+UNPAIRED_JSON_STORED = (
+    r'{"name":"report-\udcff.csv","report-\udcff.csv":["report-\udcff.csv \ud83d x \ude00 ' + "\U0001f600" + r'\n"]}'
+).encode()
+"""UNPAIRED_JSON as the TS SDK stores it: the text JSON.stringify writes, with an escape for each
+surrogate that is no pair."""
 
 
 def lines_of(window) -> list[tuple[int, str]]:
@@ -146,6 +161,29 @@ def test_json_binary_header_options_and_run_operations(client: SpillwayClient, r
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     info = client.server_info()
     assert info.backend == "memory" and info.caps.max_window_lines > 0
+
+
+def test_text_with_unpaired_surrogates_is_stored_as_the_ts_sdk_stores_it(client: SpillwayClient, run_id: str) -> None:
+    att = client.offload(key(run_id, "text"), UNPAIRED)
+    assert client.read_tool_output(run_id, att.handle, bytes={"offset": 0}).data == UNPAIRED_STORED
+    att = client.offload(key(run_id, "json"), UNPAIRED_JSON)
+    assert client.read_tool_output(run_id, att.handle, bytes={"offset": 0}).data == UNPAIRED_JSON_STORED
+    batched = client.offload_batch([(key(run_id, "b-text"), UNPAIRED), (key(run_id, "b-json"), UNPAIRED_JSON)])
+    assert [a.size_bytes for a in batched] == [len(UNPAIRED_STORED), len(UNPAIRED_JSON_STORED)]  # type: ignore[union-attr]
+
+
+async def test_async_text_with_unpaired_surrogates_is_stored_as_the_ts_sdk_stores_it(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    # Up to 64 KiB shares an OffloadBatch call; more goes in an Offload stream of its own.
+    small, large, value = await asyncio.gather(
+        aclient.offload(key(run_id, "small"), UNPAIRED),
+        aclient.offload(key(run_id, "large"), UNPAIRED * 5000),
+        aclient.offload(key(run_id, "json"), UNPAIRED_JSON),
+    )
+    assert b"".join([c async for c in aclient.read_bytes(run_id, small.handle)]) == UNPAIRED_STORED
+    assert b"".join([c async for c in aclient.read_bytes(run_id, large.handle)]) == UNPAIRED_STORED * 5000
+    assert b"".join([c async for c in aclient.read_bytes(run_id, value.handle)]) == UNPAIRED_JSON_STORED
 
 
 def test_a_client_refused_1500_times_on_one_channel_is_answered_every_time(run_id: str) -> None:

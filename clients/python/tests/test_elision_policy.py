@@ -5,6 +5,7 @@ checks, tool name patterns, and SpillwayToolOutputs driven by a policy in a real
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -128,6 +129,26 @@ async def test_a_call_id_spilled_again_with_other_bytes_is_its_next_attempt(
     second = await policy.apply(aclient, key(run_id, "again"), "second")
     assert first.attachment is not None and first.attachment.handle == "res_again"
     assert second.attachment is not None and second.attachment.handle == "res@2_again"
+
+
+async def test_a_spill_with_unpaired_surrogates_is_stored_as_the_ts_policy_stores_it(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    """A lone surrogate (os.fsdecode of a file name that is not UTF-8) is stored as U+FFFD in text,
+    as the TS policy's UTF-8 encoding does, and as an escape in a JSON value, as JSON.stringify writes it."""
+    name = os.fsdecode(b"report-\xff.csv")
+    listing = "".join(f"{name} {i}\n" for i in range(2000))
+    policy = ElisionPolicy(bands=[Band("passthrough", 4000), Band("spill")])
+    text = await policy.apply(aclient, key(run_id, "text"), listing, tool_name="list_dir")
+    value = await policy.apply(aclient, key(run_id, "json"), {"files": [name] * 1000}, tool_name="list_dir")
+    assert text.kind == value.kind == "spilled"
+    assert text.attachment is not None and value.attachment is not None
+    stored = b"".join([c async for c in aclient.read_bytes(run_id, text.attachment.handle)])
+    assert stored == listing.replace("\udcff", "\ufffd").encode()
+    json_text = '{"files":[' + ",".join([r'"report-\udcff.csv"'] * 1000) + "]}"
+    stored = b"".join([c async for c in aclient.read_bytes(run_id, value.attachment.handle)])
+    assert stored == json_text.encode()
+    assert value.size == len(json_text)
 
 
 async def test_with_the_service_down() -> None:

@@ -5,6 +5,7 @@ read_tool_output, each answer the server's text for that window."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import time
@@ -108,6 +109,34 @@ async def test_malformed_reads_are_answered_with_one_error_line(aclient: AsyncSp
     one line and the agent run goes on."""
     _, _, got = await run(SpillwayToolOutputs(aclient, run_id=run_id), [args for args, _ in MALFORMED_READS])
     assert got == [line for _, line in MALFORMED_READS]
+
+
+async def test_a_return_with_unpaired_surrogates_is_offloaded_as_the_ts_sdk_would(
+    aclient: AsyncSpillwayClient, run_id: str
+) -> None:
+    """A str return holding a lone surrogate (os.fsdecode of a file name that is not UTF-8) is
+    stored with U+FFFD in its place, as the TS SDK's UTF-8 encoding stores it; the run goes on."""
+    name = os.fsdecode(b"report-\xff.csv")
+    listing = "".join(f"{name} {i}\n" for i in range(2000))
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if returns(messages, "list_dir"):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart("list_dir", {}, tool_call_id="call-ls")])
+
+    agent = Agent(FunctionModel(model), capabilities=[SpillwayToolOutputs(aclient, run_id=run_id)])
+
+    @agent.tool_plain
+    def list_dir() -> str:
+        """List a directory."""
+        return listing
+
+    result = await agent.run("list it")
+    assert result.output == "done"
+    record = await aclient.stat(run_id, "res_call-ls")
+    assert str(returns(result.all_messages(), "list_dir")[0].content) == record.preview.text
+    stored = b"".join([c async for c in aclient.read_bytes(run_id, "res_call-ls")])
+    assert stored == listing.replace("\udcff", "\ufffd").encode()
 
 
 async def test_agent_run_ids_keep_outputs_apart(aclient: AsyncSpillwayClient) -> None:

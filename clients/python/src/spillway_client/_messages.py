@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeAlias
@@ -90,19 +91,54 @@ def byte_view(data: bytes | bytearray | memoryview) -> Payload:
     return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _as_utf16(text: str) -> str:
+    """text read as the UTF-16 code units a JS string of the same units holds: a high surrogate
+    then a low one become the character they make; any other surrogate stays as it is."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def utf8(text: str) -> bytes:
+    """utf8 is `text` as UTF-8, the bytes the TS SDK stores for the same UTF-16 code units.
+
+    A surrogate that is not half of a pair (os.fsdecode gives one for a file name that is not
+    UTF-8) becomes U+FFFD, as Node's UTF-8 encoding writes it, where Python's would raise; a high
+    and a low surrogate in a row are the character they make.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", _as_utf16(text)).encode("utf-8")
+
+
+def json_text(value: object) -> str:
+    """json_text is the compact JSON text `JSON.stringify` writes for `value`.
+
+    A surrogate that is not half of a pair is written as its `\\uXXXX` escape, as JSON.stringify
+    writes it (it can only stand in a string, where the escape is valid JSON), so the text always
+    has a UTF-8 encoding.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", _as_utf16(text))
+
+
 def payload_bytes(data: object) -> tuple[Payload, bool]:
     """payload_bytes turns replayable offload data into bytes; the flag is True for JSON values.
 
     Bytes are sent unchanged and a bytearray or memoryview through a byte view of the caller's
-    buffer, so a payload held whole is never copied whole; text goes as UTF-8, anything else as
-    compact JSON (the same bytes `JSON.stringify` gives, so the TS and Python SDKs store identical
-    payloads).
+    buffer, so a payload held whole is never copied whole; text goes as UTF-8 (`utf8`), anything
+    else as compact JSON (`json_text`: the same bytes `JSON.stringify` gives, so the TS and Python
+    SDKs store identical payloads, lone surrogates included).
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
         return byte_view(data), False
     if isinstance(data, str):
-        return data.encode("utf-8"), False
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8"), True
+        return utf8(data), False
+    return json_text(data).encode("utf-8"), True
 
 
 def header(key: KeyLike, options: Mapping[str, Any], *, json_value: bool) -> pb.OffloadRequest:

@@ -8,7 +8,6 @@ scope the policy. Both SDKs render the vectors of conformance/elision-vectors.js
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Literal
 import grpc
 
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
+from spillway_client._messages import json_text
 from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.errors import StatusError
@@ -144,7 +144,7 @@ class ElisionPolicy:
         example ALREADY_EXISTS), or that was UNAVAILABLE under `required` preservation.
         """
         is_text = isinstance(content, str)
-        raw = content if is_text else json.dumps(content, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        raw = content if is_text else json_text(content)
         # read_tool_output's text is the server's window, already rendered as the model sees it.
         if tool_name == READ_TOOL_OUTPUT_NAME:
             return ElisionResult("passthrough", raw, self._size(raw))

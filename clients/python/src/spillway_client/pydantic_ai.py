@@ -21,6 +21,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
+from spillway_client._messages import utf8
 from spillway_client.attempts import AttemptTracker, offload_next_attempt
 from spillway_client.client import AsyncSpillwayClient
 from spillway_client.elision_policy import ElisionPolicy
@@ -193,7 +194,7 @@ class SpillwayToolOutputs(AbstractCapability[Any]):
         shown_text = model_text(result, self.keep_ansi) if isinstance(result, str) else result
         if len(shown_text) <= self.over_chars:
             return shown_text
-        data = result.encode() if isinstance(result, str) else result
+        data = utf8(result) if isinstance(result, str) else result
         call_id = call.tool_call_id or "call"
         try:
             attachment = await offload_next_attempt(

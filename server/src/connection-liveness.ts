@@ -26,7 +26,10 @@ export const defaultConnectionLiveness: ConnectionLiveness = {
  * - every `keepaliveMs` the server sends a PING (only one at a time); when the peer does not
  *   acknowledge it within `keepaliveTimeoutMs` the session and its socket are destroyed, so a
  *   peer that vanished (host down, cable pulled, a client that stopped reading its socket) does
- *   not keep its streams, their call slots and its socket open until TCP gives up.
+ *   not keep its streams, their call slots and its socket open until TCP gives up;
+ * - a session whose peer is gone (the connection was reset, or closed with responses unread)
+ *   is destroyed the first time one of its streams drains, so every call on it ends there
+ *   and then (see below).
  * Every timer is cleared when the session closes.
  */
 export function watchConnection(session: ServerHttp2Session, liveness: ConnectionLiveness): void {
@@ -36,9 +39,20 @@ export function watchConnection(session: ServerHttp2Session, liveness: Connectio
     if (liveness.idleMs > 0) idle = setTimeout(() => session.close(), liveness.idleMs).unref();
   };
   armIdle();
+  // Node completes a stream's writes as done when the socket write carrying them failed (its
+  // session passes 0, not the error: ClearOutgoing in node_http2.cc), and reads no more from a
+  // socket while a write to it is in progress. So when a client that had stopped reading
+  // resets its connection, every stalled response drains at once and keeps draining, and its
+  // call keeps producing, until the session gets round to reading the reset: 200 bulk readers
+  // on 4 connections read 5.9 MiB each from the store after theirs were dropped. A drain is
+  // where that begins, and the kernel knows by then: getpeername fails once the peer is gone.
+  const endIfPeerGone = () => {
+    if (peerGone(session)) session.destroy();
+  };
   session.on("stream", (stream) => {
     open++;
     clearTimeout(idle);
+    stream.on("drain", endIfPeerGone);
     stream.once("close", () => {
       if (--open === 0 && !session.closed && !session.destroyed) armIdle();
     });
@@ -67,6 +81,24 @@ export function watchConnection(session: ServerHttp2Session, liveness: Connectio
     clearTimeout(unanswered);
     clearInterval(keepalive);
   });
+}
+
+/**
+ * peerGone reports whether the session's TCP connection has no peer any more: the kernel fails
+ * getpeername with ENOTCONN once the connection was reset, which a peer that closed with data
+ * unread, or that gets data after closing, does. Node's socket caches its peer's address, so
+ * this asks the socket's handle (TCP, or TLS, which asks its TCP socket's).
+ */
+function peerGone(session: ServerHttp2Session): boolean {
+  if (session.destroyed) return false;
+  const handle = (session.socket as { _handle?: PeerNameHandle | null })._handle;
+  if (typeof handle?.getpeername !== "function") return false;
+  return handle.getpeername({}) !== 0;
+}
+
+/** The part of Node's socket handles peerGone uses: 0, or a negative errno. */
+interface PeerNameHandle {
+  getpeername(out: object): number;
 }
 
 /**

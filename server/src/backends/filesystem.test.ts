@@ -482,6 +482,39 @@ describe("filesystem backend", () => {
       await backend.close();
     });
 
+    it("reads ahead at most 16 chunks for all its streams together, and on demand beyond", async () => {
+      const { backend } = fresh();
+      const payload = new Uint8Array(randomBytes(12 * mib));
+      await backend.put("t/run/shared", bytesBody(payload));
+      // Eight readers take 2 MiB each (so their reads are whole chunks) and then stop.
+      const readers = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const it = (await backend.get("t/run/shared"))[Symbol.asyncIterator]();
+          const got: Uint8Array[] = [];
+          let total = 0;
+          while (total < 2 * mib) {
+            const step = await it.next();
+            if (step.done === true) throw new Error("ended early");
+            got.push(Buffer.from(step.value));
+            total += step.value.byteLength;
+          }
+          return { it, got };
+        }),
+      );
+      // Alone, each would have read four chunks ahead.
+      expect(backend.reads().ahead).toBe(16);
+      // One reader goes on to the end, its later reads made as it asks for them.
+      const [first, ...rest] = readers;
+      if (first === undefined) throw new Error("no reader");
+      for (let step = await first.it.next(); step.done !== true; step = await first.it.next()) {
+        first.got.push(Buffer.from(step.value));
+      }
+      expect(Buffer.concat(first.got).equals(Buffer.from(payload))).toBe(true);
+      for (const reader of rest) await reader.it.return?.(undefined);
+      expect(backend.reads().ahead).toBe(0);
+      await backend.close();
+    });
+
     it("leaves no unhandled rejection when its call is aborted while the reader is slow", async () => {
       const { backend } = fresh();
       await backend.put("t/run/slow", bytesBody(new Uint8Array(randomBytes(6 * mib))));

@@ -132,7 +132,17 @@ export type FilesystemBackend = Backend & {
   sweepTempFiles(olderThanMs: number): Promise<number>;
   /** Same as sweepTempFiles, with a signal checked between directories. */
   sweepLeftovers(olderThanMs: number, opts?: BackendCallOptions): Promise<number>;
+  /** What the streams get returned have read so far and hold now (see FilesystemReads). */
+  reads(): FilesystemReads;
 };
+
+/** FilesystemReads is what a filesystem backend's streaming reads have done and hold. */
+export interface FilesystemReads {
+  /** Bytes read from files by the streams get returned, since the backend was created. */
+  readonly bytes: number;
+  /** Reads made or in flight ahead of their streams' consumers, not yet taken by them. */
+  readonly ahead: number;
+}
 
 /**
  * createFilesystemBackend returns a Backend (kind `filesystem`) storing key `a/b/c` at
@@ -200,6 +210,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   // Sixteen free chunks (16 MiB) cover the read-ahead and the HTTP/2 writes in flight of
   // several concurrent reads.
   const chunks = createChunkPool(readChunkBytes, 16);
+  const reading = { bytes: 0, ahead: 0 };
   const files = createOpenFileCache(opts.openFiles ?? defaultOpenFiles);
   let root: string;
   try {
@@ -731,7 +742,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const opened = await openFile(path, key);
         handle = opened.handle;
         const end = rangeEnd(opened.stats.size, offset, length);
-        const stream = readRange(handle, offset, end, signal, key, chunks);
+        const stream = readRange(handle, offset, end, signal, key, chunks, reading);
         handle = undefined;
         return stream;
       } catch (err) {
@@ -844,6 +855,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
     release(chunk: Uint8Array): void {
       chunks.give(chunk);
+    },
+
+    reads(): FilesystemReads {
+      return { ...reading };
     },
 
     async probe(callOpts?: BackendCallOptions): Promise<void> {
@@ -1156,6 +1171,22 @@ async function writeAll(fd: number, chunk: Uint8Array, position: number): Promis
 /** Reads a bulk read keeps in flight once its reads are whole chunks (see readRange). */
 const bulkReadsAhead = 4;
 
+/**
+ * Reads that all of a backend's streams together may hold ahead of their consumers, each in a
+ * pooled chunk (1 MiB, whatever its size): the chunk pool's free list, so read-ahead reuses
+ * memory rather than allocating it. A stream's consumer can stop for as long as its caller
+ * lets it (an HTTP/2 client that reads nothing holds a ReadToolOutput for the idle-stream
+ * timeout): with read-ahead per stream, 200 such readers held 4 MiB each beyond the data frame
+ * their calls reserve. Bounded for the backend, they hold 16 MiB between them.
+ */
+const readAheadChunks = 16;
+
+/** A read of [next, next + want) on its way, or done. */
+interface PendingRead {
+  readonly want: number;
+  readonly read: Promise<Uint8Array>;
+}
+
 async function* readRange(
   handle: FileHandle,
   start: number,
@@ -1163,55 +1194,72 @@ async function* readRange(
   signal: AbortSignal | undefined,
   key: string,
   chunks: ChunkPool,
+  reading: { bytes: number; ahead: number },
 ): AsyncGenerator<Uint8Array> {
   // Reads start small and double up to a full chunk: a window that stops after a few lines
   // reads (and reads ahead) kilobytes, not megabytes, while a bulk read reaches full chunks
   // within a few reads.
   let size = firstReadBytes;
-  const readAt = async (position: number, want: number): Promise<Uint8Array> => {
-    throwIfAborted(signal);
-    // From the pool, so a reader that gives chunks back reuses them; not zero-filled: only
-    // the bytes the read wrote are ever handed out.
-    const buffer = chunks.take(want);
-    const { bytesRead } = await handle.read(buffer, 0, want, position);
-    return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
-  };
-  // Reads run ahead of the consumer, so the disk and the consumer (a search scan, encoding for
-  // the wire) overlap instead of taking turns: one read while reads are still growing, up to
-  // bulkReadsAhead once they are whole chunks (a bulk read, whose next bytes are certain to be
-  // wanted), so several copies out of the page cache run at once on the pool's threads.
-  const ahead: { want: number; read: Promise<Uint8Array> }[] = [];
   let next = start;
-  const fill = () => {
-    while (ahead.length < (size === readChunkBytes ? bulkReadsAhead : 1) && next < end) {
-      const want = Math.min(size - (next % readAlignBytes), end - next);
-      const read = readAt(next, want);
-      // Its failure surfaces when it is awaited; until then, with the reader busy elsewhere, it
-      // must not count as an unhandled rejection (which ends the process).
-      read.catch(() => undefined);
-      ahead.push({ want, read });
-      next += want;
-      size = Math.min(size * 2, readChunkBytes);
+  const readNext = (): PendingRead => {
+    const want = Math.min(size - (next % readAlignBytes), end - next);
+    const position = next;
+    const read = (async () => {
+      throwIfAborted(signal);
+      // From the pool, so a reader that gives chunks back reuses them; not zero-filled: only
+      // the bytes the read wrote are ever handed out.
+      const buffer = chunks.take(want);
+      const { bytesRead } = await handle.read(buffer, 0, want, position);
+      reading.bytes += bytesRead;
+      return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
+    })();
+    // Its failure surfaces when it is awaited; until then, with the reader busy elsewhere, it
+    // must not count as an unhandled rejection (which ends the process).
+    read.catch(() => undefined);
+    next += want;
+    size = Math.min(size * 2, readChunkBytes);
+    return { want, read };
+  };
+  // Reads run ahead of the consumer while it holds a chunk, so the disk and the consumer (a
+  // search scan, encoding for the wire) overlap instead of taking turns: one read while reads
+  // are still growing, up to bulkReadsAhead once they are whole chunks (a bulk read, whose next
+  // bytes are certain to be wanted), so several copies out of the page cache run at once on
+  // the pool's threads. Each takes one of the backend's readAheadChunks and none is made while
+  // all are taken: the consumer's next read is then made when it asks for it.
+  const ahead: PendingRead[] = [];
+  const readAhead = () => {
+    while (
+      ahead.length < (size === readChunkBytes ? bulkReadsAhead : 1) &&
+      next < end &&
+      reading.ahead < readAheadChunks
+    ) {
+      ahead.push(readNext());
+      reading.ahead++;
     }
   };
   try {
-    fill();
-    for (let item = ahead.shift(); item !== undefined; item = ahead.shift()) {
+    while (ahead.length > 0 || next < end) {
+      // The read the consumer waits for: the first one ahead (its read-ahead chunk goes back
+      // to the backend's share) or, with none ahead, one made now.
+      const first = ahead.shift();
+      if (first !== undefined) reading.ahead--;
+      const item = first ?? readNext();
       const chunk = await item.read;
       // A short read means the file ended before `end`: nothing read after it counts.
       if (chunk.byteLength < item.want) {
         if (chunk.byteLength > 0) yield chunk;
         return;
       }
-      fill();
+      readAhead();
       yield chunk;
     }
   } catch (err) {
     throw fromNodeError(err, key);
   } finally {
-    // A consumer that stops early leaves reads in flight: let them settle before closing, and
-    // give their chunks back (nobody ever saw them).
-    for (const item of ahead) {
+    // A consumer that stops early leaves reads ahead of it, some perhaps in flight: let them
+    // settle before closing, and give their chunks back (nobody ever saw them).
+    for (const item of ahead.splice(0)) {
+      reading.ahead--;
       const unread = await item.read.catch(() => undefined);
       if (unread !== undefined) chunks.give(unread);
     }

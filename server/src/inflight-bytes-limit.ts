@@ -11,7 +11,10 @@ export interface InflightBytesWeights {
    * OffloadBatch reserves the same: its one message is bounded like a chunk.
    */
   readonly offload: number;
-  /** What one ReadToolOutput can hold in the service at once: its largest frame. */
+  /**
+   * What one ReadToolOutput can hold in the service at once: a data frame, and the bytes a
+   * bytes window keeps to render as text.
+   */
   readonly read: number;
 }
 

@@ -91,13 +91,6 @@ describe("spillway serve flag values", () => {
         "--max-inflight-bytes (SPILLWAY_MAX_INFLIGHT_BYTES): 100 is below the 4210688 bytes one call reserves",
     },
     {
-      what: "a bytes-in-flight limit below a read whose window caps make it the heavier call",
-      args: ["--max-window-chars", "1000000", "--max-inflight-bytes", "5MB"],
-      env: {},
-      message:
-        "--max-inflight-bytes: 5000000 is below the 5048580 bytes one call reserves (a 1048576-byte data frame and 4 bytes a character of --max-window-chars 1000000)",
-    },
-    {
       what: "an inline size that makes one call heavier than the default limit, naming it",
       args: [],
       env: { SPILLWAY_INLINE_BYTES: "1GiB" },

@@ -30,7 +30,6 @@ import { createSweeper } from "./sweeper.js";
 import { runTokenCommand } from "./token-command.js";
 import { checkIncompleteUploadExpiry } from "./upload-expiry.js";
 import { spillwayUsage } from "./usage.js";
-import { dataFrameBytes } from "./window/bytes.js";
 import { createWindowCaps, type WindowCaps } from "./window/caps.js";
 import { escapeControls } from "./window/render.js";
 
@@ -244,7 +243,6 @@ async function main(argv: string[]): Promise<void> {
   const maxInflightBytesPerTenant = bytes("max-inflight-bytes-per-tenant");
   checkInflightFits(
     { ...defaultLimits, ...limits },
-    createWindowCaps(caps),
     [
       ["max-inflight-bytes", givenInflightBytes, maxInflightBytes ?? DEFAULT_MAX_INFLIGHT_BYTES],
       ["max-inflight-bytes-per-tenant", maxInflightBytesPerTenant, undefined],
@@ -438,22 +436,16 @@ function checkWindowCaps(caps: Partial<WindowCaps>, name: (flag: Flag) => string
 /**
  * Checks that one call of each kind fits under the bytes-in-flight limits (0 turns one off),
  * naming the flags: an offload reserves a chunk and the inline buffer (--inline-bytes), so a
- * large --inline-bytes can exceed a limit its operator never set; a read reserves a data frame
- * and 4 bytes a character of --max-window-chars.
+ * large --inline-bytes can exceed a limit its operator never set.
  */
 function checkInflightFits(
   limits: ServerLimits,
-  caps: WindowCaps,
   checks: readonly (readonly [Flag, given: number | undefined, fallback: number | undefined])[],
   name: (flag: Flag) => string,
 ): void {
-  const weights = callWeights(limits, caps);
+  const weights = callWeights(limits);
   const heaviest = Math.max(weights.offload, weights.read);
-  const parts =
-    weights.offload >= weights.read
-      ? `a ${limits.maxChunkBytes}-byte chunk and ${limits.inlineBytes} of --inline-bytes`
-      : `a ${dataFrameBytes}-byte data frame and 4 bytes a character of --max-window-chars ${caps.maxWindowChars}`;
-  const reserve = `${heaviest} bytes one call reserves (${parts})`;
+  const reserve = `${heaviest} bytes one call reserves (a ${limits.maxChunkBytes}-byte chunk and ${limits.inlineBytes} of --inline-bytes)`;
   for (const [flag, given, fallback] of checks) {
     const limit = given ?? fallback;
     if (limit === undefined || limit === 0 || limit >= heaviest) continue;

@@ -11,10 +11,7 @@ export interface InflightBytesWeights {
    * OffloadBatch reserves the same: its one message is bounded like a chunk.
    */
   readonly offload: number;
-  /**
-   * What one ReadToolOutput can hold in the service at once: a data frame, and the bytes a
-   * bytes window keeps to render as text.
-   */
+  /** What one ReadToolOutput can hold in the service at once: its largest frame. */
   readonly read: number;
 }
 

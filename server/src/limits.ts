@@ -1,5 +1,4 @@
 import { dataFrameBytes } from "./window/bytes.js";
-import type { WindowCaps } from "./window/caps.js";
 import { defaultLineIndexStride } from "./window/line-index.js";
 
 /** ServerLimits bound every input the service accepts. */
@@ -36,21 +35,13 @@ export const defaultLimits: ServerLimits = {
 /**
  * callWeights are the bytes one call of each kind reserves under the bytes-in-flight limits
  * (inflight-bytes-limit.ts): an offload its largest chunk and the inline buffer, a read one
- * data frame and what a bytes window keeps of its payload to render as text, 4 bytes a
- * character of maxWindowChars (200 KB at the default caps, a fifth on top of the frame). A
- * limit below the heavier of the two would refuse that kind of call always.
+ * data frame. A limit below the heavier of the two would refuse that kind of call always.
  */
-export function callWeights(
-  limits: Pick<ServerLimits, "maxChunkBytes" | "inlineBytes">,
-  caps: Pick<WindowCaps, "maxWindowChars">,
-): {
+export function callWeights(limits: Pick<ServerLimits, "maxChunkBytes" | "inlineBytes">): {
   readonly offload: number;
   readonly read: number;
 } {
-  return {
-    offload: limits.maxChunkBytes + limits.inlineBytes,
-    read: dataFrameBytes + 4 * caps.maxWindowChars + 4,
-  };
+  return { offload: limits.maxChunkBytes + limits.inlineBytes, read: dataFrameBytes };
 }
 
 /** TenantLimits are a tenant's own limits from the token file; each one only lowers the server's. */

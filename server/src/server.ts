@@ -125,9 +125,8 @@ export interface SpillwayServerOptions {
   readonly requestDeadlineMs?: number;
   /**
    * Bytes this server may hold for Offload and ReadToolOutput calls in flight (each reserves
-   * one chunk plus the inline limit, or one 1 MiB read frame and the bytes it keeps to render,
-   * see callWeights); a call past it is refused with RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns
-   * the limit off.
+   * one chunk plus the inline limit, or one 1 MiB read frame); a call past it is refused with
+   * RESOURCE_EXHAUSTED. Default 1 GiB; 0 turns the limit off.
    */
   readonly maxInflightBytes?: number;
   /**
@@ -400,7 +399,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   };
 
   const maxInflightBytes = opts.maxInflightBytes ?? DEFAULT_MAX_INFLIGHT_BYTES;
-  const weights = callWeights(limits, caps);
+  const weights = callWeights(limits);
   const auth = createAuthenticator({
     tokenFile: opts.tokenFile,
     minInflightBytes: Math.max(weights.offload, weights.read),

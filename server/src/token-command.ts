@@ -3,7 +3,6 @@ import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } fr
 import { parseArgs } from "node:util";
 import { hashToken, parseTokenFile, parseTokenLimit, TOKEN_LIMIT_ATTRIBUTES } from "./auth.js";
 import { callWeights, defaultLimits } from "./limits.js";
-import { defaultWindowCaps } from "./window/caps.js";
 
 /** The limit flags `token add` takes (`--max-blob-bytes`), by the token file attribute each writes. */
 const LIMIT_FLAGS = new Map(TOKEN_LIMIT_ATTRIBUTES.map((a) => [a.replaceAll("_", "-"), a]));
@@ -76,7 +75,7 @@ export function runTokenCommand(args: readonly string[]): number {
     try {
       // As a server with the default --inline-bytes reads it (one with a larger one refuses
       // less, and says so at start or SIGHUP).
-      const weights = callWeights(defaultLimits, defaultWindowCaps);
+      const weights = callWeights(defaultLimits);
       parseTokenFile(`${before}${separator}${line}\n`, {
         minInflightBytes: Math.max(weights.offload, weights.read),
       });

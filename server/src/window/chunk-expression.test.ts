@@ -72,9 +72,9 @@ describe("chunkExpression", () => {
           for (const [k, line] of lines.entries()) {
             const terminated = k < lines.length - 1 || lastEnds;
             const raw = Buffer.byteLength(line.text) + (terminated && line.end === "\r\n" ? 1 : 0);
-            // As the line splitter delivers it: its `\n` and a `\r` right before it cut off.
+            // As the line splitter delivers it: its `\n` and a `\r` ending it cut off.
             const content = bytes.subarray(start, start + raw);
-            const tested = terminated && content.at(-1) === 13 ? content.subarray(0, -1) : content;
+            const tested = content.at(-1) === 13 ? content.subarray(0, -1) : content;
             if (alone.test(tested)) {
               over.lastIndex = start;
               const found = over.exec(bytes)?.index ?? -1;

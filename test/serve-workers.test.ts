@@ -208,6 +208,38 @@ describe("spillway serve --workers", () => {
     await expect(startTwo("--port", String(port))).rejects.toThrow(/exited \(1\) before listening/);
   });
 
+  it("exits 1 before starting workers when its metrics port is taken", async () => {
+    const holder = createServer();
+    taken = holder;
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const address = holder.address();
+    const port = typeof address === "object" && address !== null ? address.port : 0;
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const child = spawn(
+      process.execPath,
+      [spillwayCli, "serve", "--port", "0", "--data-dir", join(dir, "store")].concat([
+        "--workers",
+        "2",
+        "--metrics-port",
+        String(port),
+      ]),
+      { env: { ...process.env, SPILLWAY_DRAIN_DELAY_MS: "0" }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const [code] = await once(child, "exit");
+    expect(code).toBe(1);
+    expect(out).toContain("EADDRINUSE");
+    // Workers forked first would die with the primary's IPC channel (unhandled EPIPE).
+    expect(out).not.toContain("starting workers");
+    expect(out).not.toContain("EPIPE");
+  });
+
   it("runs a worker a core unless told, and one with the memory backend", async () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     const cores = availableParallelism();

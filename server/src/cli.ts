@@ -269,7 +269,8 @@ async function main(argv: string[]): Promise<void> {
   if (workers > 1 && cluster.isPrimary) {
     // The store was reached and its flags checked once, here; every worker opens its own.
     await backend.close();
-    superviseWorkers(workers, log);
+    // Metrics listen before any worker starts: a taken port then ends the start here, not after
+    // the workers are forked (they would die with the primary's IPC channel, EPIPE).
     if (metricsPort !== undefined) {
       // One scrape, every worker's metrics summed: each worker answers the primary's request.
       const { AggregatorRegistry } = await import("prom-client");
@@ -284,6 +285,7 @@ async function main(argv: string[]): Promise<void> {
       });
       log.info({ url: summed.url, workers }, "metrics served");
     }
+    superviseWorkers(workers, log);
     return;
   }
   // prom-client is loaded only when metrics are asked for.

@@ -51,6 +51,17 @@ describeBackendContract(
   { localFiles: true },
 );
 
+/** Takes chunks (copied) from a read until at least `bytes` came; throws if it ends first. */
+async function readAtLeast(it: AsyncIterator<Uint8Array>, bytes: number): Promise<Uint8Array[]> {
+  const got: Uint8Array[] = [];
+  for (let total = 0; total < bytes; ) {
+    const step = await it.next();
+    if (step.done === true) throw new Error("ended early");
+    got.push(Buffer.from(step.value));
+    total += step.value.byteLength;
+  }
+  return got;
+}
 describe("filesystem backend", () => {
   const scratch = scratchDir("spillway-fs-");
   let serial = 0;
@@ -461,15 +472,8 @@ describe("filesystem backend", () => {
       const payload = new Uint8Array(randomBytes(9 * mib));
       await backend.put("t/run/cut", bytesBody(payload));
       const it = (await backend.get("t/run/cut"))[Symbol.asyncIterator]();
-      const got: Uint8Array[] = [];
-      let total = 0;
       // Reads grow 64 KiB, 128, 256, 512, then whole chunks, four in flight.
-      while (total < 2 * mib) {
-        const step = await it.next();
-        if (step.done === true) throw new Error("ended early");
-        got.push(Buffer.from(step.value));
-        total += step.value.byteLength;
-      }
+      const got = await readAtLeast(it, 2 * mib);
       const cut = 3 * mib + 12_345;
       await truncate(join(backend.root, "t", "run", "cut"), cut);
       for (let step = await it.next(); step.done !== true; step = await it.next()) {
@@ -490,15 +494,7 @@ describe("filesystem backend", () => {
       const readers = await Promise.all(
         Array.from({ length: 8 }, async () => {
           const it = (await backend.get("t/run/shared"))[Symbol.asyncIterator]();
-          const got: Uint8Array[] = [];
-          let total = 0;
-          while (total < 2 * mib) {
-            const step = await it.next();
-            if (step.done === true) throw new Error("ended early");
-            got.push(Buffer.from(step.value));
-            total += step.value.byteLength;
-          }
-          return { it, got };
+          return { it, got: await readAtLeast(it, 2 * mib) };
         }),
       );
       // Alone, each would have read four chunks ahead.

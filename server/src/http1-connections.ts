@@ -1,23 +1,36 @@
 import type * as http from "node:http";
 import type { Socket } from "node:net";
+import { feedInPieces } from "./http1-pieces.js";
 
 /**
  * Http1Connections serve each HTTP/1.1 connection's requests one at a time, and close the
  * connections gracefully: at an age, and when the server drains.
  */
 export interface Http1Connections {
-  /** Tracks one accepted HTTP/1.1 connection until it closes; it is closed after about maxAgeMs. */
+  /**
+   * Tracks one accepted HTTP/1.1 connection until it closes; it is closed after about maxAgeMs.
+   * Node's HTTP server must already have the socket: its bytes are fed to Node's parser in
+   * pieces from here on (feedInPieces).
+   */
   add(socket: Socket): void;
   /**
    * Serves a request on a tracked connection in its turn: `serve` runs at once when no other
    * request of the connection is in progress, else once every response before this one has
-   * ended, and never if the connection closes first. On a connection being closed, the response
+   * ended, and never if the connection closes first. A request that would be the
+   * MAX_PIPELINED_REQUESTS + 1st waiting destroys its connection instead. On a connection being closed, the response
    * says `Connection: close`, and the connection ends once that response has been written.
    */
   request(req: http.IncomingMessage, res: http.ServerResponse, serve: () => void): void;
   /** Closes every connection: idle ones at once, busy ones after their response in progress. */
   closeAll(): void;
 }
+
+/**
+ * The most requests one HTTP/1.1 connection may pipeline behind the one in progress; a connection
+ * that sends more is closed. Browsers and Connect/gRPC-Web clients never pipeline; a pipelining
+ * client that keeps its burst under this is served in full.
+ */
+export const MAX_PIPELINED_REQUESTS = 64;
 
 interface Waiting {
   readonly res: http.ServerResponse;
@@ -29,8 +42,6 @@ interface Tracked {
   current: http.ServerResponse | undefined;
   /** Requests pipelined behind it, in the order they came. */
   readonly waiting: Waiting[];
-  /** Whether the connection is kept from being read while requests wait. */
-  holding: boolean;
   closing: boolean;
   aged: NodeJS.Timeout | undefined;
 }
@@ -43,9 +54,11 @@ interface Tracked {
  * Node's HTTP server hands a handler every pipelined request as soon as it has parsed it, and
  * only queues the responses; served that way, one connection's pipelined burst runs as many
  * calls at once as it holds, taking a tenant's whole call budget. Here a request waits until the
- * response before it has ended (its `close`), and while any request waits the connection is not
- * read, so what a connection holds in memory is its request in progress and those parsed from
- * one read of the socket (at most 64 KiB of requests) with it.
+ * response before it has ended (its `close`), and at most MAX_PIPELINED_REQUESTS wait: a
+ * connection that pipelines more is destroyed, which frees every request it holds. The
+ * connection keeps being read while requests wait: one that is not read sees no FIN, so a client
+ * that went away would leave what it had sent parsed and held (a 64 KiB read holds about 2,500
+ * requests) for as long as its first response lasted, a never-ending Watch for instance.
  *
  * HTTP/1.1 has no GOAWAY, so a connection is closed without cutting a response short: with no
  * request in progress it is ended at once (a keep-alive client opens a new one for its next
@@ -75,10 +88,7 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
         socket.end(() => socket.destroy());
         return;
       }
-      if (next === undefined) return;
-      // The last waiting request is served: read the connection again for the next ones.
-      if (state.waiting.length === 0) socket.resume();
-      start(socket, state, next);
+      if (next !== undefined) start(socket, state, next);
     });
     serve();
   };
@@ -87,7 +97,6 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
       const state: Tracked = {
         current: undefined,
         waiting: [],
-        holding: false,
         closing: false,
         aged: undefined,
       };
@@ -98,6 +107,7 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
         ).unref();
       }
       tracked.set(socket, state);
+      feedInPieces(socket);
       socket.once("close", () => {
         clearTimeout(state.aged);
         state.waiting.length = 0;
@@ -112,18 +122,12 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
         return;
       }
       if (state.current !== undefined) {
-        state.waiting.push({ res, serve });
-        // Requests that are not read wait in the kernel and the client, not here.
-        socket.pause();
-        if (!state.holding) {
-          state.holding = true;
-          // Node resumes the socket after every request it parses ("to read the next one"),
-          // on a 'resume' listener of its own, added before this one: this one runs after it,
-          // in the same tick, so no read happens in between.
-          socket.on("resume", () => {
-            if (state.waiting.length > 0) socket.pause();
-          });
+        if (state.waiting.length >= MAX_PIPELINED_REQUESTS) {
+          state.waiting.length = 0;
+          socket.destroy();
+          return;
         }
+        state.waiting.push({ res, serve });
         return;
       }
       if (state.closing) res.setHeader("Connection", "close");

@@ -38,7 +38,10 @@ export interface PlaintextOptions {
   readonly idleMs: number;
   /** Told of every accepted connection. */
   readonly onConnection?: (socket: Socket) => void;
-  /** Told of every connection found to speak HTTP/1.1, before its first request is read. */
+  /**
+   * Told of every connection found to speak HTTP/1.1 once Node's HTTP server has it, before its
+   * first request is read.
+   */
   readonly onHttp1?: (socket: Socket) => void;
 }
 
@@ -70,8 +73,8 @@ export function createPlaintextListener(opts: PlaintextOptions): PlaintextListen
     routePreface(socket, http1HeadersMs, {
       http2: (s) => opts.http2Server.emit("connection", s),
       http1: (s) => {
-        opts.onHttp1?.(s);
         http1Server.emit("connection", s);
+        opts.onHttp1?.(s);
       },
     });
   });

@@ -7,6 +7,7 @@ import {
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "@spillway/proto/grpc/health/v1/health_pb.js";
+import { peerKey } from "./peer-key.js";
 
 /**
  * HealthState is the serving status of the server ("") and each named service. Every service
@@ -37,15 +38,25 @@ export const DEFAULT_MAX_HEALTH_WATCHES = 1000;
 
 /** HealthOptions tune createHealthState. */
 export interface HealthOptions {
-  /** The most Watch streams open at once; more are RESOURCE_EXHAUSTED. */
+  /** The most Watch streams open at once (DEFAULT_MAX_HEALTH_WATCHES). */
   readonly maxWatches?: number;
+}
+
+/** One open Watch stream: the peer it came from, and how to end it to make room. */
+interface Watcher {
+  readonly peer: string;
+  readonly notify: () => void;
+  evicted: boolean;
 }
 
 /**
  * createHealthState serves grpc.health.v1 for the given service names (plus "" for the
  * whole server). Watch streams a status whenever it changes, so load balancers see a drain
- * at once; at most `maxWatches` (DEFAULT_MAX_HEALTH_WATCHES) at a time, a Watch over that
- * being refused RESOURCE_EXHAUSTED (Check and List are never refused for it).
+ * at once. At most `maxWatches` (DEFAULT_MAX_HEALTH_WATCHES) are open at a time, shared fairly
+ * among peers (peerKey): when they are all taken, a Watch from a peer holding fewer than the
+ * peer holding the most, less one, ends one of that peer's newest (RESOURCE_EXHAUSTED) and takes
+ * its place; any other is refused RESOURCE_EXHAUSTED. So one peer, however many streams it
+ * opens, cannot keep a load balancer from watching. Check and List are never refused for it.
  */
 export function createHealthState(services: string[], opts: HealthOptions = {}): HealthState {
   const maxWatches = opts.maxWatches ?? DEFAULT_MAX_HEALTH_WATCHES;
@@ -53,7 +64,25 @@ export function createHealthState(services: string[], opts: HealthOptions = {}):
   const reasons = new Set<string>();
   const status = (): ServingStatus =>
     reasons.size === 0 ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
-  const watchers = new Set<() => void>();
+  const watchers = new Set<Watcher>();
+  const byPeer = new Map<string, Watcher[]>();
+  /** Ends the newest Watch of the peer holding the most, if it holds more than `peer` would. */
+  const makeRoomFor = (peer: string): boolean => {
+    let most: Watcher[] = [];
+    for (const held of byPeer.values()) if (held.length > most.length) most = held;
+    if (most.length <= (byPeer.get(peer)?.length ?? 0) + 1) return false;
+    const victim = most[most.length - 1] as Watcher;
+    forget(victim);
+    victim.evicted = true;
+    victim.notify();
+    return true;
+  };
+  const forget = (watcher: Watcher) => {
+    if (!watchers.delete(watcher)) return;
+    const held = byPeer.get(watcher.peer) ?? [];
+    held.splice(held.indexOf(watcher), 1);
+    if (held.length === 0) byPeer.delete(watcher.peer);
+  };
   let ended = false;
   const response = (status: ServingStatus): HealthCheckResponse =>
     create(HealthCheckResponseSchema, { status });
@@ -63,12 +92,12 @@ export function createHealthState(services: string[], opts: HealthOptions = {}):
       const before = status();
       if (unready) reasons.add(reason);
       else reasons.delete(reason);
-      if (status() !== before) for (const notify of watchers) notify();
+      if (status() !== before) for (const { notify } of watchers) notify();
     },
     status,
     endWatches() {
       ended = true;
-      for (const notify of watchers) notify();
+      for (const { notify } of watchers) notify();
     },
     service: {
       check(req) {
@@ -83,19 +112,29 @@ export function createHealthState(services: string[], opts: HealthOptions = {}):
         };
       },
       async *watch(req, ctx) {
-        if (watchers.size >= maxWatches) {
+        const peer = ctx.values.get(peerKey);
+        if (watchers.size >= maxWatches && !makeRoomFor(peer)) {
           throw new ConnectError(
-            `${maxWatches} health Watch streams are open on this server process, the most it keeps; call Check instead`,
+            `${maxWatches} health Watch streams are open on this server process, the most it keeps, and this peer holds as many as any other; call Check instead`,
             Code.ResourceExhausted,
           );
         }
         let wake: () => void = () => {};
-        const notify = () => wake();
-        watchers.add(notify);
-        ctx.signal.addEventListener("abort", notify, { once: true });
+        const watcher: Watcher = { peer, notify: () => wake(), evicted: false };
+        watchers.add(watcher);
+        const held = byPeer.get(peer);
+        if (held === undefined) byPeer.set(peer, [watcher]);
+        else held.push(watcher);
+        ctx.signal.addEventListener("abort", watcher.notify, { once: true });
         try {
           let last: ServingStatus | undefined;
           while (!ctx.signal.aborted) {
+            if (watcher.evicted) {
+              throw new ConnectError(
+                `ended to make room for another peer's health Watch: ${maxWatches} are open on this server process, the most it keeps, and this peer holds the most`,
+                Code.ResourceExhausted,
+              );
+            }
             const now = names.has(req.service) ? status() : ServingStatus.SERVICE_UNKNOWN;
             if (now !== last) {
               last = now;
@@ -109,8 +148,8 @@ export function createHealthState(services: string[], opts: HealthOptions = {}):
             });
           }
         } finally {
-          watchers.delete(notify);
-          ctx.signal.removeEventListener("abort", notify);
+          forget(watcher);
+          ctx.signal.removeEventListener("abort", watcher.notify);
         }
       },
     },

@@ -44,6 +44,7 @@ import { loadInspectorAssets } from "./inspector-assets.js";
 import { callWeights, defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
+import { peerKey, peerOf } from "./peer-key.js";
 import { createPlaintextListener } from "./plaintext-listener.js";
 import { createReflectionServices } from "./reflection.js";
 import { checkCapsFitReplies } from "./reply-size.js";
@@ -118,6 +119,11 @@ export interface SpillwayServerOptions {
   readonly keepaliveTimeoutMs?: number;
   /** Calls one tenant may have in flight at once on this server; default 256. */
   readonly maxCallsPerTenant?: number;
+  /**
+   * The most health Watch streams the process keeps open, shared fairly among peers
+   * (createHealthState); default DEFAULT_MAX_HEALTH_WATCHES.
+   */
+  readonly maxHealthWatches?: number;
   /**
    * Longest a call may run, from its arrival to the end of its response, before it ends with
    * DEADLINE_EXCEEDED; unset or 0: only the client's deadline and the Offload idle timeout apply.
@@ -293,16 +299,18 @@ export function createSpillwayHandler(
   res: http.ServerResponse | http2.Http2ServerResponse,
 ) => void {
   const { handlerOptions, services, wire, idleStreamMs, deadlines } = parts;
+  const contextValues = (req: http.IncomingMessage | http2.Http2ServerRequest) =>
+    deadlines.contextValues(req).set(peerKey, peerOf(req.socket?.remoteAddress));
   const grpcNodeHandler = createGrpcNodeHandler(handlerOptions, {
     services,
     wire,
-    contextValues: (req) => deadlines.contextValues(req),
+    contextValues,
     idleStreamMs,
   });
   const grpcWebHandler = createGrpcWebHandler(handlerOptions, {
     services,
     wire,
-    contextValues: (req) => deadlines.contextValues(req),
+    contextValues,
   });
   const connectHandler = connectNodeAdapter({
     ...handlerOptions,
@@ -313,7 +321,7 @@ export function createSpillwayHandler(
         }
       }
     },
-    contextValues: (req) => deadlines.contextValues(req),
+    contextValues,
   });
   const boundArrival = createRequestArrivalBound(
     services.map((spec) => spec.service),
@@ -361,7 +369,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   const caps: WindowCaps = createWindowCaps(opts.caps);
   checkCapsFitReplies(caps);
   const logger = opts.logger ?? pino({ level: "silent" });
-  const health = createHealthState([SpillwayService.typeName]);
+  const health = createHealthState([SpillwayService.typeName], {
+    maxWatches: opts.maxHealthWatches,
+  });
   const storeProbeIntervalMs = opts.storeProbeIntervalMs ?? 5_000;
   const readiness =
     storeProbeIntervalMs > 0

@@ -17,15 +17,18 @@ import { createLineMatcher, type SearchRequest, searchWindow } from "./search.js
 import { type WindowSource, windowHeaderFrame } from "./source.js";
 
 /**
- * Converts a non-negative int64 request field; a negative one is INVALID_ARGUMENT. Values past
- * Number.MAX_SAFE_INTEGER are clamped to it: they lie beyond any payload either way, and an
- * unclamped one rounds up past int64 and could not be echoed back in a response.
+ * Converts a position of a request (an int64 the proto bounds to 0..2^53 - 1, which request
+ * validation enforces before a window is read) to a number; one out of that range, from a
+ * caller that skipped validation, is INVALID_ARGUMENT rather than a number the client never sent.
  */
 function count(value: bigint, field: string): number {
-  if (value < 0n) {
-    throw new ConnectError(`${field} must not be negative, got ${value}`, Code.InvalidArgument);
+  if (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new ConnectError(
+      `${field} must be between 0 and ${Number.MAX_SAFE_INTEGER}, got ${value}`,
+      Code.InvalidArgument,
+    );
   }
-  return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
+  return Number(value);
 }
 
 /** The frames of a lines or search window over a binary payload: no content, a pointer to bytes mode. */

@@ -852,7 +852,8 @@ func (*ReadToolOutputRequest_JsonPath) isReadToolOutputRequest_Window() {}
 // LinesWindow selects lines on the `\n` grid that `wc -l`, `grep -n` and `sed` use.
 type LinesWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 0-based line to start at (from the end when from_end is set).
+	// 0-based line to start at (from the end when from_end is set). At most 2^53 - 1, as every
+	// position here, so every server and SDK holds it exactly.
 	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Lines to return; the server caps it (max_window_lines). Default: the cap.
 	Limit *int32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
@@ -916,7 +917,7 @@ func (x *LinesWindow) GetFromEnd() bool {
 // BytesWindow selects raw bytes; content frames carry them unchanged.
 type BytesWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 0-based byte to start at.
+	// 0-based byte to start at; at most 2^53 - 1.
 	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Bytes to return; unset reads to the end (bounded by the server's max_bytes_window).
 	Limit         *int64 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
@@ -981,7 +982,7 @@ type SearchWindow struct {
 	// Matches to return; the server caps it (asking more than the cap, while more remain,
 	// sets trailer.clipped and the text says the window was capped). Default 100.
 	MaxMatches *int32 `protobuf:"varint,4,opt,name=max_matches,json=maxMatches,proto3,oneof" json:"max_matches,omitempty"`
-	// Matching lines to skip before the first one returned.
+	// Matching lines to skip before the first one returned; at most 2^53 - 1.
 	Skip int64 `protobuf:"varint,5,opt,name=skip,proto3" json:"skip,omitempty"`
 	// Lines of context before and after each match.
 	ContextLines int32 `protobuf:"varint,6,opt,name=context_lines,json=contextLines,proto3" json:"context_lines,omitempty"`
@@ -1080,7 +1081,8 @@ func (x *SearchWindow) GetAfter() *SearchCursor {
 // window costs the same at any depth. A payload that is neither is FAILED_PRECONDITION.
 type JsonWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 0-based line of the view to start at (from the end when from_end is set).
+	// 0-based line of the view to start at (from the end when from_end is set); at most
+	// 2^53 - 1.
 	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Lines to return; the server caps it (max_window_lines). Default: the cap.
 	Limit *int32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
@@ -1151,7 +1153,7 @@ type JsonPathWindow struct {
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Nodes to return; the server caps it (max_matches). Default 100.
 	MaxMatches *int32 `protobuf:"varint,2,opt,name=max_matches,json=maxMatches,proto3,oneof" json:"max_matches,omitempty"`
-	// Matched nodes to skip before the first one returned.
+	// Matched nodes to skip before the first one returned; at most 2^53 - 1.
 	Skip          int64 `protobuf:"varint,3,opt,name=skip,proto3" json:"skip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1216,7 +1218,7 @@ func (x *JsonPathWindow) GetSkip() int64 {
 // pattern yields wrong line numbers or match counts, nothing else.
 type SearchCursor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Byte offset where the line starts.
+	// Byte offset where the line starts; at most 2^53 - 1, as line and matches_before.
 	ByteOffset int64 `protobuf:"varint,1,opt,name=byte_offset,json=byteOffset,proto3" json:"byte_offset,omitempty"`
 	// 0-based number of the line.
 	Line int64 `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
@@ -2844,7 +2846,7 @@ type SetRunTtlRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// From now until the run expires.
+	// From now until the run expires; required.
 	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3317,13 +3319,13 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\x0eOffloadRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.spillway.v1.OffloadHeaderH\x00R\x06header\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\f\n" +
-	"\x03msg\x12\x05\xbaH\x02\b\x01\"\x94\x05\n" +
+	"\x03msg\x12\x05\xbaH\x02\b\x01\"\x9d\x05\n" +
 	"\rOffloadHeader\x12.\n" +
 	"\x03key\x18\x01 \x01(\v2\x14.spillway.v1.BlobKeyB\x06\xbaH\x03\xc8\x01\x01R\x03key\x12Z\n" +
 	"\x04slot\x18\x02 \x01(\tBA\xbaH>r<\x10\x01(\x80\x0425^(stdout|stderr|value|file:[^\\x00-\\x1f\\x7f-\\x9f\\\\]+)$H\x00R\x04slot\x88\x01\x01\x12\x1c\n" +
 	"\x04name\x18\x03 \x01(\tB\b\xbaH\x05r\x03(\x80\x02R\x04name\x12+\n" +
-	"\fcontent_type\x18\x04 \x01(\tB\b\xbaH\x05r\x03(\x80\x02R\vcontentType\x121\n" +
-	"\rexpected_size\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00H\x01R\fexpectedSize\x88\x01\x01\x12C\n" +
+	"\fcontent_type\x18\x04 \x01(\tB\b\xbaH\x05r\x03(\x80\x02R\vcontentType\x12:\n" +
+	"\rexpected_size\x18\x05 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00H\x01R\fexpectedSize\x88\x01\x01\x12C\n" +
 	"\x0fexpected_sha256\x18\x06 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$H\x02R\x0eexpectedSha256\x88\x01\x01\x12<\n" +
 	"\x0eobserved_bytes\x18\a \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00H\x03R\robservedBytes\x88\x01\x01\x12\x1c\n" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12<\n" +
@@ -3376,16 +3378,16 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	" \x01(\bR\frenderedOnly:#\xbaH \"\x1e\n" +
 	"\rrendered_only\n" +
 	"\romit_renderedB\b\n" +
-	"\x06window\"w\n" +
-	"\vLinesWindow\x12\x1f\n" +
-	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +
+	"\x06window\"\x80\x01\n" +
+	"\vLinesWindow\x12(\n" +
+	"\x06offset\x18\x01 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x06offset\x12\"\n" +
 	"\x05limit\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\x05limit\x88\x01\x01\x12\x19\n" +
 	"\bfrom_end\x18\x03 \x01(\bR\afromEndB\b\n" +
-	"\x06_limit\"\\\n" +
-	"\vBytesWindow\x12\x1f\n" +
-	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +
-	"\x05limit\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x01H\x00R\x05limit\x88\x01\x01B\b\n" +
-	"\x06_limit\"\xa8\x02\n" +
+	"\x06_limit\"n\n" +
+	"\vBytesWindow\x12(\n" +
+	"\x06offset\x18\x01 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x06offset\x12+\n" +
+	"\x05limit\x18\x02 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x01H\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x06_limit\"\xb1\x02\n" +
 	"\fSearchWindow\x12$\n" +
 	"\apattern\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01(\x80\bR\apattern\x12\x14\n" +
@@ -3393,29 +3395,29 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\vignore_case\x18\x03 \x01(\bR\n" +
 	"ignoreCase\x12-\n" +
 	"\vmax_matches\x18\x04 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\n" +
-	"maxMatches\x88\x01\x01\x12\x1b\n" +
-	"\x04skip\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04skip\x12.\n" +
+	"maxMatches\x88\x01\x01\x12$\n" +
+	"\x04skip\x18\x05 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x04skip\x12.\n" +
 	"\rcontext_lines\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x14(\x00R\fcontextLines\x12/\n" +
 	"\x05after\x18\a \x01(\v2\x19.spillway.v1.SearchCursorR\x05afterB\x0e\n" +
-	"\f_max_matches\"v\n" +
+	"\f_max_matches\"\x7f\n" +
 	"\n" +
-	"JsonWindow\x12\x1f\n" +
-	"\x06offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06offset\x12\"\n" +
+	"JsonWindow\x12(\n" +
+	"\x06offset\x18\x01 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x06offset\x12\"\n" +
 	"\x05limit\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\x05limit\x88\x01\x01\x12\x19\n" +
 	"\bfrom_end\x18\x03 \x01(\bR\afromEndB\b\n" +
-	"\x06_limit\"\x8e\x01\n" +
+	"\x06_limit\"\x97\x01\n" +
 	"\x0eJsonPathWindow\x12 \n" +
 	"\x05query\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01(\x80\bR\x05query\x12-\n" +
 	"\vmax_matches\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x00R\n" +
-	"maxMatches\x88\x01\x01\x12\x1b\n" +
-	"\x04skip\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04skipB\x0e\n" +
-	"\f_max_matches\"\xa4\x01\n" +
-	"\fSearchCursor\x12(\n" +
-	"\vbyte_offset\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\n" +
-	"byteOffset\x12\x1b\n" +
-	"\x04line\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04line\x12.\n" +
-	"\x0ematches_before\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rmatchesBefore\x12\x1d\n" +
+	"maxMatches\x88\x01\x01\x12$\n" +
+	"\x04skip\x18\x03 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x04skipB\x0e\n" +
+	"\f_max_matches\"\xbf\x01\n" +
+	"\fSearchCursor\x121\n" +
+	"\vbyte_offset\x18\x01 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\n" +
+	"byteOffset\x12$\n" +
+	"\x04line\x18\x02 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\x04line\x127\n" +
+	"\x0ematches_before\x18\x03 \x01(\x03B\x10\xbaH\r\"\v\x18\xff\xff\xff\xff\xff\xff\xff\x0f(\x00R\rmatchesBefore\x12\x1d\n" +
 	"\x05check\x18\x04 \x01(\tB\a\xbaH\x04r\x02(@R\x05check\"\xc6\x01\n" +
 	"\x16ReadToolOutputResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x19.spillway.v1.WindowHeaderH\x00R\x06header\x126\n" +
@@ -3529,10 +3531,10 @@ const file_spillway_v1_spillway_proto_rawDesc = "" +
 	"\rparent_run_id\x18\x02 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\vparentRunId\"v\n" +
 	"\x10MergeRunResponse\x12-\n" +
 	"\x12merged_attachments\x18\x01 \x01(\x03R\x11mergedAttachments\x123\n" +
-	"\x15unchanged_attachments\x18\x02 \x01(\x03R\x14unchangedAttachments\"\x97\x01\n" +
+	"\x15unchanged_attachments\x18\x02 \x01(\x03R\x14unchangedAttachments\"\x9a\x01\n" +
 	"\x10SetRunTtlRequest\x12E\n" +
-	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12<\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x05\b\x80\x8a\x8a\x0f*\x00R\x03ttl\"P\n" +
+	"\x06run_id\x18\x01 \x01(\tB.\xbaH+r)\x10\x01(\x80\x012\x1b^[^/\\\\\\x00-\\x1f\\x7f-\\x9f]*$Z\x01.Z\x02..R\x05runId\x12?\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationB\x12\xbaH\x0f\xc8\x01\x01\xaa\x01\t\"\x05\b\x80\x8a\x8a\x0f*\x00R\x03ttl\"P\n" +
 	"\x11SetRunTtlResponse\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"\x16\n" +

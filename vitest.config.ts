@@ -26,6 +26,7 @@ const storeTests = [
   "test/chunk-reuse.test.ts",
   "test/delete-run.test.ts",
   "test/handles.test.ts",
+  "test/lost-payload.test.ts",
   "test/merge-run.test.ts",
   "test/multipart-leftovers.test.ts",
   "test/object-servers.test.ts",

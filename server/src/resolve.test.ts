@@ -11,6 +11,9 @@ import { createLineIndexer, encodeLineIndex } from "./window/line-index.js";
 import { readWindow } from "./window/read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./window/source.js";
 
+/** A record that stands: no store object of it has gone missing on purpose here. */
+const standing = async () => undefined;
+
 const stride = 16;
 /** 1,000 numbered lines of varying length, 25-65 bytes each. */
 const text = Buffer.from(
@@ -55,7 +58,7 @@ async function storedText(): Promise<{
     createdMs: 0,
     blob: { key: "t/dev/r/b/u", indexKey: "t/dev/r/b/u.idx", stride, ownerRunId: "r" },
   };
-  return { source: windowSourceFor(backend, record), reads };
+  return { source: windowSourceFor(backend, record, standing), reads };
 }
 
 async function rendered(

@@ -82,12 +82,40 @@ export async function resolveHandle(
 const maxSpanEntries = 63;
 
 /**
+ * A stored object of a record, got from the backend. One the store says is missing while its
+ * record still stands (`recheck` resolves) was lost behind the server's back: DATA_LOSS naming
+ * the output, not the storage key. When the record went meanwhile (a DeleteRun racing the
+ * read), recheck's refusal is the answer, as for any handle that is no longer readable.
+ */
+async function getStored(
+  backend: Backend,
+  key: string,
+  opts: Parameters<Backend["get"]>[1],
+  what: string,
+  recheck: () => Promise<unknown>,
+): Promise<AsyncIterable<Uint8Array>> {
+  try {
+    return await backend.get(key, opts);
+  } catch (err) {
+    if (!(err instanceof ConnectError) || err.code !== Code.NotFound) throw err;
+    await recheck();
+    throw new ConnectError(`${what} is missing from the store`, Code.DataLoss);
+  }
+}
+
+/**
  * windowSourceFor exposes a readable record to the window engine: inline bytes from the
  * record, blob bytes through ranged backend reads, line seeks through one small ranged read of
  * the line index (the entries where a window's lines start and end), anchors by streaming that
- * index in order.
+ * index in order. A stored object the store has lost is DATA_LOSS while `recheck` (which
+ * resolves while the record is still readable, and rejects with the answer for it otherwise)
+ * says the record stands.
  */
-export function windowSourceFor(backend: Backend, record: StoredRecord): WindowSource {
+export function windowSourceFor(
+  backend: Backend,
+  record: StoredRecord,
+  recheck: () => Promise<unknown>,
+): WindowSource {
   if (record.stored === "preview_only") {
     throw new ConnectError(
       `"${record.handle}" was stored as preview only; its bytes cannot be read`,
@@ -107,8 +135,9 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
   }
   const blob = record.blob;
   const openLocal = backend.openLocal?.bind(backend);
+  const name = `"${truncateForMessage(record.handle)}"`;
   return {
-    json: storedJsonView(backend, record),
+    json: storedJsonView(backend, record, recheck),
     handle: record.handle,
     contentType: record.contentType,
     size: record.sizeBytes,
@@ -122,11 +151,13 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
         0,
         Math.min(length ?? Number.MAX_SAFE_INTEGER, record.sizeBytes - offset),
       );
-      const body = await backend.get(blob.key, {
-        offset,
-        length: want,
-        ...(signal === undefined ? {} : { signal }),
-      });
+      const body = await getStored(
+        backend,
+        blob.key,
+        { offset, length: want, ...(signal === undefined ? {} : { signal }) },
+        `the stored payload of ${name}`,
+        recheck,
+      );
       return releaseOnAbort(exactly(body, want, record.handle), signal);
     },
     release: (chunk) => backend.release?.(chunk),
@@ -189,11 +220,13 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
       const range = lineIndexEntryRange(first);
       const length = range.length * (last - first + 1);
       const bytes = await readAllBytes(
-        await backend.get(blob.indexKey, {
-          offset: range.offset,
-          length,
-          ...(signal === undefined ? {} : { signal }),
-        }),
+        await getStored(
+          backend,
+          blob.indexKey,
+          { offset: range.offset, length, ...(signal === undefined ? {} : { signal }) },
+          `the line index of ${name}`,
+          recheck,
+        ),
         length,
       );
       if (bytes.byteLength !== length) {
@@ -212,7 +245,13 @@ export function windowSourceFor(backend: Backend, record: StoredRecord): WindowS
         blob.stride,
         (async function* () {
           if (indexKey === undefined) return;
-          const body = await backend.get(indexKey, signal === undefined ? {} : { signal });
+          const body = await getStored(
+            backend,
+            indexKey,
+            signal === undefined ? {} : { signal },
+            `the line index of ${name}`,
+            recheck,
+          );
           yield* decodeLineIndexEntries(releaseOnAbort(body, signal));
         })(),
       );
@@ -279,6 +318,7 @@ function releaseOnAbort(
 function storedJsonView(
   backend: Backend,
   record: StoredRecord,
+  recheck: () => Promise<unknown>,
 ): JsonViewSource | { readonly unavailable: string } {
   const json = record.json;
   if (json === undefined) {
@@ -296,11 +336,13 @@ function storedJsonView(
     if (k === 0 || indexKey === undefined) return start;
     const range = jsonViewIndexEntryRange(k);
     const bytes = await readAllBytes(
-      await backend.get(indexKey, {
-        offset: range.offset,
-        length: range.length,
-        ...(signal === undefined ? {} : { signal }),
-      }),
+      await getStored(
+        backend,
+        indexKey,
+        { offset: range.offset, length: range.length, ...(signal === undefined ? {} : { signal }) },
+        `the JSON view index of "${truncateForMessage(record.handle)}"`,
+        recheck,
+      ),
       range.length,
     );
     return decodeJsonViewIndexEntry(bytes);

@@ -147,7 +147,9 @@ export function createSpillwayService(
     async *readToolOutput(req, ctx) {
       validateRequest(ReadToolOutputRequestSchema, req);
       const { record } = await resolve(ctx, req.runId, req.handle);
-      const source = windowSourceFor(core.backend, record);
+      const source = windowSourceFor(core.backend, record, () =>
+        resolve(ctx, req.runId, req.handle),
+      );
       const slice = core.turns.begin(record.tenant);
       yield* boundFrames(readWindow(source, req, core.caps, ctx.signal, slice));
     },

@@ -13,6 +13,9 @@ import { defaultWindowCaps, type WindowCaps } from "./caps.js";
 import { readWindow } from "./read-window.js";
 import { createBufferWindowSource, type WindowSource } from "./source.js";
 
+/** A record that stands: no store object of it has gone missing on purpose here. */
+const standing = async () => undefined;
+
 type JsonInit = MessageInitShape<typeof ReadToolOutputRequestSchema>["window"];
 
 async function frames(
@@ -179,7 +182,10 @@ describe("JSON windows of stored records", () => {
   const json = Buffer.from('{"a":[1,2]}');
 
   async function refusal(record: StoredRecord): Promise<ConnectError | undefined> {
-    return frames(windowSourceFor(createMemoryBackend(), record), { case: "json", value: {} }).then(
+    return frames(windowSourceFor(createMemoryBackend(), record, standing), {
+      case: "json",
+      value: {},
+    }).then(
       () => undefined,
       (err: unknown) => ConnectError.from(err),
     );
@@ -195,7 +201,10 @@ describe("JSON windows of stored records", () => {
       stored: "blob",
       blob: { key: "t/dev/r/r/b/old/u", stride: 1024, ownerRunId: "r" },
     };
-    const error = await frames(windowSourceFor(backend, record), { case: "json", value: {} }).then(
+    const error = await frames(windowSourceFor(backend, record, standing), {
+      case: "json",
+      value: {},
+    }).then(
       () => undefined,
       (err: unknown) => ConnectError.from(err),
     );
@@ -210,7 +219,7 @@ describe("JSON windows of stored records", () => {
       observedBytes: json.length,
       inline: json.toString("base64"),
     };
-    const out = await frames(windowSourceFor(createMemoryBackend(), record), {
+    const out = await frames(windowSourceFor(createMemoryBackend(), record, standing), {
       case: "json",
       value: {},
     });

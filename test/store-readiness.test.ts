@@ -145,4 +145,33 @@ describe("health reflects the store", () => {
     mkdirSync(root, { mode: 0o700 });
     await healthBecomes(server, ServingStatus.SERVING);
   });
+
+  it("answers every call of a removed filesystem root FAILED_PRECONDITION, and a read probes at once", async () => {
+    const root = join(scratchDir("spillway-ready-"), "data");
+    // Only a probe triggered by a failing call can see the root go within the test.
+    const server = await serve({
+      backend: createFilesystemBackend({ root }),
+      port: 0,
+      storeProbeIntervalMs: 600_000,
+    });
+    const spillway = createSpillwayClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
+    await spillway.offload({ tenant: "dev", runId: "r", callId: "small" }, "x\n");
+    await spillway.offload({ tenant: "dev", runId: "r", callId: "big" }, "line\n".repeat(10_000));
+    rmSync(root, { recursive: true });
+    // A handle the run did record is not "forged", and a run that exists is not "not found":
+    // the store is what failed.
+    for (const handle of ["res_small", "res_big"]) {
+      expect(
+        await codeOf(
+          spillway.readToolOutput({ runId: "r", handle, window: { case: "lines", value: {} } }),
+        ),
+        handle,
+      ).toBe(Code.FailedPrecondition);
+      expect(await codeOf(spillway.stat("r", handle)), handle).toBe(Code.FailedPrecondition);
+    }
+    expect(await codeOf(spillway.list("r"))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(spillway.listRuns())).toBe(Code.FailedPrecondition);
+    expect(await codeOf(spillway.deleteRun("r"))).toBe(Code.FailedPrecondition);
+    await healthBecomes(server, ServingStatus.NOT_SERVING);
+  });
 });

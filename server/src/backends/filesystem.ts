@@ -234,16 +234,32 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     return child(root, checkKey(key).split("/").map(diskName).join("/"));
   }
 
-  /**
-   * Opens the directory of a key's segments, confirmed inside the root. When `create` is false
-   * a missing directory (or a file in its place) yields undefined: no object can be below it.
-   * A symlink on the way is FAILED_PRECONDITION.
-   */
   /** The error for a root that is gone: FAILED_PRECONDITION, as the probe reports it. */
   function rootMissing(): ConnectError {
     return new ConnectError(`the data root ${root} is missing`, Code.FailedPrecondition);
   }
 
+  /**
+   * Throws rootMissing when the root is gone. Called where a read finds nothing: with the root
+   * removed every key is missing, and "no such object" would tell a client its handle was
+   * forged or its run never existed, when the store is what failed.
+   */
+  function checkRootPresent(): void {
+    if (lstatSync(root, { throwIfNoEntry: false })?.isDirectory() !== true) throw rootMissing();
+  }
+
+  /** Whether err says a key (or a directory on its way) does not exist. */
+  function isMissing(err: unknown): boolean {
+    return (
+      errnoOf(err) === "ENOENT" || (err instanceof ConnectError && err.code === Code.NotFound)
+    );
+  }
+
+  /**
+   * Opens the directory of a key's segments, confirmed inside the root. When `create` is false
+   * a missing directory (or a file in its place) yields undefined: no object can be below it.
+   * A symlink on the way is FAILED_PRECONDITION.
+   */
   function openDirectory(
     dirSegments: readonly string[],
     create: true,
@@ -747,6 +763,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         return stream;
       } catch (err) {
         await handle?.close().catch(() => undefined);
+        if (isMissing(err)) checkRootPresent();
         throw fromNodeError(err, key);
       }
     },
@@ -759,6 +776,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const { handle, stats } = await openFile(path, key);
         return { fd: handle.fd, size: stats.size, close: () => handle.close() };
       } catch (err) {
+        if (isMissing(err)) checkRootPresent();
         throw fromNodeError(err, key);
       }
     },
@@ -770,6 +788,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       try {
         throwIfAborted(signal);
         const found = lookUp(path);
+        if (found === undefined) checkRootPresent();
         if (found === undefined || found.isDirectory()) return undefined;
         if (found.isSymbolicLink()) throw symlinkRefused(key);
         if (isSpecial(found)) throw notPlain(key);
@@ -781,7 +800,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         return { size: stats.size, modifiedMs: stats.mtimeMs };
       } catch (err) {
         // Gone between the lookup and the open.
-        if (errnoOf(err) === "ENOENT") return undefined;
+        if (errnoOf(err) === "ENOENT") {
+          checkRootPresent();
+          return undefined;
+        }
         throw fromNodeError(err, key);
       } finally {
         if (fd !== undefined) closeQuietly(fd);
@@ -799,7 +821,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       try {
         throwIfAborted(signal);
         dir = await openDirectory(dirSegments, false, prefix);
-        if (dir === undefined) return { keys: [], truncated: false };
+        if (dir === undefined) {
+          checkRootPresent();
+          return { keys: [], truncated: false };
+        }
         const keys: string[] = [];
         const keyBase = dirSegments.map((s) => `${s}/`).join("");
         const onRefused = listOpts?.onRefused;
@@ -824,6 +849,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         }
         return { keys: keys.slice(0, limit), truncated };
       } catch (err) {
+        if (isMissing(err)) checkRootPresent();
         throw fromNodeError(err, prefix);
       } finally {
         if (dir !== undefined) closeQuietly(dir.fd);
@@ -831,6 +857,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     },
 
     async delete(key: string, callOpts?: BackendCallOptions): Promise<void> {
+      checkRootPresent();
       const dirSegments = await unlinkKey(key, callOpts?.signal);
       if (dirSegments !== undefined) await pruneEmptyDirectories(dirSegments, key);
     },
@@ -838,6 +865,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     async deleteMany(keys: readonly string[], callOpts?: BackendCallOptions): Promise<void> {
       // A bad key refuses the whole batch before anything is deleted, as on the object stores.
       for (const key of keys) checkKey(key);
+      checkRootPresent();
       // Unlinks are independent; a few at a time keeps file-descriptor use bounded. Each
       // directory is pruned once, after its files are gone, not once for every file.
       const dirs = new Map<string, { segments: readonly string[]; key: string }>();

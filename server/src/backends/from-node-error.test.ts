@@ -69,6 +69,13 @@ describe("fromNodeError", () => {
     expect(fromNodeError(err).code).toBe(Code.InvalidArgument);
   });
 
+  it("maps EROFS to FAILED_PRECONDITION saying the filesystem is read-only", () => {
+    // A volume remounted read-only: no retry helps, the operator must act.
+    const mapped = fromNodeError(systemError("EROFS", "open", "/srv/data/t/x"), "t/x");
+    expect(mapped.code).toBe(Code.FailedPrecondition);
+    expect(mapped.rawMessage).toBe('the storage filesystem is read-only (key "t/x") [open: EROFS]');
+  });
+
   it("maps a real AbortError to CANCELED", async () => {
     const file = join(scratch, "abortable");
     await writeFile(file, "x");

@@ -18,6 +18,13 @@ const codeByErrno: Readonly<Record<string, Code>> = {
   // Opening a socket (or a device without a driver) where a file was expected.
   ENXIO: Code.FailedPrecondition,
   ENAMETOOLONG: Code.InvalidArgument,
+  // A read-only volume: the operator's to fix, and no retry does.
+  EROFS: Code.FailedPrecondition,
+};
+
+/** Words for an errno whose status's words would misdescribe it. */
+const wordsByErrno: Readonly<Record<string, string>> = {
+  EROFS: "the storage filesystem is read-only",
 };
 
 /** Words for each status, so messages describe the failure without echoing server paths. */
@@ -38,7 +45,8 @@ const wordsByCode: Readonly<Partial<Record<Code, string>>> = {
  * Guarantees: an existing ConnectError is returned as is; an `AbortError` becomes `CANCELED`;
  * system errors map by errno (ENOENT → NOT_FOUND, EEXIST → ALREADY_EXISTS, EACCES/EPERM →
  * PERMISSION_DENIED, ENOSPC/EDQUOT → RESOURCE_EXHAUSTED, EMFILE/ENFILE/EAGAIN/EBUSY →
- * UNAVAILABLE, ELOOP/ENOTDIR/EISDIR/ENXIO → FAILED_PRECONDITION, ENAMETOOLONG → INVALID_ARGUMENT);
+ * UNAVAILABLE, ELOOP/ENOTDIR/EISDIR/ENXIO/EROFS → FAILED_PRECONDITION, ENAMETOOLONG →
+ * INVALID_ARGUMENT);
  * anything else is `INTERNAL`. The message names the key (when given) and the errno and
  * syscall, never the Node message, so absolute server paths never reach a client; the original
  * error is kept as `cause` for logs.
@@ -52,7 +60,7 @@ export function fromNodeError(err: unknown, key?: string): ConnectError {
   const errno = errnoOf(err);
   if (errno !== undefined) {
     const code = codeByErrno[errno] ?? Code.Internal;
-    const words = wordsByCode[code] ?? "storage failure";
+    const words = wordsByErrno[errno] ?? wordsByCode[code] ?? "storage failure";
     const syscall = syscallOf(err);
     const detail = syscall === undefined ? errno : `${syscall}: ${errno}`;
     return new ConnectError(`${words}${about} [${detail}]`, code, undefined, undefined, err);

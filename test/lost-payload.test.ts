@@ -63,3 +63,48 @@ describe.each(serviceBackends)("a payload lost from the %s store", (kind) => {
     expect(err.code).toBe(Code.PermissionDenied);
   });
 });
+
+/**
+ * One record damaged in the store (a bad disk block, a stray write) must cost that output
+ * alone: the run's other outputs stay listed, and what fails says which output it is.
+ */
+describe.each(serviceBackends)("a record corrupted in the %s store", (kind) => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ backend: kind });
+    for (let i = 0; i < 20; i++) {
+      await t.sdk().offload({ tenant: "dev", runId: "run", callId: `c${i}` }, `output ${i}\n`);
+    }
+    const records = await t.backend.list("t/dev/r/run/h/");
+    const damaged = records.keys.find((key) => key.endsWith("/res_c7"));
+    if (damaged === undefined) throw new Error(`no record res_c7 in ${records.keys.join(", ")}`);
+    await t.backend.delete(damaged);
+    await t.backend.put(
+      damaged,
+      (async function* () {
+        yield new TextEncoder().encode("garbage{");
+      })(),
+    );
+  });
+  afterAll(() => t.stop());
+
+  it("lists the run's other outputs", async () => {
+    const handles: string[] = [];
+    for await (const a of t.sdk().listAll("run")) handles.push(a.handle);
+    expect(handles).toHaveLength(19);
+    expect(handles).not.toContain("res_c7");
+  });
+
+  it("names the damaged output where it fails", async () => {
+    const fork = await failureOf(t.sdk().forkRun("run", "child"));
+    expect(fork.code).toBe(Code.DataLoss);
+    expect(fork.rawMessage).toContain('(output "res_c7")');
+    const read = await failureOf(
+      t
+        .sdk()
+        .readToolOutput({ runId: "run", handle: "res_c7", window: { case: "lines", value: {} } }),
+    );
+    expect(read.code).toBe(Code.DataLoss);
+    expect(read.rawMessage).toContain('(output "res_c7")');
+  });
+});

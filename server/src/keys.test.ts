@@ -8,6 +8,7 @@ import {
   handleFor,
   parseHandle,
   recordKey,
+  recordNameOfKey,
 } from "./keys.js";
 
 describe("encodeSegment", () => {
@@ -357,5 +358,16 @@ describe("attempts", () => {
       }
       lastAttempt = k.attempt;
     }
+  });
+});
+
+describe("recordNameOfKey", () => {
+  it("names the output a registry key holds, attempts and undecodable ones included", () => {
+    expect(recordNameOfKey(recordKey("t1", "run", "res_c7"))).toBe('"res_c7"');
+    expect(recordNameOfKey(recordKey("t1", "run", "res@2_c7"))).toBe('"res_c7" attempt 2');
+    expect(recordNameOfKey(recordKey("t1", "run", "res_a/b c"))).toBe('"res_a/b c"');
+    expect(recordNameOfKey(recordKey("t1", "run", `res_${"x".repeat(300)}`))).toBe(
+      "an output with a long handle",
+    );
   });
 });

@@ -188,6 +188,25 @@ export function recordSegment(handle: string): string {
   return segment(handleFor(key.callId, key.slot)) + attemptSuffix(key.attempt);
 }
 
+/**
+ * recordNameOfKey names the output a registry key holds, for messages: its handle (with the
+ * attempt, for a retry's record), or "an output with a long handle" when the key holds a
+ * digest, which cannot be turned back.
+ */
+export function recordNameOfKey(key: string): string {
+  const last = key.slice(key.lastIndexOf("/") + 1);
+  if (last.startsWith("~")) return "an output with a long handle";
+  const [encoded = "", attempt] = last.split(ATTEMPT_MARK);
+  let handle: string;
+  try {
+    handle = decodeSegment(encoded);
+  } catch {
+    handle = encoded;
+  }
+  const name = `"${truncateForMessage(handle)}"`;
+  return attempt === undefined ? name : `${name} attempt ${Number(attempt)}`;
+}
+
 const encodeSlot = (slot: string) => slot.replace(/[%_]/g, (c) => (c === "%" ? "%25" : "%5F"));
 
 /** runPrefix is the storage prefix that holds everything of one run. */

@@ -7,6 +7,7 @@ import {
   jsonIndexKey,
   lineIndexKey,
   recordKey,
+  recordNameOfKey,
   recordSegment,
   registryPrefix,
   tenantPrefix,
@@ -126,7 +127,9 @@ export interface Registry {
    * `after` is the opaque cursor a previous page returned as nextAfter. With a `budget`, the
    * page also ends before the record that would take the sum of `sizeOf` past `bytes` (nextAfter
    * then continues at that record), unless nothing has counted yet: a page always holds the
-   * first record that costs something, however large.
+   * first record that costs something, however large. With `onUnreadable`, a record that
+   * cannot be read as a record (DATA_LOSS: corrupt; PERMISSION_DENIED: unreadable) is reported
+   * there and left off the page instead of failing it.
    */
   list(
     tenant: string,
@@ -136,6 +139,7 @@ export interface Registry {
       limit: number;
       signal?: AbortSignal;
       budget?: ListBudget;
+      onUnreadable?: (key: string, reason: ConnectError) => void;
     },
   ): Promise<RegistryPage>;
   /**
@@ -168,8 +172,22 @@ export function createRegistry(backend: Backend): Registry {
       : createGroupCommit({ ...backend, putMany });
 
   const readRecord = async (key: string, signal?: AbortSignal) => {
-    const record = await readStored(key, signal);
-    return record === undefined ? undefined : checkStored(key, record);
+    try {
+      const record = await readStored(key, signal);
+      return record === undefined ? undefined : checkStored(key, record);
+    } catch (err) {
+      // A run's listing, fork or merge meets many records: the message says which one.
+      if (err instanceof ConnectError && err.code === Code.DataLoss) {
+        throw new ConnectError(
+          `${err.rawMessage} (output ${recordNameOfKey(key)})`,
+          Code.DataLoss,
+          undefined,
+          undefined,
+          err,
+        );
+      }
+      throw err;
+    }
   };
 
   const merges = createMergeOutcomes(backend);
@@ -281,8 +299,17 @@ export function createRegistry(backend: Backend): Registry {
       let used = 0;
       for (let i = 0; i < page.keys.length; i += listReadsInFlight) {
         const batch = page.keys.slice(i, i + listReadsInFlight);
+        const { onUnreadable } = opts;
         const shown = await Promise.all(
-          batch.map(async (key) => visible(await readRecord(key, opts.signal), opts.signal)),
+          batch.map(async (key) => {
+            try {
+              return await visible(await readRecord(key, opts.signal), opts.signal);
+            } catch (err) {
+              if (onUnreadable === undefined || !isUnreadableRecord(err)) throw err;
+              onUnreadable(key, err);
+              return undefined;
+            }
+          }),
         );
         for (const [j, record] of shown.entries()) {
           if (record === undefined || record.tenant !== tenant) continue;
@@ -307,4 +334,12 @@ export function createRegistry(backend: Backend): Registry {
       await backend.delete(recordKey(tenant, runId, handle), signalOption(signal));
     },
   };
+}
+
+/** Whether err says one stored record cannot be read, as opposed to the store failing. */
+function isUnreadableRecord(err: unknown): err is ConnectError {
+  return (
+    err instanceof ConnectError &&
+    (err.code === Code.DataLoss || err.code === Code.PermissionDenied)
+  );
 }

@@ -181,6 +181,9 @@ export function createSpillwayService(
         after,
         limit: req.pageSize === 0 ? 100 : req.pageSize,
         signal: ctx.signal,
+        // One bad record must not hide the run's other outputs; reading it still fails.
+        onUnreadable: (key, reason) =>
+          log?.warn({ key, err: reason }, "ListToolOutputs skipped a record it cannot read"),
         budget: {
           bytes: listRecordsBudget,
           sizeOf: (r) => {

@@ -250,9 +250,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
 
   /** Whether err says a key (or a directory on its way) does not exist. */
   function isMissing(err: unknown): boolean {
-    return (
-      errnoOf(err) === "ENOENT" || (err instanceof ConnectError && err.code === Code.NotFound)
-    );
+    return errnoOf(err) === "ENOENT" || (err instanceof ConnectError && err.code === Code.NotFound);
   }
 
   /**

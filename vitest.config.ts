@@ -37,6 +37,7 @@ const storeTests = [
   "test/search-paging.test.ts",
   "test/store-outage.test.ts",
   "test/store-readiness.test.ts",
+  "test/store-stall.test.ts",
   "test/windows.test.ts",
 ];
 

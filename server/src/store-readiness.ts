@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend, BackendCallOptions } from "./backends/backend.js";
+import { raceAbort } from "./backends/body.js";
 
 /** How long one probe may take before the store counts as unusable. */
 const storeProbeTimeoutMs = 2_000;
@@ -28,7 +29,8 @@ export interface StoreReadiness {
 /**
  * createStoreReadiness runs `probe` (a cheap call to the store: a one-key list, a stat of the
  * root) and calls `onChange(usable, error)` whenever its outcome flips, starting from usable: a
- * probe that rejects or takes longer than storeProbeTimeoutMs makes the store unusable, the
+ * probe that rejects or takes longer than storeProbeTimeoutMs makes the store unusable (it is
+ * given a signal that aborts then, and is failed at that moment even if it does not stop), the
  * next one that succeeds makes it usable again. Probes never overlap. intervalMs must be
  * positive: an unusable store is only seen usable again by a probe.
  */
@@ -52,7 +54,9 @@ export function createStoreReadiness(opts: {
     running ??= (async () => {
       lastStartMs = performance.now();
       try {
-        await opts.probe({ signal: AbortSignal.timeout(storeProbeTimeoutMs) });
+        const signal = AbortSignal.timeout(storeProbeTimeoutMs);
+        // Raced as well as passed on: a probe that ignores its signal still fails in time.
+        await raceAbort(opts.probe({ signal }), signal);
         report(true);
         return true;
       } catch (err) {

@@ -1,5 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { untrustedCertificate } from "./object-errors.js";
+import { storeTimeoutOf } from "./s3-request-timeout.js";
+import { storeFull } from "./s3-store-full.js";
 
 /** S3 error codes (as the minio client reports them in `err.code`) and their status. */
 const codeByS3Code: Readonly<Record<string, Code>> = {
@@ -53,9 +55,13 @@ const retryableStatus = /Retryable HTTP status: (\d{3})/;
  * fromMinioError is the one function that turns a failure of the `minio` client into a
  * ConnectError.
  *
- * Guarantees: an existing ConnectError is returned as is; an `AbortError` is `CANCELED`;
+ * Guarantees: an existing ConnectError is returned as is; a request cancelled by its store
+ * timeout (`storeTimeoutError`, or an error it caused) is that `UNAVAILABLE` error; any other
+ * `AbortError` is `CANCELED`;
  * the client's own argument checks (bad bucket or object name, port, endpoint) are
  * `INVALID_ARGUMENT`;
+ * a store out of space (MinIO's `XMinioStorageFull`, or an internal error caused by `no space
+ * left on device`) is `RESOURCE_EXHAUSTED` saying the store is full;
  * S3 codes map as NoSuchKey/NotFound/NoSuchUpload → NOT_FOUND, PreconditionFailed (a
  * create-only write met an existing key) → ALREADY_EXISTS, NoSuchBucket → FAILED_PRECONDITION
  * naming the bucket, AccessDenied/InvalidAccessKeyId/SignatureDoesNotMatch (and expired or
@@ -69,6 +75,8 @@ const retryableStatus = /Retryable HTTP status: (\d{3})/;
  */
 export function fromMinioError(err: unknown, key?: string): ConnectError {
   if (err instanceof ConnectError) return err;
+  const timeout = storeTimeoutOf(err);
+  if (timeout !== undefined) return timeout;
   const about = key === undefined ? "" : ` (key "${key}")`;
   if (err instanceof Error && err.name === "AbortError") {
     return new ConnectError(`operation aborted${about}`, Code.Canceled, undefined, undefined, err);
@@ -85,6 +93,8 @@ export function fromMinioError(err: unknown, key?: string): ConnectError {
   const untrusted = untrustedCertificate(err, about);
   if (untrusted !== undefined) return untrusted;
   const s3Code = stringField(err, "code");
+  const full = storeFull(s3Code, undefined, err, about);
+  if (full !== undefined) return full;
   const mapped = s3Code === undefined ? undefined : codeByS3Code[s3Code];
   if (s3Code !== undefined && mapped !== undefined) {
     return new ConnectError(

@@ -1,5 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { untrustedCertificate } from "./object-errors.js";
+import { storeTimeoutOf } from "./s3-request-timeout.js";
+import { storeFull } from "./s3-store-full.js";
 
 /** Node and SDK error codes that mean the endpoint could not be reached or dropped the call. */
 const networkCodes = new Set([
@@ -55,7 +57,9 @@ const corruptedBodyNames = new Set([
  * ConnectError.
  *
  * Guarantees:
- * - an existing ConnectError is returned as is; an `AbortError` becomes `CANCELED`;
+ * - an existing ConnectError is returned as is; a request cancelled by its store timeout
+ *   (`storeTimeoutError`, also as the `cause` of the SDK's `AbortError`) is that `UNAVAILABLE`
+ *   error; any other `AbortError` becomes `CANCELED`;
  * - a store whose TLS certificate this process does not trust becomes `FAILED_PRECONDITION`
  *   (`untrustedCertificate`);
  * - `NoSuchBucket` becomes `FAILED_PRECONDITION` naming the bucket (the operator's setup is
@@ -72,6 +76,9 @@ const corruptedBodyNames = new Set([
  *   bytes changed on the way, nothing was stored, and sending them again may succeed;
  * - a read whose bytes do not match the checksum the store keeps for the object (the SDK's
  *   `Checksum mismatch` at the end of a whole-object read) becomes `DATA_LOSS`;
+ * - a store out of space (MinIO's `XMinioStorageFull`, HTTP 507, or an internal error caused by
+ *   `no space left on device`) becomes `RESOURCE_EXHAUSTED` saying the store is full: retrying
+ *   will not help until space is freed;
  * - throttling (`SlowDown`, `Throttling…`, 429, 503), every other 5xx, timeouts and network
  *   failures (refused, reset, unreachable, `socket hang up`) become `UNAVAILABLE`, which
  *   callers may retry once the store is back;
@@ -80,6 +87,8 @@ const corruptedBodyNames = new Set([
  */
 export function fromS3Error(err: unknown, key?: string, bucket?: string): ConnectError {
   if (err instanceof ConnectError) return err;
+  const timeout = storeTimeoutOf(err);
+  if (timeout !== undefined) return timeout;
   const about = key === undefined ? "" : ` (key "${key}")`;
   const wrap = (message: string, code: Code): ConnectError =>
     new ConnectError(message, code, undefined, undefined, err);
@@ -128,6 +137,8 @@ export function fromS3Error(err: unknown, key?: string, bucket?: string): Connec
       Code.DataLoss,
     );
   }
+  const full = storeFull(name, status, err, about);
+  if (full !== undefined) return full;
   if ((name !== undefined && throttlingNames.has(name)) || status === 429 || status === 503) {
     return wrap(`object store is throttling requests, retry later${about}`, Code.Unavailable);
   }

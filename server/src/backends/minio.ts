@@ -9,12 +9,17 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, emptyBody, readAllBytes, responseBody, throwIfAborted } from "./body.js";
+import { abortableBody, emptyBody, readAllBytes, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
 import { notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
+import {
+  boundStoreBody,
+  boundStoreRequest,
+  checkStoreRequestTimeout,
+} from "./s3-request-timeout.js";
 import { splitParts } from "./split-parts.js";
 
 /** MinioBackendOptions configure createMinioBackend. */
@@ -40,6 +45,13 @@ export interface MinioBackendOptions {
   readonly secretKey?: string;
   /** Bytes buffered per multipart part (5 MiB to 5 GiB). Default 8 MiB. */
   readonly partSizeBytes?: number;
+  /**
+   * How long a request to the server may go without an answer, or without a byte moving on its
+   * connection, before it is cancelled and fails `UNAVAILABLE` ("the object store did not answer
+   * within N s"). A body streamed by get must deliver its next chunk within it while the reader
+   * waits. Default 10 s (`defaultStoreRequestTimeoutMs` in `s3-request-timeout.ts`).
+   */
+  readonly requestTimeoutMs?: number;
   /** A ready client to use instead of one built from the options above (tests, custom agents). */
   readonly client?: Minio.Client;
 }
@@ -59,8 +71,14 @@ export interface MinioBackendOptions {
  * - keys, list prefixes and the configured prefix are checked by the shared key rules
  *   (`object-key.ts`) with `INVALID_ARGUMENT`, so no key can leave the prefix;
  * - the signal is checked before and after every request to the server and while the body is
- *   read; a request already sent runs to its end (the client cannot cancel it), and an abort
- *   after a put's final request has been sent no longer cancels that put;
+ *   read, and an abort cancels the request under way (its HTTP request is destroyed: the client
+ *   itself takes no signal); an abort after a put's final request has been answered no longer
+ *   cancels that put;
+ * - no request can hang (`s3-request-timeout.ts`): one that goes `requestTimeoutMs` without an
+ *   answer or a byte moving (a frozen server, a black-holed network) is cancelled the same way
+ *   and fails `UNAVAILABLE` "the object store did not answer within N s"; a get's body fails
+ *   the same way when the server stops sending while the reader waits, and is never cut while
+ *   it moves or while the reader is slow;
  * - a stream returned by get is destroyed when its signal aborts, when the caller stops early,
  *   or on `close()`;
  * - sweepLeftovers aborts the incomplete multipart uploads under the prefix that were initiated
@@ -83,6 +101,10 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
   const partSize = checkPartSize(opts.partSizeBytes);
   const client = opts.client ?? buildClient(opts);
   const openStreams = new Set<Readable>();
+  const timeoutMs = checkStoreRequestTimeout(opts.requestTimeoutMs);
+  // The client takes no signal: boundStoreRequest cancels its requests by destroying them.
+  const request = <T>(signal: AbortSignal | undefined, call: () => Promise<T>) =>
+    boundStoreRequest(timeoutMs, signal, call);
 
   function objectName(key: string): string {
     return `${base}${checkKey(key)}`;
@@ -98,7 +120,9 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
     rest: AsyncIterator<Uint8Array>,
     signal: AbortSignal | undefined,
   ): Promise<number> {
-    const uploadId = await client.initiateNewMultipartUpload(bucket, name, {});
+    const uploadId = await request(signal, () =>
+      client.initiateNewMultipartUpload(bucket, name, {}),
+    );
     try {
       const etags: { part: number; etag: string }[] = [];
       const sendPart = async (bytes: Buffer): Promise<void> => {
@@ -110,15 +134,17 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
           );
         }
         const part = etags.length + 1;
-        const sent = await client.uploadPart(
-          {
-            bucketName: bucket,
-            objectName: name,
-            uploadID: uploadId,
-            partNumber: part,
-            headers: {},
-          },
-          bytes,
+        const sent = await request(signal, () =>
+          client.uploadPart(
+            {
+              bucketName: bucket,
+              objectName: name,
+              uploadID: uploadId,
+              partNumber: part,
+              headers: {},
+            },
+            bytes,
+          ),
         );
         etags.push({ part, etag: sent.etag });
         throwIfAborted(signal);
@@ -138,11 +164,14 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         size += part.byteLength;
       }
       throwIfAborted(signal);
-      await completeCreateOnly(name, uploadId, etags);
+      await request(signal, () => completeCreateOnly(name, uploadId, etags));
       return size;
     } catch (err) {
       // A refused or failed upload keeps its parts on the server until it is aborted.
-      await client.abortMultipartUpload(bucket, name, uploadId).catch(() => undefined);
+      // Bounded by the timeout alone: a cancelled put still removes its parts.
+      await request(undefined, () => client.abortMultipartUpload(bucket, name, uploadId)).catch(
+        () => undefined,
+      );
       throw err;
     }
   }
@@ -211,14 +240,9 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
           await source.return?.();
         }
         throwIfAborted(signal);
-        await client.putObject(
-          bucket,
-          name,
-          Buffer.concat(buffered, bufferedBytes),
-          bufferedBytes,
-          {
-            "If-None-Match": "*",
-          },
+        const bytes = Buffer.concat(buffered, bufferedBytes);
+        await request(signal, () =>
+          client.putObject(bucket, name, bytes, bufferedBytes, { "If-None-Match": "*" }),
         );
         return { size: bufferedBytes, modifiedMs: Date.now() };
       } catch (err) {
@@ -237,7 +261,9 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
           if ((await backend.head(key, getOpts)) === undefined) throw notFound(key);
           return emptyBody();
         }
-        const stream = await client.getPartialObject(bucket, name, offset, length ?? 0);
+        const stream = await request(signal, () =>
+          client.getPartialObject(bucket, name, offset, length ?? 0),
+        );
         if (signal?.aborted === true) {
           stream.destroy();
           throwIfAborted(signal);
@@ -245,7 +271,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         // close() destroys the streams still open; a destroyed stream leaves the set.
         openStreams.add(stream);
         stream.once("close", () => openStreams.delete(stream));
-        return responseBody(stream, signal, (err) => fromMinioError(err, key));
+        return boundStoreBody(stream, timeoutMs, signal, (err) => fromMinioError(err, key));
       } catch (err) {
         // The object exists but the range starts at or past its end.
         if (codeField(err) === "InvalidRange") return emptyBody();
@@ -257,7 +283,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
       const name = objectName(key);
       try {
         throwIfAborted(callOpts?.signal);
-        const stat = await client.statObject(bucket, name);
+        const stat = await request(callOpts?.signal, () => client.statObject(bucket, name));
         throwIfAborted(callOpts?.signal);
         return { size: stat.size, modifiedMs: stat.lastModified.getTime() };
       } catch (err) {
@@ -279,13 +305,8 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         while (keys.length <= limit) {
           throwIfAborted(signal);
           const want = Math.min(s3BatchLimit, limit + 1 - keys.length);
-          const page = await client.listObjectsV2Query(
-            bucket,
-            `${base}${prefix}`,
-            token,
-            "",
-            want,
-            startAfter,
+          const page = await request(signal, () =>
+            client.listObjectsV2Query(bucket, `${base}${prefix}`, token, "", want, startAfter),
           );
           for (const item of page.objects) {
             if (item.name?.startsWith(base)) {
@@ -306,7 +327,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
       const name = objectName(key);
       try {
         throwIfAborted(callOpts?.signal);
-        await client.removeObject(bucket, name);
+        await request(callOpts?.signal, () => client.removeObject(bucket, name));
       } catch (err) {
         const mapped = fromMinioError(err, key);
         if (mapped.code !== Code.NotFound) throw mapped;
@@ -320,7 +341,7 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         let failures: unknown[];
         try {
           throwIfAborted(callOpts?.signal);
-          failures = await client.removeObjects(bucket, batch);
+          failures = await request(callOpts?.signal, () => client.removeObjects(bucket, batch));
         } catch (err) {
           throw fromMinioError(err);
         }
@@ -344,19 +365,17 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         for (;;) {
           throwIfAborted(signal);
           // listIncompleteUploads would also list every upload's parts; one page is enough here.
-          const page = await client.listIncompleteUploadsQuery(
-            bucket,
-            "",
-            keyMarker,
-            uploadIdMarker,
-            "",
+          const page = await request(signal, () =>
+            client.listIncompleteUploadsQuery(bucket, "", keyMarker, uploadIdMarker, ""),
           );
           for (const upload of page.uploads) {
             if (!upload.key.startsWith(base) || upload.initiated.getTime() > cutoffMs) continue;
             throwIfAborted(signal);
             try {
               // removeIncompleteUpload would pick one upload of the key, maybe a fresh one.
-              await client.abortMultipartUpload(bucket, upload.key, upload.uploadId);
+              await request(signal, () =>
+                client.abortMultipartUpload(bucket, upload.key, upload.uploadId),
+              );
               removed++;
             } catch (err) {
               // Completed or aborted by its writer since the listing: nothing is left to remove.

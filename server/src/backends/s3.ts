@@ -26,13 +26,18 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, emptyBody, responseBody, throwIfAborted } from "./body.js";
+import { abortableBody, emptyBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { createChunkPool } from "./chunk-pool.js";
 import { fromS3Error } from "./from-s3-error.js";
 import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
+import {
+  boundStoreBody,
+  boundStoreRequest,
+  checkStoreRequestTimeout,
+} from "./s3-request-timeout.js";
 import { ensureIncompleteUploadExpiry } from "./s3-upload-lifecycle.js";
 
 /** Parts a multipart upload keeps in flight by default. */
@@ -62,6 +67,13 @@ export interface S3BackendOptions {
    * covers, which saves hashing every byte a second time (Spillway hashes it for the record).
    */
   readonly signPayload?: boolean;
+  /**
+   * How long a request to the store may go without an answer, or without a byte moving on its
+   * connection, before it is cancelled and fails `UNAVAILABLE` ("the object store did not answer
+   * within N s"). A body streamed by get must deliver its next chunk within it while the reader
+   * waits. Default 10 s (`defaultStoreRequestTimeoutMs`).
+   */
+  readonly requestTimeoutMs?: number;
   /** A client to use instead of building one; the backend then leaves it open on close. */
   readonly client?: S3Client;
 }
@@ -105,9 +117,14 @@ export interface S3BackendOptions {
  *   expires them on its own; docs/operations.md);
  * - expireIncompleteUploads adds an `AbortIncompleteMultipartUpload` lifecycle rule for the
  *   prefix unless one is in force (`s3-upload-lifecycle.ts`);
- * - the built client retries up to 3 attempts and times out connects after 3 s and idle
- *   sockets after 30 s, so an unreachable store fails fast with `UNAVAILABLE` and the backend
- *   works again as soon as the store is back;
+ * - the built client retries up to 3 attempts and times out connects after 3 s, so an
+ *   unreachable store fails fast with `UNAVAILABLE` and the backend works again as soon as the
+ *   store is back;
+ * - no request can hang (`s3-request-timeout.ts`): one that goes `requestTimeoutMs` without an
+ *   answer or a byte moving (a frozen store, a black-holed network) is cancelled, its socket
+ *   closed, and fails `UNAVAILABLE` "the object store did not answer within N s", even with a
+ *   client passed in; a get's body fails the same way when the store stops sending while the
+ *   reader waits, and is never cut while it moves or while the reader is slow;
  * - the built client keeps its connections: parts and large bodies go without
  *   `Expect: 100-continue`, so a multipart upload runs over at most `queueSize + 1` kept-alive
  *   connections (a part's connection returns to the pool just after its answer) instead of a
@@ -129,6 +146,10 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     );
   }
   const signPayload = opts.signPayload ?? false;
+  const timeoutMs = checkStoreRequestTimeout(opts.requestTimeoutMs);
+  // Every request to the store is bounded: one that stalls fails UNAVAILABLE, cancelled.
+  const request = <T>(signal: AbortSignal | undefined, call: (bound: AbortSignal) => Promise<T>) =>
+    boundStoreRequest(timeoutMs, signal, call);
   const ownsClient = opts.client === undefined;
   const client = opts.client ?? new S3Client(clientConfig(opts));
   // Part buffers are reused across uploads: a fresh 8 MiB per part made V8 collect every few
@@ -140,11 +161,10 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
 
   async function headObject(key: string, signal: AbortSignal | undefined) {
     try {
-      const out = await client.send(
-        new HeadObjectCommand({ Bucket: bucket, Key: objectKey(key) }),
-        {
-          abortSignal: signal,
-        },
+      const out = await request(signal, (abortSignal) =>
+        client.send(new HeadObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
+          abortSignal,
+        }),
       );
       return { size: out.ContentLength ?? 0, modifiedMs: out.LastModified?.getTime() ?? 0 };
     } catch (err) {
@@ -165,7 +185,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       IfNoneMatch: "*",
     });
     if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
-    await client.send(command, { abortSignal: signal });
+    await request(signal, (abortSignal) => client.send(command, { abortSignal }));
   }
 
   async function putMultipart(
@@ -175,9 +195,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     signal: AbortSignal | undefined,
   ): Promise<number> {
     const target = { Bucket: bucket, Key: objectKey(key) };
-    const created = await client.send(new CreateMultipartUploadCommand(target), {
-      abortSignal: signal,
-    });
+    const created = await request(signal, (abortSignal) =>
+      client.send(new CreateMultipartUploadCommand(target), { abortSignal }),
+    );
     const uploadId = created.UploadId;
     if (uploadId === undefined) {
       throw new ConnectError(`object store returned no upload id (key "${key}")`, Code.Internal);
@@ -204,8 +224,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         ChecksumCRC32: crc32Base64(crc),
       });
       if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
-      const sent: Promise<void> = client
-        .send(command, { abortSignal: signal })
+      const sent: Promise<void> = request(signal, (abortSignal) =>
+        client.send(command, { abortSignal }),
+      )
         .then(
           (out) => {
             completed.push({ PartNumber: partNumber, ETag: out.ETag });
@@ -262,19 +283,24 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       else parts.give(part);
       await settle();
       completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
-      await client.send(
-        new CompleteMultipartUploadCommand({
-          ...upload,
-          MultipartUpload: { Parts: completed },
-          IfNoneMatch: "*",
-        }),
-        { abortSignal: signal },
+      await request(signal, (abortSignal) =>
+        client.send(
+          new CompleteMultipartUploadCommand({
+            ...upload,
+            MultipartUpload: { Parts: completed },
+            IfNoneMatch: "*",
+          }),
+          { abortSignal },
+        ),
       );
       return size;
     } catch (err) {
       // Parts still in flight would land after the abort; they are waited for first.
       await Promise.allSettled(inFlight);
-      await client.send(new AbortMultipartUploadCommand(upload)).catch(() => undefined);
+      // Bounded by the timeout alone: a cancelled put still removes its parts.
+      await request(undefined, (abortSignal) =>
+        client.send(new AbortMultipartUploadCommand(upload), { abortSignal }),
+      ).catch(() => undefined);
       throw err;
     }
   }
@@ -333,15 +359,16 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
           offset === 0 && length === undefined
             ? undefined
             : `bytes=${offset}-${length === undefined ? "" : offset + length - 1}`;
-        const out = await client.send(
-          new GetObjectCommand({ Bucket: bucket, Key: objectKey(key), Range: range }),
-          { abortSignal: signal },
+        const out = await request(signal, (abortSignal) =>
+          client.send(new GetObjectCommand({ Bucket: bucket, Key: objectKey(key), Range: range }), {
+            abortSignal,
+          }),
         );
         const stream = out.Body;
         if (!(stream instanceof Readable)) {
           throw new ConnectError(`object store returned no body (key "${key}")`, Code.Internal);
         }
-        return responseBody(stream, signal, (err) => fail(err, key));
+        return boundStoreBody(stream, timeoutMs, signal, (err) => fail(err, key));
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code === Code.OutOfRange) return emptyBody();
@@ -364,18 +391,20 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         throwIfAborted(signal);
         let token: string | undefined;
         for (;;) {
-          const out = await client.send(
-            new ListObjectsV2Command({
-              Bucket: bucket,
-              Prefix: `${rootPrefix}${prefix}`,
-              MaxKeys: Math.min(s3BatchLimit, limit - keys.length),
-              ...(token === undefined
-                ? startAfter === undefined
-                  ? {}
-                  : { StartAfter: `${rootPrefix}${startAfter}` }
-                : { ContinuationToken: token }),
-            }),
-            { abortSignal: signal },
+          const out = await request(signal, (abortSignal) =>
+            client.send(
+              new ListObjectsV2Command({
+                Bucket: bucket,
+                Prefix: `${rootPrefix}${prefix}`,
+                MaxKeys: Math.min(s3BatchLimit, limit - keys.length),
+                ...(token === undefined
+                  ? startAfter === undefined
+                    ? {}
+                    : { StartAfter: `${rootPrefix}${startAfter}` }
+                  : { ContinuationToken: token }),
+              }),
+              { abortSignal },
+            ),
           );
           for (const entry of out.Contents ?? []) keys.push(unprefixed(entry, rootPrefix));
           const more = out.IsTruncated === true && out.NextContinuationToken !== undefined;
@@ -392,9 +421,11 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       const signal = callOpts?.signal;
       try {
         throwIfAborted(signal);
-        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
-          abortSignal: signal,
-        });
+        await request(signal, (abortSignal) =>
+          client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
+            abortSignal,
+          }),
+        );
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code !== Code.NotFound) throw mapped;
@@ -407,12 +438,14 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       try {
         for (let at = 0; at < objects.length; at += s3BatchLimit) {
           throwIfAborted(signal);
-          const out = await client.send(
-            new DeleteObjectsCommand({
-              Bucket: bucket,
-              Delete: { Objects: objects.slice(at, at + s3BatchLimit), Quiet: true },
-            }),
-            { abortSignal: signal },
+          const out = await request(signal, (abortSignal) =>
+            client.send(
+              new DeleteObjectsCommand({
+                Bucket: bucket,
+                Delete: { Objects: objects.slice(at, at + s3BatchLimit), Quiet: true },
+              }),
+              { abortSignal },
+            ),
           );
           const failed = (out.Errors ?? []).find((e) => e.Code !== "NoSuchKey");
           if (failed !== undefined) {
@@ -438,13 +471,15 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         let uploadIdMarker: string | undefined;
         for (;;) {
           throwIfAborted(signal);
-          const out = await client.send(
-            new ListMultipartUploadsCommand({
-              Bucket: bucket,
-              ...(keyMarker === undefined ? {} : { KeyMarker: keyMarker }),
-              ...(uploadIdMarker === undefined ? {} : { UploadIdMarker: uploadIdMarker }),
-            }),
-            { abortSignal: signal },
+          const out = await request(signal, (abortSignal) =>
+            client.send(
+              new ListMultipartUploadsCommand({
+                Bucket: bucket,
+                ...(keyMarker === undefined ? {} : { KeyMarker: keyMarker }),
+                ...(uploadIdMarker === undefined ? {} : { UploadIdMarker: uploadIdMarker }),
+              }),
+              { abortSignal },
+            ),
           );
           for (const upload of out.Uploads ?? []) {
             const key = upload.Key;
@@ -453,9 +488,11 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
             if (key === undefined || uploadId === undefined || initiated === undefined) continue;
             if (!key.startsWith(rootPrefix) || initiated > cutoffMs) continue;
             try {
-              await client.send(
-                new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }),
-                { abortSignal: signal },
+              await request(signal, (abortSignal) =>
+                client.send(
+                  new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }),
+                  { abortSignal },
+                ),
               );
               removed++;
             } catch (err) {
@@ -474,7 +511,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     },
 
     expireIncompleteUploads(days: number, callOpts?: BackendCallOptions) {
-      return ensureIncompleteUploadExpiry(client, bucket, rootPrefix, days, callOpts?.signal);
+      return request(callOpts?.signal, (abortSignal) =>
+        ensureIncompleteUploadExpiry(client, bucket, rootPrefix, days, abortSignal),
+      );
     },
 
     async close(): Promise<void> {
@@ -521,7 +560,8 @@ function clientConfig(opts: S3BackendOptions): S3ClientConfig {
     // the store refuses unread (bad credentials, no bucket): for a part, the upload's create
     // call has ruled that out; a single put sends at most one part's bytes before it learns.
     expectContinueHeader: false,
-    requestHandler: { connectionTimeout: 3_000, requestTimeout: 30_000 },
+    // No requestTimeout: the SDK's only warns; every request is bounded by boundStoreRequest.
+    requestHandler: { connectionTimeout: 3_000 },
   };
 }
 

@@ -101,6 +101,8 @@ export async function offloadBatch(
   const answerItem = async (item: OffloadBatchItem, index: number): Promise<OffloadBatchResult> => {
     // The room held for this item's answer once it asked (0: refused), undefined before.
     let held: number | undefined;
+    // The answer measured for the room, so the same answer is not encoded again.
+    let measured: { answer: OffloadResponse; size: number } | undefined;
     const fail = (err: unknown): OffloadBatchResult => {
       const failure =
         err instanceof ConnectError
@@ -121,11 +123,12 @@ export async function offloadBatch(
         lookUpFirst,
         beforeCommit: async (answer) => {
           const size = answerBytes(answer);
+          measured = { answer, size };
           held = (await room.admit(index, size)) ? size : 0;
           if (held === 0) throw replyFull();
         },
       });
-      const size = answerBytes(offloaded);
+      const size = measured?.answer === offloaded ? measured.size : answerBytes(offloaded);
       if (held === undefined) held = (await room.admit(index, size)) ? size : 0;
       // Larger than held: a commit that found another offload's record of these bytes, whose
       // own preview options made its answer larger. Nothing was committed by this item.

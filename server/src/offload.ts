@@ -624,11 +624,15 @@ async function commit(
           },
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };
-  const created = async () =>
-    create(OffloadResponseSchema, {
+  // One answer, measured by beforeCommit and then returned: the same object, not a second build.
+  let answer: OffloadResponse | undefined;
+  const created = async () => {
+    answer ??= create(OffloadResponseSchema, {
       attachment: toAttachment(record, await deps.runs.expiresMs(tenant, key.runId, signal)),
       created: true,
     });
+    return answer;
+  };
   if (beforeCommit !== undefined) await beforeCommit(await created());
   let committed = await deps.registry.commit(record, key.runId, signal);
   if (!committed.created && isExpired(committed.record, deps.now())) {

@@ -640,8 +640,36 @@ async function commit(
     await deps.registry.remove(tenant, key.runId, handle, signal);
     committed = await deps.registry.commit(record, key.runId, signal);
   }
-  if (committed.created) return created();
+  if (committed.created) {
+    if (record.blob !== undefined) {
+      await checkBlobStands(deps, record.blob.key, tenant, key.runId, handle, signal);
+    }
+    return created();
+  }
   return replay(committed.record, header, facts.sha256, facts.size);
+}
+
+/**
+ * checkBlobStands makes sure a record just committed does not outlive its bytes. A DeleteRun
+ * that deleted the run's blobs between this offload's blob write and its record's commit would
+ * otherwise leave an acknowledged output that is listed and never readable: the record is
+ * removed and the offload fails ABORTED. A blob deleted after this check is the DeleteRun's to
+ * finish: it lists the run's records again after deleting its blobs (Runs.delete).
+ */
+async function checkBlobStands(
+  deps: OffloadDeps,
+  blobKey: string,
+  tenant: string,
+  runId: string,
+  handle: string,
+  signal: AbortSignal,
+): Promise<void> {
+  if ((await deps.backend.head(blobKey, { signal })) !== undefined) return;
+  await deps.registry.remove(tenant, runId, handle, signal);
+  throw new ConnectError(
+    `run "${truncateForMessage(runId)}" was deleted while "${truncateForMessage(handle)}" was being offloaded; nothing of it was kept: send it again`,
+    Code.Aborted,
+  );
 }
 
 /**

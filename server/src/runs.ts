@@ -297,17 +297,22 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       await deleteAll(mergePrefix(tenant, runId), signal);
       await backend.delete(runTtlKey(tenant, runId), opt(signal));
       await backend.delete(runMetaKey(tenant, runId), opt(signal));
+      let removedLate = 0;
       if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
         await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
       } else {
         await deleteAll(blobPrefix(tenant, runId), signal);
+        // An offload that committed its record after the first listing, and checked its blob
+        // before the blobs went (Offload's checkBlobStands), would otherwise keep a record
+        // whose bytes are gone: its record is listed now, after the blobs.
+        removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
       }
       for (const owner of owners) {
         await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
         await collectIfUnreferenced(tenant, owner, signal);
       }
       await deleteAll(ownerRefPrefix(tenant, runId), signal);
-      return removed;
+      return removed + removedLate;
     },
   };
 }

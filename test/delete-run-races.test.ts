@@ -1,0 +1,105 @@
+import { Code } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Backend } from "../server/src/backends/backend.js";
+import { codeOf } from "./support/code-of.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+/** A gate a wrapped store call waits at: `reached` resolves when a call arrives. */
+function gate() {
+  let open: () => void = () => undefined;
+  let arrived: () => void = () => undefined;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  const reached = new Promise<void>((r) => {
+    arrived = r;
+  });
+  return {
+    reached,
+    open,
+    async pass() {
+      arrived();
+      await opened;
+    },
+  };
+}
+
+/**
+ * DeleteRun racing an offload into the same run must leave either the whole output or none of
+ * it: never an acknowledged record whose bytes the delete removed (listed, stat-able, and
+ * unreadable for ever; an identical resend answered `created: false`).
+ */
+describe("DeleteRun racing an offload", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  // Which store calls to hold, by a part of their keys.
+  const held = new Map<string, ReturnType<typeof gate>>();
+  const hold = async (keys: readonly string[]) => {
+    for (const [part, g] of held) if (keys.some((k) => k.includes(part))) await g.pass();
+  };
+  const wrap = (base: Backend): Backend => ({
+    ...base,
+    put: async (key, body, opts) => {
+      await hold([key]);
+      return base.put(key, body, opts);
+    },
+    ...(base.putMany === undefined
+      ? {}
+      : {
+          putMany: async (keys, body, opts) => {
+            await hold(keys);
+            return base.putMany?.(keys, body, opts) ?? [];
+          },
+        }),
+    deleteMany: async (keys, opts) => {
+      await hold(keys);
+      return base.deleteMany(keys, opts);
+    },
+  });
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: wrap });
+  });
+  afterAll(() => t.stop());
+
+  const handles = async (runId: string) => {
+    const out: string[] = [];
+    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
+    return out;
+  };
+
+  it("fails an offload whose blob the delete removed before its record committed", async () => {
+    const commit = gate();
+    held.set("/r/race-a/h/", commit);
+    const offload = codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "race-a", callId: "c" }, payload),
+    );
+    await commit.reached;
+    held.delete("/r/race-a/h/");
+    await t.sdk().deleteRun("race-a");
+    commit.open();
+    expect(await offload).toBe(Code.Aborted);
+    expect(await handles("race-a")).toEqual([]);
+  });
+
+  it("deletes an output acknowledged while the delete was removing the run's blobs", async () => {
+    const commit = gate();
+    const blobs = gate();
+    held.set("/r/race-b/h/", commit);
+    const offload = codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "race-b", callId: "c" }, payload),
+    );
+    await commit.reached;
+    held.delete("/r/race-b/h/");
+    held.set("/r/race-b/b/", blobs);
+    const deleted = t.sdk().deleteRun("race-b");
+    await blobs.reached;
+    commit.open();
+    // Acknowledged: its blob was still there when its record committed.
+    expect(await offload).toBeUndefined();
+    held.delete("/r/race-b/b/");
+    blobs.open();
+    await deleted;
+    // The delete saw the record once the blobs were gone: nothing dangles.
+    expect(await handles("race-b")).toEqual([]);
+  });
+});

@@ -1,6 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
+import { forkMarkerPrefix } from "../server/src/keys.js";
 import { codeOf } from "./support/code-of.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -101,5 +102,88 @@ describe("DeleteRun racing an offload", () => {
     await deleted;
     // The delete saw the record once the blobs were gone: nothing dangles.
     expect(await handles("race-b")).toEqual([]);
+  });
+});
+
+/**
+ * DeleteRun of a parent racing ForkRun of it must leave the child either a copy whose bytes
+ * stay (the delete keeps them for the fork) or nothing: never records whose bytes it deleted.
+ */
+describe("DeleteRun of a parent racing a fork of it", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  const held = new Map<string, ReturnType<typeof gate>>();
+  const hold = async (keys: readonly string[]) => {
+    for (const [part, g] of held) if (keys.some((k) => k.includes(part))) await g.pass();
+  };
+  beforeAll(async () => {
+    t = await startTestServer({
+      backend: "filesystem",
+      wrapBackend: (base) => ({
+        ...base,
+        put: async (key, body, opts) => {
+          await hold([key]);
+          return base.put(key, body, opts);
+        },
+        ...(base.putMany === undefined
+          ? {}
+          : {
+              putMany: async (keys, body, opts) => {
+                await hold(keys);
+                return base.putMany?.(keys, body, opts) ?? [];
+              },
+            }),
+      }),
+    });
+  });
+  afterAll(() => t.stop());
+
+  it("never gives the child records whose bytes the delete removed", async () => {
+    for (const callId of ["a", "b", "c"]) {
+      await t.sdk().offload({ tenant: "dev", runId: "parent", callId }, payload);
+    }
+    // The fork stops as it refers to the parent's bytes; the delete runs meanwhile.
+    const refer = gate();
+    held.set(forkMarkerPrefix("dev", "parent"), refer);
+    const fork = t
+      .sdk()
+      .forkRun("parent", "child")
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    await refer.reached;
+    held.clear();
+    await t.sdk().deleteRun("parent");
+    refer.open();
+    await fork;
+    for await (const a of t.sdk().listAll("child")) {
+      const read = await codeOf(
+        t.sdk().readToolOutput({
+          runId: "child",
+          handle: a.handle,
+          window: { case: "bytes", value: {} },
+        }),
+      );
+      expect(read, a.handle).toBeUndefined();
+    }
+  });
+
+  it("fails a fork whose parent was deleted while it copied, leaving no child", async () => {
+    for (const callId of ["a", "b", "c"]) {
+      await t.sdk().offload({ tenant: "dev", runId: "parent2", callId }, payload);
+    }
+    // The fork stops as it writes the child's records, after reading the parent's.
+    const copy = gate();
+    held.set("/r/child2/h/", copy);
+    const fork = codeOf(t.sdk().forkRun("parent2", "child2"));
+    await copy.reached;
+    held.clear();
+    await t.sdk().deleteRun("parent2");
+    copy.open();
+    expect(await fork).toBe(Code.Aborted);
+    const listed: string[] = [];
+    for await (const a of t.sdk().listAll("child2")) listed.push(a.handle);
+    expect(listed).toEqual([]);
   });
 });

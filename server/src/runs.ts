@@ -194,6 +194,44 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     return typeof value?.expiresMs === "number" ? value.expiresMs : undefined;
   };
 
+  const deleteRun: Runs["delete"] = async (tenant, runId, signal) => {
+    // Only a fork's records can refer to bytes another run owns, and a fork lists those
+    // runs (owner references) before its first such record: records are deleted unread.
+    // The references go last, so a delete cut short finds them again when it is repeated.
+    const owners = await ownerRefs(tenant, runId, signal);
+    const stored = await meta(tenant, runId, signal);
+    if (stored?.parentRunId !== undefined && stored.ownerRefs !== true) {
+      await forEachPage(tenant, runId, signal, async (records) => {
+        for (const record of records) {
+          if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
+            owners.add(record.blob.ownerRunId);
+          }
+        }
+      });
+    }
+    const removed = await deleteAll(registryPrefix(tenant, runId), signal);
+    // After the records: a merged record is invisible once its merge's outcome is gone.
+    await deleteAll(mergePrefix(tenant, runId), signal);
+    await backend.delete(runTtlKey(tenant, runId), opt(signal));
+    await backend.delete(runMetaKey(tenant, runId), opt(signal));
+    let removedLate = 0;
+    if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
+      await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
+    } else {
+      await deleteAll(blobPrefix(tenant, runId), signal);
+      // An offload that committed its record after the first listing, and checked its blob
+      // before the blobs went (Offload's checkBlobStands), would otherwise keep a record
+      // whose bytes are gone: its record is listed now, after the blobs.
+      removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
+    }
+    for (const owner of owners) {
+      await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
+      await collectIfUnreferenced(tenant, owner, signal);
+    }
+    await deleteAll(ownerRefPrefix(tenant, runId), signal);
+    return removed + removedLate;
+  };
+
   return {
     expiresMs,
     meta,
@@ -254,10 +292,20 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
           runId: childRunId,
         });
       }
+      // Referred to before the parent is read: a DeleteRun of the parent that has not looked
+      // for forks yet keeps its bytes for this one; one that has looked already deleted its
+      // records, so this fork reads none of them, or the check below sees them go.
+      await refer(tenant, childRunId, parentRunId, signal);
       let copied = 0;
-      const owners = new Set<string>();
+      let usesOwnBlobs = false;
+      const copiedHandles = new Set<string>();
+      const owners = new Set<string>([parentRunId]);
       await forEachPage(tenant, parentRunId, signal, async (records) => {
         const live = records.filter((record) => !isExpired(record, now()));
+        for (const record of live) {
+          copiedHandles.add(record.handle);
+          if (record.blob?.ownerRunId === parentRunId) usesOwnBlobs = true;
+        }
         for (const record of live) {
           const owner = record.blob?.ownerRunId;
           if (owner === undefined || owners.has(owner)) continue;
@@ -275,44 +323,28 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         }
         copied += live.length;
       });
+      // A record of the parent gone since it was copied: the parent was deleted during the
+      // fork, which may have taken the bytes of what was copied before it referred to them.
+      let vanished = copiedHandles.size;
+      await forEachPage(tenant, parentRunId, signal, async (records) => {
+        for (const record of records) if (copiedHandles.has(record.handle)) vanished--;
+      });
+      if (vanished > 0) {
+        await deleteRun(tenant, childRunId, signal);
+        throw new ConnectError(
+          `run "${truncateForMessage(parentRunId)}" was deleted during the fork; nothing was forked: fork again`,
+          Code.Aborted,
+        );
+      }
+      if (!usesOwnBlobs) {
+        // Nothing copied uses the parent's bytes: the reference is taken back, so deleting the
+        // parent frees its id as for a run no fork uses.
+        await backend.delete(forkMarkerKey(tenant, parentRunId, childRunId), opt(signal));
+        await backend.delete(ownerRefKey(tenant, childRunId, parentRunId), opt(signal));
+        await collectIfUnreferenced(tenant, parentRunId, signal);
+      }
       return copied;
     },
-    async delete(tenant, runId, signal) {
-      // Only a fork's records can refer to bytes another run owns, and a fork lists those
-      // runs (owner references) before its first such record: records are deleted unread.
-      // The references go last, so a delete cut short finds them again when it is repeated.
-      const owners = await ownerRefs(tenant, runId, signal);
-      const stored = await meta(tenant, runId, signal);
-      if (stored?.parentRunId !== undefined && stored.ownerRefs !== true) {
-        await forEachPage(tenant, runId, signal, async (records) => {
-          for (const record of records) {
-            if (record.blob !== undefined && record.blob.ownerRunId !== runId) {
-              owners.add(record.blob.ownerRunId);
-            }
-          }
-        });
-      }
-      const removed = await deleteAll(registryPrefix(tenant, runId), signal);
-      // After the records: a merged record is invisible once its merge's outcome is gone.
-      await deleteAll(mergePrefix(tenant, runId), signal);
-      await backend.delete(runTtlKey(tenant, runId), opt(signal));
-      await backend.delete(runMetaKey(tenant, runId), opt(signal));
-      let removedLate = 0;
-      if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
-        await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
-      } else {
-        await deleteAll(blobPrefix(tenant, runId), signal);
-        // An offload that committed its record after the first listing, and checked its blob
-        // before the blobs went (Offload's checkBlobStands), would otherwise keep a record
-        // whose bytes are gone: its record is listed now, after the blobs.
-        removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
-      }
-      for (const owner of owners) {
-        await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
-        await collectIfUnreferenced(tenant, owner, signal);
-      }
-      await deleteAll(ownerRefPrefix(tenant, runId), signal);
-      return removed + removedLate;
-    },
+    delete: deleteRun,
   };
 }

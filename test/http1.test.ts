@@ -475,7 +475,33 @@ describe("HTTP/1.1 pipelining: one request at a time per connection", () => {
     expect(await startedCount(metrics, "GetServerInfo")).toBe(before + MAX_PIPELINED_REQUESTS);
   });
 
-  it("cancels the call in progress when a client goes away while requests wait behind it", async () => {
+  it("answers a client that half-closed after sending its request", async () => {
+    const batch = connectJsonRequest(
+      "/spillway.v1.SpillwayService/OffloadBatch",
+      JSON.stringify({
+        items: [
+          {
+            header: { key: { tenant: "tenant-a", runId: "held-half", callId: "c" } },
+            data: "eno=",
+          },
+        ],
+      }),
+      auth,
+    );
+    // The request sent, then the client's side shut, as `nc -N` and some proxies do; the
+    // offload's first store call is held, so the FIN arrives while the call runs.
+    const reached = held.arm();
+    const ex = rawExchange(t.url, (s) => s.end(batch), 10_000);
+    await Promise.race([reached, ex.then((e) => expect.fail(`ended first: ${e.text}`))]);
+    await new Promise((r) => setTimeout(r, 100));
+    held.release();
+    const { text, closed } = await ex;
+    expect(closed).toBe(true);
+    expect(statusesOf(text)).toEqual(["200"]);
+    expect(text).toContain('"handle":"res_c"');
+  });
+
+  it("cancels the call in progress when a client resets its connection while requests wait", async () => {
     const before = await startedCount(metrics, "GetServerInfo");
     const reached = held.arm();
     const cancelled = held.cancelled();
@@ -484,7 +510,8 @@ describe("HTTP/1.1 pipelining: one request at a time per connection", () => {
       t.url,
       (s) => {
         s.write(stat("held", "res_c1") + pipelined);
-        void reached.then(() => s.end());
+        // A reset, not a FIN: a client that only shut its side still reads its answers.
+        void reached.then(() => s.resetAndDestroy());
       },
       2_000,
     );

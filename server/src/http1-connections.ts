@@ -107,6 +107,9 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
         ).unref();
       }
       tracked.set(socket, state);
+      // A client that shuts its side after its requests (`nc -N`, some proxies) still reads
+      // the answers: its FIN must not end ours (the listeners' sockets are not half-open).
+      socket.allowHalfOpen = true;
       feedInPieces(socket);
       socket.once("close", () => {
         clearTimeout(state.aged);

@@ -46,6 +46,17 @@ export interface PlaintextOptions {
 }
 
 /**
+ * allowHalfOpenClients makes an HTTP/1.1 server answer a client that half-closed its side
+ * after sending its request (`nc -N`, `curl --no-buffer` piping, some proxies): Node otherwise
+ * ends the connection at the client's FIN, cutting off every response in progress, while the
+ * calls behind them may still commit. The connection ends after the last response instead.
+ * `httpAllowHalfOpen` is the http.Server property Node's own FIN handling reads.
+ */
+export function allowHalfOpenClients(server: object): void {
+  (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+}
+
+/**
  * createPlaintextListener returns the listener of a plaintext port that speaks both HTTP/2 with
  * prior knowledge (gRPC's h2c) and HTTP/1.1 (Connect and gRPC-Web from browsers and curl), which
  * Node's plaintext HTTP/2 server alone does not: each accepted connection's first bytes decide
@@ -66,6 +77,7 @@ export function createPlaintextListener(opts: PlaintextOptions): PlaintextListen
     opts.handler,
   );
   http1Server.timeout = opts.idleMs;
+  allowHalfOpenClients(http1Server);
   // Node arms the header and request timeouts when a server listens; this one never does.
   http1Server.emit("listening");
   const listener = createServer((socket) => {

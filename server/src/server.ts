@@ -45,7 +45,7 @@ import { callWeights, defaultLimits, type ServerLimits } from "./limits.js";
 import { createLogInterceptor } from "./log-interceptor.js";
 import type { Metrics } from "./metrics.js";
 import { peerKey, peerOf } from "./peer-key.js";
-import { createPlaintextListener } from "./plaintext-listener.js";
+import { allowHalfOpenClients, createPlaintextListener } from "./plaintext-listener.js";
 import { createReflectionServices } from "./reflection.js";
 import { checkCapsFitReplies } from "./reply-size.js";
 import { createRequestArrivalBound } from "./request-arrival.js";
@@ -548,6 +548,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     }));
   } else {
     listener = server;
+    // TLS clients that did not negotiate HTTP/2 are served by Node's HTTP/1.1 code on this server.
+    allowHalfOpenClients(server);
     server.on("secureConnection", (socket: Socket) => {
       track(socket);
       if (socket instanceof TLSSocket && socket.alpnProtocol !== "h2") {

@@ -297,9 +297,9 @@ export function createRegistry(backend: Backend): Registry {
       // A budget stops the reads too: records of ~320 KB made pages of hundreds of MB.
       const records: StoredRecord[] = [];
       let used = 0;
+      const { onUnreadable } = opts;
       for (let i = 0; i < page.keys.length; i += listReadsInFlight) {
         const batch = page.keys.slice(i, i + listReadsInFlight);
-        const { onUnreadable } = opts;
         const shown = await Promise.all(
           batch.map(async (key) => {
             try {

@@ -304,10 +304,8 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         const live = records.filter((record) => !isExpired(record, now()));
         for (const record of live) {
           copiedHandles.add(record.handle);
-          if (record.blob?.ownerRunId === parentRunId) usesOwnBlobs = true;
-        }
-        for (const record of live) {
           const owner = record.blob?.ownerRunId;
+          if (owner === parentRunId) usesOwnBlobs = true;
           if (owner === undefined || owners.has(owner)) continue;
           await refer(tenant, childRunId, owner, signal);
           owners.add(owner);

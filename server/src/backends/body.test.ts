@@ -143,6 +143,30 @@ describe("responseBody", () => {
     expect(await codeOf(reading)).toBe(Code.Canceled);
     expect(stream.destroyed).toBe(true);
   });
+
+  const idle = {
+    ms: 50,
+    error: () => new ConnectError("the store sent nothing", Code.Unavailable),
+  };
+
+  it("fails with the idle bound's error when the producer stalls while the reader waits", async () => {
+    const stream = new Readable({ read() {} });
+    stream.push(Buffer.from([1]));
+    const err = await readAllBytes(responseBody(stream, undefined, mapped, idle)).catch((e) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(err.rawMessage).toBe("the store sent nothing");
+    expect(stream.destroyed).toBe(true);
+  });
+
+  it("does not count the time the reader spends between reads against the idle bound", async () => {
+    const stream = Readable.from([Buffer.from([1]), Buffer.from([2]), Buffer.from([3])]);
+    const read: number[] = [];
+    for await (const chunk of responseBody(stream, undefined, mapped, idle)) {
+      read.push(...chunk);
+      await new Promise((resolve) => setTimeout(resolve, 3 * idle.ms));
+    }
+    expect(read).toEqual([1, 2, 3]);
+  });
 });
 
 describe("abortableBody", () => {

@@ -65,25 +65,56 @@ export function emptyBody(): AsyncIterable<Uint8Array> {
   return bytesBody(new Uint8Array(0));
 }
 
+/** IdleBound fails a body whose producer sends nothing for `ms` while its reader waits. */
+export interface IdleBound {
+  readonly ms: number;
+  /** The error such a body fails with. */
+  readonly error: () => ConnectError;
+}
+
 /**
  * responseBody streams an object store's response body to a reader.
  *
  * Guarantees: the reader sees the body's bytes until it ends; an abort of `signal` ends the
- * stream at once (as `abortableBody` does); every failure, the abort's included, is rethrown
- * through `fail`, the backend's error mapping; the response stream is destroyed (freeing its connection) when the
- * body ends, fails, aborts, or the reader stops early with `break`/`return`.
+ * stream at once (as `abortableBody` does); with `idle`, a wait for the next chunk longer than
+ * `idle.ms` fails with `idle.error()` (time the reader spends between reads does not count, so
+ * neither a slow reader nor a body that keeps moving is ever cut); every failure, the abort's
+ * included, is rethrown through `fail`, the backend's error mapping; the response stream is
+ * destroyed (freeing its connection) when the body ends, fails, aborts, or the reader stops
+ * early with `break`/`return`.
  */
 export async function* responseBody(
   stream: Readable,
   signal: AbortSignal | undefined,
   fail: (err: unknown) => ConnectError,
+  idle?: IdleBound,
 ): AsyncGenerator<Uint8Array> {
   try {
-    yield* abortableBody(stream, signal);
+    yield* abortableBody(idle === undefined ? stream : idleBoundBody(stream, idle), signal);
   } catch (err) {
     throw fail(err);
   } finally {
     stream.destroy();
+  }
+}
+
+/** Passes a body through, failing it when a wait for its next chunk outlasts the bound. */
+async function* idleBoundBody(
+  body: AsyncIterable<Uint8Array>,
+  idle: IdleBound,
+): AsyncGenerator<Uint8Array> {
+  const source = body[Symbol.asyncIterator]();
+  for (;;) {
+    const quiet = new AbortController();
+    const timer = setTimeout(() => quiet.abort(idle.error()), idle.ms);
+    let next: IteratorResult<Uint8Array>;
+    try {
+      next = await raceAbort(source.next(), quiet.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (next.done === true) return;
+    yield next.value;
   }
 }
 

@@ -9,16 +9,16 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, emptyBody, readAllBytes, throwIfAborted } from "./body.js";
+import { abortableBody, emptyBody, readAllBytes, responseBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { fromMinioError } from "./from-minio-error.js";
 import { notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
 import {
-  boundStoreBody,
   boundStoreRequest,
   checkStoreRequestTimeout,
+  storeIdleBound,
 } from "./s3-request-timeout.js";
 import { splitParts } from "./split-parts.js";
 
@@ -271,7 +271,12 @@ export function createMinioBackend(opts: MinioBackendOptions): Backend {
         // close() destroys the streams still open; a destroyed stream leaves the set.
         openStreams.add(stream);
         stream.once("close", () => openStreams.delete(stream));
-        return boundStoreBody(stream, timeoutMs, signal, (err) => fromMinioError(err, key));
+        return responseBody(
+          stream,
+          signal,
+          (err) => fromMinioError(err, key),
+          storeIdleBound(timeoutMs),
+        );
       } catch (err) {
         // The object exists but the range starts at or past its end.
         if (codeField(err) === "InvalidRange") return emptyBody();

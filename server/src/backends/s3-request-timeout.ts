@@ -2,9 +2,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { subscribe } from "node:diagnostics_channel";
 import type { ClientRequest } from "node:http";
 import type { Socket } from "node:net";
-import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { abortReason, raceAbort, throwIfAborted } from "./body.js";
+import { abortReason, type IdleBound, raceAbort, throwIfAborted } from "./body.js";
 
 /**
  * How long a request to an object store (s3 and minio backends) may go without an answer, or
@@ -45,6 +44,14 @@ export function storeTimeoutError(timeoutMs: number): ConnectError {
   );
   timeouts.add(err);
   return err;
+}
+
+/**
+ * storeIdleBound is the bound a store's response body gets (responseBody's `idle`): its next
+ * chunk within `timeoutMs` while the reader waits, else `storeTimeoutError(timeoutMs)`.
+ */
+export function storeIdleBound(timeoutMs: number): IdleBound {
+  return { ms: timeoutMs, error: () => storeTimeoutError(timeoutMs) };
 }
 
 /**
@@ -163,55 +170,4 @@ export async function boundStoreRequest<T>(
     signal.removeEventListener("abort", onAbort);
     requests.clear();
   }
-}
-
-/**
- * boundStoreBody streams an object store's response body to a reader, as `responseBody` does,
- * with an inactivity bound: while the reader waits for the next chunk, the store must deliver
- * one within `timeoutMs`, or the stream fails with `storeTimeoutError(timeoutMs)`. Time the
- * reader spends between reads does not count, so a slow reader is never cut off, and a large
- * body that keeps moving is never cut either.
- *
- * Guarantees: an abort of `callerSignal` ends the stream at once; every failure is rethrown
- * through `fail`, the backend's error mapping (which keeps a timeout as it is); the response
- * stream is destroyed, freeing its connection, when the body ends, fails, times out, aborts,
- * or the reader stops early.
- */
-export async function* boundStoreBody(
-  stream: Readable,
-  timeoutMs: number,
-  callerSignal: AbortSignal | undefined,
-  fail: (err: unknown) => ConnectError,
-): AsyncGenerator<Uint8Array> {
-  const source = stream[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
-  try {
-    for (;;) {
-      throwIfAborted(callerSignal);
-      const pending = withinTimeout(source.next(), timeoutMs);
-      const next = await (callerSignal === undefined ? pending : raceAbort(pending, callerSignal));
-      if (next.done === true) return;
-      yield next.value;
-    }
-  } catch (err) {
-    throw fail(err);
-  } finally {
-    stream.destroy();
-  }
-}
-
-/** Settles like `pending`, or rejects with `storeTimeoutError(timeoutMs)` if it takes longer. */
-function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(storeTimeoutError(timeoutMs)), timeoutMs);
-    pending.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
 }

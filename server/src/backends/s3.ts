@@ -26,7 +26,7 @@ import type {
   ListPage,
   ObjectInfo,
 } from "./backend.js";
-import { abortableBody, emptyBody, throwIfAborted } from "./body.js";
+import { abortableBody, emptyBody, responseBody, throwIfAborted } from "./body.js";
 import { checkListLimit, checkRange, sweepCutoffMs } from "./call-options.js";
 import { createChunkPool } from "./chunk-pool.js";
 import { fromS3Error } from "./from-s3-error.js";
@@ -34,9 +34,9 @@ import { alreadyExists, notFound } from "./object-errors.js";
 import { checkKey, checkListPrefix, checkRootPrefix } from "./object-key.js";
 import { checkPartSize, maxParts, s3BatchLimit } from "./s3-limits.js";
 import {
-  boundStoreBody,
   boundStoreRequest,
   checkStoreRequestTimeout,
+  storeIdleBound,
 } from "./s3-request-timeout.js";
 import { ensureIncompleteUploadExpiry } from "./s3-upload-lifecycle.js";
 
@@ -368,7 +368,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         if (!(stream instanceof Readable)) {
           throw new ConnectError(`object store returned no body (key "${key}")`, Code.Internal);
         }
-        return boundStoreBody(stream, timeoutMs, signal, (err) => fail(err, key));
+        return responseBody(stream, signal, (err) => fail(err, key), storeIdleBound(timeoutMs));
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code === Code.OutOfRange) return emptyBody();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/src/backends/backend.js";
+import { storeGates } from "./support/store-gates.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /**
@@ -11,40 +11,11 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 describe("an OffloadBatch item that another call commits first", () => {
   let t: TestServer;
   let clock = 1_700_000_000_000;
-  let release: () => void = () => undefined;
-  let reached: () => void = () => undefined;
-  let holding = false;
-  const arrived = new Promise<void>((r) => {
-    reached = r;
-  });
-  const released = new Promise<void>((r) => {
-    release = r;
-  });
   // Holds the first commit of the record of "race": the batch item's.
-  const holdRecord = async (keys: readonly string[]) => {
-    if (!holding && keys.some((k) => k.endsWith("/h/res_race"))) {
-      holding = true;
-      reached();
-      await released;
-    }
-  };
-  const wrap = (base: Backend): Backend => ({
-    ...base,
-    put: async (key, body, opts) => {
-      await holdRecord([key]);
-      return base.put(key, body, opts);
-    },
-    ...(base.putMany === undefined
-      ? {}
-      : {
-          putMany: async (keys, body, opts) => {
-            await holdRecord(keys);
-            return base.putMany?.(keys, body, opts) ?? [];
-          },
-        }),
-  });
+  const gates = storeGates();
+  const commit = gates.at("/h/res_race");
   beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: wrap, now: () => clock });
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap, now: () => clock });
   });
   afterAll(() => t.stop());
 
@@ -53,7 +24,7 @@ describe("an OffloadBatch item that another call commits first", () => {
     const data = new TextEncoder().encode("the same bytes\n");
     // Measured at a whole second (no nanos in its creation time)...
     const batch = t.raw().offloadBatch({ items: [{ header: { key }, data }] });
-    await arrived;
+    await commit.reached;
     // ...and committed first by a call 999 ms later, whose creation time takes 6 bytes more.
     clock += 999;
     const first = await t.raw().offload(
@@ -63,7 +34,7 @@ describe("an OffloadBatch item that another call commits first", () => {
       })(),
     );
     expect(first.created).toBe(true);
-    release();
+    commit.open();
     const [result] = (await batch).results;
     expect(result?.result.case).toBe("offloaded");
     if (result?.result.case === "offloaded") {

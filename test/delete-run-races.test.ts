@@ -1,29 +1,9 @@
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Backend } from "../server/src/backends/backend.js";
 import { forkMarkerPrefix } from "../server/src/keys.js";
 import { codeOf } from "./support/code-of.js";
+import { storeGates } from "./support/store-gates.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
-
-/** A gate a wrapped store call waits at: `reached` resolves when a call arrives. */
-function gate() {
-  let open: () => void = () => undefined;
-  let arrived: () => void = () => undefined;
-  const opened = new Promise<void>((r) => {
-    open = r;
-  });
-  const reached = new Promise<void>((r) => {
-    arrived = r;
-  });
-  return {
-    reached,
-    open,
-    async pass() {
-      arrived();
-      await opened;
-    },
-  };
-}
 
 /**
  * DeleteRun racing an offload into the same run must leave either the whole output or none of
@@ -33,32 +13,9 @@ function gate() {
 describe("DeleteRun racing an offload", () => {
   const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
   let t: TestServer;
-  // Which store calls to hold, by a part of their keys.
-  const held = new Map<string, ReturnType<typeof gate>>();
-  const hold = async (keys: readonly string[]) => {
-    for (const [part, g] of held) if (keys.some((k) => k.includes(part))) await g.pass();
-  };
-  const wrap = (base: Backend): Backend => ({
-    ...base,
-    put: async (key, body, opts) => {
-      await hold([key]);
-      return base.put(key, body, opts);
-    },
-    ...(base.putMany === undefined
-      ? {}
-      : {
-          putMany: async (keys, body, opts) => {
-            await hold(keys);
-            return base.putMany?.(keys, body, opts) ?? [];
-          },
-        }),
-    deleteMany: async (keys, opts) => {
-      await hold(keys);
-      return base.deleteMany(keys, opts);
-    },
-  });
+  const gates = storeGates();
   beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: wrap });
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
   });
   afterAll(() => t.stop());
 
@@ -69,13 +26,11 @@ describe("DeleteRun racing an offload", () => {
   };
 
   it("fails an offload whose blob the delete removed before its record committed", async () => {
-    const commit = gate();
-    held.set("/r/race-a/h/", commit);
+    const commit = gates.at("/r/race-a/h/");
     const offload = codeOf(
       t.sdk().offload({ tenant: "dev", runId: "race-a", callId: "c" }, payload),
     );
     await commit.reached;
-    held.delete("/r/race-a/h/");
     await t.sdk().deleteRun("race-a");
     commit.open();
     expect(await offload).toBe(Code.Aborted);
@@ -83,21 +38,17 @@ describe("DeleteRun racing an offload", () => {
   });
 
   it("deletes an output acknowledged while the delete was removing the run's blobs", async () => {
-    const commit = gate();
-    const blobs = gate();
-    held.set("/r/race-b/h/", commit);
+    const commit = gates.at("/r/race-b/h/");
     const offload = codeOf(
       t.sdk().offload({ tenant: "dev", runId: "race-b", callId: "c" }, payload),
     );
     await commit.reached;
-    held.delete("/r/race-b/h/");
-    held.set("/r/race-b/b/", blobs);
+    const blobs = gates.at("/r/race-b/b/");
     const deleted = t.sdk().deleteRun("race-b");
     await blobs.reached;
     commit.open();
     // Acknowledged: its blob was still there when its record committed.
     expect(await offload).toBeUndefined();
-    held.delete("/r/race-b/b/");
     blobs.open();
     await deleted;
     // The delete saw the record once the blobs were gone: nothing dangles.
@@ -112,29 +63,9 @@ describe("DeleteRun racing an offload", () => {
 describe("DeleteRun of a parent racing a fork of it", () => {
   const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
   let t: TestServer;
-  const held = new Map<string, ReturnType<typeof gate>>();
-  const hold = async (keys: readonly string[]) => {
-    for (const [part, g] of held) if (keys.some((k) => k.includes(part))) await g.pass();
-  };
+  const gates = storeGates();
   beforeAll(async () => {
-    t = await startTestServer({
-      backend: "filesystem",
-      wrapBackend: (base) => ({
-        ...base,
-        put: async (key, body, opts) => {
-          await hold([key]);
-          return base.put(key, body, opts);
-        },
-        ...(base.putMany === undefined
-          ? {}
-          : {
-              putMany: async (keys, body, opts) => {
-                await hold(keys);
-                return base.putMany?.(keys, body, opts) ?? [];
-              },
-            }),
-      }),
-    });
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
   });
   afterAll(() => t.stop());
 
@@ -143,8 +74,7 @@ describe("DeleteRun of a parent racing a fork of it", () => {
       await t.sdk().offload({ tenant: "dev", runId: "parent", callId }, payload);
     }
     // The fork stops as it refers to the parent's bytes; the delete runs meanwhile.
-    const refer = gate();
-    held.set(forkMarkerPrefix("dev", "parent"), refer);
+    const refer = gates.at(forkMarkerPrefix("dev", "parent"));
     const fork = t
       .sdk()
       .forkRun("parent", "child")
@@ -153,7 +83,6 @@ describe("DeleteRun of a parent racing a fork of it", () => {
         (err: unknown) => err,
       );
     await refer.reached;
-    held.clear();
     await t.sdk().deleteRun("parent");
     refer.open();
     await fork;
@@ -174,11 +103,9 @@ describe("DeleteRun of a parent racing a fork of it", () => {
       await t.sdk().offload({ tenant: "dev", runId: "parent2", callId }, payload);
     }
     // The fork stops as it writes the child's records, after reading the parent's.
-    const copy = gate();
-    held.set("/r/child2/h/", copy);
+    const copy = gates.at("/r/child2/h/");
     const fork = codeOf(t.sdk().forkRun("parent2", "child2"));
     await copy.reached;
-    held.clear();
     await t.sdk().deleteRun("parent2");
     copy.open();
     expect(await fork).toBe(Code.Aborted);

@@ -107,6 +107,25 @@ describe("filesystem backend", () => {
     expect(got.digest("hex")).toBe(want.digest("hex"));
   });
 
+  it("reports a removed or replaced root without its path, which stays in the cause for logs", async () => {
+    const { backend } = fresh();
+    await backend.put("t/x/kept", bytesBody(text("kept")));
+    await rm(backend.root, { recursive: true });
+    const failures = [
+      await failureOf(backend.get("t/x/kept")),
+      await failureOf(backend.list("t/")),
+      await failureOf((backend.probe as NonNullable<typeof backend.probe>)()),
+    ];
+    await writeFile(backend.root, "not a directory");
+    failures.push(await failureOf((backend.probe as NonNullable<typeof backend.probe>)()));
+    for (const err of failures) {
+      expect(err.code).toBe(Code.FailedPrecondition);
+      expect(err.rawMessage).toMatch(/^the data root is (missing|no longer a directory)$/);
+      expect(err.rawMessage).not.toContain(backend.root);
+      expect(String((err.cause as Error | undefined)?.message)).toContain(backend.root);
+    }
+  });
+
   it("creates directories 0700 and files 0600", async () => {
     const { backend } = fresh();
     await backend.put("a/b", bytesBody(text("x")));
@@ -747,6 +766,20 @@ describe("filesystem backend", () => {
 
 function text(value: string): Uint8Array {
   return new TextEncoder().encode(value);
+}
+
+/** The ConnectError `pending` (and the body it resolves to, if any) fails with. */
+async function failureOf(pending: Promise<unknown>): Promise<ConnectError> {
+  try {
+    const value = await pending;
+    if (typeof value === "object" && value !== null && Symbol.asyncIterator in value) {
+      for await (const _ of value as AsyncIterable<unknown>);
+    }
+  } catch (err) {
+    if (err instanceof ConnectError) return err;
+    throw err;
+  }
+  throw new Error("expected a failure");
 }
 
 async function codeOf(pending: Promise<unknown>): Promise<Code | string> {

@@ -234,9 +234,23 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     return child(root, checkKey(key).split("/").map(diskName).join("/"));
   }
 
-  /** The error for a root that is gone: FAILED_PRECONDITION, as the probe reports it. */
+  /**
+   * The error for a root that is gone: FAILED_PRECONDITION, as the probe reports it. Clients
+   * see no server path; the cause names the root for the operator's log.
+   */
   function rootMissing(): ConnectError {
-    return new ConnectError(`the data root ${root} is missing`, Code.FailedPrecondition);
+    return rootFailure("is missing");
+  }
+
+  function rootFailure(what: string): ConnectError {
+    const cause = new Error(`the data root ${root} ${what}`);
+    return new ConnectError(
+      `the data root ${what}`,
+      Code.FailedPrecondition,
+      undefined,
+      undefined,
+      cause,
+    );
   }
 
   /**
@@ -894,16 +908,15 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       let stats: Stats;
       try {
         stats = await lstat(root);
-        await access(root, constants.W_OK | constants.X_OK);
       } catch (err) {
         if (errnoOf(err) !== "ENOENT") throw fromNodeError(err);
         throw rootMissing();
       }
-      if (!stats.isDirectory()) {
-        throw new ConnectError(
-          `the data root ${root} is no longer a directory`,
-          Code.FailedPrecondition,
-        );
+      if (!stats.isDirectory()) throw rootFailure("is no longer a directory");
+      try {
+        await access(root, constants.W_OK | constants.X_OK);
+      } catch (err) {
+        throw fromNodeError(err);
       }
     },
 

@@ -1,5 +1,10 @@
 import { Readable } from "node:stream";
-import type { _Object, S3ClientConfig } from "@aws-sdk/client-s3";
+import type {
+  _Object,
+  S3ClientConfig,
+  ServiceInputTypes,
+  ServiceOutputTypes,
+} from "@aws-sdk/client-s3";
 import {
   AbortMultipartUploadCommand,
   type CompletedPart,
@@ -147,11 +152,14 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
   }
   const signPayload = opts.signPayload ?? false;
   const timeoutMs = checkStoreRequestTimeout(opts.requestTimeoutMs);
-  // Every request to the store is bounded: one that stalls fails UNAVAILABLE, cancelled.
-  const request = <T>(signal: AbortSignal | undefined, call: (bound: AbortSignal) => Promise<T>) =>
-    boundStoreRequest(timeoutMs, signal, call);
   const ownsClient = opts.client === undefined;
   const client = opts.client ?? new S3Client(clientConfig(opts));
+  // Every request to the store is bounded: one that stalls fails UNAVAILABLE, cancelled.
+  const send = <I extends ServiceInputTypes, O extends ServiceOutputTypes>(
+    command: S3Command<I, O>,
+    signal: AbortSignal | undefined,
+  ): Promise<O> =>
+    boundStoreRequest(timeoutMs, signal, (abortSignal) => client.send(command, { abortSignal }));
   // Part buffers are reused across uploads: a fresh 8 MiB per part made V8 collect every few
   // parts (external memory), and lib-storage's concatenation of chunks cost a second copy.
   const parts = createChunkPool(partSize, queueSize + 1);
@@ -161,10 +169,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
 
   async function headObject(key: string, signal: AbortSignal | undefined) {
     try {
-      const out = await request(signal, (abortSignal) =>
-        client.send(new HeadObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
-          abortSignal,
-        }),
+      const out = await send(
+        new HeadObjectCommand({ Bucket: bucket, Key: objectKey(key) }),
+        signal,
       );
       return { size: out.ContentLength ?? 0, modifiedMs: out.LastModified?.getTime() ?? 0 };
     } catch (err) {
@@ -185,7 +192,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       IfNoneMatch: "*",
     });
     if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
-    await request(signal, (abortSignal) => client.send(command, { abortSignal }));
+    await send(command, signal);
   }
 
   async function putMultipart(
@@ -195,9 +202,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     signal: AbortSignal | undefined,
   ): Promise<number> {
     const target = { Bucket: bucket, Key: objectKey(key) };
-    const created = await request(signal, (abortSignal) =>
-      client.send(new CreateMultipartUploadCommand(target), { abortSignal }),
-    );
+    const created = await send(new CreateMultipartUploadCommand(target), signal);
     const uploadId = created.UploadId;
     if (uploadId === undefined) {
       throw new ConnectError(`object store returned no upload id (key "${key}")`, Code.Internal);
@@ -207,7 +212,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     const inFlight = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
     let partsSent = 0;
-    const send = (part: Buffer, length: number, crc: number) => {
+    const sendPart = (part: Buffer, length: number, crc: number) => {
       const partNumber = ++partsSent;
       if (partNumber > maxParts) {
         throw new ConnectError(
@@ -224,9 +229,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         ChecksumCRC32: crc32Base64(crc),
       });
       if (!signPayload) command.middlewareStack.add(unsignedPayload(), unsignedPayloadStep);
-      const sent: Promise<void> = request(signal, (abortSignal) =>
-        client.send(command, { abortSignal }),
-      )
+      const sent: Promise<void> = send(command, signal)
         .then(
           (out) => {
             completed.push({ PartNumber: partNumber, ETag: out.ETag });
@@ -265,7 +268,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
           if (filled < partSize) continue;
           while (inFlight.size >= queueSize) await Promise.race(inFlight);
           if (failure !== undefined) throw failure.error;
-          send(part, filled, crc);
+          sendPart(part, filled, crc);
           part = parts.take(partSize);
           filled = 0;
           crc = 0;
@@ -279,28 +282,24 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       }
       // Refusing the end of the body keeps a cancelled put from reaching the completion.
       throwIfAborted(signal);
-      if (filled > 0) send(part, filled, crc);
+      if (filled > 0) sendPart(part, filled, crc);
       else parts.give(part);
       await settle();
       completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
-      await request(signal, (abortSignal) =>
-        client.send(
-          new CompleteMultipartUploadCommand({
-            ...upload,
-            MultipartUpload: { Parts: completed },
-            IfNoneMatch: "*",
-          }),
-          { abortSignal },
-        ),
+      await send(
+        new CompleteMultipartUploadCommand({
+          ...upload,
+          MultipartUpload: { Parts: completed },
+          IfNoneMatch: "*",
+        }),
+        signal,
       );
       return size;
     } catch (err) {
       // Parts still in flight would land after the abort; they are waited for first.
       await Promise.allSettled(inFlight);
       // Bounded by the timeout alone: a cancelled put still removes its parts.
-      await request(undefined, (abortSignal) =>
-        client.send(new AbortMultipartUploadCommand(upload), { abortSignal }),
-      ).catch(() => undefined);
+      await send(new AbortMultipartUploadCommand(upload), undefined).catch(() => undefined);
       throw err;
     }
   }
@@ -359,10 +358,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
           offset === 0 && length === undefined
             ? undefined
             : `bytes=${offset}-${length === undefined ? "" : offset + length - 1}`;
-        const out = await request(signal, (abortSignal) =>
-          client.send(new GetObjectCommand({ Bucket: bucket, Key: objectKey(key), Range: range }), {
-            abortSignal,
-          }),
+        const out = await send(
+          new GetObjectCommand({ Bucket: bucket, Key: objectKey(key), Range: range }),
+          signal,
         );
         const stream = out.Body;
         if (!(stream instanceof Readable)) {
@@ -391,20 +389,18 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         throwIfAborted(signal);
         let token: string | undefined;
         for (;;) {
-          const out = await request(signal, (abortSignal) =>
-            client.send(
-              new ListObjectsV2Command({
-                Bucket: bucket,
-                Prefix: `${rootPrefix}${prefix}`,
-                MaxKeys: Math.min(s3BatchLimit, limit - keys.length),
-                ...(token === undefined
-                  ? startAfter === undefined
-                    ? {}
-                    : { StartAfter: `${rootPrefix}${startAfter}` }
-                  : { ContinuationToken: token }),
-              }),
-              { abortSignal },
-            ),
+          const out = await send(
+            new ListObjectsV2Command({
+              Bucket: bucket,
+              Prefix: `${rootPrefix}${prefix}`,
+              MaxKeys: Math.min(s3BatchLimit, limit - keys.length),
+              ...(token === undefined
+                ? startAfter === undefined
+                  ? {}
+                  : { StartAfter: `${rootPrefix}${startAfter}` }
+                : { ContinuationToken: token }),
+            }),
+            signal,
           );
           for (const entry of out.Contents ?? []) keys.push(unprefixed(entry, rootPrefix));
           const more = out.IsTruncated === true && out.NextContinuationToken !== undefined;
@@ -421,11 +417,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       const signal = callOpts?.signal;
       try {
         throwIfAborted(signal);
-        await request(signal, (abortSignal) =>
-          client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }), {
-            abortSignal,
-          }),
-        );
+        await send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }), signal);
       } catch (err) {
         const mapped = fail(err, key);
         if (mapped.code !== Code.NotFound) throw mapped;
@@ -438,14 +430,12 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
       try {
         for (let at = 0; at < objects.length; at += s3BatchLimit) {
           throwIfAborted(signal);
-          const out = await request(signal, (abortSignal) =>
-            client.send(
-              new DeleteObjectsCommand({
-                Bucket: bucket,
-                Delete: { Objects: objects.slice(at, at + s3BatchLimit), Quiet: true },
-              }),
-              { abortSignal },
-            ),
+          const out = await send(
+            new DeleteObjectsCommand({
+              Bucket: bucket,
+              Delete: { Objects: objects.slice(at, at + s3BatchLimit), Quiet: true },
+            }),
+            signal,
           );
           const failed = (out.Errors ?? []).find((e) => e.Code !== "NoSuchKey");
           if (failed !== undefined) {
@@ -471,15 +461,13 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
         let uploadIdMarker: string | undefined;
         for (;;) {
           throwIfAborted(signal);
-          const out = await request(signal, (abortSignal) =>
-            client.send(
-              new ListMultipartUploadsCommand({
-                Bucket: bucket,
-                ...(keyMarker === undefined ? {} : { KeyMarker: keyMarker }),
-                ...(uploadIdMarker === undefined ? {} : { UploadIdMarker: uploadIdMarker }),
-              }),
-              { abortSignal },
-            ),
+          const out = await send(
+            new ListMultipartUploadsCommand({
+              Bucket: bucket,
+              ...(keyMarker === undefined ? {} : { KeyMarker: keyMarker }),
+              ...(uploadIdMarker === undefined ? {} : { UploadIdMarker: uploadIdMarker }),
+            }),
+            signal,
           );
           for (const upload of out.Uploads ?? []) {
             const key = upload.Key;
@@ -488,11 +476,9 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
             if (key === undefined || uploadId === undefined || initiated === undefined) continue;
             if (!key.startsWith(rootPrefix) || initiated > cutoffMs) continue;
             try {
-              await request(signal, (abortSignal) =>
-                client.send(
-                  new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }),
-                  { abortSignal },
-                ),
+              await send(
+                new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }),
+                signal,
               );
               removed++;
             } catch (err) {
@@ -511,7 +497,7 @@ export function createS3Backend(opts: S3BackendOptions): Backend {
     },
 
     expireIncompleteUploads(days: number, callOpts?: BackendCallOptions) {
-      return request(callOpts?.signal, (abortSignal) =>
+      return boundStoreRequest(timeoutMs, callOpts?.signal, (abortSignal) =>
         ensureIncompleteUploadExpiry(client, bucket, rootPrefix, days, abortSignal),
       );
     },
@@ -569,3 +555,8 @@ function unprefixed(entry: _Object, rootPrefix: string): string {
   const key = entry.Key ?? "";
   return key.startsWith(rootPrefix) ? key.slice(rootPrefix.length) : key;
 }
+
+/** A command the S3 client sends, typed by its input and output. */
+type S3Command<I extends ServiceInputTypes, O extends ServiceOutputTypes> = Parameters<
+  typeof S3Client.prototype.send<I, O>
+>[0];

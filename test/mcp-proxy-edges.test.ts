@@ -424,6 +424,37 @@ describe("spillway-mcp-proxy at the edges of the protocol", () => {
     await proxy.close();
   });
 
+  it.each([
+    ["tools/call", { name: "read_tool_output", arguments: { handle: "res_x" } }],
+    ["resources/read", { uri: `spillway://${runId}/res_x` }],
+  ])(
+    "cancels its own %s read against a Spillway that hangs when the host cancels",
+    async (method, params) => {
+      const silent = await startSilentServer();
+      const server = rawServer(() => ({ tools: [] }));
+      const warnings: string[] = [];
+      const { hostSide, proxy, seen } = await rawHost(
+        createSpillwayClient({ baseUrl: silent.url }),
+        server,
+        // Without the cancel reaching the read, it would wait out this deadline.
+        { warn: (w) => warnings.push(w), timeoutMs: 60_000 },
+      );
+      await hostSide.send({ jsonrpc: "2.0", id: 9, method, params });
+      await silent.reached;
+      await hostSide.send({
+        jsonrpc: "2.0",
+        method: "notifications/cancelled",
+        params: { requestId: 9, reason: "never mind" },
+      });
+      // The read ends with the cancel, and its answer is dropped.
+      await vi.waitUntil(() => warnings.length > 0, { timeout: 5_000, interval: 10 });
+      expect(warnings).toEqual(["dropped the answer to 9: the host cancelled the call"]);
+      expect(seen).toEqual([]);
+      await proxy.close();
+      await silent.close();
+    },
+  );
+
   it("keeps the server's order for a small result and the notification after it", async () => {
     const server = rawServer((m) => (m.method === "tools/call" ? undefined : { tools: [] }));
     server.serverSide.onmessage = ((previous) => (message: JSONRPCMessage) => {

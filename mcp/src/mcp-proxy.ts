@@ -236,9 +236,9 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
 
   /**
    * Answers a host's request with what `work` resolves to, or its JsonRpcError, unless the host
-   * cancels the request first.
+   * cancels the request first; the cancel aborts the signal `work` is given.
    */
-  const answer = (id: Id, work: Promise<Record<string, unknown>>) => {
+  const answer = (id: Id, work: (signal: AbortSignal) => Promise<Record<string, unknown>>) => {
     const cancel = new AbortController();
     pending.set(id, cancel);
     const send = (message: JSONRPCMessage) => {
@@ -249,7 +249,7 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
       }
       void toHost(message);
     };
-    void work.then(
+    void work(cancel.signal).then(
       (result) => send({ jsonrpc: "2.0", id, result }),
       (err: { code?: unknown; message?: unknown; data?: unknown }) =>
         send({
@@ -273,7 +273,8 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         cursor?: unknown;
       };
       if (message.method === "tools/call" && params.name === readToolOutputToolName) {
-        answer(message.id, readTool(readToolOutputToolName, params.arguments ?? {}));
+        const args = params.arguments ?? {};
+        answer(message.id, (signal) => readTool(readToolOutputToolName, args, signal));
         return;
       }
       if (
@@ -281,18 +282,19 @@ export async function startMcpProxy(opts: McpProxyOptions): Promise<McpProxy> {
         typeof params.uri === "string" &&
         parseResourceUri(params.uri) !== undefined
       ) {
-        answer(message.id, resources.read(params.uri));
+        const uri = params.uri;
+        answer(message.id, (signal) => resources.read(uri, signal));
         return;
       }
       if (!serverResources && message.method === "resources/list") {
-        answer(
-          message.id,
-          resources.list(typeof params.cursor === "string" ? params.cursor : undefined),
-        );
+        const cursor = typeof params.cursor === "string" ? params.cursor : undefined;
+        answer(message.id, (signal) => resources.list(cursor, signal));
         return;
       }
       if (!serverResources && message.method === "resources/templates/list") {
-        answer(message.id, Promise.resolve({ resourceTemplates: [spillwayResourceTemplate] }));
+        answer(message.id, () =>
+          Promise.resolve({ resourceTemplates: [spillwayResourceTemplate] }),
+        );
         return;
       }
       asked.set(message.id, {

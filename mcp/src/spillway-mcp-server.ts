@@ -15,6 +15,7 @@ import {
   type ReadToolOutputOutcome,
   readToolOutputTool,
   runInfoJson,
+  type SpillwayCallOptions,
   type SpillwayClient,
 } from "@spillway/client";
 import { summarizeAttachment } from "./attachment-json.js";
@@ -106,8 +107,15 @@ function jsonResult(value: unknown): CallToolResult {
   return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }] };
 }
 
-/** SpillwayToolHandler answers a tools/call of one of spillwayMcpTools. */
-export type SpillwayToolHandler = (name: string, args: unknown) => Promise<CallToolResult>;
+/**
+ * SpillwayToolHandler answers a tools/call of one of spillwayMcpTools; aborting `signal` (the
+ * host cancelled the request) cancels the service call it makes.
+ */
+export type SpillwayToolHandler = (
+  name: string,
+  args: unknown,
+  signal?: AbortSignal,
+) => Promise<CallToolResult>;
 
 /**
  * createSpillwayToolHandler answers calls of the four tools from the Spillway service behind
@@ -126,7 +134,10 @@ export function createSpillwayToolHandler(
   opts: SpillwayMcpOptions = {},
 ): SpillwayToolHandler {
   const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
-  const executors = new Map<string, (args: unknown) => Promise<ReadToolOutputOutcome>>();
+  const executors = new Map<
+    string,
+    (args: unknown, call?: SpillwayCallOptions) => Promise<ReadToolOutputOutcome>
+  >();
   const executorFor = (runId: string) => {
     let exec = executors.get(runId);
     if (exec === undefined) {
@@ -177,7 +188,8 @@ export function createSpillwayToolHandler(
     };
   };
 
-  return async (name: string, input: unknown): Promise<CallToolResult> => {
+  return async (name: string, input: unknown, signal?: AbortSignal): Promise<CallToolResult> => {
+    const callWith = signal === undefined ? call : { ...call, signal };
     const args = (input ?? {}) as Record<string, unknown>;
     if (typeof args !== "object" || Array.isArray(args)) {
       return toolError("error: arguments must be an object", Code.InvalidArgument);
@@ -186,14 +198,17 @@ export function createSpillwayToolHandler(
       if (name === readToolOutputTool.name) {
         const { run_id: _, ...rest } = args;
         const runId = runOf(args);
-        const { text, code } = await executorFor(runId)(rest);
+        const { text, code } = await executorFor(runId)(
+          rest,
+          signal === undefined ? undefined : { signal },
+        );
         if (code !== undefined) return toolError(text, code);
         return { content: [{ type: "text", text }] };
       }
       if (name === "list_tool_outputs") {
         const options = pageArgs(args, ["run_id"]);
         const runId = runOf(args);
-        const page = await client.list(runId, options);
+        const page = await client.list(runId, { ...options, ...callWith });
         return jsonResult({
           run_id: runId,
           outputs: page.attachments.map((a) => summarizeAttachment(runId, a)),
@@ -201,7 +216,7 @@ export function createSpillwayToolHandler(
         });
       }
       if (name === "list_runs") {
-        const page = await client.listRuns(pageArgs(args, []));
+        const page = await client.listRuns({ ...pageArgs(args, []), ...callWith });
         return jsonResult({
           runs: page.runs.map(runInfoJson),
           next_page_token: page.nextPageToken,
@@ -219,7 +234,9 @@ export function createSpillwayToolHandler(
         if (typeof args.handle !== "string" || args.handle === "") {
           throw new ConnectError("handle must be a non-empty string", Code.InvalidArgument);
         }
-        return jsonResult(summarizeAttachment(runId, await client.stat(runId, args.handle, call)));
+        return jsonResult(
+          summarizeAttachment(runId, await client.stat(runId, args.handle, callWith)),
+        );
       }
       return toolError(`error: unknown tool ${JSON.stringify(name)}`, Code.NotFound);
     } catch (err) {
@@ -258,16 +275,18 @@ export function createSpillwayMcpServer(
       },
     );
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...spillwayMcpTools] }));
-    server.setRequestHandler(CallToolRequestSchema, (req) =>
-      callTool(req.params.name, req.params.arguments),
+    server.setRequestHandler(CallToolRequestSchema, (req, extra) =>
+      callTool(req.params.name, req.params.arguments, extra.signal),
     );
     server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
       resourceTemplates: [spillwayResourceTemplate],
     }));
-    server.setRequestHandler(ListResourcesRequestSchema, (req) =>
-      resources.list(req.params?.cursor),
+    server.setRequestHandler(ListResourcesRequestSchema, (req, extra) =>
+      resources.list(req.params?.cursor, extra.signal),
     );
-    server.setRequestHandler(ReadResourceRequestSchema, (req) => resources.read(req.params.uri));
+    server.setRequestHandler(ReadResourceRequestSchema, (req, extra) =>
+      resources.read(req.params.uri, extra.signal),
+    );
     return server;
   };
 }

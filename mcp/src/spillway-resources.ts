@@ -70,14 +70,14 @@ export interface SpillwayResources {
    * One page of `runId`'s outputs as resources (none without a run), each with its MIME type,
    * size and `spillway://` URI; `nextCursor` while more remain.
    */
-  list(cursor: string | undefined): Promise<ListResourcesResult>;
+  list(cursor: string | undefined, signal?: AbortSignal): Promise<ListResourcesResult>;
   /**
    * Reads a `spillway://<run>/<handle>` URI as one window: the first lines as read_tool_output
    * renders them, bounded by the service's window caps, never the whole payload. Rejects with
    * a JsonRpcError: "invalid params" for a URI that is not Spillway's, "resource not found"
-   * for an output the run does not have.
+   * for an output the run does not have. Aborting `signal` cancels the read.
    */
-  read(uri: string): Promise<ReadResourceResult>;
+  read(uri: string, signal?: AbortSignal): Promise<ReadResourceResult>;
 }
 
 /**
@@ -92,12 +92,16 @@ export function createSpillwayResources(
 ): SpillwayResources {
   const call = { timeoutMs: opts.timeoutMs ?? 30_000 };
   return {
-    async list(cursor) {
+    async list(cursor, signal) {
       const runId = opts.runId;
       if (runId === undefined) return { resources: [] };
       let page: Awaited<ReturnType<SpillwayClient["list"]>>;
       try {
-        page = await client.list(runId, { ...call, pageToken: cursor ?? "" });
+        page = await client.list(runId, {
+          ...call,
+          ...(signal === undefined ? {} : { signal }),
+          pageToken: cursor ?? "",
+        });
       } catch (err) {
         if (!(err instanceof ConnectError)) throw err;
         throw resourceError(err);
@@ -114,7 +118,7 @@ export function createSpillwayResources(
         ...(page.nextPageToken === "" ? {} : { nextCursor: page.nextPageToken }),
       };
     },
-    async read(uri) {
+    async read(uri, signal) {
       const parsed = parseResourceUri(uri);
       if (parsed === undefined) {
         throw jsonRpcError(
@@ -129,7 +133,7 @@ export function createSpillwayResources(
             handle: parsed.handle,
             window: { case: "lines", value: { offset: 0n } },
           },
-          call,
+          signal === undefined ? call : { ...call, signal },
         );
         return { contents: [{ uri, mimeType: "text/plain", text: window.rendered }] };
       } catch (err) {

@@ -125,9 +125,9 @@ const rememberedSearches = 64;
 export function createReadToolOutputExecutor(
   client: SpillwayClient,
   opts: ReadToolOutputExecutorOptions,
-): (args: unknown) => Promise<string> {
+): (args: unknown, call?: SpillwayCallOptions) => Promise<string> {
   const run = createReadToolOutputRunner(client, opts);
-  return async (args) => (await run(args)).text;
+  return async (args, call) => (await run(args, call)).text;
 }
 
 /**
@@ -145,19 +145,20 @@ export interface ReadToolOutputOutcome {
  * createReadToolOutputRunner is createReadToolOutputExecutor for hosts that relay the tool
  * (an MCP server, say) and must tell a refusal from a window without reading the text: each
  * call also gives the refusal's gRPC code.
+ *
+ * Both take a call's own options besides the executor's: its signal cancels that read as
+ * well (the executor's still does; a cancelled read is an `error: ` line with CANCELED), and
+ * its timeoutMs replaces the executor's.
  */
 export function createReadToolOutputRunner(
   client: SpillwayClient,
   opts: ReadToolOutputExecutorOptions,
-): (args: unknown) => Promise<ReadToolOutputOutcome> {
+): (args: unknown, call?: SpillwayCallOptions) => Promise<ReadToolOutputOutcome> {
   const cursors = new Map<string, SearchCursor>();
-  const read = async (request: Request): Promise<Window> => {
+  const read = async (request: Request, call: SpillwayCallOptions | undefined): Promise<Window> => {
     const window = request.window;
     if (window?.case !== "search") {
-      return client.readToolOutput(
-        { runId: opts.runId, ...request, renderedOnly: true },
-        opts.call,
-      );
+      return client.readToolOutput({ runId: opts.runId, ...request, renderedOnly: true }, call);
     }
     const search = window.value;
     const key = JSON.stringify([
@@ -189,7 +190,7 @@ export function createReadToolOutputRunner(
             },
           },
         },
-        opts.call,
+        call,
       );
     let result: Window;
     try {
@@ -213,11 +214,11 @@ export function createReadToolOutputRunner(
     }
     return result;
   };
-  return async (args) => {
+  return async (args, call) => {
     const parsed = parseArgs(args);
     if (typeof parsed === "string") return { text: `error: ${parsed}`, code: Code.InvalidArgument };
     try {
-      return { text: (await read(parsed)).rendered, code: undefined };
+      return { text: (await read(parsed, callOptions(opts.call, call))).rendered, code: undefined };
     } catch (err) {
       if (!(err instanceof ConnectError)) throw err;
       return { text: `error: ${describeError(err)}`, code: err.code };
@@ -394,4 +395,21 @@ function describeError(err: ConnectError): string {
       : `${reason}: ${err.rawMessage}`;
   }
   return `${statusName(err.code).toLowerCase()}: ${err.rawMessage}`;
+}
+
+/** The options of one read: the executor's and the call's, signals combined. */
+function callOptions(
+  base: SpillwayCallOptions | undefined,
+  call: SpillwayCallOptions | undefined,
+): SpillwayCallOptions | undefined {
+  if (call === undefined) return base;
+  if (base === undefined) return call;
+  const signals = [base.signal, call.signal].filter((s) => s !== undefined);
+  const timeoutMs = call.timeoutMs ?? base.timeoutMs;
+  return {
+    ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    ...(signals.length === 0
+      ? {}
+      : { signal: signals.length === 1 ? signals[0] : AbortSignal.any(signals) }),
+  };
 }

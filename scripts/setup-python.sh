@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup-python.sh prepares a virtualenv (created once, git-ignored) with the Python SDK and its
 # test tools, at one end of the version ranges its pydantic-ai extras declare:
-#   setup-python.sh           .venv-python: both extras, the `harness` one at its newest release
+#   setup-python.sh           .venv-python: both extras and the `lint` tools, the `harness` one at its newest release
 #                             (pydantic-ai-harness 0.62.0, which pins pydantic-ai-slim 2.62.0);
 #                             the tests and the benchmark use it.
 #   setup-python.sh oldest    .venv-python-oldest: both extras at their oldest supported releases
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-  "") venv=".venv-python" spec="clients/python[test,harness,pydantic-ai]" pins=("pydantic-ai-harness==0.62.0") ;;
+  "") venv=".venv-python" spec="clients/python[test,lint,harness,pydantic-ai]" pins=("pydantic-ai-harness==0.62.0") ;;
   oldest)
     venv=".venv-python-oldest" spec="clients/python[test,harness,pydantic-ai]"
     pins=("pydantic-ai-harness==0.60.0" "pydantic-ai-slim==2.60.0")

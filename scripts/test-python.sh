@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# test-python.sh runs the Python SDK's pytest suite (clients/python) against a real server the
-# tests start themselves, in the virtualenv setup-python.sh prepares; the retry tests put a real
-# nginx (install-nginx.sh) in front of it. Then it runs the pydantic-ai tests again at the other
+# test-python.sh checks the Python SDK (clients/python) with ruff and mypy, then runs its pytest
+# suite against a real server the tests start themselves, in the virtualenv setup-python.sh
+# prepares; the retry tests put a real nginx (install-nginx.sh) in front of it. Then it runs the pydantic-ai tests again at the other
 # ends of the extras' version ranges: the oldest supported pydantic-ai-harness and
 # pydantic-ai-slim, and the newest pydantic-ai-slim (see setup-python.sh).
 set -euo pipefail
@@ -10,8 +10,12 @@ bash scripts/setup-python.sh
 bash scripts/setup-python.sh oldest
 bash scripts/setup-python.sh newest
 bash scripts/install-nginx.sh
-# pytest exits 5 when it collected no tests; that is a failure here like any other non-zero code.
 cd clients/python
+# Lint and types first (pyproject.toml's [tool.ruff] and [tool.mypy]; generated code excluded).
+../../.venv-python/bin/python -m ruff check .
+../../.venv-python/bin/python -m ruff format --check .
+../../.venv-python/bin/python -m mypy src
+# pytest exits 5 when it collected no tests; that is a failure here like any other non-zero code.
 ../../.venv-python/bin/python -m pytest -q -p no:cacheprovider
 echo "oldest: $(../../.venv-python-oldest/bin/pip list 2>/dev/null | grep -E '^pydantic-ai-(harness|slim) ' | tr -s ' ' | paste -sd, -)"
 ../../.venv-python-oldest/bin/python -m pytest -q -p no:cacheprovider tests/test_pydantic_ai.py \

@@ -84,11 +84,10 @@ COLOURED_LOG = "".join(f"\x1b[32mtest {n}\x1b[0m: ok\n" for n in range(1, 2_001)
 
 async def _run_capability(capability: Any) -> tuple[str, str]:
     """Runs an agent whose tools return a small and a large coloured text; returns what the model saw."""
+    from agent_script import returns
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    from agent_script import returns
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if not returns(messages, "run_tests"):
@@ -141,7 +140,6 @@ async def test_pydantic_ai_capability_with_a_policy_shows_text_without_colour_co
 
 async def test_a_refused_spill_under_a_policy_is_shown_without_colour_codes(run_id: str) -> None:
     from conftest import spillway_server
-
     from spillway_client import AsyncSpillwayClient
     from spillway_client.elision_policy import Band, ElisionPolicy
     from spillway_client.pydantic_ai import SpillwayToolOutputs
@@ -149,8 +147,6 @@ async def test_a_refused_spill_under_a_policy_is_shown_without_colour_codes(run_
     policy = ElisionPolicy(bands=[Band("passthrough", up_to=1_000), Band("spill")])
     with spillway_server("--max-blob-bytes", "1000") as url:
         async with AsyncSpillwayClient(url) as client:
-            shown, _ = await _run_capability(
-                SpillwayToolOutputs(client, run_id=run_id, over_chars=100, policy=policy)
-            )
+            shown, _ = await _run_capability(SpillwayToolOutputs(client, run_id=run_id, over_chars=100, policy=policy))
     assert "\x1b" not in shown and shown.startswith("test 1: ok\ntest 2: ok\n")
     assert "it could not be stored" in shown

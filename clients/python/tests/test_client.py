@@ -194,6 +194,7 @@ def test_a_client_refused_1500_times_on_one_channel_is_answered_every_time(run_i
     payload = b"x" * (3 << 20)
     answers: collections.Counter[str] = collections.Counter()
     with spillway_server("--max-blob-bytes", str(1 << 20)) as url, SpillwayClient(url) as c:
+
         def refuse(i: int) -> None:
             try:
                 c.offload(key(run_id, f"big-{i}"), payload, timeout=30)

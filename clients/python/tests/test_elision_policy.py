@@ -11,11 +11,11 @@ from typing import Any
 
 import grpc
 import pytest
+from agent_script import returns
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_script import returns
 from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient, Band, ElisionPolicy, Summarize, ToolOverride
 from spillway_client.pydantic_ai import SpillwayToolOutputs

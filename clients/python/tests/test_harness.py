@@ -11,12 +11,12 @@ import hashlib
 import re
 
 import pytest
+from agent_script import returns
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import LocalFileStore, OverflowStore, ToolOutputLimits
 
-from agent_script import returns
 from conftest import spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.harness import SpillwayOverflowStore

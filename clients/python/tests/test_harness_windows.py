@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agent_script import MALFORMED_READS, read_calls, returns
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.tool_output_limits import ToolOutputLimits
 
-from agent_script import MALFORMED_READS, read_calls, returns
 from conftest import spillway_server
 from nginx_proxy import free_port
 from spillway_client import AsyncSpillwayClient

@@ -103,7 +103,9 @@ async def test_async_item_failure_is_an_rpc_error(aclient: AsyncSpillwayClient, 
     assert error_reason(theirs) is None
 
 
-async def test_async_offload_cancelled_before_its_batch_is_left_out(aclient_one: AsyncSpillwayClient, run_id: str) -> None:
+async def test_async_offload_cancelled_before_its_batch_is_left_out(
+    aclient_one: AsyncSpillwayClient, run_id: str
+) -> None:
     sizes = spy_batches(aclient_one)
     gone = asyncio.ensure_future(aclient_one.offload(key(run_id, "gone"), "gone\n"))
     kept = asyncio.ensure_future(aclient_one.offload(key(run_id, "kept"), "kept\n"))
@@ -139,7 +141,9 @@ async def test_async_falls_back_to_offload_streams_when_batches_are_unimplemente
         raise BatchItemError(grpc.StatusCode.UNIMPLEMENTED.value[0], "unknown method")
 
     aclient_one.raw.OffloadBatch = older_replica  # type: ignore[method-assign]
-    first = await asyncio.gather(aclient_one.offload(key(run_id, "a"), "a\n"), aclient_one.offload(key(run_id, "b"), "b\n"))
+    first = await asyncio.gather(
+        aclient_one.offload(key(run_id, "a"), "a\n"), aclient_one.offload(key(run_id, "b"), "b\n")
+    )
     assert [a.handle for a in first] == ["res_a", "res_b"]
     assert (await aclient_one.offload(key(run_id, "c"), "c\n")).handle == "res_c"
     assert refused == [2]

@@ -9,17 +9,16 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from dataclasses import dataclass
-
+from agent_script import MALFORMED_READS, read_calls, returns
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
-from agent_script import MALFORMED_READS, read_calls, returns
 from conftest import spillway_process, spillway_server
 from spillway_client import AsyncSpillwayClient
 from spillway_client.pydantic_ai import DEFAULT_TIMEOUT, SpillwayToolOutputs

@@ -28,10 +28,7 @@ from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 def ts_tool(server_url: str) -> dict:
     """The TS SDK's readToolOutputTool, as the compiled SDK exports it."""
     del server_url  # the session server's setup builds the TypeScript packages
-    script = (
-        'import("@spillway/client")'
-        ".then((m) => process.stdout.write(JSON.stringify(m.readToolOutputTool)))"
-    )
+    script = 'import("@spillway/client").then((m) => process.stdout.write(JSON.stringify(m.readToolOutputTool)))'
     out = subprocess.run(["node", "-e", script], cwd=REPO, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 

@@ -112,7 +112,8 @@ class ElisionPolicy:
         for pattern, override in self.per_tool.items():
             validate_tool_pattern(pattern)
             if not isinstance(override, ToolOverride):
-                raise ValueError(f"elision policy: per_tool[{pattern!r}] must be a ToolOverride")
+                # Every bad option is a ValueError naming the policy, as the tests and docs say.
+                raise ValueError(f"elision policy: per_tool[{pattern!r}] must be a ToolOverride")  # noqa: TRY004
             if override.bands is not None:
                 _validate_bands(override.bands)
             if override.truncate_budget is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import grpc
 from google.protobuf.any_pb2 import Any as AnyPb
 
@@ -31,7 +33,7 @@ class StatusError(grpc.RpcError):
         """details is the status message."""
         return self._details
 
-    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+    def trailing_metadata(self) -> tuple[()]:
         """trailing_metadata is empty: the status carries no details."""
         return ()
 
@@ -68,7 +70,8 @@ def error_info(err: grpc.RpcError) -> types_pb.ErrorInfo | None:
     runtime does not ship google.rpc.
     """
     trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
-    for key, value in trailing or ():
+    # grpc's stubs type the items as objects with .key and .value; they are (key, value) tuples.
+    for key, value in cast("tuple[tuple[str, str | bytes], ...]", trailing or ()):
         if key != _DETAILS_KEY or not isinstance(value, bytes):
             continue
         for detail in _status_details(value):

@@ -223,7 +223,9 @@ class _SearchPaging:
             )
         )
         known = None if self.key is None else self.remembered.get(self.key)
-        self.cursor = known if known is not None and known.matches_before <= search["skip"] else None
+        self.cursor = (
+            known if known is not None and search is not None and known.matches_before <= search["skip"] else None
+        )
 
     def window(self, parsed: dict[str, Any], with_cursor: bool) -> dict[str, Any]:
         """The read_tool_output keyword arguments, with the cursor when there is one to send;

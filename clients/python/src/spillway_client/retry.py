@@ -66,7 +66,8 @@ def is_transient_error(err: grpc.RpcError) -> bool:
     details = err.details() if callable(getattr(err, "details", None)) else None
     if isinstance(details, str) and _STREAM_RESET.search(details) is not None:
         return True
-    debug = err.debug_error_string() if callable(getattr(err, "debug_error_string", None)) else None
+    debug_error_string = getattr(err, "debug_error_string", None)
+    debug = debug_error_string() if callable(debug_error_string) else None
     return details == _AIO_WRITE_FAILED and isinstance(debug, str) and "SendMessageOperation" in debug
 
 

@@ -248,6 +248,89 @@ describe("search edge cases", () => {
     }
   });
 
+  it("ends a search whose expression is slow on this output, though fast on the sample", async () => {
+    // RE2 tracks every place a match may start: on random a and b, `a[ab]{1000}c` keeps about
+    // 500 alive at each byte (3.8 µs a byte), where the sample costs it 1.6 ns.
+    let seed = 7;
+    const ab = (n: number) =>
+      Array.from({ length: n }, () => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return seed & 1024 ? "a" : "b";
+      }).join("");
+    const shapes = {
+      "lines of 4 KiB": Array.from({ length: 256 }, () => ab(4096)).join("\n"),
+      "one line of 1 MiB": ab(1 << 20),
+    };
+    for (const [shape, text] of Object.entries(shapes)) {
+      const source = createBufferWindowSource("res_ab", "text/plain", Buffer.from(text), false);
+      const refused = await search(source, "a[ab]{1000}c", { regex: true }).catch((err: unknown) =>
+        ConnectError.from(err),
+      );
+      expect(refused, shape).toBeInstanceOf(ConnectError);
+      expect((refused as ConnectError).code, shape).toBe(Code.InvalidArgument);
+      expect((refused as ConnectError).rawMessage, shape).toMatch(
+        /^search pattern "a\[ab\]\{1000\}c" is too slow for RE2 on this output: (it ran at \d+ ns a byte, above the limit of 250|a line of 1048576 bytes took it over 50 ms, the limit for a line over 8192 bytes \(25 ns a byte, at least 50 ms\)) /,
+      );
+    }
+  });
+
+  it("tests a line longer than the inline bound off the event loop, with the same answers", async () => {
+    const long = `${"x".repeat(3 << 20)} needle42`;
+    const source = createBufferWindowSource(
+      "res_longline",
+      "text/plain",
+      Buffer.from(`short needle1\n${long}\nneedle\n${"y".repeat(40_000)}\n`),
+      false,
+    );
+    expect(numbersOf(await search(source, "needle\\d+$", { regex: true }))).toEqual([1, 2]);
+    expect(numbersOf(await search(source, "NEEDLE\\d", { regex: true, ignoreCase: true }))).toEqual(
+      [1, 2],
+    );
+    expect(numbersOf(await search(source, "^y+$", { regex: true }))).toEqual([4]);
+  });
+
+  it("matches a chunk's lines a piece at a time, each piece in a CPU slice of its own", async () => {
+    // Read in chunks of 1 MiB, as the filesystem backend reads.
+    const source = rechunked(
+      createBufferWindowSource(
+        "res_short",
+        "text/plain",
+        Buffer.from("a\n".repeat(1 << 19)),
+        false,
+      ),
+      [1 << 20],
+    );
+    for (const regex of [false, true]) {
+      let pauses = 0;
+      const slice = {
+        pause: () => {
+          pauses++;
+          return undefined;
+        },
+      };
+      const request = create(ReadToolOutputRequestSchema, {
+        runId: "run",
+        handle: source.handle,
+        window: {
+          case: "search",
+          value: {
+            pattern: regex ? "a$" : "a",
+            regex,
+            skip: BigInt((1 << 19) - 1),
+            contextLines: 0,
+          },
+        },
+      });
+      let trailer: WindowTrailer | undefined;
+      for await (const frame of readWindow(source, request, defaultWindowCaps, undefined, slice)) {
+        if (frame.frame.case === "trailer") trailer = frame.frame.value;
+      }
+      expect(trailer?.totalMatches, String(regex)).toBe(BigInt(1 << 19));
+      // 1 MiB of two-byte lines: at least one pause a 64 KiB piece.
+      expect(pauses, String(regex)).toBeGreaterThanOrEqual(16);
+    }
+  });
+
   it("answers a ReDoS pattern on a 100k-char line", async () => {
     const line = `${"a".repeat(100_000)}!`;
     const source = createBufferWindowSource(

@@ -31,6 +31,7 @@ import {
   type LiteralFinder,
   sampleOccurrences,
 } from "./literal-finder.js";
+import { createRegexThread, type RegexThread } from "./regex-thread.js";
 import {
   groupSeparator,
   renderLineRow,
@@ -117,14 +118,52 @@ function escapeLiteral(pattern: string): string {
   return pattern.replace(/[\\^$.|?*+()[\]{}]/g, "\\$&");
 }
 
-/** Compiles a pattern with RE2, turning its complaint into INVALID_ARGUMENT. */
+/**
+ * Patterns RE2 refused to compile, by flags and source, with its reason: refused again without
+ * compiling, since a refusal can cost tens of milliseconds (`\p{L}{1000}`: 30 ms). Bounded like
+ * slowExpressions: cleared when full.
+ */
+const invalidExpressions = new Map<string, string>();
+
+/**
+ * Compiled expressions by flags and source, least recently used first. Reused across searches
+ * (a page of a search compiles what the page before it did), which also bounds the memory they
+ * hold: RE2 keeps each expression's automaton (2.7 MB for `a[ab]{1000}c` after a few searches)
+ * outside V8's heap, where no collection is started for it, and 200 searches compiling their
+ * own took a server from 47 to 587 MB.
+ */
+const compiledExpressions = new Map<string, RE2>();
+const compiledExpressionEntries = 64;
+
+/**
+ * Compiles a pattern with RE2 (or takes it from compiledExpressions), turning its complaint into
+ * INVALID_ARGUMENT. The expression is shared: a caller of a global one sets lastIndex before
+ * each exec.
+ */
 function compile(source: string, flags: string): RE2 {
-  try {
-    return new RE2(source, flags);
-  } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    throw new ConnectError(`invalid search pattern: ${reason}`, Code.InvalidArgument);
+  const key = `${flags}/${source}`;
+  const known = compiledExpressions.get(key);
+  if (known !== undefined) {
+    compiledExpressions.delete(key);
+    compiledExpressions.set(key, known);
+    return known;
   }
+  let reason = invalidExpressions.get(key);
+  if (reason === undefined) {
+    try {
+      const expression = new RE2(source, flags);
+      if (compiledExpressions.size >= compiledExpressionEntries) {
+        compiledExpressions.delete(compiledExpressions.keys().next().value ?? key);
+      }
+      compiledExpressions.set(key, expression);
+      return expression;
+    } catch (err) {
+      reason = err instanceof Error ? err.message : String(err);
+      if (invalidExpressions.size >= slowExpressionEntries) invalidExpressions.clear();
+      invalidExpressions.set(key, reason);
+    }
+  }
+  throw new ConnectError(`invalid search pattern: ${reason}`, Code.InvalidArgument);
 }
 
 /**
@@ -209,6 +248,109 @@ function checkExpressionCost(expression: RE2, source: string, flags: string): vo
       Code.InvalidArgument,
     );
   }
+}
+
+/**
+ * A line a search expression tests longer than this is tested on the regex thread, with a
+ * budget; a scan of a chunk runs RE2 over views of whole lines no longer than this. So no RE2
+ * call on the event loop reads more: at the slowest rates RE2 reaches (4 µs a byte on text
+ * shaped like its expression), 33 ms.
+ */
+const inlineRegexBytes = 8 * 1024;
+/** RE2 time a search spends on its output before its rate there is judged. */
+const meterGraceNanos = 20e6;
+/**
+ * Lines shorter than this are tested unmetered; a chunk's view counts as at least this many
+ * bytes, since a call's fixed cost is not the expression's.
+ */
+const meterMinBytes = 256;
+/** A long line's budget on the regex thread: this many nanoseconds a byte, and at least 50 ms. */
+const longLineNanosPerByte = 25;
+const longLineMinBudgetMs = 50;
+
+/** The thread long lines are tested on, one for the process, started by the first such test. */
+let regexThread: RegexThread | undefined;
+
+/**
+ * RegexMeter runs a search's RE2 calls and judges their cost on the output being searched,
+ * which the sample in checkExpressionCost cannot stand for: RE2 slows down most on text shaped
+ * like its expression (`a[ab]{1000}c` runs at 1.6 ns a byte on the sample and 3,840 on random
+ * `a`s and `b`s), and the text is the caller's.
+ */
+interface RegexMeter {
+  /** RE2's test of `text`: inline when short, on the regex thread within a budget when long. */
+  test(expression: RE2, text: Buffer): boolean;
+  /**
+   * The start of the first match of the global, multi-line `expression` in `chunk` at or after
+   * `from` (a line start), or -1; a line too long to scan inline is returned as a candidate.
+   */
+  exec(expression: RE2, chunk: Buffer, from: number): number;
+}
+
+/**
+ * createRegexMeter meters every RE2 call of one search of `source` with `flags`. Once its calls
+ * have taken meterGraceNanos, a rate above maxExpressionNanosPerByte, or a long line over its
+ * budget, ends the search INVALID_ARGUMENT: the pattern is too slow on this output.
+ */
+function createRegexMeter(source: string, flags: string): RegexMeter {
+  let nanos = 0;
+  let bytes = 0;
+  const why =
+    "(text shaped like a large counted repetition, such as [ab]{1000} over a run of a and b, makes RE2 track every place a match may start); simplify it";
+  const tooSlow = (nanosPerByte: number) =>
+    new ConnectError(
+      `search pattern ${JSON.stringify(source)} is too slow for RE2 on this output: it ran at ${Math.round(nanosPerByte)} ns a byte, above the limit of ${maxExpressionNanosPerByte} ${why}`,
+      Code.InvalidArgument,
+    );
+  const tooSlowOnLine = (lineBytes: number, budgetMs: number) =>
+    new ConnectError(
+      `search pattern ${JSON.stringify(source)} is too slow for RE2 on this output: a line of ${lineBytes} bytes took it over ${Math.round(budgetMs)} ms, the limit for a line over ${inlineRegexBytes} bytes (${longLineNanosPerByte} ns a byte, at least ${longLineMinBudgetMs} ms) ${why}`,
+      Code.InvalidArgument,
+    );
+  const charge = (started: number, length: number) => {
+    nanos += (performance.now() - started) * 1e6;
+    bytes += Math.max(length, meterMinBytes);
+    if (nanos >= meterGraceNanos && nanos / bytes > maxExpressionNanosPerByte) {
+      throw tooSlow(nanos / bytes);
+    }
+  };
+  return {
+    test(expression, text) {
+      // A short line costs little even at the slowest rates (a millisecond), and reading the
+      // clock around each would cost a search of many of them a tenth of its time.
+      if (text.length < meterMinBytes) return expression.test(text);
+      const started = performance.now();
+      if (text.length <= inlineRegexBytes) {
+        const matched = expression.test(text);
+        charge(started, text.length);
+        return matched;
+      }
+      const budgetMs = Math.max(longLineMinBudgetMs, (text.length * longLineNanosPerByte) / 1e6);
+      regexThread ??= createRegexThread();
+      const verdict = regexThread.test(source, flags, text, budgetMs);
+      if (verdict === "over budget") throw tooSlowOnLine(text.length, budgetMs);
+      charge(started, text.length);
+      return verdict === "match";
+    },
+    exec(expression, chunk, from) {
+      for (let at = from; at < chunk.length; ) {
+        let end = chunk.length;
+        if (end - at > inlineRegexBytes) {
+          const lastBreak = chunk.lastIndexOf(10, at + inlineRegexBytes - 1);
+          // One line longer than a view: a candidate, which its own test settles.
+          if (lastBreak < at) return at;
+          end = lastBreak + 1;
+        }
+        const started = performance.now();
+        expression.lastIndex = 0;
+        const match = expression.exec(chunk.subarray(at, end));
+        charge(started, end - at);
+        if (match !== null) return at + match.index;
+        at = end;
+      }
+      return -1;
+    },
+  };
 }
 
 /**
@@ -390,6 +532,7 @@ function createRegexMatcher(
   const flags = ignoreCase ? "iu" : "u";
   const line = compile(source, flags);
   checkExpressionCost(line, source, flags);
+  const meter = createRegexMeter(source, flags);
   const branches = requiredBranchLiterals(source);
   const pieces = ignoreCase ? branches.map(foldedPieces) : [];
   const folded = pieces.length > 0 && pieces.every((branch) => branch.length > 0);
@@ -398,10 +541,7 @@ function createRegexMatcher(
   let chunked: Find | undefined;
   if (chunkSource !== undefined) {
     const expression = compile(chunkSource, ignoreCase ? "gimu" : "gmu");
-    chunked = (chunk, from) => {
-      expression.lastIndex = from;
-      return expression.exec(chunk)?.index ?? -1;
-    };
+    chunked = (chunk, from) => meter.exec(expression, chunk, from);
   }
   let find = chunked;
   let beginChunk = () => {};
@@ -423,8 +563,8 @@ function createRegexMatcher(
     beginChunk,
     held,
     pattern: { source, flags, ...(chunkSource === undefined ? {} : { chunked: chunkSource }) },
-    testText: (text) => line.test(text),
-    test: (scanned) => line.test(scanned.head),
+    testText: (text) => meter.test(line, text),
+    test: (scanned) => meter.test(line, scanned.head),
     ...(find === undefined ? {} : { find }),
   };
 }
@@ -562,6 +702,9 @@ async function* wholeRead(
         : readGrowing(source, start.offset, signal),
   };
 }
+
+/** Bytes of a chunk the lines are split from and matched in one CPU slice. */
+const searchPieceBytes = 64 * 1024;
 
 /** Matches per content frame. */
 const matchesPerFrame = 64;
@@ -864,19 +1007,30 @@ export async function* searchWindow(
         offset = segment.offset;
       }
       for await (const chunk of segment.chunks) {
-        if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
-        const pause = slice.pause(signal);
-        if (pause !== undefined) await pause;
-        matcher.beginChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), offset);
-        if (current !== undefined) source.release(current);
-        current = chunk;
-        offset += chunk.length;
-        await anchors?.reach(offset);
-        const more = splitter.push(chunk);
-        yield* frames.splice(0);
-        if (!more) {
-          exhausted = false;
-          break reading;
+        // A piece at a time, each in a slice of its own: a chunk of short lines, each tested
+        // alone, took the event loop for most of a second.
+        for (let at = 0; at < chunk.length; at += searchPieceBytes) {
+          if (signal?.aborted) throw new ConnectError("window read was cancelled", Code.Canceled);
+          const pause = slice.pause(signal);
+          if (pause !== undefined) await pause;
+          const piece = Buffer.from(
+            chunk.buffer,
+            chunk.byteOffset + at,
+            Math.min(searchPieceBytes, chunk.length - at),
+          );
+          matcher.beginChunk(piece, offset);
+          if (current !== chunk) {
+            if (current !== undefined) source.release(current);
+            current = chunk;
+          }
+          offset += piece.length;
+          await anchors?.reach(offset);
+          const more = splitter.push(piece);
+          yield* frames.splice(0);
+          if (!more) {
+            exhausted = false;
+            break reading;
+          }
         }
       }
     }

@@ -250,4 +250,39 @@ describe("JSON windows of stored records", () => {
     expect(error?.code).toBe(Code.FailedPrecondition);
     expect(error?.rawMessage).toContain("(trailing comma at byte 9)");
   });
+
+  it("renders through a stretch nested deeper than checkpoints go a 16 KiB piece a CPU slice", async () => {
+    // 70 levels: no checkpoint inside, so a window near the end renders from the start.
+    const inner = Array.from({ length: 40_000 }, (_, i) => `{"k":${i}}`).join(",");
+    const text = `${"[".repeat(70)}${inner}${"]".repeat(70)}`;
+    const deep = createBufferWindowSource(
+      "res_deep",
+      "application/json",
+      Buffer.from(text),
+      false,
+      1024,
+      16,
+    );
+    const json = deep.json;
+    if (json === undefined || "unavailable" in json) throw new Error("no JSON view");
+    let pauses = 0;
+    const slice = {
+      pause: () => {
+        pauses++;
+        return undefined;
+      },
+    };
+    const request = create(ReadToolOutputRequestSchema, {
+      runId: "r",
+      handle: deep.handle,
+      window: { case: "json", value: { offset: BigInt(json.viewLines - 80) } },
+    });
+    let last: ReadToolOutputResponse | undefined;
+    for await (const frame of readWindow(deep, request, defaultWindowCaps, undefined, slice)) {
+      last = frame;
+    }
+    expect(last?.frame.case === "trailer" && last.frame.value.rendered).toMatch(/"k": 39999/);
+    // The whole document is rendered: a slice a 16 KiB piece.
+    expect(pauses).toBeGreaterThanOrEqual(Math.floor(text.length / 16_384));
+  });
 });

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ReadToolOutputResponse } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import { type CpuSlice, unsliced } from "../cpu-turns.js";
 import { createJsonViewRenderer } from "../json/json-view-renderer.js";
 import type { WindowCaps } from "./caps.js";
 import {
@@ -17,7 +18,7 @@ import { type JsonViewSource, type WindowSource, windowHeaderFrame } from "./sou
  * checkpoint nearest before the first line wanted, so a window reads the bytes from that
  * checkpoint to its last line and no others.
  */
-function jsonView(source: WindowSource, json: JsonViewSource): LineView {
+function jsonView(source: WindowSource, json: JsonViewSource, slice: CpuSlice): LineView {
   return {
     total: json.viewLines,
     // stripAnsi has nothing to remove: JSON text holds no raw control character, so no ESC.
@@ -32,7 +33,7 @@ function jsonView(source: WindowSource, json: JsonViewSource): LineView {
         onLine: (line) => take(line satisfies ShownLine),
       });
       // The renderer copies what it keeps, so each chunk can serve later reads.
-      if (!(yield* pushChunks(source, stream, signal, (chunk) => renderer.push(chunk)))) {
+      if (!(yield* pushChunks(source, stream, signal, (chunk) => renderer.push(chunk), slice))) {
         return false;
       }
       renderer.finish();
@@ -54,8 +55,8 @@ function jsonView(source: WindowSource, json: JsonViewSource): LineView {
 /**
  * jsonWindow streams one window of the JSON view with exactly the caps, paging and trailer of
  * a lines window (see linesWindow); its lines are view lines, each with the source offset of
- * its first token. A payload without a JSON view is FAILED_PRECONDITION, before any frame,
- * naming why.
+ * its first token. The source is rendered in `slice`'s turns (CpuTurns), 16 KiB at a time. A
+ * payload without a JSON view is FAILED_PRECONDITION, before any frame, naming why.
  */
 export async function* jsonWindow(
   source: WindowSource,
@@ -63,6 +64,7 @@ export async function* jsonWindow(
   caps: WindowCaps,
   withText: boolean,
   signal?: AbortSignal,
+  slice: CpuSlice = unsliced,
 ): AsyncGenerator<ReadToolOutputResponse> {
   const json = source.json;
   if (json === undefined || "unavailable" in json) {
@@ -71,5 +73,5 @@ export async function* jsonWindow(
       Code.FailedPrecondition,
     );
   }
-  yield* linesWindow(source, request, caps, withText, signal, jsonView(source, json));
+  yield* linesWindow(source, request, caps, withText, signal, jsonView(source, json, slice));
 }

@@ -6,6 +6,7 @@ import {
   type ReadToolOutputResponse,
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import type { CpuSlice } from "../cpu-turns.js";
 import { clipString, clipUtf8, countChars, type WindowCaps } from "./caps.js";
 import type { LineAnchors } from "./line-anchors.js";
 import {
@@ -395,21 +396,35 @@ async function* feedLines(
   return true;
 }
 
+/** Bytes pushChunks hands over in one CPU slice when given one. */
+const slicedPieceBytes = 16 * 1024;
+
 /**
  * pushChunks hands each chunk of a read to `push` (a splitter or renderer that copies what it
  * keeps), gives the chunk back to the source for later reads, and yields after each so the
  * caller can pass on what it built. Returns false once push asks to stop, true when the read
- * ended; a cancelled signal is CANCELED.
+ * ended; a cancelled signal is CANCELED. With `slice`, chunks go in pieces of 16 KiB, each once
+ * the slice lets it (CpuTurns), for work whose cost per byte has no useful bound (a JSON view
+ * read through a stretch nested deeper than its checkpoints go).
  */
 export async function* pushChunks(
   source: WindowSource,
   stream: AsyncIterable<Uint8Array>,
   signal: AbortSignal | undefined,
   push: (chunk: Uint8Array) => boolean,
+  slice?: CpuSlice,
 ): AsyncGenerator<void, boolean> {
   for await (const chunk of stream) {
-    checkAborted(signal);
-    const more = push(chunk);
+    let more = true;
+    const step = slice === undefined ? chunk.length : slicedPieceBytes;
+    for (let at = 0; more && at < chunk.length; at += step) {
+      checkAborted(signal);
+      const pause = slice?.pause(signal);
+      if (pause !== undefined) await pause;
+      more = push(at === 0 && step >= chunk.length ? chunk : chunk.subarray(at, at + step));
+      if (at + step < chunk.length) yield;
+    }
+    if (chunk.length === 0) checkAborted(signal);
     source.release(chunk);
     yield;
     if (!more) return false;

@@ -113,7 +113,7 @@ async function* windowFrames(
         fromEnd: window.value.fromEnd,
         renderedOnly: request.renderedOnly,
       };
-      yield* jsonWindow(source, lines, caps, withText, signal);
+      yield* jsonWindow(source, lines, caps, withText, signal, slice);
       return;
     }
     case "search": {

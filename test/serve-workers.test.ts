@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
@@ -98,6 +98,36 @@ describe("spillway serve --workers", () => {
     await running.stop();
     expect(await running.exited).toEqual({ code: 0, signal: null });
     expect(all.filter(alive)).toEqual([]);
+  });
+
+  it("keeps serving when a replacement worker meets a token file a reload refused", async () => {
+    const { hashToken } = await import("../server/src/auth.js");
+    dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
+    const tokenFile = join(dir, "tokens");
+    writeFileSync(tokenFile, `${hashToken("good")} acme\n`);
+    const running = await startTwo("--token-file", tokenFile);
+    const workers = listeningPids(running.output());
+    const call = () =>
+      createSpillwayClient({ baseUrl: running.url, token: "good" }).raw.getServerInfo({});
+
+    // A typo the reload refuses: the workers keep the tokens in force.
+    writeFileSync(tokenFile, `${hashToken("good")} ../acme\n`);
+    running.kill("SIGHUP");
+    await until(() => running.output().includes("token file reload failed"), "the refused reload");
+    // A worker dies (an OOM kill, say); its replacement reads the broken file and cannot start.
+    process.kill(workers[0] as number, "SIGKILL");
+    await until(
+      () => running.output().includes("the others go on serving"),
+      "the failed replacement",
+    );
+    expect(alive(running.pid)).toBe(true);
+    expect((await call()).tenant).toBe("acme");
+
+    // Once the file is fixed, the next try starts a worker that listens.
+    writeFileSync(tokenFile, `${hashToken("good")} acme\n`);
+    await until(() => listeningPids(running.output()).length === 3, "a replacement worker");
+    expect(running.output()).toContain("a replacement worker listens");
+    expect((await call()).tenant).toBe("acme");
   });
 
   it("names its processes so that pidof finds the one to signal", async () => {

@@ -43,6 +43,10 @@ export function reportListening(): void {
   if (cluster.isWorker) process.send?.(LISTENING_MESSAGE);
 }
 
+/** The first wait before a failing replacement worker is tried again, and the longest. */
+const firstRetryMs = 1_000;
+const maxRetryMs = 30_000;
+
 /**
  * superviseWorkers runs `count` workers, each this same `spillway serve` command line in a
  * process of its own, sharing the primary's listening sockets (`node:cluster`: the primary
@@ -53,11 +57,20 @@ export function reportListening(): void {
  *   exits, 0 when each exited 0 or, still starting, was ended by that signal;
  * - a worker that exits before it listens ends the start: the others are stopped and the
  *   primary exits 1 (a port in use or a bad store would otherwise fail forever);
- * - a worker that exits later, while no stop was asked for, is started again with its index.
+ * - a worker that exits later, while no stop was asked for, is started again with its index;
+ * - a replacement that exits before it listens (a token file or certificate broken since the
+ *   start, which a reload refused and the workers running keep serving without) is started
+ *   again after 1 s, then 2, 4, up to 30 s between tries, while another worker serves; with
+ *   none left serving, the others are stopped and the primary exits 1.
  */
 export function superviseWorkers(count: number, log: Logger): void {
   const listening = new Set<Worker>();
   const live = new Set<Worker>();
+  /** Indexes that have not yet listened once: the start is over when none is left. */
+  const starting = new Set(Array.from({ length: count }, (_, index) => index));
+  /** Each index's wait before its next try, while its replacements keep failing. */
+  const backoff = new Map<number, number>();
+  const retries = new Set<NodeJS.Timeout>();
   let stopping: "SIGTERM" | "SIGINT" | undefined;
   let failed = false;
 
@@ -65,7 +78,10 @@ export function superviseWorkers(count: number, log: Logger): void {
     const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(index) });
     live.add(worker);
     worker.on("message", (message: unknown) => {
-      if (message === LISTENING_MESSAGE) listening.add(worker);
+      if (message !== LISTENING_MESSAGE) return;
+      listening.add(worker);
+      starting.delete(index);
+      if (backoff.delete(index)) log.info({ worker: index }, "a replacement worker listens");
     });
     worker.on("exit", (code, signal) => {
       live.delete(worker);
@@ -76,19 +92,40 @@ export function superviseWorkers(count: number, log: Logger): void {
         if (live.size === 0) process.exit(failed ? 1 : 0);
         return;
       }
-      if (!started) {
-        log.error({ worker: index, code, signal }, "a worker stopped before it listened");
+      if (started) {
+        log.warn({ worker: index, code, signal }, "a worker stopped; starting it again");
+        start(index);
+        return;
+      }
+      if (starting.size > 0 || listening.size === 0) {
+        log.error(
+          { worker: index, code, signal },
+          starting.size > 0
+            ? "a worker stopped before it listened"
+            : "a replacement worker stopped before it listened, and no worker is serving",
+        );
         failed = true;
         stop("SIGINT");
         return;
       }
-      log.warn({ worker: index, code, signal }, "a worker stopped; starting it again");
-      start(index);
+      const waitMs = backoff.get(index) ?? firstRetryMs;
+      backoff.set(index, Math.min(2 * waitMs, maxRetryMs));
+      log.error(
+        { worker: index, code, signal, retryInMs: waitMs, serving: listening.size },
+        "a replacement worker stopped before it listened; the others go on serving",
+      );
+      const retry = setTimeout(() => {
+        retries.delete(retry);
+        if (stopping === undefined) start(index);
+      }, waitMs);
+      retries.add(retry);
     });
   };
 
   const stop = (signal: "SIGTERM" | "SIGINT") => {
     stopping = signal;
+    for (const retry of retries) clearTimeout(retry);
+    retries.clear();
     if (live.size === 0) process.exit(failed ? 1 : 0);
     for (const worker of live) worker.process.kill(signal);
   };

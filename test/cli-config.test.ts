@@ -124,6 +124,22 @@ describe("size and duration units in flags, variables and the token file", () =>
   });
 });
 
+it("refuses a token file that gives one token to two tenants, naming both lines", async () => {
+  const dir = scratchDir("cli-units");
+  const tokenFile = join(dir, "tokens");
+  writeFileSync(
+    tokenFile,
+    `${hashToken("a")} acme\n${hashToken("b")} beta\n${hashToken("a")} zeta\n`,
+  );
+  const run = await runCli(["serve", "--port", "0", "--backend", "memory"], {
+    SPILLWAY_TOKEN_FILE: tokenFile,
+  });
+  expectRefused(
+    run,
+    `--token-file (SPILLWAY_TOKEN_FILE): ${tokenFile}: token file line 3: the token of line 1 again (tenant "zeta", there "acme"); each token names one tenant`,
+  );
+});
+
 describe("configuration files and directories that cannot be used", () => {
   const dir = scratchDir("cli-files");
   const cert = { certFile: join(dir, "a.crt"), keyFile: join(dir, "a.key"), commonName: "a" };
@@ -166,6 +182,13 @@ describe("configuration files and directories that cannot be used", () => {
       args: ["--tls-cert", cert.certFile],
       env: { SPILLWAY_TLS_KEY: other.keyFile },
       message: `--tls-key (SPILLWAY_TLS_KEY): ${other.keyFile}: does not match the certificate in ${cert.certFile}`,
+    },
+    {
+      what: "a client CA bundle without a certificate and key, which would serve plaintext",
+      args: ["--tls-client-ca", cert.certFile],
+      env: {},
+      message:
+        "--tls-client-ca is set but --tls-cert and --tls-key are not; client certificates need TLS",
     },
     {
       what: "an empty client CA bundle, which would refuse every client",

@@ -69,8 +69,9 @@ export function parseTokenLimit(attribute: keyof typeof LIMIT_ATTRIBUTES, raw: s
  * per line, the limits in any order, each at most once and at least 1, a size in bytes or with
  * a unit as `--max-blob-bytes` takes it (`10GiB`, `500MB`: parseSize); blank lines and lines starting with `#` are ignored. Tokens themselves never appear in
  * the file, so a leaked file does not leak credentials. A tenant's limits apply to every token
- * of that tenant; two lines giving one tenant different limits are refused, and so is a
- * `max_inflight_bytes` below `minInflightBytes` (what the heaviest call reserves).
+ * of that tenant; two lines giving one tenant different limits are refused, and so are one
+ * token given to two tenants (whichever came last would win) and a `max_inflight_bytes` below
+ * `minInflightBytes` (what the heaviest call reserves).
  */
 export function parseTokenFile(
   text: string,
@@ -78,6 +79,7 @@ export function parseTokenFile(
 ): Map<string, TokenEntry> {
   const tokens = new Map<string, TokenEntry>();
   const limitsOf = new Map<string, string>();
+  const lineOf = new Map<string, number>();
   text.split("\n").forEach((raw, index) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
@@ -123,6 +125,13 @@ export function parseTokenFile(
       throw new Error(`token file line ${index + 1}: tenant "${tenant}" has two different limits`);
     }
     limitsOf.set(tenant, key);
+    const known = tokens.get(hash.toLowerCase());
+    if (known !== undefined && known.tenant !== tenant) {
+      throw new Error(
+        `token file line ${index + 1}: the token of line ${lineOf.get(hash.toLowerCase())} again (tenant "${tenant}", there "${known.tenant}"); each token names one tenant`,
+      );
+    }
+    lineOf.set(hash.toLowerCase(), index + 1);
     tokens.set(hash.toLowerCase(), { tenant, ...limits });
   });
   return tokens;

@@ -187,6 +187,12 @@ async function main(argv: string[]): Promise<void> {
       certFile === undefined ? ["tls-key", "tls-cert"] : ["tls-cert", "tls-key"];
     throw new Error(`${name(set)} is set but --${unset} is not; they go together`);
   }
+  if (certFile === undefined && opt("tls-client-ca") !== undefined) {
+    // Without TLS the server would listen in plaintext and never ask for a client certificate.
+    throw new Error(
+      `${name("tls-client-ca")} is set but --tls-cert and --tls-key are not; client certificates need TLS`,
+    );
+  }
   const fileNames = {
     tokenFile: name("token-file"),
     cert: name("tls-cert"),

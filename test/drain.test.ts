@@ -11,6 +11,7 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import { OffloadRequestSchema, SpillwayService } from "@spillway/proto/spillway/v1/spillway_pb.js";
+import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createMemoryBackend } from "../server/src/backends/memory.js";
 import { startSpillwayServer } from "../server/src/server.js";
@@ -115,6 +116,62 @@ describe("graceful drain", () => {
 
     expect(statuses).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     expect(res.attachment?.sizeBytes).toBe(128_000n);
+  });
+});
+
+describe("a drain whose grace runs out", () => {
+  it("logs at error how many calls it cut off, which their own lines show as cancels", async () => {
+    const lines: { level: number; msg: string; http2Streams?: number }[] = [];
+    const logger = pino(
+      { level: "info" },
+      { write: (line: string) => lines.push(JSON.parse(line) as (typeof lines)[number]) },
+    );
+    const server = await startSpillwayServer({ backend: createMemoryBackend(), port: 0, logger });
+    const spillway = createClient(SpillwayService, createGrpcTransport({ baseUrl: server.url }));
+    let sent: () => void = () => {};
+    const started = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
+    // An offload whose client never sends its last chunk.
+    const stuck = spillway
+      .offload(
+        (async function* () {
+          yield create(OffloadRequestSchema, {
+            msg: { case: "header", value: { key: { tenant: "dev", runId: "r", callId: "cut" } } },
+          });
+          sent();
+          await new Promise(() => {});
+        })(),
+      )
+      .catch((err: unknown) => err);
+    await started;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await server.close(200);
+    expect(await stuck).toBeInstanceOf(Error);
+    const cut = lines.filter((line) => line.msg.startsWith("the drain's grace ran out"));
+    expect(cut).toEqual([
+      expect.objectContaining({
+        level: 50,
+        msg: "the drain's grace ran out: calls still in flight were cut off",
+        graceMs: 200,
+        http2Streams: 1,
+      }),
+    ]);
+  });
+
+  it("logs nothing of the kind when every call finished within it", async () => {
+    const lines: { msg: string }[] = [];
+    const logger = pino(
+      { level: "info" },
+      { write: (line: string) => lines.push(JSON.parse(line)) },
+    );
+    const server = await startSpillwayServer({ backend: createMemoryBackend(), port: 0, logger });
+    await createSpillwayClient({ baseUrl: server.url }).offload(
+      { tenant: "dev", runId: "r", callId: "done" },
+      "finished\n",
+    );
+    await server.close(200);
+    expect(lines.filter((line) => line.msg.startsWith("the drain's grace"))).toEqual([]);
   });
 });
 

@@ -505,6 +505,8 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     res: http.ServerResponse | http2.Http2ServerResponse,
   ) => {
     if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
+      openHttp1Requests++;
+      res.once("close", () => openHttp1Requests--);
       // Pipelined requests are served one at a time, each in its turn.
       http1Connections.request(req, res, () => {
         if (devMode && !isLoopbackHostHeader(req.headers.host)) refuseForeignHost(res);
@@ -530,6 +532,9 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
           servedHandler,
         );
   const sessions = new Set<http2.ServerHttp2Session>();
+  /** HTTP/2 streams open, and HTTP/1.1 requests not yet answered. */
+  let openStreams = 0;
+  let openHttp1Requests = 0;
   // Sockets are tracked too: a session whose peer went quiet may never report its close.
   const sockets = new Set<Socket>();
   const track = (socket: Socket) => {
@@ -560,6 +565,11 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   }
   server.on("session", (session) => {
     sessions.add(session);
+    // Counted so that a drain whose grace runs out can say how many calls it cut off.
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      openStreams++;
+      stream.once("close", () => openStreams--);
+    });
     watchConnection(session, liveness);
     const aged =
       maxAgeMs > 0
@@ -632,6 +642,14 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
         http1Connections.closeAll();
         closeHttp1?.();
         const timer = setTimeout(() => {
+          if (openStreams + openHttp1Requests > 0) {
+            // Each call cut off here is logged as its client's cancel, which is all its
+            // handler sees: this line is what tells the operator the grace was too short.
+            logger.error(
+              { graceMs, http2Streams: openStreams, http1Requests: openHttp1Requests },
+              "the drain's grace ran out: calls still in flight were cut off",
+            );
+          }
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();
         }, graceMs);

@@ -50,6 +50,7 @@ const systemTests = [
   "test/merge-crash.test.ts",
   "test/replica-killed-mid-call.test.ts",
   "test/object-store-tls.test.ts",
+  "test/open-file-limit.test.ts",
   "test/sdk-retries.test.ts",
   "test/sighup-reload.test.ts",
   "test/slow-readers.test.ts",

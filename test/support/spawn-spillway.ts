@@ -49,7 +49,8 @@ function workersOf(args: readonly string[], env: NodeJS.ProcessEnv): number {
 
 /**
  * spawnSpillway starts `spillway serve --port 0 ...args` in its own process, with `env` over
- * this process's environment, and resolves once the server logs the URL it listens on: with
+ * this process's environment (and, with `opts.openFiles`, that limit on open files, set by
+ * prlimit before the server starts), and resolves once the server logs the URL it listens on: with
  * `--workers n`, once each of the n workers has (the first process hands a connection only to
  * a worker that listens, so a client connecting earlier could reach only some of them).
  *
@@ -67,6 +68,7 @@ export function spawnSpillway(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
   cli: string = spillwayCli,
+  opts: { readonly openFiles?: number } = {},
 ): Promise<SpillwayProcess> {
   const serverEnv = {
     ...process.env,
@@ -74,7 +76,13 @@ export function spawnSpillway(
     SPILLWAY_WORKERS: "1",
     ...env,
   };
-  const child = spawn(process.execPath, [cli, "serve", "--port", "0", ...args], {
+  const command = [process.execPath, cli, "serve", "--port", "0", ...args];
+  // prlimit execs the server in its own process, so the pid is the server's.
+  const [file, ...argv] =
+    opts.openFiles === undefined
+      ? command
+      : ["prlimit", `--nofile=${opts.openFiles}:${opts.openFiles}`, "--", ...command];
+  const child = spawn(file as string, argv, {
     env: serverEnv,
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -12,6 +12,7 @@ import {
   mkdirSync,
   open as openCallback,
   openSync,
+  readFileSync,
   readSync,
   realpathSync,
   unlinkSync,
@@ -110,12 +111,31 @@ export interface FilesystemBackendOptions {
   readonly fsync?: boolean;
   /**
    * How many descriptors of recently read files stay open for the next small read, and for how
-   * long unused (see open-file-cache.ts). Default 256 files, 5 s.
+   * long unused (see open-file-cache.ts). Default 256 files (a quarter of the process's open
+   * file limit when that is lower), 5 s.
    */
   readonly openFiles?: OpenFileCacheOptions;
 }
 
-const defaultOpenFiles: OpenFileCacheOptions = { maxFiles: 256, idleMs: 5_000 };
+/**
+ * The descriptors kept by default: 256, or a quarter of the process's limit on open files when
+ * that is lower, so that descriptors kept for reads never starve the calls' own (at
+ * `ulimit -n 128`, 256 kept ones made one client's sequential offloads fail EMFILE).
+ */
+function defaultOpenFiles(): OpenFileCacheOptions {
+  return { maxFiles: Math.min(256, Math.floor(openFileLimit() / 4)), idleMs: 5_000 };
+}
+
+/** The process's soft limit on open files (`/proc/self/limits`), or Infinity when unknown. */
+export function openFileLimit(): number {
+  try {
+    const limits = readFileSync("/proc/self/limits", "utf8");
+    const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+    return soft === undefined || soft === "unlimited" ? Number.POSITIVE_INFINITY : Number(soft);
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
 
 /** FilesystemBackend is a Backend over a local directory, with crash-leftover cleanup. */
 export type FilesystemBackend = Backend & {
@@ -211,7 +231,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   // several concurrent reads.
   const chunks = createChunkPool(readChunkBytes, 16);
   const reading = { bytes: 0, ahead: 0 };
-  const files = createOpenFileCache(opts.openFiles ?? defaultOpenFiles);
+  const files = createOpenFileCache(opts.openFiles ?? defaultOpenFiles());
   let root: string;
   try {
     const given = resolve(opts.root);

@@ -747,6 +747,57 @@ describe("filesystem backend", () => {
     expect(existsSync(join(nest, ".tmp-old"))).toBe(true);
   });
 
+  it("never sweeps a temp file it is writing, and a temp removed by another process is UNAVAILABLE", async () => {
+    const { backend } = fresh();
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started: () => void = () => {};
+    const begun = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    async function* slow(): AsyncGenerator<Uint8Array> {
+      yield text("first half, ");
+      started();
+      await held;
+      yield text("second half");
+    }
+    const writing = backend.put("t/r/up", slow());
+    await begun;
+    const [temp] = (await walk(backend.root, true)).filter((path) => path.includes(".tmp"));
+    expect(temp).toBeDefined();
+    // As after the clock stepped forward: the file's time is far in the past.
+    const longAgo = new Date(Date.now() - 24 * 3_600_000);
+    await utimes(join(backend.root, temp as string), longAgo, longAgo);
+    expect(await backend.sweepTempFiles(60_000)).toBe(0);
+    release();
+    await writing;
+    expect(Buffer.from(await readAllBytes(await backend.get("t/r/up"))).toString()).toBe(
+      "first half, second half",
+    );
+
+    // Another process's sweep removes a temp this one is still writing: a retry can succeed.
+    let gone: () => void = () => {};
+    const removed = new Promise<void>((resolve) => {
+      gone = resolve;
+    });
+    async function* removedMidway(): AsyncGenerator<Uint8Array> {
+      yield text("bytes");
+      for (const path of await walk(backend.root, true)) {
+        if (path.includes(".tmp")) await rm(join(backend.root, path));
+      }
+      gone();
+    }
+    const lost = backend.put("t/r/lost", removedMidway());
+    await removed;
+    const failure = await failureOf(lost);
+    expect(failure.code).toBe(Code.Unavailable);
+    expect(failure.rawMessage).toMatch(
+      /^the upload's temporary file was removed before it was stored/,
+    );
+  });
+
   it("sweepTempFiles removes temp files older than the age and nothing else", async () => {
     const { backend } = fresh();
     await backend.put("a/b/obj", bytesBody(text("keep me")));

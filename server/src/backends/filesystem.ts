@@ -232,6 +232,8 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   const chunks = createChunkPool(readChunkBytes, 16);
   const reading = { bytes: 0, ahead: 0 };
   const files = createOpenFileCache(opts.openFiles ?? defaultOpenFiles());
+  /** Names of the temp files this backend is writing or publishing now. */
+  const writingTemps = new Set<string>();
   let root: string;
   try {
     const given = resolve(opts.root);
@@ -416,6 +418,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           unlinkQuietly(inDirectory(dir.fd, name));
           throw outsideRefused(key);
         }
+        writingTemps.add(name);
         return { fd, name, dir };
       } catch (err) {
         closeQuietly(dir.fd);
@@ -551,7 +554,13 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         } finally {
           closeQuietly(below);
         }
-      } else if (entry.isFile() && entry.name.startsWith(tempPrefix)) {
+      } else if (
+        entry.isFile() &&
+        entry.name.startsWith(tempPrefix) &&
+        // Never one this process is writing, however old its time makes it look (a clock
+        // stepped forward past --orphan-age-ms swept an upload under way).
+        !writingTemps.has(entry.name)
+      ) {
         const path = inDirectory(dirFd, entry.name);
         const stats = lstatIfPresent(path);
         if (stats?.isFile() === true && stats.mtimeMs < cutoffMs && (await unlinkIfPresent(path))) {
@@ -685,6 +694,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
       if (fd !== undefined) closeQuietly(fd);
       if (opened !== undefined) {
         await unlinkIfPresent(inDirectory(opened.dir.fd, opened.name)).catch(() => false);
+        writingTemps.delete(opened.name);
         closeQuietly(opened.dir.fd);
       }
       throw fromNodeError(err, key);
@@ -734,6 +744,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
               try {
                 publish(temp, dir.fd, name, key);
               } catch (err) {
+                if (errnoOf(err) === "ENOENT" && lstatIfPresent(temp) === undefined) {
+                  throw tempGone(key);
+                }
                 // A concurrent delete may prune the directory between opening and linking.
                 if (errnoOf(err) !== "ENOENT" || attempt >= openTempAttempts) throw err;
                 open.delete(path);
@@ -761,6 +774,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         }
       } finally {
         unlinkQuietly(temp);
+        writingTemps.delete(written.tempName);
         for (const dir of held) closeQuietly(dir.fd);
       }
       const synced = new Set<string>(written.dir.created.map((created) => dirname(created)));
@@ -996,6 +1010,17 @@ function symlinkRefused(key: string): ConnectError {
   return new ConnectError(
     `refusing a symlink under the storage root (key "${key}")`,
     Code.FailedPrecondition,
+  );
+}
+
+/**
+ * The error for a put whose temp file was removed before it was published (a sweep in another
+ * process, whose clock said it was old): UNAVAILABLE, since sending the bytes again succeeds.
+ */
+function tempGone(key: string): ConnectError {
+  return new ConnectError(
+    `the upload's temporary file was removed before it was stored, by another process's sweep or cleanup; retry (key "${key}")`,
+    Code.Unavailable,
   );
 }
 

@@ -104,6 +104,12 @@ describe("size and duration units in flags, variables and the token file", () =>
       env: {},
       message: "--max-window-lines: expected a whole number",
     },
+    {
+      args: ["--port", "50999", "--metrics-port", "50999"],
+      env: {},
+      message:
+        "--metrics-port is 50999, the port calls are served on (--port); give metrics a port of their own",
+    },
   ])("refuses $args $env naming the flag and the value", async ({ args, env, message }) => {
     const dataDir = scratchDir("cli-units");
     const run = await runCli(["serve", "--port", "0", "--data-dir", dataDir, ...args], env);
@@ -122,6 +128,34 @@ describe("size and duration units in flags, variables and the token file", () =>
       `--token-file (SPILLWAY_TOKEN_FILE): ${tokenFile}: token file line 2: max_blob_bytes=1G: unknown unit "G"`,
     );
   });
+});
+
+it("warns of a SPILLWAY_ variable serve does not read, naming the one it likely meant", async () => {
+  const server = await spawnSpillway(["--backend", "memory"], {
+    SPILLWAY_TOKEN_FIEL: "/etc/spillway/tokens",
+    SPILLWAY_TOKEN: "a client's token, read by the SDKs",
+  });
+  try {
+    const warnings = server
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"variable"'))
+      .map(
+        (line) =>
+          JSON.parse(line) as { level: number; variable: string; meant?: string; msg: string },
+      );
+    // Only the misspelt one: SPILLWAY_TOKEN is the SDKs' (whatever else the environment holds).
+    expect(warnings.filter((w) => w.variable.startsWith("SPILLWAY_TOKEN"))).toEqual([
+      expect.objectContaining({
+        level: 40,
+        variable: "SPILLWAY_TOKEN_FIEL",
+        meant: "SPILLWAY_TOKEN_FILE",
+        msg: "SPILLWAY_TOKEN_FIEL is not a variable spillway serve reads, so it is ignored; did you mean SPILLWAY_TOKEN_FILE?",
+      }),
+    ]);
+  } finally {
+    await server.stop();
+  }
 });
 
 it("refuses a token file that gives one token to two tenants, naming both lines", async () => {

@@ -23,6 +23,7 @@ import {
   onPrimaryGone,
   reportListening,
   superviseWorkers,
+  WORKER_INDEX_ENV,
 } from "./serve-workers.js";
 import { DEFAULT_MAX_INFLIGHT_BYTES, isLoopback, startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
@@ -71,6 +72,41 @@ const flags = {
   workers: "SPILLWAY_WORKERS",
 } as const;
 type Flag = keyof typeof flags;
+
+/**
+ * `SPILLWAY_` variables other programs of the project read (the SDKs and the CLI's client
+ * commands, spillway-mcp, the test tooling): not serve's, but not mistakes either.
+ */
+const OTHER_PROGRAMS_VARIABLES = new Set([
+  "SPILLWAY_TOKEN",
+  "SPILLWAY_URL",
+  "SPILLWAY_TENANT",
+  "SPILLWAY_RUN_ID",
+  "SPILLWAY_TLS_CA",
+  "SPILLWAY_SCREENSHOTS",
+  WORKER_INDEX_ENV,
+]);
+
+/**
+ * Warns of each `SPILLWAY_` variable in `env` that neither serve nor another program of the
+ * project reads, with the serve variable it most likely meant: a misspelt
+ * `SPILLWAY_TOKEN_FILE` would otherwise start dev mode without a word.
+ */
+function warnUnknownVariables(log: pino.Logger, env: NodeJS.ProcessEnv): void {
+  const known = [...Object.values(flags), "SPILLWAY_INSPECTOR"];
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith("SPILLWAY_") || known.includes(name as never)) continue;
+    if (OTHER_PROGRAMS_VARIABLES.has(name) || name.startsWith("SPILLWAY_MCP_")) continue;
+    const guess = suggestCommand(
+      name.toLowerCase(),
+      known.map((k) => k.toLowerCase()),
+    )?.toUpperCase();
+    log.warn(
+      { variable: name, ...(guess === undefined ? {} : { meant: guess }) },
+      `${name} is not a variable spillway serve reads, so it is ignored${guess === undefined ? "" : `; did you mean ${guess}?`}`,
+    );
+  }
+}
 
 /** The commands `spillway` knows, for the guess after an unknown one. */
 const COMMANDS = [
@@ -180,6 +216,7 @@ async function main(argv: string[]): Promise<void> {
     { name: "spillway", level: logLevel ?? "info" },
     pino.destination({ dest: 1, sync: true }),
   );
+  if (process.env[WORKER_INDEX_ENV] === undefined) warnUnknownVariables(log, process.env);
   const certFile = opt("tls-cert");
   const keyFile = opt("tls-key");
   if ((certFile === undefined) !== (keyFile === undefined)) {
@@ -226,6 +263,11 @@ async function main(argv: string[]): Promise<void> {
   checkWindowCaps(caps, name);
   const inspector = values.inspector === true || switchFromEnv("SPILLWAY_INSPECTOR", "--inspector");
   const metricsPort = int("metrics-port", { max: 65_535 });
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    throw new Error(
+      `${name("metrics-port")} is ${metricsPort}, the port calls are served on (${name("port")}); give metrics a port of their own`,
+    );
+  }
   const askedWorkers = int("workers", { min: 1, max: 1024 });
   // One process a core, as nginx's `worker_processes auto`; a memory store cannot be shared.
   const memory = opt("backend") === "memory";

@@ -1,8 +1,10 @@
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { Storage } from "@spillway/proto/spillway/v1/types_pb.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { sha256 } from "../../../test/support/read-back.js";
 import { startTestServer, type TestServer } from "../../../test/support/test-server.js";
 import { createSpillwayClient, type SpillwayClient } from "./client.js";
@@ -269,6 +271,54 @@ describe("SpillwayClient", () => {
     release();
     expect(code).toBe(Code.DeadlineExceeded);
     expect(await codeOf(sdk.stat("c4", "res_slow"))).toBe(Code.PermissionDenied);
+  });
+
+  it("resets, never ends, the request of a streamed offload its deadline or signal cut off", async () => {
+    // A server that reads every request and never answers; it records how each one ended.
+    const seen: { ended: boolean; rstCode: number }[] = [];
+    const server = http2.createServer();
+    server.on("session", (session) => session.on("error", () => {}));
+    server.on("stream", (stream) => {
+      const entry = { ended: false, rstCode: -1 };
+      seen.push(entry);
+      stream.on("error", () => {});
+      stream.on("data", () => {});
+      // Node ends a stream's readable side when it is reset too, after closing it: only an end
+      // that comes while the stream is open was the client's END_STREAM.
+      stream.on("end", () => {
+        if (!stream.closed) entry.ended = true;
+      });
+      stream.on("close", () => {
+        entry.rstCode = stream.rstCode;
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const silent = createSpillwayClient({ baseUrl, retry: { maxAttempts: 1 } });
+    async function* stalled(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from("the first part of a tool's output\n");
+      await new Promise(() => {});
+    }
+    try {
+      const ends = [
+        await codeOf(silent.offload(key("cut", "timeout"), stalled(), {}, { timeoutMs: 300 })),
+        await codeOf(
+          silent.offload(key("cut", "signal"), stalled(), {}, { signal: AbortSignal.timeout(300) }),
+        ),
+      ];
+      expect(ends).toEqual([Code.DeadlineExceeded, Code.Canceled]);
+      await vi.waitUntil(() => seen.length === 2 && seen.every((e) => e.rstCode >= 0), {
+        timeout: 5_000,
+      });
+      // An ended request is a whole upload to the server, which would commit its first part.
+      expect(seen).toEqual([
+        { ended: false, rstCode: http2.constants.NGHTTP2_CANCEL },
+        { ended: false, rstCode: http2.constants.NGHTTP2_CANCEL },
+      ]);
+    } finally {
+      silent.close();
+      server.close();
+    }
   });
 
   describe("readBytes", () => {

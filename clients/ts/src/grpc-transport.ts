@@ -103,7 +103,8 @@ function written(stream: http2.ClientHttp2Stream, bytes: Uint8Array): Promise<vo
  * stream is asked for more (the caller's chunk is sent itself, not a copy). A request of one
  * message (`single`: unary and server-streaming calls) ends with its last bytes, in the same
  * DATA frame. Stops quietly once the stream is closed or ended (the response then carries the
- * verdict); an error from the request messages themselves goes to `fail`.
+ * verdict) or `signal` aborts (the call's reset follows), never ending the request then; an
+ * error from the request messages themselves goes to `fail`.
  */
 async function sendRequest<I extends DescMessage>(
   stream: http2.ClientHttp2Stream,
@@ -111,8 +112,12 @@ async function sendRequest<I extends DescMessage>(
   input: AsyncIterable<MessageShape<I>>,
   single: boolean,
   fail: (err: ConnectError) => void,
+  signal: AbortSignal,
 ): Promise<void> {
-  const stopped = () => stream.closed || stream.destroyed || stream.writableEnded;
+  // An aborted call's request must never end cleanly: a server takes a request's end for the
+  // end of the upload, and the call's reset may come a turn later (a streamed offload cut off
+  // while its source waited committed what it had sent, while the caller saw CANCELED).
+  const stopped = () => signal.aborted || stream.closed || stream.destroyed || stream.writableEnded;
   try {
     for await (const message of input) {
       const parts = wireRequest(schema, message);
@@ -157,8 +162,20 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   }
   if (signal.aborted) throw ConnectError.from(getAbortSignalReason(signal), Code.Canceled);
   let stream: http2.ClientHttp2Stream;
+  // Resets the stream (RST_STREAM CANCEL). Node's stream.close(CANCEL) ends the writable side
+  // first, so an open request went out with END_STREAM before the reset: a whole upload to the
+  // server, which committed what a cancelled offload had sent. Aborting the request's own
+  // signal destroys the stream, which sends the reset alone.
+  const resetter = new AbortController();
+  // connect's type leaves `signal` out, but the manager hands the options to Node as they are.
+  const options: http2.ClientSessionRequestOptions = { signal: resetter.signal };
   try {
-    stream = await sm.request("POST", target.path, toNodeHeaders(header), {});
+    stream = await sm.request(
+      "POST",
+      target.path,
+      toNodeHeaders(header),
+      options as Parameters<typeof sm.request>[3],
+    );
   } catch (err) {
     throw fromHttp2Error(err);
   }
@@ -187,7 +204,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   const fail = (err: ConnectError, reset = true): void => {
     if (failure !== undefined || ended) return;
     failure = err;
-    if (reset && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    if (reset && !stream.closed) resetter.abort();
     settleHeader.reject(err);
     queue.close(err);
   };
@@ -300,7 +317,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     }
   });
   const single = method.methodKind === "unary" || method.methodKind === "server_streaming";
-  void sendRequest(stream, method.input, input, single, fail);
+  void sendRequest(stream, method.input, input, single, fail, signal);
   return headerPromise;
 }
 

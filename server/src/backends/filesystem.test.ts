@@ -798,6 +798,28 @@ describe("filesystem backend", () => {
     );
   });
 
+  it("closes the file of a read ended before its first chunk, at once", async () => {
+    const { backend } = fresh();
+    // Large enough to be read through a kept-open handle, not the small synchronous path.
+    await backend.put("t/r/big", bytesBody(new Uint8Array(randomBytes(4 << 20))));
+    const path = join(backend.root, "t", "r", "big");
+    const openOnIt = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === path;
+        } catch {
+          return false;
+        }
+      }).length;
+    for (const end of ["return", "throw"] as const) {
+      const reader = (await backend.get("t/r/big"))[Symbol.asyncIterator]();
+      expect(openOnIt(), end).toBe(1);
+      if (end === "return") await reader.return?.(undefined);
+      else await reader.throw?.(new Error("the call was cancelled")).catch(() => undefined);
+      expect(openOnIt(), end).toBe(0);
+    }
+  });
+
   it("sweepTempFiles removes temp files older than the age and nothing else", async () => {
     const { backend } = fresh();
     await backend.put("a/b/obj", bytesBody(text("keep me")));

@@ -804,7 +804,10 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         const opened = await openFile(path, key);
         handle = opened.handle;
         const end = rangeEnd(opened.stats.size, offset, length);
-        const stream = readRange(handle, offset, end, signal, key, chunks, reading);
+        const stream = closedIfNeverRead(
+          readRange(handle, offset, end, signal, key, chunks, reading),
+          handle,
+        );
         handle = undefined;
         return stream;
       } catch (err) {
@@ -1269,6 +1272,40 @@ const readAheadChunks = 16;
 interface PendingRead {
   readonly want: number;
   readonly read: Promise<Uint8Array>;
+}
+
+/**
+ * closedIfNeverRead returns `reader` with one change: ended (return or throw) before its first
+ * read, it closes `handle` too. A generator ended before it starts never runs its body, so its
+ * `finally` would leave the descriptor to the garbage collector: a read cancelled at once kept
+ * a deleted payload's disk space for as long as an idle replica made no garbage (56 min seen).
+ */
+function closedIfNeverRead(
+  reader: AsyncGenerator<Uint8Array>,
+  handle: FileHandle,
+): AsyncGenerator<Uint8Array> {
+  let started = false;
+  const closeUnstarted = async () => {
+    if (!started) await handle.close().catch(() => undefined);
+  };
+  return {
+    next(...args: [] | [unknown]) {
+      started = true;
+      return reader.next(...args);
+    },
+    async return(value?: unknown) {
+      const result = await reader.return(value);
+      await closeUnstarted();
+      return result;
+    },
+    async throw(err?: unknown) {
+      await closeUnstarted();
+      return reader.throw(err);
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 async function* readRange(

@@ -17,7 +17,7 @@ import {
 } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { expectListRunsPagesEveryRunOnce } from "../../../test/support/list-runs-paging.js";
@@ -818,6 +818,33 @@ describe("filesystem backend", () => {
       else await reader.throw?.(new Error("the call was cancelled")).catch(() => undefined);
       expect(openOnIt(), end).toBe(0);
     }
+  });
+
+  it("leaves no directory behind a failed upload, and sweeps old empty ones", async () => {
+    const { backend } = fresh();
+    await backend.put("t/dev/r/run/b/kept/up1", bytesBody(text("kept")));
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield text("partial");
+      throw new Error("the client went away");
+    }
+    expect(await codeOf(backend.put("t/dev/r/run/b/cut/up1", failing()))).toBe(Code.Internal);
+    expect(await codeOf(backend.put("t/dev/r/gone/b/cut/up1", failing()))).toBe(Code.Internal);
+    expect(existsSync(join(backend.root, "t/dev/r/run/b/cut"))).toBe(false);
+    expect(existsSync(join(backend.root, "t/dev/r/gone"))).toBe(false);
+    expect(existsSync(join(backend.root, "t/dev/r/run/b/kept/up1"))).toBe(true);
+
+    // Skeletons an older server left: the old ones go, a fresh one and a full one stay.
+    const old = join(backend.root, "t/dev/r/old/b/call");
+    const young = join(backend.root, "t/dev/r/young/b/call");
+    await mkdir(old, { recursive: true });
+    await mkdir(young, { recursive: true });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    for (const dir of [old, dirname(old), dirname(dirname(old))])
+      await utimes(dir, hourAgo, hourAgo);
+    await backend.sweepTempFiles(60_000);
+    expect(existsSync(join(backend.root, "t/dev/r/old"))).toBe(false);
+    expect(existsSync(young)).toBe(true);
+    expect(existsSync(join(backend.root, "t/dev/r/run/b/kept/up1"))).toBe(true);
   });
 
   it("sweepTempFiles removes temp files older than the age and nothing else", async () => {

@@ -549,10 +549,17 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
           continue;
         }
         if (typeof below !== "number") continue;
+        // Its time before the walk below: removing what it holds makes it new again.
+        const before = lstatIfPresent(inDirectory(dirFd, entry.name));
         try {
           removed += await sweepDirectory(below, depth + 1, cutoffMs, signal);
         } finally {
           closeQuietly(below);
+        }
+        // One unchanged since before the cutoff and empty now (left by an interrupted upload,
+        // or a delete cut short) goes too; a put racing this finds it gone and makes it again.
+        if (before?.isDirectory() === true && before.mtimeMs < cutoffMs) {
+          await rmdir(inDirectory(dirFd, entry.name)).catch(() => undefined);
         }
       } else if (
         entry.isFile() &&
@@ -696,6 +703,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         await unlinkIfPresent(inDirectory(opened.dir.fd, opened.name)).catch(() => false);
         writingTemps.delete(opened.name);
         closeQuietly(opened.dir.fd);
+        // The directories made for this upload, left empty (every cancelled offload left its
+        // `r/<run>/b/<call>/` behind, and listing runs slowed with them).
+        await pruneEmptyDirectories(dirSegments, key);
       }
       throw fromNodeError(err, key);
     }

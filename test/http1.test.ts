@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { writeFile } from "node:fs/promises";
+import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -10,12 +11,13 @@ import {
   createGrpcTransport,
   createGrpcWebTransport,
 } from "@connectrpc/connect-node";
+import { createSpillwayClient } from "@spillway/client";
 import { Health } from "@spillway/proto/grpc/health/v1/health_pb.js";
 import {
   file_spillway_v1_spillway,
   SpillwayService,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../server/src/backends/backend.js";
 import { MAX_PIPELINED_REQUESTS } from "../server/src/http1-connections.js";
 import { createMetrics, type Metrics } from "../server/src/metrics.js";
@@ -731,5 +733,115 @@ describe("HTTP/1.1 connections on close, age and idleness", () => {
     expect(ex.text).toContain('"code":"unavailable"');
     await closing;
     await t.stop();
+  });
+});
+
+describe("an HTTP/1.1 client that goes away mid-call", () => {
+  let t: TestServer;
+  let metrics: Metrics;
+  beforeAll(async () => {
+    metrics = createMetrics();
+    t = await startTestServer({ backend: "memory", metrics });
+  });
+  afterAll(() => t.stop());
+
+  /** handled calls of `method` by code, and the server faults among them. */
+  const counts = async (method: string) => {
+    const of = async (name: string) =>
+      ((await metrics.registry.getSingleMetric(name)?.get())?.values ?? [])
+        .filter((v) => v.labels.grpc_method === method)
+        .map((v) => [String(v.labels.grpc_code), v.value] as const);
+    return {
+      handled: Object.fromEntries(await of("grpc_server_handled_total")),
+      faults: (await of("spillway_server_faults_total")).reduce((sum, [, n]) => sum + n, 0),
+    };
+  };
+
+  /** Writes `head` and `body` on a raw connection, reads until `enough` bytes came, then resets it. */
+  const abandon = (head: string, body: Buffer, enough: number) =>
+    new Promise<void>((resolve) => {
+      const { hostname, port } = new URL(t.url);
+      const socket = netConnect(
+        { host: hostname.replace(/^\[|\]$/g, ""), port: Number(port) },
+        () => {
+          socket.write(head);
+          socket.write(body);
+          if (enough === 0) setTimeout(() => socket.resetAndDestroy(), 100);
+        },
+      );
+      let got = 0;
+      socket.on("data", (chunk: Buffer) => {
+        got += chunk.length;
+        if (got >= enough && enough > 0) socket.resetAndDestroy();
+      });
+      socket.on("error", () => undefined);
+      socket.on("close", () => {
+        resolve();
+      });
+    });
+
+  it("counts a Connect read whose client reset the connection CANCELED, not a server fault", async () => {
+    await createSpillwayClient({ baseUrl: t.url }).offload(
+      { tenant: "dev", runId: "gone", callId: "big" },
+      Buffer.alloc(8 << 20, 120),
+    );
+    const before = await counts("ReadToolOutput");
+    const json = Buffer.from(
+      JSON.stringify({ runId: "gone", handle: "res_big", bytes: { offset: "0" } }),
+    );
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), json]);
+    envelope.writeUInt32BE(json.length, 1);
+    for (let i = 0; i < 5; i++) {
+      await abandon(
+        "POST /spillway.v1.SpillwayService/ReadToolOutput HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+          `Content-Type: application/connect+json\r\nContent-Length: ${envelope.length}\r\n\r\n`,
+        envelope,
+        200_000,
+      );
+    }
+    // Every read ends, each its client's cancel: none stays in flight holding a call slot.
+    await vi.waitUntil(
+      async () =>
+        ((await counts("ReadToolOutput")).handled.Canceled ?? 0) >=
+        (before.handled.Canceled ?? 0) + 5,
+      { timeout: 10_000, interval: 50 },
+    );
+    const after = await counts("ReadToolOutput");
+    expect((after.handled.Canceled ?? 0) - (before.handled.Canceled ?? 0)).toBe(5);
+    expect(after.faults).toBe(before.faults);
+  });
+
+  it("counts an upload its client reset mid-body CANCELED, not ABORTED", async () => {
+    const before = await counts("Offload");
+    const envelope = (json: string, announced?: number) => {
+      const body = Buffer.from(json);
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(announced ?? body.length, 1);
+      return Buffer.concat([head, body]);
+    };
+    for (let i = 0; i < 3; i++) {
+      // The header, then a chunk message of which a tenth arrives.
+      const sent = Buffer.concat([
+        envelope(
+          JSON.stringify({ header: { key: { tenant: "dev", runId: "up", callId: `c${i}` } } }),
+        ),
+        envelope(`{"chunk":"${"QUFB".repeat(250)}`, 10_000),
+      ]);
+      await abandon(
+        "POST /spillway.v1.SpillwayService/Offload HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+          "Content-Type: application/connect+json\r\nContent-Length: 10000000\r\n\r\n",
+        sent,
+        0,
+      );
+    }
+    await vi.waitUntil(
+      async () =>
+        Object.values((await counts("Offload")).handled).reduce((a, b) => a + b, 0) >=
+        Object.values(before.handled).reduce((a, b) => a + b, 0) + 3,
+      { timeout: 10_000, interval: 50 },
+    );
+    const after = await counts("Offload");
+    expect(after.handled.Aborted ?? 0).toBe(before.handled.Aborted ?? 0);
+    expect((after.handled.Canceled ?? 0) - (before.handled.Canceled ?? 0)).toBe(3);
   });
 });

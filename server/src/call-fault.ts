@@ -56,3 +56,48 @@ export function faultOf(err: unknown): Fault | undefined {
   if (mark !== undefined) return mark;
   return serverCodes.has(failure.code) ? "server" : "client";
 }
+
+/** Node's names for a connection its client closed or reset under a call. */
+const goneCauses = new Set([
+  "ECONNRESET",
+  "EPIPE",
+  "ERR_STREAM_DESTROYED",
+  "ERR_STREAM_PREMATURE_CLOSE",
+]);
+
+/**
+ * endingOf is how logs and metrics read a call's ending `err` given its `signal`: a call whose
+ * client went away is CANCELED (the client's), whatever its write to the broken connection
+ * failed with. Over HTTP/1.1 connect-node reports such a call as INTERNAL or UNKNOWN (`write
+ * EPIPE` while streaming a response) or ABORTED (ECONNRESET while reading an upload), where
+ * HTTP/2 gives CANCELED; so an INTERNAL or UNKNOWN ending of a call whose signal was aborted,
+ * or any of the three caused by a connection its client closed or reset, is the client's
+ * cancel. Any other ending is returned as it is.
+ */
+export function endingOf(err: unknown, signal: AbortSignal): unknown {
+  if (err === undefined) return err;
+  const failure = ConnectError.from(err);
+  if (![Code.Internal, Code.Unknown, Code.Aborted].includes(failure.code)) return err;
+  const gone = fromGoneConnection(failure);
+  // ABORTED is also the server's own answer to a race (a merge, a delete): only a reset says.
+  if (failure.code === Code.Aborted ? !gone : !(gone || signal.aborted)) return err;
+  return new ConnectError(
+    "the client went away before the call ended",
+    Code.Canceled,
+    undefined,
+    undefined,
+    err,
+  );
+}
+
+/** Whether `err`, or an error it was caused by, is a Node error of a connection closed under it. */
+function fromGoneConnection(err: unknown): boolean {
+  let at: unknown = err;
+  for (let depth = 0; depth < 4 && typeof at === "object" && at !== null; depth++) {
+    const code = (at as { code?: unknown }).code;
+    if (typeof code === "string" && goneCauses.has(code)) return true;
+    if (at instanceof Error && /\b(EPIPE|ECONNRESET)\b/.test(at.message)) return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
+}

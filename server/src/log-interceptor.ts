@@ -3,7 +3,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
-import { faultOf } from "./call-fault.js";
+import { endingOf, faultOf } from "./call-fault.js";
 import { observeIterable } from "./observe-iterable.js";
 
 /** BatchItemFailure is one failed item of a batch call: its index and what it failed with. */
@@ -73,7 +73,8 @@ export function createLogInterceptor(logger: Logger): Interceptor {
     const requestIds = requestIdFields(req.header.get("x-request-id"));
     const traced = trace.getActiveSpan()?.spanContext();
     const traceId = traced !== undefined && isSpanContextValid(traced) ? traced.traceId : undefined;
-    const done = (err?: unknown) => {
+    const done = (ending?: unknown) => {
+      const err = endingOf(ending, req.signal);
       const fields = {
         procedure: req.method.name,
         ...requestIds,

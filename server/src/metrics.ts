@@ -8,7 +8,7 @@ import {
   ReadToolOutputResponseSchema,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { faultOf } from "./call-fault.js";
+import { endingOf, faultOf } from "./call-fault.js";
 import { type BatchItemFailure, batchItemFailuresKey } from "./log-interceptor.js";
 import { type IterableEnding, observeIterable } from "./observe-iterable.js";
 
@@ -221,8 +221,9 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     const stopTimer = handling.startTimer(labels);
     inflight.inc(place);
     let finished = false;
-    const finish = (err: unknown) => {
+    const finish = (ending: unknown) => {
       if (finished) return;
+      const err = endingOf(ending, req.signal);
       finished = true;
       inflight.dec(place);
       stopTimer();

@@ -506,7 +506,15 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
   ) => {
     if (req instanceof http.IncomingMessage && res instanceof http.ServerResponse) {
       openHttp1Requests++;
-      res.once("close", () => openHttp1Requests--);
+      res.once("close", () => {
+        openHttp1Requests--;
+        // A write waiting for 'drain' when the client went away waits for ever: Node emits
+        // neither 'drain' nor 'error' on a response whose socket closed, so connect-node's
+        // write never settled and the call kept its tenant's slot until the process ended.
+        if (!res.writableFinished && res.listenerCount("error") > 0) {
+          res.emit("error", new ConnectError("the client went away", Code.Canceled));
+        }
+      });
       // Pipelined requests are served one at a time, each in its turn.
       http1Connections.request(req, res, () => {
         if (devMode && !isLoopbackHostHeader(req.headers.host)) refuseForeignHost(res);

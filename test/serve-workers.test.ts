@@ -105,8 +105,20 @@ describe("spillway serve --workers", () => {
     dir = await mkdtemp(join(tmpdir(), "spillway-workers-"));
     const tokenFile = join(dir, "tokens");
     writeFileSync(tokenFile, `${hashToken("good")} acme\n`);
-    const running = await startTwo("--token-file", tokenFile);
+    const running = await startTwo("--token-file", tokenFile, "--metrics-port", "0");
     const workers = listeningPids(running.output());
+    const metricsUrl = (logLines(running.output()) as { msg: string; url?: string }[]).find(
+      (l) => l.msg === "metrics served",
+    )?.url as string;
+    /** The value of the series `name{labels}` in one scrape, 0 when absent. */
+    const scraped = async (series: string) =>
+      Number(
+        (await (await fetch(metricsUrl)).text())
+          .split("\n")
+          .find((line) => line.startsWith(`${series} `))
+          ?.split(" ")
+          .at(-1) ?? 0,
+      );
     const call = () =>
       createSpillwayClient({ baseUrl: running.url, token: "good" }).raw.getServerInfo({});
 
@@ -122,12 +134,21 @@ describe("spillway serve --workers", () => {
     );
     expect(alive(running.pid)).toBe(true);
     expect((await call()).tenant).toBe("acme");
+    // What an alert needs, beside the log lines: the refused reloads and the restarts.
+    // Counted by each process: the one killed took its count with it.
+    expect(await scraped('spillway_config_reloads_total{file="token_file",result="failed"}')).toBe(
+      1,
+    );
+    expect(await scraped('spillway_worker_restarts_total{reason="died"}')).toBe(1);
 
     // Once the file is fixed, the next try starts a worker that listens.
     writeFileSync(tokenFile, `${hashToken("good")} acme\n`);
     await until(() => listeningPids(running.output()).length === 3, "a replacement worker");
     expect(running.output()).toContain("a replacement worker listens");
     expect((await call()).tenant).toBe("acme");
+    expect(
+      await scraped('spillway_worker_restarts_total{reason="failed_to_start"}'),
+    ).toBeGreaterThan(0);
   });
 
   it("names its processes so that pidof finds the one to signal", async () => {

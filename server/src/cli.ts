@@ -24,6 +24,7 @@ import {
   reportListening,
   superviseWorkers,
   WORKER_INDEX_ENV,
+  type WorkerRestartReason,
 } from "./serve-workers.js";
 import { DEFAULT_MAX_INFLIGHT_BYTES, isLoopback, startSpillwayServer } from "./server.js";
 import { createSpillwayCore, SPILLWAY_VERSION } from "./service.js";
@@ -319,21 +320,31 @@ async function main(argv: string[]): Promise<void> {
     await backend.close();
     // Metrics listen before any worker starts: a taken port then ends the start here, not after
     // the workers are forked (they would die with the primary's IPC channel, EPIPE).
+    let onRestart: ((reason: WorkerRestartReason) => void) | undefined;
     if (metricsPort !== undefined) {
       // One scrape, every worker's metrics summed: each worker answers the primary's request.
-      const { AggregatorRegistry } = await import("prom-client");
+      // The primary's own count of worker restarts follows them.
+      const { AggregatorRegistry, Counter, Registry } = await import("prom-client");
       const workersMetrics = new AggregatorRegistry();
+      const own = new Registry();
+      const restarts = new Counter({
+        name: "spillway_worker_restarts_total",
+        help: "Workers started again by the primary: after one died (died), or a replacement that stopped before it listened (failed_to_start).",
+        labelNames: ["reason"] as const,
+        registers: [own],
+      });
+      onRestart = (reason) => restarts.inc({ reason });
       const summed = await (await import("./metrics-server.js")).startMetricsServer({
         host: opt("metrics-host") ?? "127.0.0.1",
         port: metricsPort,
         registry: {
           contentType: workersMetrics.contentType,
-          metrics: () => workersMetrics.clusterMetrics(),
+          metrics: async () => `${await workersMetrics.clusterMetrics()}\n${await own.metrics()}`,
         },
       });
       log.info({ url: summed.url, workers }, "metrics served");
     }
-    superviseWorkers(workers, log);
+    superviseWorkers(workers, log, onRestart);
     return;
   }
   // prom-client is loaded only when metrics are asked for.
@@ -399,7 +410,7 @@ async function main(argv: string[]): Promise<void> {
         process.exit(0);
       });
   };
-  process.on("SIGHUP", () => reloadOnHangup(server, log));
+  process.on("SIGHUP", () => reloadOnHangup(server, log, metrics));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
   // A worker whose primary is gone (killed outright) would serve on with no one to stop it.

@@ -58,6 +58,12 @@ export interface Metrics {
    * calls that ended with a server fault (call-fault.ts), the numerator of the error-rate alert.
    */
   readonly serverFaults: Counter<MethodLabels | "grpc_code">;
+  /**
+   * `spillway_config_reloads_total{file,result}`: SIGHUP reloads of the token file
+   * (`file="token_file"`) and the TLS files (`file="tls"`), `result="ok"` or `"failed"` (what
+   * was in force stays in force), counted by each process that reloads.
+   */
+  readonly configReloads: Counter<"file" | "result">;
   /** `spillway_inflight_streams{grpc_service,grpc_method}`: calls whose response has not ended yet. */
   readonly inflight: Gauge<"grpc_service" | "grpc_method">;
   /** `spillway_bytes_in_total`: payload bytes received in Offload chunks and OffloadBatch items. */
@@ -137,6 +143,12 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     name: "spillway_server_faults_total",
     help: "Finished RPCs that ended with a server fault (not the client's request), by gRPC status code.",
     labelNames: [...methodLabels, "grpc_code"] as const,
+    registers: [registry],
+  });
+  const configReloads = new Counter({
+    name: "spillway_config_reloads_total",
+    help: "SIGHUP reloads of the token file and the TLS files, by file and result (ok or failed).",
+    labelNames: ["file", "result"] as const,
     registers: [registry],
   });
   const inflight = new Gauge({
@@ -282,6 +294,7 @@ export function createMetrics(registry: Registry = new Registry()): Metrics {
     received,
     sent,
     serverFaults,
+    configReloads,
     inflight,
     bytesIn,
     bytesOut,

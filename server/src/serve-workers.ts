@@ -43,6 +43,9 @@ export function reportListening(): void {
   if (cluster.isWorker) process.send?.(LISTENING_MESSAGE);
 }
 
+/** Why the primary started a worker again: one died, or a replacement stopped before it listened. */
+export type WorkerRestartReason = "died" | "failed_to_start";
+
 /** The first wait before a failing replacement worker is tried again, and the longest. */
 const firstRetryMs = 1_000;
 const maxRetryMs = 30_000;
@@ -62,8 +65,14 @@ const maxRetryMs = 30_000;
  *   start, which a reload refused and the workers running keep serving without) is started
  *   again after 1 s, then 2, 4, up to 30 s between tries, while another worker serves; with
  *   none left serving, the others are stopped and the primary exits 1.
+ *
+ * `onRestart` hears of each worker started again, and why.
  */
-export function superviseWorkers(count: number, log: Logger): void {
+export function superviseWorkers(
+  count: number,
+  log: Logger,
+  onRestart?: (reason: WorkerRestartReason) => void,
+): void {
   const listening = new Set<Worker>();
   const live = new Set<Worker>();
   /** Indexes that have not yet listened once: the start is over when none is left. */
@@ -94,6 +103,7 @@ export function superviseWorkers(count: number, log: Logger): void {
       }
       if (started) {
         log.warn({ worker: index, code, signal }, "a worker stopped; starting it again");
+        onRestart?.("died");
         start(index);
         return;
       }
@@ -116,7 +126,9 @@ export function superviseWorkers(count: number, log: Logger): void {
       );
       const retry = setTimeout(() => {
         retries.delete(retry);
-        if (stopping === undefined) start(index);
+        if (stopping !== undefined) return;
+        onRestart?.("failed_to_start");
+        start(index);
       }, waitMs);
       retries.add(retry);
     });

@@ -332,4 +332,41 @@ describe("spillway serve --workers", () => {
       .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
     expect(started).toBe(6);
   });
+
+  it("keeps /metrics answering, its counters never lower, while a worker is replaced", async () => {
+    const running = await startTwo("--metrics-port", "0", "--log-level", "debug");
+    const lines = logLines(running.output()) as { msg: string; url?: string }[];
+    const metricsUrl = lines.find((l) => l.msg === "metrics served")?.url as string;
+    for (let i = 0; i < 6; i++) {
+      await createSpillwayClient({ baseUrl: running.url })
+        .stat("none", `res_c${i}`)
+        .catch(() => {});
+    }
+    expect(callingPids(running.output()).size).toBe(2);
+    const scrape = async () => {
+      const res = await fetch(metricsUrl);
+      const text = await res.text();
+      const sum = (prefix: string) =>
+        text
+          .split("\n")
+          .filter((line) => line.startsWith(prefix))
+          .reduce((total, line) => total + Number(line.split(" ").at(-1)), 0);
+      return {
+        status: res.status,
+        started: sum("grpc_server_started_total{"),
+        restarts: sum('spillway_worker_restarts_total{reason="died"}'),
+      };
+    };
+    expect(await scrape()).toEqual({ status: 200, started: 6, restarts: 0 });
+    const [victim] = listeningPids(running.output());
+    process.kill(victim as number, "SIGKILL");
+    // While the worker is gone and while its replacement starts: answered, and still 6.
+    await until(() => !alive(victim as number), "the killed worker to exit");
+    expect(await scrape()).toEqual({ status: 200, started: 6, restarts: 1 });
+    await until(() => listeningPids(running.output()).length === 3, "the replacement");
+    await createSpillwayClient({ baseUrl: running.url })
+      .stat("none", "res_after")
+      .catch(() => {});
+    expect(await scrape()).toEqual({ status: 200, started: 7, restarts: 1 });
+  });
 });

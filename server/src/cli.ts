@@ -322,10 +322,8 @@ async function main(argv: string[]): Promise<void> {
     // the workers are forked (they would die with the primary's IPC channel, EPIPE).
     let onRestart: ((reason: WorkerRestartReason) => void) | undefined;
     if (metricsPort !== undefined) {
-      // One scrape, every worker's metrics summed: each worker answers the primary's request.
-      // The primary's own count of worker restarts follows them.
-      const { AggregatorRegistry, Counter, Registry } = await import("prom-client");
-      const workersMetrics = new AggregatorRegistry();
+      // One scrape, every worker's metrics combined with the primary's own count of restarts.
+      const { Counter, Registry } = await import("prom-client");
       const own = new Registry();
       const restarts = new Counter({
         name: "spillway_worker_restarts_total",
@@ -334,13 +332,11 @@ async function main(argv: string[]): Promise<void> {
         registers: [own],
       });
       onRestart = (reason) => restarts.inc({ reason });
+      const { createWorkersMetrics } = await import("./workers-metrics.js");
       const summed = await (await import("./metrics-server.js")).startMetricsServer({
         host: opt("metrics-host") ?? "127.0.0.1",
         port: metricsPort,
-        registry: {
-          contentType: workersMetrics.contentType,
-          metrics: async () => `${await workersMetrics.clusterMetrics()}\n${await own.metrics()}`,
-        },
+        registry: createWorkersMetrics({ own }),
       });
       log.info({ url: summed.url, workers }, "metrics served");
     }
@@ -352,10 +348,7 @@ async function main(argv: string[]): Promise<void> {
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
   if (metrics !== undefined && cluster.isWorker) {
     // The primary serves the scrape; this worker answers it with its own registry.
-    const { AggregatorRegistry } = await import("prom-client");
-    AggregatorRegistry.setRegistries([metrics.registry]);
-    // Its constructor is what makes a worker answer the primary's requests.
-    void new AggregatorRegistry();
+    (await import("./workers-metrics.js")).answerMetricsRequests(metrics.registry);
   }
   const server = await startSpillwayServer({
     backend,

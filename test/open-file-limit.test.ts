@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { createSpillwayClient } from "@spillway/client";
 import { afterEach, describe, expect, it } from "vitest";
 import { scratchDir } from "./support/scratch-dir.js";
@@ -39,5 +40,22 @@ describe("spillway serve under a low open-file limit", () => {
       }
     }
     expect(failures).toEqual([]);
+  });
+
+  it("refuses to start under a limit too low to load it, naming the limit, with no stack", () => {
+    const started = spawnSync(
+      "prlimit",
+      ["--nofile=40:40", "--", process.execPath, spillwayCli, "serve", "--port", "0"],
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+        env: { ...process.env, SPILLWAY_DATA_DIR: scratchDir("open-files-low") },
+      },
+    );
+    expect(started.status).toBe(1);
+    expect(started.stderr).toContain(
+      "spillway: the limit on open files is 40 (ulimit -n); spillway needs at least 128 to start",
+    );
+    expect(started.stderr).not.toMatch(/\n\s+at /);
   });
 });

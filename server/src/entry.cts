@@ -19,5 +19,32 @@ if (!process.execArgv.some((arg) => arg.startsWith("--heap-growing-percent"))) {
   const v8 = require("node:v8") as typeof import("node:v8");
   v8.setFlagsFromString("--heap-growing-percent=200");
 }
+/** This process's soft limit on open files, as `ulimit -n` shows it; undefined if unreadable. */
+function openFileLimit(): number | undefined {
+  try {
+    const fs = require("node:fs") as typeof import("node:fs");
+    const line = fs
+      .readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = Number(line?.split(/\s+/)[3]);
+    return Number.isFinite(soft) ? soft : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// Node's module loader opens the modules' files many at a time: under a limit of about 100 open
+// files the start failed part way with EMFILE, or "Cannot find package", and a loader's stack.
+// 128 loads and serves (test/open-file-limit.test.ts).
+const leastOpenFiles = 128;
+const limit = openFileLimit();
+if (limit !== undefined && limit < leastOpenFiles) {
+  process.stderr.write(
+    `spillway: the limit on open files is ${limit} (ulimit -n); spillway needs at least ${leastOpenFiles} to start: raise it, to 1024 or more for a server\n`,
+  );
+  process.exit(1);
+}
+
 // Before @bufbuild/protobuf loads, which picks its base64 encoder once (uint8array-to-base64.ts).
 void import("./install-to-base64.js").then(() => import("./cli.js"));

@@ -847,6 +847,30 @@ describe("filesystem backend", () => {
     expect(existsSync(join(backend.root, "t/dev/r/run/b/kept/up1"))).toBe(true);
   });
 
+  it("stores every put while failed uploads beside it prune the directories they made", async () => {
+    const { backend } = fresh();
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield text("partial");
+      throw new Error("the client went away");
+    }
+    // Each round a run's directories are new: failed puts remove them as they fail while the
+    // good puts beside them make their own below (the race took 1 in ~2,600 CI offloads).
+    const failures: string[] = [];
+    for (let round = 0; round < 40; round++) {
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, i) => {
+          const run = `t/dev/r/run${round}/b`;
+          await backend.put(`${run}/cut${i}/up`, failing()).catch(() => {});
+          await backend
+            .put(`${run}/ok${i}/up`, bytesBody(text(`${round}.${i}`)))
+            .catch((err: unknown) => failures.push(`${round}.${i}: ${String(err)}`));
+        }),
+      );
+    }
+    expect(failures).toEqual([]);
+    expect((await backend.list("t/dev/r/", { limit: 1000 })).keys).toHaveLength(640);
+  });
+
   it("sweepTempFiles removes temp files older than the age and nothing else", async () => {
     const { backend } = fresh();
     await backend.put("a/b/obj", bytesBody(text("keep me")));

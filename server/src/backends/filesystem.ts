@@ -68,6 +68,8 @@ import {
 const maxSegmentBytes = 200;
 /** Attempts at opening a temp file when a concurrent delete pruned its fresh directory. */
 const openTempAttempts = 3;
+/** Walks from the root a put makes while others prune the directories it makes its own in. */
+const walkAttempts = 8;
 /**
  * Objects and chunks up to this size are read and written with synchronous calls (see
  * createFilesystemBackend): from the page cache that takes microseconds, less than handing the
@@ -342,6 +344,22 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
     key: string,
   ): Promise<OpenDirectory | undefined>;
   async function walkDirectories(
+    dirSegments: readonly string[],
+    create: boolean,
+    key: string,
+  ): Promise<OpenDirectory | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await walkDirectoriesOnce(dirSegments, create, key);
+      } catch (err) {
+        // mkdir answers ENOENT when the directory it makes a child in was removed since the walk
+        // opened it: a failed upload or a delete beside this one pruned it, empty. Walk again.
+        if (!create || errnoOf(err) !== "ENOENT" || attempt >= walkAttempts) throw err;
+      }
+    }
+  }
+
+  async function walkDirectoriesOnce(
     dirSegments: readonly string[],
     create: boolean,
     key: string,

@@ -19,7 +19,7 @@ from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client._offload_batcher import AsyncOffloadBatcher
 from spillway_client.byte_reader import ByteRead
-from spillway_client.errors import BatchItemError
+from spillway_client.errors import BatchItemError, StatusError
 from spillway_client.retry import RetryBudget, RetryPolicy, with_retries, with_retries_async
 from spillway_client.window import Window, collect
 
@@ -77,6 +77,8 @@ class _StreamSource:
 
     def __init__(self, data: Any) -> None:
         self.data = data
+        self.failure: Exception | None = None
+        """What the caller's stream raised while an attempt read it: the offload's outcome."""
         self._claimed = False
         self._lock = threading.Lock()
 
@@ -95,22 +97,43 @@ class _StreamSource:
 def _stream_requests(first: pb.OffloadRequest, source: _StreamSource) -> Iterator[pb.OffloadRequest]:
     yield first
     source.claim()
-    for piece in source.data:
-        yield from msg.chunk_requests(msg.byte_view(piece))
+    try:
+        for piece in source.data:
+            yield from msg.chunk_requests(msg.byte_view(piece))
+    except Exception as err:
+        # Raised on into grpc, which cancels the call (nothing is committed) and reports only
+        # UNKNOWN "Exception iterating requests!": the attempt raises this instead.
+        source.failure = err
+        raise
 
 
 async def _async_stream_requests(first: pb.OffloadRequest, source: _StreamSource) -> AsyncIterator[pb.OffloadRequest]:
     yield first
     source.claim()
     data = source.data
-    if hasattr(data, "__aiter__"):
-        async for piece in data:
-            for req in msg.chunk_requests(msg.byte_view(piece)):
-                yield req
-    else:
-        for piece in data:
-            for req in msg.chunk_requests(msg.byte_view(piece)):
-                yield req
+    try:
+        if hasattr(data, "__aiter__"):
+            async for piece in data:
+                for req in msg.chunk_requests(msg.byte_view(piece)):
+                    yield req
+        else:
+            for piece in data:
+                for req in msg.chunk_requests(msg.byte_view(piece)):
+                    yield req
+    except Exception as err:
+        # grpc.aio cancels the call (nothing is committed) and raises CancelledError in the
+        # caller's task: the attempt raises this instead.
+        source.failure = err
+        raise
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether the running task is being cancelled (by its caller, a TaskGroup, a timeout)
+    rather than seeing grpc.aio's CancelledError for a call it cancelled itself."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    # Python 3.10 has no Task.cancelling(): every CancelledError is taken as the caller's there.
+    return task is None or cancelling is None or cancelling() > 0
 
 
 class SpillwayClient:
@@ -204,7 +227,7 @@ class SpillwayClient:
             return with_retries(
                 self._retry,
                 timeout,
-                lambda left: self._offload_once(_stream_requests(first, source), left),
+                lambda left: self._offload_once(_stream_requests(first, source), left, source),
                 source.replayable,
             )
         payload, json_value = msg.payload_bytes(data)
@@ -214,8 +237,15 @@ class SpillwayClient:
             self._retry, timeout, lambda left: self._offload_once(msg.offload_requests(first, payload), left)
         )
 
-    def _offload_once(self, requests: Iterator[pb.OffloadRequest], timeout: float | None) -> types_pb.ResultAttachment:
-        res: pb.OffloadResponse = self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
+    def _offload_once(
+        self, requests: Iterator[pb.OffloadRequest], timeout: float | None, source: _StreamSource | None = None
+    ) -> types_pb.ResultAttachment:
+        try:
+            res: pb.OffloadResponse = self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError:
+            if source is not None and source.failure is not None:
+                raise source.failure from None
+            raise
         return res.attachment
 
     def offload_batch(
@@ -449,13 +479,15 @@ class AsyncSpillwayClient:
         self.raw = stubs[0]
         """The generated stub on the first aio connection, for calls the SDK does not wrap."""
         self._spread = spread_async_stub(stubs) if count > 1 else None
+        self._closed = False
         self._batcher = AsyncOffloadBatcher(self._send_batch, self._send_alone)
 
     def _stub(self) -> pb_grpc.SpillwayServiceStub:
         return self.raw if self._spread is None else self._spread
 
     async def close(self) -> None:
-        """close releases the connections."""
+        """close releases the connections; calls still in flight end CANCELLED."""
+        self._closed = True
         for channel in self._channels:
             await channel.close()
 
@@ -479,7 +511,7 @@ class AsyncSpillwayClient:
             return await with_retries_async(
                 self._retry,
                 timeout,
-                lambda left: self._offload_once(_async_stream_requests(first, source), left),
+                lambda left: self._offload_once(_async_stream_requests(first, source), left, source),
                 source.replayable,
             )
         payload, json_value = msg.payload_bytes(data)
@@ -503,8 +535,25 @@ class AsyncSpillwayClient:
             self._retry, timeout, lambda left: self._stub().OffloadBatch(req, timeout=left, metadata=self._metadata)
         )
 
-    async def _offload_once(self, requests: Any, timeout: float | None) -> types_pb.ResultAttachment:
-        res: pb.OffloadResponse = await self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
+    async def _offload_once(
+        self, requests: Any, timeout: float | None, source: _StreamSource | None = None
+    ) -> types_pb.ResultAttachment:
+        try:
+            res: pb.OffloadResponse = await self._stub().Offload(requests, timeout=timeout, metadata=self._metadata)
+        except asyncio.CancelledError:
+            if source is not None and source.failure is not None:
+                raise source.failure from None
+            if _cancelled_by_caller():
+                raise
+            if self._closed:
+                raise StatusError(
+                    grpc.StatusCode.CANCELLED, "the client was closed while the offload was in flight"
+                ) from None
+            # grpc.aio cancels an upload itself when its connection fails as the request is
+            # closed (SendCloseFromClientOperation): transient, like any lost connection.
+            raise StatusError(
+                grpc.StatusCode.UNAVAILABLE, "the connection failed while the offload's request was being sent"
+            ) from None
         return res.attachment
 
     async def offload_batch(

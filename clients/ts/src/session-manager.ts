@@ -22,6 +22,16 @@ const RECEIVE_WINDOW = 32 * 1024 * 1024;
  * a bulk read still arrives in pieces of at most 16 KiB.
  */
 const MAX_FRAME_SIZE = 1024 * 1024;
+/**
+ * MAX_SESSION_MEMORY_MB bounds what one connection may hold, in megabytes (Node's unit). Past
+ * Node's default of 10, a session refuses every stream the peer opens or answers with
+ * ENHANCE_YOUR_CALM: with 16 offloads of 4 MiB waiting on the server's flow control, their
+ * queued request chunks alone passed it, and the answer to any call on the connection, an
+ * offload committed already included, failed RESOURCE_EXHAUSTED. What a client session holds is
+ * its own calls' queued requests, which its caller bounds, and at most the 32 MiB receive window
+ * of answers, so the guard is set far above both rather than removed.
+ */
+const MAX_SESSION_MEMORY_MB = 4096;
 
 /**
  * createWideWindowSessionManager returns connect-node's HTTP/2 session manager (with `tls` for
@@ -41,6 +51,7 @@ export function createWideWindowSessionManager(
     {
       ...tls,
       settings: { initialWindowSize: RECEIVE_WINDOW, maxFrameSize: MAX_FRAME_SIZE },
+      maxSessionMemory: MAX_SESSION_MEMORY_MB,
     },
   );
   const widened = new WeakSet<http2.Http2Session>();

@@ -1,4 +1,12 @@
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { createSpillwayClient } from "@spillway/client";
 import { describe, expect, it } from "vitest";
@@ -264,6 +272,29 @@ describe("configuration files and directories that cannot be used", () => {
     expect(existsSync(join(dir, "typo"))).toBe(false);
   });
 
+  it("serves a group's data directory it may write but not chmod, and refuses one open to all", async () => {
+    // Root may chmod anything, so as root the commands run as nobody, who owns neither.
+    const root = process.getuid?.() === 0;
+    const asUser = root ? { uid: 65534, gid: 65534 } : {};
+    const base = scratchDir("cli-group");
+    chmodSync(base, 0o755);
+    const shared = join(base, "shared");
+    mkdirSync(shared);
+    // A volume whose group the platform gave the server's user (Kubernetes' fsGroup): 2770.
+    if (root) chownSync(shared, 0, 65534);
+    chmodSync(shared, 0o2770);
+    const sweep = await runCli(["sweep", "--data-dir", shared], {}, asUser);
+    expect(sweep.stderr).toBe("");
+    expect(sweep.code).toBe(0);
+    // /tmp is root's and open to every user: tightening it fails, and serving from it would
+    // leave every output readable by the machine's users.
+    const open = await runCli(["sweep", "--data-dir", "/tmp"], {}, root ? asUser : {});
+    expectRefused(
+      open,
+      "--data-dir: /tmp: owned by another user and open to every user (mode 1777); this process cannot make it 0700",
+    );
+  });
+
   it("refuses a data directory this user may not write, for serve and sweep", async () => {
     const base = scratchDir("cli-perm");
     chmodSync(base, 0o755);
@@ -403,6 +434,30 @@ describe("a token file with no token", () => {
       writeFileSync(tokenFile, "");
       server.kill("SIGHUP");
       await waitFor(async () => warnings() === 2, 5_000);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe("spillway serve under a restrictive umask", () => {
+  it("still writes in the tree it makes under umask 0277, its files private", async () => {
+    const dataDir = join(scratchDir("umask"), "data");
+    const server = await spawnSpillway(["--data-dir", dataDir], {}, undefined, { umask: "0277" });
+    try {
+      const spillway = createSpillwayClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
+      const att = await spillway.offload(
+        { tenant: "dev", runId: "run-1", callId: "call-1" },
+        "an output\n".repeat(10_000),
+      );
+      expect(att.handle).toBe("res_call-1");
+      // Made 0500 under that umask: only root, as these tests may run, could still write there.
+      const made = readdirSync(dataDir, { recursive: true, withFileTypes: true });
+      expect(made.length).toBeGreaterThan(3);
+      for (const entry of made) {
+        const mode = statSync(join(entry.parentPath, entry.name)).mode & 0o777;
+        expect([entry.name, mode]).toEqual([entry.name, entry.isDirectory() ? 0o700 : 0o600]);
+      }
     } finally {
       await server.stop();
     }

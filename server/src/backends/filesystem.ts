@@ -171,7 +171,8 @@ export interface FilesystemReads {
  * `<root>/a/b/c`.
  *
  * Guarantees, beyond the Backend contract:
- * - the root is created (recursively) and chmodded to `0700` before this returns; directories
+ * - the root is created (recursively) and chmodded to `0700` before this returns (one owned by
+ *   another user is taken as it is while other users have no access to it); directories
  *   are created `0700` and files `0600`;
  * - keys and list prefixes are re-checked by the shared key rules (`object-key.ts`, which also
  *   reserves the `.tmp-` names of temp files) with `INVALID_ARGUMENT`; a segment longer than
@@ -226,6 +227,25 @@ export interface FilesystemReads {
  * here): a small offload made a dozen such calls. The root belongs on a local disk: on a
  * network file system that stalls, those calls stall the process.
  */
+/**
+ * Makes the root `0700`. A root this user may write but does not own (a volume whose group the
+ * platform gave it, root:group 2770, as Kubernetes' fsGroup makes) cannot be chmodded: it is
+ * served as it is while other users have no access to it, and refused, naming it, when they do.
+ */
+function tightenRoot(path: string): void {
+  try {
+    chmodSync(path, 0o700);
+  } catch (err) {
+    if (errnoOf(err) !== "EPERM") throw err;
+    const mode = lstatSync(path).mode & 0o7777;
+    if ((mode & 0o007) === 0) return;
+    throw new ConnectError(
+      `--data-dir: ${path}: owned by another user and open to every user (mode ${mode.toString(8).padStart(4, "0")}); this process cannot make it 0700: give it to this user, or take other users' access away`,
+      Code.PermissionDenied,
+    );
+  }
+}
+
 export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
   const fsync = opts.fsync ?? true;
   const directorySync = createDirectorySync();
@@ -240,7 +260,7 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
   try {
     const given = resolve(opts.root);
     mkdirSync(given, { recursive: true, mode: 0o700 });
-    chmodSync(given, 0o700);
+    tightenRoot(given);
     // Every path is built from the real root, so the kernel's name for a descriptor opened
     // inside it is exactly the path built for it.
     root = realpathSync(given);

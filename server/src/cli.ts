@@ -309,6 +309,7 @@ async function main(argv: string[]): Promise<void> {
     ...defined("maxConnectionAgeMs", timer("max-connection-age-ms")),
     ...defined("storeProbeIntervalMs", timer("store-probe-interval-ms")),
   };
+  keepCreatedFilesPrivate();
   const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
 
@@ -433,6 +434,7 @@ async function sweepOnce(
     );
   }
   // A sweep of a directory that is not there would sweep nothing and say so with exit 0.
+  keepCreatedFilesPrivate();
   const { backend } = await backendFromOptions(opt, { createDataDir: false, name, given });
   try {
     const core = createSpillwayCore({
@@ -454,6 +456,15 @@ async function sweepOnce(
  * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
  * off; anything else (an empty value included) is refused naming the variable.
  */
+/**
+ * Sets this process's umask to 077: the filesystem backend creates directories 0700 and files
+ * 0600, and an inherited umask of 0277 or 0222 made them 0500 and 0400, so every offload failed
+ * PERMISSION_DENIED in a tree the server had made itself while its health said SERVING.
+ */
+function keepCreatedFilesPrivate(): void {
+  process.umask(0o077);
+}
+
 function switchFromEnv(variable: string, flag: string): boolean {
   const raw = process.env[variable];
   if (raw === undefined || raw === "0" || raw === "false") return false;

@@ -50,7 +50,7 @@ function workersOf(args: readonly string[], env: NodeJS.ProcessEnv): number {
 /**
  * spawnSpillway starts `spillway serve --port 0 ...args` in its own process, with `env` over
  * this process's environment (and, with `opts.openFiles`, that limit on open files, set by
- * prlimit before the server starts), and resolves once the server logs the URL it listens on: with
+ * prlimit before the server starts; with `opts.umask`, that umask, set by a shell), and resolves once the server logs the URL it listens on: with
  * `--workers n`, once each of the n workers has (the first process hands a connection only to
  * a worker that listens, so a client connecting earlier could reach only some of them).
  *
@@ -68,7 +68,7 @@ export function spawnSpillway(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
   cli: string = spillwayCli,
-  opts: { readonly openFiles?: number } = {},
+  opts: { readonly openFiles?: number; readonly umask?: string } = {},
 ): Promise<SpillwayProcess> {
   const serverEnv = {
     ...process.env,
@@ -78,10 +78,15 @@ export function spawnSpillway(
   };
   const command = [process.execPath, cli, "serve", "--port", "0", ...args];
   // prlimit execs the server in its own process, so the pid is the server's.
-  const [file, ...argv] =
+  const limited =
     opts.openFiles === undefined
       ? command
       : ["prlimit", `--nofile=${opts.openFiles}:${opts.openFiles}`, "--", ...command];
+  // The shell execs the server, so the pid is still the server's.
+  const [file, ...argv] =
+    opts.umask === undefined
+      ? limited
+      : ["sh", "-c", `umask ${opts.umask} && exec "$@"`, "sh", ...limited];
   const child = spawn(file as string, argv, {
     env: serverEnv,
     stdio: ["ignore", "pipe", "inherit"],

@@ -323,7 +323,7 @@ function storedJsonView(
   const json = record.json;
   if (json === undefined) {
     return {
-      unavailable: `"${truncateForMessage(record.handle)}" was offloaded before this server indexed JSON views; offload it again to read its JSON view`,
+      unavailable: `"${truncateForMessage(record.handle)}" was offloaded before this server indexed JSON views; offload it again as a new output (another call id, or the next attempt: the same key answers the old record) to read its JSON view`,
     };
   }
   if (json.kind === "none") {

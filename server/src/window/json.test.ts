@@ -210,6 +210,8 @@ describe("JSON windows of stored records", () => {
     );
     expect(error?.code).toBe(Code.FailedPrecondition);
     expect(error?.rawMessage).toContain("offloaded before this server indexed JSON views");
+    // Offloaded again under its own key it would replay this record, still unindexed.
+    expect(error?.rawMessage).toContain("as a new output (another call id, or the next attempt");
   });
 
   it("indexes an inline record offloaded before JSON views on demand", async () => {

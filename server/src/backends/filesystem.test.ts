@@ -836,14 +836,19 @@ describe("filesystem backend", () => {
     // Skeletons an older server left: the old ones go, a fresh one and a full one stay.
     const old = join(backend.root, "t/dev/r/old/b/call");
     const young = join(backend.root, "t/dev/r/young/b/call");
+    // The root's own entries are not the sweep's: a data directory that is its file system's
+    // root holds lost+found.
+    const lostFound = join(backend.root, "lost+found");
     await mkdir(old, { recursive: true });
     await mkdir(young, { recursive: true });
+    await mkdir(lostFound);
     const hourAgo = new Date(Date.now() - 3_600_000);
-    for (const dir of [old, dirname(old), dirname(dirname(old))])
+    for (const dir of [old, dirname(old), dirname(dirname(old)), lostFound])
       await utimes(dir, hourAgo, hourAgo);
     await backend.sweepTempFiles(60_000);
     expect(existsSync(join(backend.root, "t/dev/r/old"))).toBe(false);
     expect(existsSync(young)).toBe(true);
+    expect(existsSync(lostFound)).toBe(true);
     expect(existsSync(join(backend.root, "t/dev/r/run/b/kept/up1"))).toBe(true);
   });
 

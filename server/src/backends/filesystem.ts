@@ -596,7 +596,9 @@ export function createFilesystemBackend(opts: FilesystemBackendOptions): Filesys
         }
         // One unchanged since before the cutoff and empty now (left by an interrupted upload,
         // or a delete cut short) goes too; a put racing this finds it gone and makes it again.
-        if (before?.isDirectory() === true && before.mtimeMs < cutoffMs) {
+        // Not one at the root, where keys begin: the operator's (lost+found of a data directory
+        // that is its file system's root).
+        if (depth > 0 && before?.isDirectory() === true && before.mtimeMs < cutoffMs) {
           await rmdir(inDirectory(dirFd, entry.name)).catch(() => undefined);
         }
       } else if (

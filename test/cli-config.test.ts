@@ -463,3 +463,20 @@ describe("spillway serve under a restrictive umask", () => {
     }
   });
 });
+
+describe("spillway serve on a data directory that may be the wrong one", () => {
+  it("warns of entries no server makes there, and says when it holds no outputs", async () => {
+    const deep = scratchDir("data-root");
+    // A restore unpacked one level too deep: the store's tree is under data/.
+    mkdirSync(join(deep, "data", "t"), { recursive: true });
+    const misplaced = await spawnSpillway(["--data-dir", deep]);
+    await misplaced.stop();
+    expect(misplaced.output()).toContain(
+      '"entries":["data"],"more":0,"msg":"the data directory holds entries no Spillway server makes there',
+    );
+    const fresh = await spawnSpillway(["--data-dir", join(scratchDir("data-root"), "new")]);
+    await fresh.stop();
+    expect(fresh.output()).toContain('"msg":"the data directory holds no outputs: a new store');
+    expect(fresh.output()).not.toContain("entries no Spillway server makes");
+  });
+});

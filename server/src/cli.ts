@@ -312,6 +312,9 @@ async function main(argv: string[]): Promise<void> {
   keepCreatedFilesPrivate();
   const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
+  if (!cluster.isWorker && "root" in backend && typeof backend.root === "string") {
+    (await import("./data-root-check.js")).checkDataRoot(backend.root, log);
+  }
 
   // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
   // process), which passes the signal on; the workers are named apart so that pidof finds one.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import grpc
@@ -90,3 +92,28 @@ async def test_closing_the_client_settles_every_offload_in_flight(server_url: st
     assert failures, "the close came after every offload had finished"
     assert {type(err).__name__ for err in failures} == {"StatusError"}
     assert {err.code() for err in failures} == {grpc.StatusCode.CANCELLED}
+
+
+def _async_client_in_child(url: str) -> None:
+    async def use() -> None:
+        async with AsyncSpillwayClient(url) as c:
+            await c.server_info(timeout=5)
+
+    try:
+        asyncio.run(use())
+    except RuntimeError as err:
+        os._exit(3 if "fork()ed from one that used it" in str(err) else 4)
+    os._exit(0)
+
+
+async def test_a_forked_child_of_an_async_client_user_is_refused_not_crashed(server_url: str) -> None:
+    # grpc.aio does not survive fork(): such a child crashed (SIGSEGV, SIGABRT) or hung.
+    async with AsyncSpillwayClient(server_url) as c:
+        await c.server_info(timeout=5)
+    child = multiprocessing.get_context("fork").Process(target=_async_client_in_child, args=(server_url,))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -446,6 +447,22 @@ class SpillwayClient:
         return self._stub().GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
 
 
+_aio_process: int | None = None
+"""The process whose AsyncSpillwayClient started grpc.aio; a fork's child inherits it."""
+
+
+def _refuse_aio_after_fork() -> None:
+    global _aio_process
+    pid = os.getpid()
+    if _aio_process is not None and _aio_process != pid:
+        raise RuntimeError(
+            f"AsyncSpillwayClient cannot run in a process fork()ed from one that used it (pid {_aio_process}): "
+            "grpc.aio's poller does not survive a fork, and the child crashes or hangs; start the child with "
+            "multiprocessing's 'spawn' or 'forkserver' method, or use SpillwayClient in it"
+        )
+    _aio_process = pid
+
+
 class AsyncSpillwayClient:
     """AsyncSpillwayClient is SpillwayClient on grpc.aio: the same methods, awaited.
 
@@ -464,6 +481,7 @@ class AsyncSpillwayClient:
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
         connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
+        _refuse_aio_after_fork()
         address, creds, options = _channel_args(target, credentials)
         count = _connection_count(connections)
         options = _own_connections(options, count)

@@ -312,9 +312,13 @@ async function main(argv: string[]): Promise<void> {
   keepCreatedFilesPrivate();
   const { backend, kind } = await backendFromOptions(opt, { name, given: options.given });
   await checkIncompleteUploadExpiry(backend, abortIncompleteUploadsDays, log);
-  if (!cluster.isWorker && "root" in backend && typeof backend.root === "string") {
-    (await import("./data-root-check.js")).checkDataRoot(backend.root, log);
-  }
+  const dataRoot =
+    !cluster.isWorker && "root" in backend && typeof backend.root === "string"
+      ? backend.root
+      : undefined;
+  const checkRoot = async () => {
+    if (dataRoot !== undefined) (await import("./data-root-check.js")).checkDataRoot(dataRoot, log);
+  };
 
   // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
   // process), which passes the signal on; the workers are named apart so that pidof finds one.
@@ -345,8 +349,11 @@ async function main(argv: string[]): Promise<void> {
       log.info({ url: summed.url, workers }, "metrics served");
     }
     superviseWorkers(workers, log, onRestart);
+    // After it: the first line a primary prints is "starting workers", once it can be stopped.
+    await checkRoot();
     return;
   }
+  await checkRoot();
   // prom-client is loaded only when metrics are asked for.
   const metrics =
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();

@@ -170,11 +170,16 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
    * DeleteRun or the sweeper removes both. Its expiry is checked apart (expiresMs).
    */
   const isLive = async (tenant: string, runId: string, signal?: AbortSignal) => {
-    const [records, forked] = await Promise.all([
-      hasAny(registryPrefix(tenant, runId), signal),
-      exists(runMetaKey(tenant, runId), signal),
-    ]);
-    return records || forked;
+    if (await exists(runMetaKey(tenant, runId), signal)) return true;
+    // A run whose outputs have all expired is gone for readers, and the sweep removes them:
+    // a TTL set on it outlived them and expired the next run given that id.
+    let after: string | undefined;
+    do {
+      const page = await registry.list(tenant, runId, { after, limit: 100, ...opt(signal) });
+      if (page.records.some((record) => !isExpired(record, now()))) return true;
+      after = page.nextAfter;
+    } while (after !== undefined);
+    return false;
   };
 
   const refer: Runs["refer"] = async (tenant, runId, ownerRunId, signal) => {
@@ -212,7 +217,6 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     const removed = await deleteAll(registryPrefix(tenant, runId), signal);
     // After the records: a merged record is invisible once its merge's outcome is gone.
     await deleteAll(mergePrefix(tenant, runId), signal);
-    await backend.delete(runTtlKey(tenant, runId), opt(signal));
     await backend.delete(runMetaKey(tenant, runId), opt(signal));
     let removedLate = 0;
     if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
@@ -229,6 +233,10 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       await collectIfUnreferenced(tenant, owner, signal);
     }
     await deleteAll(ownerRefPrefix(tenant, runId), signal);
+    // Last: while an expired run's TTL stands, offloads into it are refused, so none lands
+    // in the sweep's deletion of it (one did, after the TTL went, and was deleted with the
+    // rest); and a delete cut short is found again by the next sweep.
+    await backend.delete(runTtlKey(tenant, runId), opt(signal));
     return removed + removedLate;
   };
 
@@ -257,12 +265,23 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         await backend.delete(key, opt(signal));
         try {
           await putJson(key, { expiresMs: expires, tenant, runId }, signal);
-          return expires;
         } catch (err) {
           if (!(err instanceof ConnectError && err.code === Code.AlreadyExists) || attempt >= 5) {
             throw err;
           }
+          continue;
         }
+        // A DeleteRun (or the sweep) that removed the run since the check above removed its
+        // TTL before this one was written: left, it would expire the next run given this id.
+        // One still under way removes this one too, last.
+        if (!(await isLive(tenant, runId, signal))) {
+          await backend.delete(key, opt(signal));
+          throw new ConnectError(
+            `run "${truncateForMessage(runId)}" does not exist or has expired`,
+            Code.NotFound,
+          );
+        }
+        return expires;
       }
     },
     async fork(tenant, parentRunId, childRunId, ttlMs, signal) {

@@ -67,6 +67,16 @@ export interface SweeperOptions {
   };
 }
 
+/** Whether two reads of one key found the same commit (a replacement has its own time and blob). */
+function sameRecord(a: StoredRecord, b: StoredRecord): boolean {
+  return (
+    a.createdMs === b.createdMs &&
+    a.expiresMs === b.expiresMs &&
+    a.sha256 === b.sha256 &&
+    a.blob?.key === b.blob?.key
+  );
+}
+
 /** Sweeper deletes data that expiry or crashes left behind. */
 export interface Sweeper {
   /**
@@ -165,6 +175,13 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         return;
       }
       try {
+        // Read again just before the delete: an offload of the same key replaces an expired
+        // record (created anew), and the record read during the walk may be stale by now; a
+        // delete by key would take the acknowledged one with it.
+        const current = await core.registry.readAt(key, signal);
+        if (current === undefined || !isExpired(current, nowMs) || !sameRecord(current, record)) {
+          return;
+        }
         await backend.delete(key, opt);
         expiredRecords++;
         // Fork markers sort before records, so a run with forks is already known here.
@@ -251,6 +268,10 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     for (const { tenant, runId } of expiredRunIds) {
       const started = clock();
       try {
+        // Read again: a SetRunTtl since the walk may have moved the expiry on (and answered
+        // with the new one), or a DeleteRun removed the run and a new one took its id.
+        const expires = await runs.expiresMs(tenant, runId, signal);
+        if (expires === undefined || expires > nowMs) continue;
         await runs.delete(tenant, runId, signal);
         expiredRuns++;
       } catch (err) {

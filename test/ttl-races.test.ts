@@ -1,0 +1,76 @@
+import { Code } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import { createSweeper } from "../server/src/sweeper.js";
+import { codeOf } from "./support/code-of.js";
+import { storeGates } from "./support/store-gates.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+/**
+ * A run's TTL belongs to that run: it never outlives it to expire the next run given its id,
+ * and the sweep never deletes what was acknowledged after it read the run or record as expired.
+ */
+describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
+  let t: TestServer;
+  let clock = Date.now();
+  afterEach(() => t.stop());
+  const sweep = () =>
+    createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 }).sweepOnce();
+  const key = (runId: string, callId: string) => ({ tenant: "dev", runId, callId });
+
+  it("answers NOT_FOUND for a run whose outputs have all expired, and plants no TTL", async () => {
+    clock = Date.now();
+    t = await startTestServer({ backend: "filesystem", now: () => clock });
+    const sdk = t.sdk();
+    await sdk.offload(key("x", "old"), "short-lived\n", { ttl: { seconds: 1n, nanos: 0 } });
+    clock += 2_000;
+    // It answered OK and wrote a TTL that the sweep kept once the output was gone.
+    expect(await codeOf(sdk.setRunTtl("x", 4))).toBe(Code.NotFound);
+    await sweep();
+    await sdk.offload(key("x", "new"), "a new run under the old id\n");
+    clock += 3_600_000;
+    const read = await sdk.readToolOutput({ runId: "x", handle: "res_new" });
+    expect(read.rendered).toContain("a new run under the old id");
+  });
+
+  it("takes back a TTL written after a DeleteRun removed the run", async () => {
+    clock = Date.now();
+    const gates = storeGates();
+    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
+    const sdk = t.sdk();
+    await sdk.offload(key("y", "first"), "the first run\n");
+    // SetRunTtl has found the run live; its TTL waits while DeleteRun removes everything.
+    const write = gates.at("/r/y/ttl");
+    const setTtl = codeOf(sdk.setRunTtl("y", 5));
+    await write.reached;
+    await sdk.deleteRun("y");
+    write.open();
+    expect(await setTtl).toBe(Code.NotFound);
+    await sdk.offload(key("y", "second"), "a new run under the old id\n");
+    clock += 60_000;
+    const read = await sdk.readToolOutput({ runId: "y", handle: "res_second" });
+    expect(read.rendered).toContain("a new run under the old id");
+  });
+
+  it("refuses offloads into an expired run until its sweep has deleted all of it", async () => {
+    clock = Date.now();
+    const gates = storeGates();
+    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
+    const sdk = t.sdk();
+    await sdk.offload(key("v", "old"), "a line of the old run\n".repeat(3_000));
+    await sdk.setRunTtl("v", 1);
+    clock += 2_000;
+    // The sweep's delete of the run is at its blobs; its TTL went before them, and an offload
+    // then was acknowledged and deleted with the rest.
+    const blobs = gates.at("/r/v/b/");
+    const swept = sweep();
+    await blobs.reached;
+    expect(await codeOf(sdk.offload(key("v", "during"), "offloaded during the sweep\n"))).toBe(
+      Code.FailedPrecondition,
+    );
+    blobs.open();
+    expect((await swept)?.expiredRuns).toBe(1);
+    await sdk.offload(key("v", "after"), "a new run under the old id\n");
+    const read = await sdk.readToolOutput({ runId: "v", handle: "res_after" });
+    expect(read.rendered).toContain("a new run under the old id");
+  });
+});

@@ -1,5 +1,6 @@
 import type * as http from "node:http";
 import type { Socket } from "node:net";
+import { connectionAgeMs } from "./connection-age.js";
 import { feedInPieces } from "./http1-pieces.js";
 
 /**
@@ -101,10 +102,7 @@ export function createHttp1Connections(maxAgeMs: number): Http1Connections {
         aged: undefined,
       };
       if (maxAgeMs > 0) {
-        state.aged = setTimeout(
-          () => close(socket, state),
-          maxAgeMs * (0.9 + Math.random() * 0.2),
-        ).unref();
+        state.aged = setTimeout(() => close(socket, state), connectionAgeMs(maxAgeMs)).unref();
       }
       tracked.set(socket, state);
       // A client that shuts its side after its requests (`nc -N`, some proxies) still reads

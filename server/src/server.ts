@@ -26,6 +26,7 @@ import { pokeOnStoreFault } from "./backends/poke-on-store-fault.js";
 import { allowCallFanOut } from "./call-fan-out.js";
 import { capClientDeadline } from "./client-deadline.js";
 import { loadTlsCredentials, TLS_FLAG_NAMES, type TlsFileNames } from "./config-files.js";
+import { connectionAgeMs } from "./connection-age.js";
 import {
   type ConnectionLiveness,
   defaultConnectionLiveness,
@@ -581,7 +582,7 @@ export async function startSpillwayServer(opts: SpillwayServerOptions): Promise<
     watchConnection(session, liveness);
     const aged =
       maxAgeMs > 0
-        ? setTimeout(() => session.close(), maxAgeMs * (0.9 + Math.random() * 0.2)).unref()
+        ? setTimeout(() => session.close(), connectionAgeMs(maxAgeMs)).unref()
         : undefined;
     session.once("close", () => {
       sessions.delete(session);

@@ -73,4 +73,42 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
     const read = await sdk.readToolOutput({ runId: "v", handle: "res_after" });
     expect(read.rendered).toContain("a new run under the old id");
   });
+
+  it("refuses an upload that outlasts its run's TTL, and stores nothing", async () => {
+    clock = Date.now();
+    t = await startTestServer({ backend: "filesystem", now: () => clock });
+    const sdk = t.sdk();
+    await sdk.offload(key("u", "first"), "keeps the run\n");
+    await sdk.setRunTtl("u", 2);
+    async function* slow(): AsyncGenerator<Uint8Array> {
+      yield new TextEncoder().encode("a line of a long upload\n".repeat(1_000));
+      // The run expires while the upload is still being sent, after the server began it.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      clock += 3_000;
+      yield new TextEncoder().encode("the end\n");
+    }
+    // It was acknowledged, its expire_time already past, and refused to every read.
+    expect(await codeOf(sdk.offload(key("u", "long"), slow()))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(sdk.stat("u", "res_long"))).toBe(Code.PermissionDenied);
+  });
+
+  it("answers a replay with the run's expiry, as the first answer did", async () => {
+    clock = Date.now();
+    t = await startTestServer({ backend: "filesystem", now: () => clock });
+    const sdk = t.sdk();
+    await sdk.offload(key("s", "first"), "keeps the run\n");
+    await sdk.setRunTtl("s", 600);
+    for (const [callId, data] of [
+      ["small", "a small output\n"],
+      ["large", "a line of a larger output\n".repeat(3_000)],
+    ] as const) {
+      const first = await sdk.offloadResult(key("s", callId), data);
+      const again = await sdk.offloadResult(key("s", callId), data);
+      expect(first.created).toBe(true);
+      expect(again.created).toBe(false);
+      // A replay said "never expires": expire_time unset.
+      expect(first.attachment.expireTime).toBeDefined();
+      expect(again.attachment.expireTime).toEqual(first.attachment.expireTime);
+    }
+  });
 });

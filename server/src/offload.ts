@@ -278,7 +278,7 @@ async function offloadFrom(
     await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk, turns));
     const facts = digest.finish();
     checkDeclared(header, facts);
-    return replay(recorded, header, facts.sha256, facts.size);
+    return replay(recorded, header, facts.sha256, facts.size, runExpires);
   }
   const pass = createPass(deps.limits, header, handle, attempt);
   const keepsBytes = !header.previewOnly;
@@ -624,16 +624,25 @@ async function commit(
           },
     ...(placement.stored === "inline" ? { inline: placement.inline } : {}),
   };
+  // Read again at the commit: an upload that outlasted its run's TTL would be acknowledged and
+  // refused to every read at once (it was checked only when the stream began).
+  const runExpiresAtCommit = await deps.runs.expiresMs(tenant, key.runId, signal);
+  if (runExpiresAtCommit !== undefined && runExpiresAtCommit <= deps.now()) {
+    throw new ConnectError(
+      `run "${truncateForMessage(key.runId)}" expired while "${truncateForMessage(handle)}" was being offloaded; nothing was stored: use another run id`,
+      Code.FailedPrecondition,
+    );
+  }
   // One answer, measured by beforeCommit and then returned: the same object, not a second build.
   let answer: OffloadResponse | undefined;
-  const created = async () => {
+  const created = () => {
     answer ??= create(OffloadResponseSchema, {
-      attachment: toAttachment(record, await deps.runs.expiresMs(tenant, key.runId, signal)),
+      attachment: toAttachment(record, runExpiresAtCommit),
       created: true,
     });
     return answer;
   };
-  if (beforeCommit !== undefined) await beforeCommit(await created());
+  if (beforeCommit !== undefined) await beforeCommit(created());
   let committed = await deps.registry.commit(record, key.runId, signal);
   if (!committed.created && isExpired(committed.record, deps.now())) {
     // An expired record no longer holds its handle: it goes, and this commit takes its place.
@@ -646,7 +655,7 @@ async function commit(
     }
     return created();
   }
-  return replay(committed.record, header, facts.sha256, facts.size);
+  return replay(committed.record, header, facts.sha256, facts.size, runExpiresAtCommit);
 }
 
 /**
@@ -684,6 +693,7 @@ function replay(
   header: OffloadHeader,
   sha256: string,
   size: number,
+  runExpiresMs: number | undefined,
 ): OffloadResponse {
   if (
     existing.callId !== header.key?.callId ||
@@ -701,7 +711,11 @@ function replay(
       Code.AlreadyExists,
     );
   }
-  return create(OffloadResponseSchema, { attachment: toAttachment(existing), created: false });
+  // With the run's expiry, as the first answer and StatToolOutput give it: unset means never.
+  return create(OffloadResponseSchema, {
+    attachment: toAttachment(existing, runExpiresMs),
+    created: false,
+  });
 }
 
 function checkDeclared(header: OffloadHeader, facts: DigestFacts): void {

@@ -1,3 +1,4 @@
+import * as http2 from "node:http2";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -11,6 +12,8 @@ import { createFilesystemBackend } from "../server/src/backends/filesystem.js";
 import { createMetrics, type Metrics } from "../server/src/metrics.js";
 import { type SpillwayServer, startSpillwayServer } from "../server/src/server.js";
 import { codeOf } from "./support/code-of.js";
+import { openGrpcStream } from "./support/raw-grpc.js";
+import { connectJsonRequest, rawExchange } from "./support/raw-http.js";
 import { readBack, sha256 } from "./support/read-back.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -49,6 +52,42 @@ async function serverFinished(metrics: Metrics, procedure: string, code: string)
   throw new Error(`the server never finished ${procedure} with ${code}`);
 }
 
+/**
+ * The status a unary gRPC call gets whose client sends its headers and never ends its request
+ * (nothing sent, or a message and no end of stream): its grpc-status and grpc-message.
+ */
+async function unendedUnary(
+  url: string,
+  headers: http2.OutgoingHttpHeaders = {},
+): Promise<{ status: string | undefined; message: string | undefined }> {
+  const session = http2.connect(url);
+  try {
+    const stream = openGrpcStream(session, "GetServerInfo", headers);
+    let status: string | undefined;
+    let message: string | undefined;
+    const take = (h: http2.IncomingHttpHeaders) => {
+      if (h["grpc-status"] !== undefined) {
+        status = String(h["grpc-status"]);
+        message = decodeURIComponent(String(h["grpc-message"] ?? ""));
+      }
+    };
+    stream.on("response", take);
+    stream.on("trailers", take);
+    stream.resume();
+    await new Promise((resolve) => {
+      stream.on("close", resolve);
+      stream.on("error", resolve);
+      stream.on("trailers", resolve);
+      stream.on("response", (h) => {
+        if (h["grpc-status"] !== undefined) resolve(undefined);
+      });
+    });
+    return { status, message };
+  } finally {
+    session.destroy();
+  }
+}
+
 describe("server request deadline", () => {
   let t: TestServer;
   let metrics: Metrics;
@@ -70,6 +109,15 @@ describe("server request deadline", () => {
   afterAll(async () => {
     await unbounded.close(1000);
     await t.stop();
+  });
+
+  it("ends a unary call whose request never ends at the deadline, not at the idle limit", async () => {
+    // Read whole before any interceptor, such a request waited for --idle-stream-ms (here 10
+    // minutes) whatever the deadline.
+    expect(await unendedUnary(t.url)).toEqual({
+      status: String(Code.DeadlineExceeded),
+      message: "the call ran longer than the server's request deadline of 2000 ms",
+    });
   });
 
   it("ends an Offload stream still open at the deadline with DEADLINE_EXCEEDED, nothing committed", async () => {
@@ -163,6 +211,19 @@ describe("client deadline", () => {
     expect(
       (await t.sdk().offload({ tenant: "dev", runId: "r", callId: "ok" }, "ok")).sizeBytes,
     ).toBe(2n);
+  });
+
+  it("ends a unary call whose request never ends at the client's deadline, on every protocol", async () => {
+    const grpc = await unendedUnary(t.url, { "grpc-timeout": "300m" });
+    expect(grpc.status).toBe(String(Code.DeadlineExceeded));
+    // Connect over HTTP/1.1: a body announced and never all sent.
+    const partial = connectJsonRequest("/spillway.v1.SpillwayService/GetServerInfo", "{}", {
+      "Connect-Timeout-Ms": "300",
+    }).replace("Content-Length: 2", "Content-Length: 10");
+    const connect = await rawExchange(t.url, (socket) => socket.write(partial), 20_000);
+    // Ended at its deadline (the connection closes, as a request cut off mid-body leaves it no
+    // use), not after --idle-stream-ms (10 minutes here), past this wait.
+    expect(connect.closed).toBe(true);
   });
 
   it("keeps a client deadline of years, which Node's timers would have fired after 1 ms", async () => {

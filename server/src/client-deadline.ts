@@ -29,3 +29,16 @@ export function capClientDeadline(headers: IncomingHttpHeaders): void {
     }
   }
 }
+
+/**
+ * clientDeadlineMs is the deadline a request's `grpc-timeout` (gRPC-Web) or
+ * `connect-timeout-ms` (Connect) asks for, in milliseconds, or undefined when it sends none or
+ * a malformed one (which the protocol refuses).
+ */
+export function clientDeadlineMs(headers: IncomingHttpHeaders): number | undefined {
+  const grpc = headers["grpc-timeout"];
+  if (typeof grpc === "string") return parseTimeout(grpc, maxClientDeadlineMs).timeoutMs;
+  const connect = headers["connect-timeout-ms"];
+  if (typeof connect === "string" && /^\d{1,10}$/.test(connect)) return Number(connect);
+  return undefined;
+}

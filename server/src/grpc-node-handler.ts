@@ -249,6 +249,12 @@ async function serve(
                 ),
               );
             }, idleStreamMs);
+      // The client's grpc-timeout bounds the wait for its request too.
+      const expire = () => {
+        if (!req.complete) req.destroy(context.signal.reason);
+      };
+      if (context.signal.aborted) expire();
+      else context.signal.addEventListener("abort", expire, { once: true });
       let input: MessageShape<DescMessage>;
       try {
         input = await readSingle(
@@ -257,6 +263,7 @@ async function serve(
         );
       } finally {
         clearTimeout(late);
+        context.signal.removeEventListener("abort", expire);
       }
       const output = await invokeUnaryImplementation(spec, context, input, opts.interceptors);
       await writeMessage(res, context, framing.frame(output), reading);

@@ -2,6 +2,7 @@ import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { clientDeadlineMs } from "./client-deadline.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -33,11 +34,16 @@ export function createRequestArrivalBound(
   return (req, res) => {
     const method = req.method === "POST" ? unary.get(req.url ?? "") : undefined;
     if (method === undefined || req.complete) return;
+    // The client's own deadline bounds the wait too, when it is the nearer.
+    const clientMs = clientDeadlineMs(req.headers);
+    const waitMs = clientMs === undefined ? idleMs : Math.min(idleMs, clientMs);
     const timer = setTimeout(() => {
       if (req.complete || req.destroyed) return;
       req.destroy(
         new ConnectError(
-          `the ${method} request sent nothing for ${idleMs} ms`,
+          waitMs < idleMs
+            ? `the client's deadline of ${waitMs} ms passed before the ${method} request ended`
+            : `the ${method} request sent nothing for ${idleMs} ms`,
           Code.DeadlineExceeded,
         ),
       );
@@ -49,7 +55,7 @@ export function createRequestArrivalBound(
         }, unendedRequestMs).unref();
         stream.once("close", () => clearTimeout(reset));
       });
-    }, idleMs).unref();
+    }, waitMs).unref();
     res.once("close", () => clearTimeout(timer));
   };
 }

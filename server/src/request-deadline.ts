@@ -55,6 +55,9 @@ export function createRequestDeadlines(deadlineMs: number | undefined): RequestD
               Code.DeadlineExceeded,
             );
             controller.abort(expired);
+            // A unary request is read whole before any interceptor runs: one whose client
+            // never ends it fails its read here, and its transport answers the deadline.
+            if (!req.complete) req.destroy(expired);
             // The abort ends a response that is still producing. One whose write waits for a
             // client that stopped reading is still open once the abort has run its course.
             setImmediate(() => resetStalled(res, expired));

@@ -1,5 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { bytesBody } from "../server/src/backends/body.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
@@ -110,5 +111,54 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
       expect(first.attachment.expireTime).toBeDefined();
       expect(again.attachment.expireTime).toEqual(first.attachment.expireTime);
     }
+  });
+
+  it("keeps an output offloaded again under an expired key after the sweep read the old one", async () => {
+    clock = Date.now();
+    const gates = storeGates();
+    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
+    const sdk = t.sdk();
+    await sdk.offload(key("z", "keep"), "keeps the run live\n");
+    await sdk.offload(key("z", "c"), "expires\n", { ttl: { seconds: 1n, nanos: 0 } });
+    clock += 2_000;
+    // The sweep has read res_c, expired; an offload of the same key replaces it before the
+    // sweep deletes by key, which took the acknowledged one with it.
+    const read = gates.afterRead("/r/z/h/res_c");
+    const swept = sweep();
+    await read.reached;
+    const again = await sdk.offloadResult(key("z", "c"), "offloaded again, no TTL\n");
+    expect(again.created).toBe(true);
+    read.open();
+    await swept;
+    const window = await sdk.readToolOutput({ runId: "z", handle: "res_c" });
+    expect(window.rendered).toContain("offloaded again, no TTL");
+  });
+
+  it("does not sweep a run whose expiry was moved on after the sweep read it", async () => {
+    clock = Date.now();
+    const gates = storeGates();
+    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
+    const sdk = t.sdk();
+    await sdk.offload(key("w", "c1"), "kept\n");
+    await sdk.setRunTtl("w", 3);
+    clock += 4_000;
+    // The sweep has read the run's TTL, expired; a TTL of an hour is written before the sweep
+    // deletes the run (as a SetRunTtl sent just before the expiry and slow to land does).
+    const read = gates.afterRead("/r/w/ttl");
+    const swept = sweep();
+    await read.reached;
+    await t.backend.delete("t/dev/r/w/ttl");
+    await t.backend.put(
+      "t/dev/r/w/ttl",
+      bytesBody(
+        new TextEncoder().encode(
+          JSON.stringify({ expiresMs: clock + 3_600_000, tenant: "dev", runId: "w" }),
+        ),
+      ),
+    );
+    read.open();
+    expect((await swept)?.expiredRuns).toBe(0);
+    const window = await sdk.readToolOutput({ runId: "w", handle: "res_c1" });
+    expect(window.rendered).toContain("kept");
   });
 });

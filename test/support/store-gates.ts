@@ -6,23 +6,54 @@ export interface Gate {
   open(): void;
 }
 
+/** A gate that `pass` waits at until it is opened, once it has said it was reached. */
+function createGate(): { gate: Gate; pass: () => Promise<void> } {
+  let open: () => void = () => undefined;
+  let arrived: () => void = () => undefined;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  const reached = new Promise<void>((r) => {
+    arrived = r;
+  });
+  return {
+    gate: { reached, open },
+    pass: async () => {
+      arrived();
+      await opened;
+    },
+  };
+}
+
 /**
  * storeGates holds chosen store writes and deletes until the test opens them, to pin an
- * interleaving of concurrent calls. `wrap` decorates a backend (put, putMany, deleteMany);
- * `at(part)` holds the next such call whose keys contain `part`, once.
+ * interleaving of concurrent calls. `wrap` decorates a backend (put, putMany, deleteMany, and
+ * get for `afterRead`); `at(part)` holds the next such write or delete whose keys contain
+ * `part`, once; `afterRead(part)` holds the next get of such a key once it has opened what it
+ * reads, before its caller reads it.
  */
 export function storeGates() {
   const gates = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
-  const hold = async (keys: readonly string[]) => {
-    for (const [part, held] of gates) {
+  const reads = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
+  const holdIn = async (
+    held: Map<string, { gate: Gate; pass: () => Promise<void> }>,
+    keys: readonly string[],
+  ) => {
+    for (const [part, gate] of held) {
       if (!keys.some((key) => key.includes(part))) continue;
-      gates.delete(part);
-      await held.pass();
+      held.delete(part);
+      await gate.pass();
     }
   };
+  const hold = (keys: readonly string[]) => holdIn(gates, keys);
   return {
     wrap: (base: Backend): Backend => ({
       ...base,
+      get: async (key, opts) => {
+        const body = await base.get(key, opts);
+        await holdIn(reads, [key]);
+        return body;
+      },
       put: async (key, body, opts) => {
         await hold([key]);
         return base.put(key, body, opts);
@@ -41,22 +72,14 @@ export function storeGates() {
       },
     }),
     at(part: string): Gate {
-      let open: () => void = () => undefined;
-      let arrived: () => void = () => undefined;
-      const opened = new Promise<void>((r) => {
-        open = r;
-      });
-      const reached = new Promise<void>((r) => {
-        arrived = r;
-      });
-      gates.set(part, {
-        gate: { reached, open },
-        pass: async () => {
-          arrived();
-          await opened;
-        },
-      });
-      return { reached, open };
+      const made = createGate();
+      gates.set(part, made);
+      return made.gate;
+    },
+    afterRead(part: string): Gate {
+      const made = createGate();
+      reads.set(part, made);
+      return made.gate;
     },
   };
 }

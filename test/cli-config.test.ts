@@ -5,6 +5,7 @@ import {
   mkdirSync,
   readdirSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -286,6 +287,13 @@ describe("configuration files and directories that cannot be used", () => {
     const sweep = await runCli(["sweep", "--data-dir", shared], {}, asUser);
     expect(sweep.stderr).toBe("");
     expect(sweep.code).toBe(0);
+    // Through a symlink, as a volume is often mounted: the directory's mode counts, not the
+    // link's (always 0777).
+    const linked = join(base, "linked");
+    symlinkSync(shared, linked);
+    const throughLink = await runCli(["sweep", "--data-dir", linked], {}, asUser);
+    expect(throughLink.stderr).toBe("");
+    expect(throughLink.code).toBe(0);
     // /tmp is root's and open to every user: tightening it fails, and serving from it would
     // leave every output readable by the machine's users.
     const open = await runCli(["sweep", "--data-dir", "/tmp"], {}, root ? asUser : {});

@@ -15,6 +15,7 @@ import {
   readFileSync,
   readSync,
   realpathSync,
+  statSync,
   unlinkSync,
   write as writeCallback,
   writeSync,
@@ -237,7 +238,7 @@ function tightenRoot(path: string): void {
     chmodSync(path, 0o700);
   } catch (err) {
     if (errnoOf(err) !== "EPERM") throw err;
-    const mode = lstatSync(path).mode & 0o7777;
+    const mode = statSync(path).mode & 0o7777;
     if ((mode & 0o007) === 0) return;
     throw new ConnectError(
       `--data-dir: ${path}: owned by another user and open to every user (mode ${mode.toString(8).padStart(4, "0")}); this process cannot make it 0700: give it to this user, or take other users' access away`,

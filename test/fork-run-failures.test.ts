@@ -1,4 +1,4 @@
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
@@ -38,5 +38,42 @@ describe("a ForkRun that fails part way", () => {
     const again = await t.sdk().forkRun("parent", "child");
     expect(again.forkedAttachments).toBe(200n);
     expect(await handles("child")).toEqual(calls.map((c) => `res_${c}`));
+  });
+
+  it("refuses a fork into the id while a failed fork's cleanup runs, then forks afresh", async () => {
+    for (let i = 0; i < 50; i++) {
+      await t.sdk().offload({ tenant: "dev", runId: "parent2", callId: `c${i}` }, `output ${i}\n`);
+    }
+    const late = gates.at("/r/child2/h/res_c40");
+    const fork = codeOf(t.sdk().forkRun("parent2", "child2", { ttlSeconds: 600, timeoutMs: 500 }));
+    await late.reached;
+    expect(await fork).toBe(Code.DeadlineExceeded);
+    // The cleanup is held at the child's references to the parent, near its end.
+    const cleanup = gates.at("/r/child2/o/");
+    late.open();
+    await cleanup.reached;
+    const meanwhile = await t
+      .sdk()
+      .forkRun("parent2", "child2", { ttlSeconds: 600 })
+      .then(
+        () => undefined,
+        (err: unknown) => ConnectError.from(err),
+      );
+    expect(meanwhile?.code).toBe(Code.AlreadyExists);
+    expect(meanwhile?.rawMessage).toBe('run "child2" already exists');
+    cleanup.open();
+    await waitFor(async () => (await handles("child2")).length === 0, 10_000);
+    await waitFor(
+      async () =>
+        await t
+          .sdk()
+          .forkRun("parent2", "child2", { ttlSeconds: 600 })
+          .then(
+            (r) => r.forkedAttachments === 50n,
+            () => false,
+          ),
+      10_000,
+    );
+    expect(await handles("child2")).toHaveLength(50);
   });
 });

@@ -33,6 +33,12 @@ export interface Runs {
    */
   refer(tenant: string, runId: string, ownerRunId: string, signal?: AbortSignal): Promise<void>;
   /**
+   * Removes the TTL of a run left with no record and no fork metadata (the sweep removed its
+   * last outputs, expired one by one): a TTL that outlived its run would expire the next run
+   * given its id.
+   */
+  dropTtlIfGone(tenant: string, runId: string, signal?: AbortSignal): Promise<void>;
+  /**
    * Sets the run to expire ttlMs from now and returns the expiry; NOT_FOUND for a run that does
    * not exist (no record and not forked: never used, deleted or swept) or has expired.
    */
@@ -170,16 +176,11 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
    * DeleteRun or the sweeper removes both. Its expiry is checked apart (expiresMs).
    */
   const isLive = async (tenant: string, runId: string, signal?: AbortSignal) => {
-    if (await exists(runMetaKey(tenant, runId), signal)) return true;
-    // A run whose outputs have all expired is gone for readers, and the sweep removes them:
-    // a TTL set on it outlived them and expired the next run given that id.
-    let after: string | undefined;
-    do {
-      const page = await registry.list(tenant, runId, { after, limit: 100, ...opt(signal) });
-      if (page.records.some((record) => !isExpired(record, now()))) return true;
-      after = page.nextAfter;
-    } while (after !== undefined);
-    return false;
+    const [records, forked] = await Promise.all([
+      hasAny(registryPrefix(tenant, runId), signal),
+      exists(runMetaKey(tenant, runId), signal),
+    ]);
+    return records || forked;
   };
 
   const refer: Runs["refer"] = async (tenant, runId, ownerRunId, signal) => {
@@ -217,7 +218,6 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     const removed = await deleteAll(registryPrefix(tenant, runId), signal);
     // After the records: a merged record is invisible once its merge's outcome is gone.
     await deleteAll(mergePrefix(tenant, runId), signal);
-    await backend.delete(runMetaKey(tenant, runId), opt(signal));
     let removedLate = 0;
     if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
       await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
@@ -233,9 +233,12 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       await collectIfUnreferenced(tenant, owner, signal);
     }
     await deleteAll(ownerRefPrefix(tenant, runId), signal);
-    // Last: while an expired run's TTL stands, offloads into it are refused, so none lands
-    // in the sweep's deletion of it (one did, after the TTL went, and was deleted with the
-    // rest); and a delete cut short is found again by the next sweep.
+    // Last, the metadata and then the TTL: while a fork's metadata stands, forking into its id
+    // again is refused ALREADY_EXISTS rather than interleaved with this delete (a fork cut by
+    // its deadline deletes its child after answering); while an expired run's TTL stands,
+    // offloads into it are refused, so none lands in the sweep's deletion of it; and a delete
+    // cut short is found again by the next sweep.
+    await backend.delete(runMetaKey(tenant, runId), opt(signal));
     await backend.delete(runTtlKey(tenant, runId), opt(signal));
     return removed + removedLate;
   };
@@ -246,6 +249,11 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     refer,
     async isDeleted(tenant, runId, signal) {
       return exists(runPrefix(tenant, runId) + deletedSuffix, signal);
+    },
+    async dropTtlIfGone(tenant, runId, signal) {
+      if (!(await isLive(tenant, runId, signal))) {
+        await backend.delete(runTtlKey(tenant, runId), opt(signal));
+      }
     },
     async setTtl(tenant, runId, ttlMs, signal) {
       const [current, live] = await Promise.all([
@@ -306,11 +314,22 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       }
       try {
         if (ttlMs !== undefined) {
-          await putJson(runTtlKey(tenant, childRunId), {
-            expiresMs: now() + ttlMs,
-            tenant,
-            runId: childRunId,
-          });
+          try {
+            await putJson(runTtlKey(tenant, childRunId), {
+              expiresMs: now() + ttlMs,
+              tenant,
+              runId: childRunId,
+            });
+          } catch (err) {
+            // The TTL of a run of this id whose delete has not finished (it goes last).
+            if (err instanceof ConnectError && err.code === Code.AlreadyExists) {
+              throw new ConnectError(
+                `run "${truncateForMessage(childRunId)}" already exists`,
+                Code.AlreadyExists,
+              );
+            }
+            throw err;
+          }
         }
         // Referred to before the parent is read: a DeleteRun of the parent that has not looked
         // for forks yet keeps its bytes for this one; one that has looked already deleted its

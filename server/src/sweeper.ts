@@ -153,6 +153,8 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
     // Runs whose blobs must stay: forks refer to them, or a record could not be read.
     const keepBlobs = new Set<string>();
     const expiredRunIds: { tenant: string; runId: string }[] = [];
+    // Runs some of whose outputs this sweep removed: one left empty loses its TTL too.
+    const emptied = new Map<string, { tenant: string; runId: string }>();
     // Merge intents, finished once the walk is done (finishStaleMerge reads and checks each).
     const intentKeys: string[] = [];
 
@@ -184,6 +186,9 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         }
         await backend.delete(key, opt);
         expiredRecords++;
+        // The run whose registry held it: a merged record's is the run it was merged into.
+        const heldBy = record.merge?.into ?? record.runId;
+        emptied.set(`${record.tenant}\0${heldBy}`, { tenant: record.tenant, runId: heldBy });
         // Fork markers sort before records, so a run with forks is already known here.
         if (record.blob?.key.startsWith(run) === true && !keepBlobs.has(run)) {
           await backend.delete(record.blob.key, opt);
@@ -264,6 +269,13 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         refuse(key, err);
       }
       await rest(started);
+    }
+    for (const { tenant, runId } of emptied.values()) {
+      try {
+        await runs.dropTtlIfGone(tenant, runId, signal);
+      } catch (err) {
+        refuse(`run ${tenant}/${runId}`, err);
+      }
     }
     for (const { tenant, runId } of expiredRunIds) {
       const started = clock();

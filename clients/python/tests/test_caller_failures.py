@@ -117,3 +117,32 @@ async def test_a_forked_child_of_an_async_client_user_is_refused_not_crashed(ser
         child.kill()
         child.join()
     assert child.exitcode == 3
+
+
+async def test_closing_the_client_ends_every_kind_of_call_cancelled() -> None:
+    # A server that accepts connections and never answers keeps every call in flight.
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = AsyncSpillwayClient(f"127.0.0.1:{port}")
+
+    async def drain(stream: AsyncIterator[object]) -> None:
+        async for _ in stream:
+            pass
+
+    calls = [
+        asyncio.ensure_future(client.fork_run("parent", "child")),
+        asyncio.ensure_future(client.stat("run", "res_x")),
+        asyncio.ensure_future(client.read_tool_output("run", "res_x")),
+        asyncio.ensure_future(drain(client.read_bytes("run", "res_x"))),
+        asyncio.ensure_future(drain(client.list_all("run"))),
+    ]
+    await asyncio.sleep(0.3)
+    await client.close()
+    outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 20)
+    server.close()
+    # Each ended in CancelledError, which a TaskGroup around them would have taken for its own.
+    assert [type(o).__name__ for o in outcomes] == ["StatusError"] * len(calls)
+    assert {o.code() for o in outcomes if isinstance(o, grpc.RpcError)} == {grpc.StatusCode.CANCELLED}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -447,6 +448,44 @@ class SpillwayClient:
         return self._stub().GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)
 
 
+_Call = TypeVar("_Call", bound=Callable[..., Awaitable[Any]])
+_Stream = TypeVar("_Stream", bound=Callable[..., AsyncIterator[Any]])
+
+_CLOSED_MESSAGE = "the client was closed while the call was in flight"
+
+
+def _cancelled_when_closed(method: _Call) -> _Call:
+    """An AsyncSpillwayClient call that close() cancels ends CANCELLED (a StatusError): grpc.aio
+    raises asyncio.CancelledError in the caller's task, which a TaskGroup takes for its own."""
+
+    @functools.wraps(method)
+    async def call(self: AsyncSpillwayClient, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except asyncio.CancelledError:
+            if self._closed and not _cancelled_by_caller():
+                raise StatusError(grpc.StatusCode.CANCELLED, _CLOSED_MESSAGE) from None
+            raise
+
+    return cast("_Call", call)
+
+
+def _stream_cancelled_when_closed(method: _Stream) -> _Stream:
+    """_cancelled_when_closed for the async iterators (read_bytes, list_all, list_all_runs)."""
+
+    @functools.wraps(method)
+    async def stream(self: AsyncSpillwayClient, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in method(self, *args, **kwargs):
+                yield item
+        except asyncio.CancelledError:
+            if self._closed and not _cancelled_by_caller():
+                raise StatusError(grpc.StatusCode.CANCELLED, _CLOSED_MESSAGE) from None
+            raise
+
+    return cast("_Stream", stream)
+
+
 _aio_process: int | None = None
 """The process whose AsyncSpillwayClient started grpc.aio; a fork's child inherits it."""
 
@@ -574,6 +613,7 @@ class AsyncSpillwayClient:
             ) from None
         return res.attachment
 
+    @_cancelled_when_closed
     async def offload_batch(
         self, items: Iterable[msg.BatchItemLike], *, timeout: float | None = None
     ) -> list[types_pb.ResultAttachment | BatchItemError]:
@@ -589,6 +629,7 @@ class AsyncSpillwayClient:
             again = msg.take_resent(outcomes, again, await send(msg.resend_request(req, again)))
         return outcomes
 
+    @_cancelled_when_closed
     async def read_tool_output(
         self,
         run_id: str,
@@ -624,6 +665,7 @@ class AsyncSpillwayClient:
 
         return await with_retries_async(self._retry, timeout, attempt)
 
+    @_stream_cancelled_when_closed
     async def read_bytes(
         self,
         run_id: str,
@@ -654,6 +696,7 @@ class AsyncSpillwayClient:
             if read.window_done():
                 return
 
+    @_cancelled_when_closed
     async def stat(self, run_id: str, handle: str, *, timeout: float | None = None) -> types_pb.ResultAttachment:
         """stat returns the record behind `handle` in run `run_id`; a transient failure is retried."""
         req = pb.StatToolOutputRequest(run_id=run_id, handle=handle)
@@ -662,6 +705,7 @@ class AsyncSpillwayClient:
         )
         return res.attachment
 
+    @_cancelled_when_closed
     async def list(
         self, run_id: str, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListToolOutputsResponse:
@@ -669,6 +713,7 @@ class AsyncSpillwayClient:
         req = pb.ListToolOutputsRequest(run_id=run_id, page_size=page_size, page_token=page_token)
         return await self._stub().ListToolOutputs(req, timeout=timeout, metadata=self._metadata)
 
+    @_stream_cancelled_when_closed
     async def list_all(
         self, run_id: str, *, page_size: int = 0, timeout: float | None = None
     ) -> AsyncIterator[types_pb.ResultAttachment]:
@@ -682,6 +727,7 @@ class AsyncSpillwayClient:
             if not token:
                 return
 
+    @_cancelled_when_closed
     async def list_runs(
         self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
     ) -> pb.ListRunsResponse:
@@ -694,6 +740,7 @@ class AsyncSpillwayClient:
         req = pb.ListRunsRequest(page_size=page_size, page_token=page_token)
         return await self._stub().ListRuns(req, timeout=timeout, metadata=self._metadata)
 
+    @_stream_cancelled_when_closed
     async def list_all_runs(self, *, page_size: int = 0, timeout: float | None = None) -> AsyncIterator[pb.RunInfo]:
         """list_all_runs yields every run of the calling tenant, fetching pages as it goes (`timeout` is per page)."""
         token = ""
@@ -705,11 +752,13 @@ class AsyncSpillwayClient:
             if not token:
                 return
 
+    @_cancelled_when_closed
     async def delete_run(self, run_id: str, *, timeout: float | None = None) -> int:
         """delete_run removes a run's registry and bytes; returns how many records were removed."""
         req = pb.DeleteRunRequest(run_id=run_id)
         return (await self._stub().DeleteRun(req, timeout=timeout, metadata=self._metadata)).deleted_attachments
 
+    @_cancelled_when_closed
     async def fork_run(
         self, parent_run_id: str, child_run_id: str, *, ttl: msg.TtlLike | None = None, timeout: float | None = None
     ) -> int:
@@ -719,6 +768,7 @@ class AsyncSpillwayClient:
             req.ttl.CopyFrom(msg.to_duration(ttl))
         return (await self._stub().ForkRun(req, timeout=timeout, metadata=self._metadata)).forked_attachments
 
+    @_cancelled_when_closed
     async def merge_run(
         self, child_run_id: str, parent_run_id: str, *, timeout: float | None = None
     ) -> pb.MergeRunResponse:
@@ -726,11 +776,13 @@ class AsyncSpillwayClient:
         req = pb.MergeRunRequest(child_run_id=child_run_id, parent_run_id=parent_run_id)
         return await self._stub().MergeRun(req, timeout=timeout, metadata=self._metadata)
 
+    @_cancelled_when_closed
     async def set_run_ttl(self, run_id: str, ttl: msg.TtlLike, *, timeout: float | None = None) -> pb.SetRunTtlResponse:
         """set_run_ttl makes the whole run expire `ttl` from now; the response holds the expiry time."""
         req = pb.SetRunTtlRequest(run_id=run_id, ttl=msg.to_duration(ttl))
         return await self._stub().SetRunTtl(req, timeout=timeout, metadata=self._metadata)
 
+    @_cancelled_when_closed
     async def server_info(self, *, timeout: float | None = None) -> pb.GetServerInfoResponse:
         """server_info returns the server's version, backend, limits, window caps and features."""
         return await self._stub().GetServerInfo(pb.GetServerInfoRequest(), timeout=timeout, metadata=self._metadata)

@@ -90,6 +90,7 @@ export function createWorkersMetrics(opts: {
   const pending = new Map<number, Pending>();
   /** The counters and histograms of workers that exited, summed. */
   let retired: Snapshot = [];
+  const exited = new WeakSet<Worker>();
   let nextId = 0;
 
   cluster.on("message", (worker: Worker, message: unknown) => {
@@ -97,7 +98,9 @@ export function createWorkersMetrics(opts: {
       ready.add(worker);
       return;
     }
-    if (!isAnswer(message)) return;
+    // An answer that comes after its worker's exit would count that worker twice: its last
+    // counts are in the retired sum already.
+    if (!isAnswer(message) || exited.has(worker)) return;
     // Answers to an older scrape may come after a newer one's: keep the newest.
     if ((last.get(worker)?.id ?? -1) < message.id) {
       last.set(worker, { id: message.id, metrics: message.metrics });
@@ -106,6 +109,7 @@ export function createWorkersMetrics(opts: {
     if (scrape?.waiting.delete(worker) && scrape.waiting.size === 0) scrape.finish();
   });
   cluster.on("exit", (worker: Worker) => {
+    exited.add(worker);
     ready.delete(worker);
     const gone = last.get(worker);
     last.delete(worker);

@@ -299,7 +299,7 @@ function again(expression: RE2, call: () => unknown): void {
  * createRegexMeter meters every RE2 call of one search of `source` with `flags`. Once its calls
  * have taken meterGraceNanos, a rate above maxExpressionNanosPerByte, or a long line over its
  * budget, ends the search INVALID_ARGUMENT: the pattern is too slow on this output. Before a
- * rate ends it, the slowest inline call is timed again and counted at that time: one call the
+ * rate ends it, the slowest call is timed again and counted at that time: one call the
  * process was descheduled or collecting in took a fast pattern over the grace on a small
  * output (a 68-byte search refused at 231,460 ns a byte on a loaded machine), while a slow
  * pattern is as slow again. `now` is the clock, in milliseconds.
@@ -311,7 +311,7 @@ export function createRegexMeter(
 ): RegexMeter {
   let nanos = 0;
   let bytes = 0;
-  /** The slowest inline call not yet timed again, and how to make it again. */
+  /** The slowest call not yet timed again, and how to make it again. */
   let slowest = 0;
   let retry: (() => unknown) | undefined;
   const why =
@@ -358,9 +358,10 @@ export function createRegexMeter(
       }
       const budgetMs = Math.max(longLineMinBudgetMs, (text.length * longLineNanosPerByte) / 1e6);
       regexThread ??= createRegexThread();
-      const verdict = regexThread.test(source, flags, text, budgetMs);
+      const thread = regexThread;
+      const verdict = thread.test(source, flags, text, budgetMs);
       if (verdict === "over budget") throw tooSlowOnLine(text.length, budgetMs);
-      charge(started, text.length);
+      charge(started, text.length, () => thread.test(source, flags, text, budgetMs));
       return verdict === "match";
     },
     exec(expression, chunk, from) {

@@ -1,5 +1,5 @@
 import { Code } from "@connectrpc/connect";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { bytesBody } from "../server/src/backends/body.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf } from "./support/code-of.js";
@@ -13,14 +13,19 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   let t: TestServer;
   let clock = Date.now();
+  let gates = storeGates();
+  // Each test on a store of its own, the clock its own to move and store calls its to hold.
+  beforeEach(async () => {
+    clock = Date.now();
+    gates = storeGates();
+    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
+  });
   afterEach(() => t.stop());
   const sweep = () =>
     createSweeper(t.server.core, { intervalMs: 60_000, orphanAgeMs: 3_600_000 }).sweepOnce();
   const key = (runId: string, callId: string) => ({ tenant: "dev", runId, callId });
 
   it("drops the TTL of a run whose outputs all expired once the sweep removes them", async () => {
-    clock = Date.now();
-    t = await startTestServer({ backend: "filesystem", now: () => clock });
     const sdk = t.sdk();
     await sdk.offload(key("x", "old"), "short-lived\n", { ttl: { seconds: 1n, nanos: 0 } });
     clock += 2_000;
@@ -35,9 +40,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("takes back a TTL written after a DeleteRun removed the run", async () => {
-    clock = Date.now();
-    const gates = storeGates();
-    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
     const sdk = t.sdk();
     await sdk.offload(key("y", "first"), "the first run\n");
     // SetRunTtl has found the run live; its TTL waits while DeleteRun removes everything.
@@ -54,9 +56,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("refuses offloads into an expired run until its sweep has deleted all of it", async () => {
-    clock = Date.now();
-    const gates = storeGates();
-    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
     const sdk = t.sdk();
     await sdk.offload(key("v", "old"), "a line of the old run\n".repeat(3_000));
     await sdk.setRunTtl("v", 1);
@@ -77,8 +76,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("refuses an upload that outlasts its run's TTL, and stores nothing", async () => {
-    clock = Date.now();
-    t = await startTestServer({ backend: "filesystem", now: () => clock });
     const sdk = t.sdk();
     await sdk.offload(key("u", "first"), "keeps the run\n");
     await sdk.setRunTtl("u", 2);
@@ -95,8 +92,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("answers a replay with the run's expiry, as the first answer did", async () => {
-    clock = Date.now();
-    t = await startTestServer({ backend: "filesystem", now: () => clock });
     const sdk = t.sdk();
     await sdk.offload(key("s", "first"), "keeps the run\n");
     await sdk.setRunTtl("s", 600);
@@ -115,9 +110,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("keeps an output offloaded again under an expired key after the sweep read the old one", async () => {
-    clock = Date.now();
-    const gates = storeGates();
-    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
     const sdk = t.sdk();
     await sdk.offload(key("z", "keep"), "keeps the run live\n");
     await sdk.offload(key("z", "c"), "expires\n", { ttl: { seconds: 1n, nanos: 0 } });
@@ -136,9 +128,6 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
   });
 
   it("does not sweep a run whose expiry was moved on after the sweep read it", async () => {
-    clock = Date.now();
-    const gates = storeGates();
-    t = await startTestServer({ backend: "filesystem", now: () => clock, wrapBackend: gates.wrap });
     const sdk = t.sdk();
     await sdk.offload(key("w", "c1"), "kept\n");
     await sdk.setRunTtl("w", 3);

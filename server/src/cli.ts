@@ -8,6 +8,7 @@ import { BACKEND_FLAGS, backendFromOptions } from "./backend-config.js";
 import { createOptionReader } from "./cli-options.js";
 import { argumentProblem, suggestCommand } from "./command-suggestion.js";
 import { loadTlsCredentials } from "./config-files.js";
+import { checkDataRoot } from "./data-root-check.js";
 import { reloadOnHangup } from "./hangup-reload.js";
 import { callWeights, defaultLimits, type ServerLimits } from "./limits.js";
 import {
@@ -316,8 +317,8 @@ async function main(argv: string[]): Promise<void> {
     !cluster.isWorker && "root" in backend && typeof backend.root === "string"
       ? backend.root
       : undefined;
-  const checkRoot = async () => {
-    if (dataRoot !== undefined) (await import("./data-root-check.js")).checkDataRoot(dataRoot, log);
+  const checkRoot = () => {
+    if (dataRoot !== undefined) checkDataRoot(dataRoot, log);
   };
 
   // What ps and pidof show: `kill -HUP "$(pidof spillway)"` reaches the primary (or the one
@@ -350,10 +351,10 @@ async function main(argv: string[]): Promise<void> {
     }
     superviseWorkers(workers, log, onRestart);
     // After it: the first line a primary prints is "starting workers", once it can be stopped.
-    await checkRoot();
+    checkRoot();
     return;
   }
-  await checkRoot();
+  checkRoot();
   // prom-client is loaded only when metrics are asked for.
   const metrics =
     metricsPort === undefined ? undefined : (await import("./metrics.js")).createMetrics();
@@ -463,10 +464,6 @@ async function sweepOnce(
 }
 
 /**
- * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
- * off; anything else (an empty value included) is refused naming the variable.
- */
-/**
  * Sets this process's umask to 077: the filesystem backend creates directories 0700 and files
  * 0600, and an inherited umask of 0277 or 0222 made them 0500 and 0400, so every offload failed
  * PERMISSION_DENIED in a tree the server had made itself while its health said SERVING.
@@ -475,6 +472,10 @@ function keepCreatedFilesPrivate(): void {
   process.umask(0o077);
 }
 
+/**
+ * Reads an on/off switch from the environment: `1` or `true` is on, `0`, `false` or unset is
+ * off; anything else (an empty value included) is refused naming the variable.
+ */
 function switchFromEnv(variable: string, flag: string): boolean {
   const raw = process.env[variable];
   if (raw === undefined || raw === "0" || raw === "false") return false;

@@ -19,7 +19,11 @@ if (!process.execArgv.some((arg) => arg.startsWith("--heap-growing-percent"))) {
   const v8 = require("node:v8") as typeof import("node:v8");
   v8.setFlagsFromString("--heap-growing-percent=200");
 }
-/** This process's soft limit on open files, as `ulimit -n` shows it; undefined if unreadable. */
+/**
+ * This process's soft limit on open files, as `ulimit -n` shows it; undefined if unreadable.
+ * The filesystem backend's openFileLimit reads the same line, but it is an ES module, which this
+ * CommonJS file cannot load before the check it guards: loading is what runs out of files.
+ */
 function openFileLimit(): number | undefined {
   try {
     const fs = require("node:fs") as typeof import("node:fs");

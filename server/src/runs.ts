@@ -243,6 +243,68 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     return removed + removedLate;
   };
 
+  /**
+   * Fills the fork `childRunId` (its metadata written) with copies of `parentRunId`'s live
+   * records and returns how many; ABORTED when the parent was deleted while they were copied.
+   */
+  const copyIntoFork = async (
+    tenant: string,
+    parentRunId: string,
+    childRunId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<number> => {
+    // Referred to before the parent is read: a DeleteRun of the parent that has not looked
+    // for forks yet keeps its bytes for this one; one that has looked already deleted its
+    // records, so this fork reads none of them, or the check below sees them go.
+    await refer(tenant, childRunId, parentRunId, signal);
+    let copied = 0;
+    let usesOwnBlobs = false;
+    const copiedHandles = new Set<string>();
+    const owners = new Set<string>([parentRunId]);
+    await forEachPage(tenant, parentRunId, signal, async (records) => {
+      const live = records.filter((record) => !isExpired(record, now()));
+      for (const record of live) {
+        copiedHandles.add(record.handle);
+        const owner = record.blob?.ownerRunId;
+        if (owner === parentRunId) usesOwnBlobs = true;
+        if (owner === undefined || owners.has(owner)) continue;
+        await refer(tenant, childRunId, owner, signal);
+        owners.add(owner);
+      }
+      // Committed together, a group commit stores them as packs of records (one file for
+      // many on the filesystem) instead of one object after another.
+      for (let i = 0; i < live.length; i += forkCommitsInFlight) {
+        await Promise.all(
+          live
+            .slice(i, i + forkCommitsInFlight)
+            .map((record) => registry.commit(recommit(record), childRunId, signal)),
+        );
+      }
+      copied += live.length;
+    });
+    // A record of the parent gone since it was copied: the parent was deleted during the
+    // fork, which may have taken the bytes of what was copied before it referred to them
+    // (the caller deletes the child).
+    let vanished = copiedHandles.size;
+    await forEachPage(tenant, parentRunId, signal, async (records) => {
+      for (const record of records) if (copiedHandles.has(record.handle)) vanished--;
+    });
+    if (vanished > 0) {
+      throw new ConnectError(
+        `run "${truncateForMessage(parentRunId)}" was deleted during the fork; nothing was forked: fork again`,
+        Code.Aborted,
+      );
+    }
+    if (!usesOwnBlobs) {
+      // Nothing copied uses the parent's bytes: the reference is taken back, so deleting the
+      // parent frees its id as for a run no fork uses.
+      await backend.delete(forkMarkerKey(tenant, parentRunId, childRunId), opt(signal));
+      await backend.delete(ownerRefKey(tenant, childRunId, parentRunId), opt(signal));
+      await collectIfUnreferenced(tenant, parentRunId, signal);
+    }
+    return copied;
+  };
+
   return {
     expiresMs,
     meta,
@@ -300,105 +362,47 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       if (parentExpires !== undefined && parentExpires <= now()) {
         throw new ConnectError(`run "${parentRunId}" has expired`, Code.NotFound);
       }
-      if (await hasAny(registryPrefix(tenant, childRunId), signal)) {
-        throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
-      }
+      const runExists = () =>
+        new ConnectError(
+          `run "${truncateForMessage(childRunId)}" already exists`,
+          Code.AlreadyExists,
+        );
+      if (await hasAny(registryPrefix(tenant, childRunId), signal)) throw runExists();
       const meta: RunMeta = { createdMs: now(), runId: childRunId, parentRunId, ownerRefs: true };
       try {
         await putJson(runMetaKey(tenant, childRunId), meta, signal);
       } catch (err) {
-        if (err instanceof ConnectError && err.code === Code.AlreadyExists) {
-          throw new ConnectError(`run "${childRunId}" already exists`, Code.AlreadyExists);
-        }
+        if (err instanceof ConnectError && err.code === Code.AlreadyExists) throw runExists();
         throw err;
       }
       try {
         if (ttlMs !== undefined) {
-          try {
-            await putJson(runTtlKey(tenant, childRunId), {
-              expiresMs: now() + ttlMs,
-              tenant,
-              runId: childRunId,
-            });
-          } catch (err) {
-            // The TTL of a run of this id whose delete has not finished (it goes last).
-            if (err instanceof ConnectError && err.code === Code.AlreadyExists) {
-              throw new ConnectError(
-                `run "${truncateForMessage(childRunId)}" already exists`,
-                Code.AlreadyExists,
-              );
-            }
-            throw err;
-          }
+          const ttl = { expiresMs: now() + ttlMs, tenant, runId: childRunId };
+          // Taken: the TTL of a run of this id whose delete has not finished (it goes last).
+          await putJson(runTtlKey(tenant, childRunId), ttl, signal).catch((err: unknown) => {
+            throw err instanceof ConnectError && err.code === Code.AlreadyExists
+              ? runExists()
+              : err;
+          });
         }
-        // Referred to before the parent is read: a DeleteRun of the parent that has not looked
-        // for forks yet keeps its bytes for this one; one that has looked already deleted its
-        // records, so this fork reads none of them, or the check below sees them go.
-        await refer(tenant, childRunId, parentRunId, signal);
-        let copied = 0;
-        let usesOwnBlobs = false;
-        const copiedHandles = new Set<string>();
-        const owners = new Set<string>([parentRunId]);
-        await forEachPage(tenant, parentRunId, signal, async (records) => {
-          const live = records.filter((record) => !isExpired(record, now()));
-          for (const record of live) {
-            copiedHandles.add(record.handle);
-            const owner = record.blob?.ownerRunId;
-            if (owner === parentRunId) usesOwnBlobs = true;
-            if (owner === undefined || owners.has(owner)) continue;
-            await refer(tenant, childRunId, owner, signal);
-            owners.add(owner);
-          }
-          // Committed together, a group commit stores them as packs of records (one file for
-          // many on the filesystem) instead of one object after another.
-          for (let i = 0; i < live.length; i += forkCommitsInFlight) {
-            await Promise.all(
-              live
-                .slice(i, i + forkCommitsInFlight)
-                .map((record) => registry.commit(recommit(record), childRunId, signal)),
-            );
-          }
-          copied += live.length;
-        });
-        // A record of the parent gone since it was copied: the parent was deleted during the
-        // fork, which may have taken the bytes of what was copied before it referred to them.
-        let vanished = copiedHandles.size;
-        await forEachPage(tenant, parentRunId, signal, async (records) => {
-          for (const record of records) if (copiedHandles.has(record.handle)) vanished--;
-        });
-        if (vanished > 0) {
-          await deleteRun(tenant, childRunId, signal);
-          throw new ConnectError(
-            `run "${truncateForMessage(parentRunId)}" was deleted during the fork; nothing was forked: fork again`,
-            Code.Aborted,
-          );
-        }
-        if (!usesOwnBlobs) {
-          // Nothing copied uses the parent's bytes: the reference is taken back, so deleting the
-          // parent frees its id as for a run no fork uses.
-          await backend.delete(forkMarkerKey(tenant, parentRunId, childRunId), opt(signal));
-          await backend.delete(ownerRefKey(tenant, childRunId, parentRunId), opt(signal));
-          await collectIfUnreferenced(tenant, parentRunId, signal);
-        }
-        return copied;
+        return await copyIntoFork(tenant, parentRunId, childRunId, signal);
       } catch (err) {
-        // A fork that did not finish (the store full, the call's deadline) leaves no child: a
-        // partial one listed a part of the parent as if whole, and a retry answered
-        // ALREADY_EXISTS. Not under the call's signal, which may be what ended the fork.
+        // A fork that did not finish (the store full, the call's deadline, the parent deleted
+        // under it) leaves no child: a partial one listed a part of the parent as if whole, and
+        // a retry answered ALREADY_EXISTS. Not under the call's signal, which may be what ended
+        // the fork.
         const left = await deleteRun(tenant, childRunId).then(
           () => false,
           () => true,
         );
-        if (left && err instanceof ConnectError && err.code !== Code.Aborted) {
-          throw new ConnectError(
-            `${err.rawMessage}; the partial run "${truncateForMessage(childRunId)}" it left could not be deleted: delete it before forking again`,
-            err.code,
-            undefined,
-            undefined,
-            err,
-          );
-        }
-        throw err;
+        if (!left || !(err instanceof ConnectError)) throw err;
+        throw new ConnectError(
+          `${err.rawMessage}; the partial run "${truncateForMessage(childRunId)}" it left could not be deleted: delete it before forking again`,
+          err.code,
+          undefined,
+          undefined,
+          err,
+        );
       }
     },
     delete: deleteRun,

@@ -283,9 +283,10 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         // Read again: a SetRunTtl since the walk may have moved the expiry on (and answered
         // with the new one), or a DeleteRun removed the run and a new one took its id.
         const expires = await runs.expiresMs(tenant, runId, signal);
-        if (expires === undefined || expires > nowMs) continue;
-        await runs.delete(tenant, runId, signal);
-        expiredRuns++;
+        if (expires !== undefined && expires <= nowMs) {
+          await runs.delete(tenant, runId, signal);
+          expiredRuns++;
+        }
       } catch (err) {
         refuse(`run ${tenant}/${runId}`, err);
       }

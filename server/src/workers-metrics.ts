@@ -24,15 +24,15 @@ interface MetricsAnswer {
   readonly metrics: Snapshot;
 }
 
-const isRequest = (message: unknown): message is MetricsRequest =>
-  typeof message === "object" &&
-  message !== null &&
-  (message as { type?: unknown }).type === requestType;
-
-const isAnswer = (message: unknown): message is MetricsAnswer =>
-  typeof message === "object" &&
-  message !== null &&
-  (message as { type?: unknown }).type === answerType;
+/** Whether an IPC message is one of this module's, of `type`. */
+function isMessage<M extends { readonly type: string }>(
+  message: unknown,
+  type: M["type"],
+): message is M {
+  return (
+    typeof message === "object" && message !== null && (message as { type?: unknown }).type === type
+  );
+}
 
 /**
  * answerMetricsRequests makes this worker answer its primary's scrapes with `registry`'s
@@ -41,7 +41,7 @@ const isAnswer = (message: unknown): message is MetricsAnswer =>
  */
 export function answerMetricsRequests(registry: Registry): void {
   process.on("message", (message: unknown) => {
-    if (!isRequest(message)) return;
+    if (!isMessage<MetricsRequest>(message, requestType)) return;
     void registry.getMetricsAsJSON().then(
       (metrics) => process.send?.({ type: answerType, id: message.id, metrics }),
       // No answer: the primary counts this worker with its last metrics once the wait is over.
@@ -90,7 +90,6 @@ export function createWorkersMetrics(opts: {
   const pending = new Map<number, Pending>();
   /** The counters and histograms of workers that exited, summed. */
   let retired: Snapshot = [];
-  const exited = new WeakSet<Worker>();
   let nextId = 0;
 
   cluster.on("message", (worker: Worker, message: unknown) => {
@@ -100,7 +99,7 @@ export function createWorkersMetrics(opts: {
     }
     // An answer that comes after its worker's exit would count that worker twice: its last
     // counts are in the retired sum already.
-    if (!isAnswer(message) || exited.has(worker)) return;
+    if (!isMessage<MetricsAnswer>(message, answerType) || worker.isDead()) return;
     // Answers to an older scrape may come after a newer one's: keep the newest.
     if ((last.get(worker)?.id ?? -1) < message.id) {
       last.set(worker, { id: message.id, metrics: message.metrics });
@@ -109,7 +108,6 @@ export function createWorkersMetrics(opts: {
     if (scrape?.waiting.delete(worker) && scrape.waiting.size === 0) scrape.finish();
   });
   cluster.on("exit", (worker: Worker) => {
-    exited.add(worker);
     ready.delete(worker);
     const gone = last.get(worker);
     last.delete(worker);

@@ -168,6 +168,25 @@ export interface FilesystemReads {
 }
 
 /**
+ * Makes the root `0700`. A root this user may write but does not own (a volume whose group the
+ * platform gave it, root:group 2770, as Kubernetes' fsGroup makes) cannot be chmodded: it is
+ * served as it is while other users have no access to it, and refused, naming it, when they do.
+ */
+function tightenRoot(path: string): void {
+  try {
+    chmodSync(path, 0o700);
+  } catch (err) {
+    if (errnoOf(err) !== "EPERM") throw err;
+    const mode = statSync(path).mode & 0o7777;
+    if ((mode & 0o007) === 0) return;
+    throw new ConnectError(
+      `--data-dir: ${path}: owned by another user and open to every user (mode ${mode.toString(8).padStart(4, "0")}); this process cannot make it 0700: give it to this user, or take other users' access away`,
+      Code.PermissionDenied,
+    );
+  }
+}
+
+/**
  * createFilesystemBackend returns a Backend (kind `filesystem`) storing key `a/b/c` at
  * `<root>/a/b/c`.
  *
@@ -228,25 +247,6 @@ export interface FilesystemReads {
  * here): a small offload made a dozen such calls. The root belongs on a local disk: on a
  * network file system that stalls, those calls stall the process.
  */
-/**
- * Makes the root `0700`. A root this user may write but does not own (a volume whose group the
- * platform gave it, root:group 2770, as Kubernetes' fsGroup makes) cannot be chmodded: it is
- * served as it is while other users have no access to it, and refused, naming it, when they do.
- */
-function tightenRoot(path: string): void {
-  try {
-    chmodSync(path, 0o700);
-  } catch (err) {
-    if (errnoOf(err) !== "EPERM") throw err;
-    const mode = statSync(path).mode & 0o7777;
-    if ((mode & 0o007) === 0) return;
-    throw new ConnectError(
-      `--data-dir: ${path}: owned by another user and open to every user (mode ${mode.toString(8).padStart(4, "0")}); this process cannot make it 0700: give it to this user, or take other users' access away`,
-      Code.PermissionDenied,
-    );
-  }
-}
-
 export function createFilesystemBackend(opts: FilesystemBackendOptions): FilesystemBackend {
   const fsync = opts.fsync ?? true;
   const directorySync = createDirectorySync();

@@ -5,6 +5,7 @@ import {
   type ReadToolOutputResponse,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { describe, expect, it } from "vitest";
+import { countingSlice } from "../../../test/support/counting-slice.js";
 import { bytesBody } from "../backends/body.js";
 import { createMemoryBackend } from "../backends/memory.js";
 import type { StoredRecord } from "../record.js";
@@ -267,13 +268,7 @@ describe("JSON windows of stored records", () => {
     );
     const json = deep.json;
     if (json === undefined || "unavailable" in json) throw new Error("no JSON view");
-    let pauses = 0;
-    const slice = {
-      pause: () => {
-        pauses++;
-        return undefined;
-      },
-    };
+    const slice = countingSlice();
     const request = create(ReadToolOutputRequestSchema, {
       runId: "r",
       handle: deep.handle,
@@ -285,6 +280,6 @@ describe("JSON windows of stored records", () => {
     }
     expect(last?.frame.case === "trailer" && last.frame.value.rendered).toMatch(/"k": 39999/);
     // The whole document is rendered: a slice a 16 KiB piece.
-    expect(pauses).toBeGreaterThanOrEqual(Math.floor(text.length / 16_384));
+    expect(slice.pauses()).toBeGreaterThanOrEqual(Math.floor(text.length / 16_384));
   });
 });

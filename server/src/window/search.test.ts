@@ -9,6 +9,7 @@ import {
   type WindowTrailer,
 } from "@spillway/proto/spillway/v1/spillway_pb.js";
 import { describe, expect, it } from "vitest";
+import { countingSlice } from "../../../test/support/counting-slice.js";
 import { rechunked } from "../../../test/support/rechunked-source.js";
 import { scratchDir } from "../../../test/support/scratch-dir.js";
 import { countChars, createWindowCaps, defaultWindowCaps, type WindowCaps } from "./caps.js";
@@ -301,13 +302,7 @@ describe("search edge cases", () => {
       [1 << 20],
     );
     for (const regex of [false, true]) {
-      let pauses = 0;
-      const slice = {
-        pause: () => {
-          pauses++;
-          return undefined;
-        },
-      };
+      const slice = countingSlice();
       const request = create(ReadToolOutputRequestSchema, {
         runId: "run",
         handle: source.handle,
@@ -327,7 +322,7 @@ describe("search edge cases", () => {
       }
       expect(trailer?.totalMatches, String(regex)).toBe(BigInt(1 << 19));
       // 1 MiB of two-byte lines: at least one pause a 64 KiB piece.
-      expect(pauses, String(regex)).toBeGreaterThanOrEqual(16);
+      expect(slice.pauses(), String(regex)).toBeGreaterThanOrEqual(16);
     }
   });
 

@@ -11,7 +11,7 @@ import grpc
 from spillway_client._gen.spillway.v1 import spillway_pb2 as pb
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client._messages import batch_outcomes
-from spillway_client.errors import BatchItemError, StatusError
+from spillway_client.errors import BatchItemError, closed_client_error
 
 MAX_ITEMS = 256
 """Most offloads in one OffloadBatch call."""
@@ -45,12 +45,6 @@ def _settle(future: asyncio.Future[Any], outcome: types_pb.ResultAttachment | Ba
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
-
-
-def _cancelled() -> StatusError:
-    return StatusError(
-        grpc.StatusCode.CANCELLED, "the call was cancelled: the client was closed while it was in flight"
-    )
 
 
 class AsyncOffloadBatcher:
@@ -140,7 +134,7 @@ class AsyncOffloadBatcher:
             # The client was closed (grpc.aio cancels its calls) or the loop is ending: the
             # callers wait on these futures, not on this task, and would wait for ever.
             for p in batch:
-                _settle(p.future, _cancelled())
+                _settle(p.future, closed_client_error())
             raise
         try:
             outcomes = batch_outcomes(response, len(batch))
@@ -165,5 +159,5 @@ class AsyncOffloadBatcher:
         except grpc.RpcError as err:
             _settle(pending.future, err)
         except asyncio.CancelledError:
-            _settle(pending.future, _cancelled())
+            _settle(pending.future, closed_client_error())
             raise

@@ -21,7 +21,7 @@ from spillway_client._gen.spillway.v1 import spillway_pb2_grpc as pb_grpc
 from spillway_client._gen.spillway.v1 import types_pb2 as types_pb
 from spillway_client._offload_batcher import AsyncOffloadBatcher
 from spillway_client.byte_reader import ByteRead
-from spillway_client.errors import BatchItemError, StatusError
+from spillway_client.errors import BatchItemError, StatusError, closed_client_error
 from spillway_client.retry import RetryBudget, RetryPolicy, with_retries, with_retries_async
 from spillway_client.window import Window, collect
 
@@ -451,8 +451,6 @@ class SpillwayClient:
 _Call = TypeVar("_Call", bound=Callable[..., Awaitable[Any]])
 _Stream = TypeVar("_Stream", bound=Callable[..., AsyncIterator[Any]])
 
-_CLOSED_MESSAGE = "the client was closed while the call was in flight"
-
 
 def _cancelled_when_closed(method: _Call) -> _Call:
     """An AsyncSpillwayClient call that close() cancels ends CANCELLED (a StatusError): grpc.aio
@@ -464,7 +462,7 @@ def _cancelled_when_closed(method: _Call) -> _Call:
             return await method(self, *args, **kwargs)
         except asyncio.CancelledError:
             if self._closed and not _cancelled_by_caller():
-                raise StatusError(grpc.StatusCode.CANCELLED, _CLOSED_MESSAGE) from None
+                raise closed_client_error() from None
             raise
 
     return cast("_Call", call)
@@ -480,7 +478,7 @@ def _stream_cancelled_when_closed(method: _Stream) -> _Stream:
                 yield item
         except asyncio.CancelledError:
             if self._closed and not _cancelled_by_caller():
-                raise StatusError(grpc.StatusCode.CANCELLED, _CLOSED_MESSAGE) from None
+                raise closed_client_error() from None
             raise
 
     return cast("_Stream", stream)
@@ -603,9 +601,7 @@ class AsyncSpillwayClient:
             if _cancelled_by_caller():
                 raise
             if self._closed:
-                raise StatusError(
-                    grpc.StatusCode.CANCELLED, "the client was closed while the offload was in flight"
-                ) from None
+                raise closed_client_error() from None
             # grpc.aio cancels an upload itself when its connection fails as the request is
             # closed (SendCloseFromClientOperation): transient, like any lost connection.
             raise StatusError(

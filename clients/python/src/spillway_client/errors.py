@@ -41,6 +41,12 @@ class StatusError(grpc.RpcError):
         return f"{type(self).__name__}({self._code.name}, {self._details!r})"
 
 
+def closed_client_error() -> StatusError:
+    """closed_client_error is what an async client's call in flight raises when the client is
+    closed under it: CANCELLED, where grpc.aio raises asyncio.CancelledError in the caller's task."""
+    return StatusError(grpc.StatusCode.CANCELLED, "the client was closed while the call was in flight")
+
+
 class BatchItemError(StatusError):
     """BatchItemError is one OffloadBatch item's failure: the status its own Offload would have had.
 

@@ -1,7 +1,7 @@
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { forkMarkerPrefix } from "../server/src/keys.js";
-import { codeOf } from "./support/code-of.js";
+import { forkMarkerPrefix, runDeletedKey } from "../server/src/keys.js";
+import { codeOf, failureOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -53,6 +53,78 @@ describe("DeleteRun racing an offload", () => {
     await deleted;
     // The delete saw the record once the blobs were gone: nothing dangles.
     expect(await handles("race-b")).toEqual([]);
+  });
+});
+
+/**
+ * An offload that answers OK must stay readable unless a DeleteRun it overlapped removes it,
+ * record and bytes together: also when forks keep the run's bytes past its delete, and when
+ * the OK is a replay of a record another offload is withdrawing.
+ */
+describe("DeleteRun racing an offload, with forks or a replay", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  const gates = storeGates();
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
+  });
+  afterAll(() => t.stop());
+
+  const handles = async (runId: string) => {
+    const out: string[] = [];
+    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
+    return out;
+  };
+
+  it("fails an offload committed after a run forks hold was deleted", async () => {
+    await t.sdk().offload({ tenant: "dev", runId: "held-a", callId: "base" }, payload);
+    await t.sdk().forkRun("held-a", "held-a-fork");
+    const commit = gates.at("/r/held-a/h/");
+    const late = codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "held-a", callId: "late" }, payload),
+    );
+    await commit.reached;
+    await t.sdk().deleteRun("held-a");
+    commit.open();
+    expect(await late).toBe(Code.Aborted);
+    await t.sdk().deleteRun("held-a-fork");
+    expect(await handles("held-a")).toEqual([]);
+  });
+
+  it("deletes an output acknowledged before a run forks hold was marked deleted", async () => {
+    await t.sdk().offload({ tenant: "dev", runId: "held-b", callId: "base" }, payload);
+    await t.sdk().forkRun("held-b", "held-b-fork");
+    const mark = gates.at(runDeletedKey("dev", "held-b"));
+    const deleted = t.sdk().deleteRun("held-b");
+    await mark.reached;
+    const late = await codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "held-b", callId: "late" }, payload),
+    );
+    // Acknowledged while the delete ran: it may be deleted with the run, record and bytes.
+    expect(late).toBeUndefined();
+    mark.open();
+    await deleted;
+    await t.sdk().deleteRun("held-b-fork");
+    // No record was left behind to read DATA_LOSS once the fork took the bytes.
+    expect(await handles("held-b")).toEqual([]);
+  });
+
+  it("never acknowledges a replay of a record its offload is withdrawing", async () => {
+    const commit = gates.at("/r/race-c/h/");
+    const first = codeOf(t.sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload));
+    await commit.reached;
+    await t.sdk().deleteRun("race-c");
+    // The first offload commits its record, finds its blob deleted, and stops before removing it.
+    const withdraw = gates.atDelete("/r/race-c/h/");
+    commit.open();
+    await withdraw.reached;
+    const again = await codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload),
+    );
+    withdraw.open();
+    expect(await first).toBe(Code.Aborted);
+    expect(again).toBe(Code.Aborted);
+    expect(await handles("race-c")).toEqual([]);
   });
 });
 
@@ -111,6 +183,43 @@ describe("DeleteRun of a parent racing a fork of it", () => {
     expect(await fork).toBe(Code.Aborted);
     const listed: string[] = [];
     for await (const a of t.sdk().listAll("child2")) listed.push(a.handle);
+    expect(listed).toEqual([]);
+  });
+});
+
+/**
+ * A store that cannot find where an offload writes (the filesystem's run directory pruned by a
+ * DeleteRun again and again) is a race with that delete, answered ABORTED as the others are;
+ * the store's own message, which names its keys, is not the client's.
+ */
+describe("an offload whose store write meets NOT_FOUND", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({
+      backend: "filesystem",
+      wrapBackend: (base) => ({
+        ...base,
+        put: async (key, body, opts) => {
+          if (key.includes("/r/pruned/b/")) {
+            throw new ConnectError(`not found (key "${key}") [open: ENOENT]`, Code.NotFound);
+          }
+          return base.put(key, body, opts);
+        },
+      }),
+    });
+  });
+  afterAll(() => t.stop());
+
+  it("answers ABORTED without naming the store's keys", async () => {
+    const err = await failureOf(
+      t.sdk().offload({ tenant: "dev", runId: "pruned", callId: "c" }, payload),
+    );
+    expect(err.code).toBe(Code.Aborted);
+    expect(err.rawMessage).toContain("send it again");
+    expect(err.rawMessage).not.toContain("t/dev/");
+    const listed: string[] = [];
+    for await (const a of t.sdk().listAll("pruned")) listed.push(a.handle);
     expect(listed).toEqual([]);
   });
 });

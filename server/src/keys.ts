@@ -267,6 +267,14 @@ export function runTtlKey(tenant: string, runId: string): string {
   return runPrefix(tenant, runId) + runTtlSuffix;
 }
 
+/**
+ * runDeletedKey marks a run deleted while forks still refer to its bytes: its id stays held
+ * (offloads into it are refused) until the last such fork is deleted and the bytes go.
+ */
+export function runDeletedKey(tenant: string, runId: string): string {
+  return `${runPrefix(tenant, runId)}deleted`;
+}
+
 /** forkMarkerPrefix lists the runs still referring to this run's blobs. */
 export function forkMarkerPrefix(tenant: string, runId: string): string {
   return `${runPrefix(tenant, runId)}f/`;

@@ -22,6 +22,7 @@ import {
   handleFor,
   jsonIndexKey,
   lineIndexKey,
+  runDeletedKey,
   truncateForMessage,
 } from "./keys.js";
 import { limitsForTenant, type ServerLimits, type TenantLimits } from "./limits.js";
@@ -198,8 +199,30 @@ async function liveRecord(
   return found === undefined || isExpired(found, deps.now()) ? undefined : found;
 }
 
-/** offloadFrom is offload on a stream whose reader enforces the idle limit. */
+/**
+ * offloadFrom is offload on a stream whose reader enforces the idle limit. A store's NOT_FOUND
+ * while it writes (the filesystem's directory of the run pruned by a concurrent DeleteRun, time
+ * after time) is ABORTED: nothing of the offload was committed, and sending it again stores it
+ * in the run as it now is. The store's message, which names its keys, stays in the cause.
+ */
 async function offloadFrom(
+  ...args: Parameters<typeof offloadFromStream>
+): Promise<OffloadResponse> {
+  try {
+    return await offloadFromStream(...args);
+  } catch (err) {
+    if (!(err instanceof ConnectError && err.code === Code.NotFound)) throw err;
+    throw new ConnectError(
+      "what this offload was writing was removed by a concurrent DeleteRun of its run; nothing of it was kept: send it again",
+      Code.Aborted,
+      undefined,
+      undefined,
+      err,
+    );
+  }
+}
+
+async function offloadFromStream(
   deps: OffloadDeps,
   tenant: string,
   reader: IdleStreamReader<OffloadRequest>,
@@ -278,7 +301,7 @@ async function offloadFrom(
     await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk, turns));
     const facts = digest.finish();
     checkDeclared(header, facts);
-    return replay(recorded, header, facts.sha256, facts.size, runExpires);
+    return replayStanding(deps, recorded, header, facts, runExpires, signal);
   }
   const pass = createPass(deps.limits, header, handle, attempt);
   const keepsBytes = !header.previewOnly;
@@ -651,21 +674,47 @@ async function commit(
   }
   if (committed.created) {
     if (record.blob !== undefined) {
-      await checkBlobStands(deps, record.blob.key, tenant, key.runId, handle, signal);
+      await checkCommitStands(deps, record.blob.key, tenant, key.runId, handle, signal);
     }
     return created();
   }
-  return replay(committed.record, header, facts.sha256, facts.size, runExpiresAtCommit);
+  return replayStanding(deps, committed.record, header, facts, runExpiresAtCommit, signal);
 }
 
 /**
- * checkBlobStands makes sure a record just committed does not outlive its bytes. A DeleteRun
- * that deleted the run's blobs between this offload's blob write and its record's commit would
- * otherwise leave an acknowledged output that is listed and never readable: the record is
- * removed and the offload fails ABORTED. A blob deleted after this check is the DeleteRun's to
- * finish: it lists the run's records again after deleting its blobs (Runs.delete).
+ * whatWithdraws says why a committed record of runId whose bytes are the blob at blobKey must
+ * not be acknowledged, or undefined when nothing does: its blob is gone (a DeleteRun of the run
+ * deleted it, and goes on to find the record once its blobs are gone), or the run was marked
+ * deleted while forks keep its bytes (the record would stay in a deleted run, and go unreadable
+ * once the last fork takes those bytes with it). Both are for good once seen: a blob is never
+ * written again under its key, and the mark goes only after the run's blobs.
  */
-async function checkBlobStands(
+async function whatWithdraws(
+  deps: OffloadDeps,
+  blobKey: string,
+  tenant: string,
+  runId: string,
+  handle: string,
+  signal: AbortSignal,
+): Promise<ConnectError | undefined> {
+  const [blob, deleted] = await Promise.all([
+    deps.backend.head(blobKey, { signal }),
+    deps.backend.head(runDeletedKey(tenant, runId), { signal }),
+  ]);
+  if (blob !== undefined && deleted === undefined) return undefined;
+  return new ConnectError(
+    `run "${truncateForMessage(runId)}" was deleted while "${truncateForMessage(handle)}" was being offloaded; nothing of it was kept: send it again`,
+    Code.Aborted,
+  );
+}
+
+/**
+ * checkCommitStands makes sure a record just committed does not outlive its bytes or its run
+ * (whatWithdraws): such a record is removed and the offload fails ABORTED. A DeleteRun that
+ * gets further after this check is the DeleteRun's to finish: it lists the run's records again
+ * after deleting its blobs or marking it deleted (Runs.delete).
+ */
+async function checkCommitStands(
   deps: OffloadDeps,
   blobKey: string,
   tenant: string,
@@ -673,12 +722,38 @@ async function checkBlobStands(
   handle: string,
   signal: AbortSignal,
 ): Promise<void> {
-  if ((await deps.backend.head(blobKey, { signal })) !== undefined) return;
+  const withdrawn = await whatWithdraws(deps, blobKey, tenant, runId, handle, signal);
+  if (withdrawn === undefined) return;
   await deps.registry.remove(tenant, runId, handle, signal);
-  throw new ConnectError(
-    `run "${truncateForMessage(runId)}" was deleted while "${truncateForMessage(handle)}" was being offloaded; nothing of it was kept: send it again`,
-    Code.Aborted,
+  throw withdrawn;
+}
+
+/**
+ * replayStanding is replay for a record another offload committed, which that offload may be
+ * about to withdraw (checkCommitStands): a replay of one whose bytes or run went is ABORTED,
+ * never acknowledged.
+ */
+async function replayStanding(
+  deps: OffloadDeps,
+  existing: StoredRecord,
+  header: OffloadHeader,
+  facts: DigestFacts,
+  runExpiresMs: number | undefined,
+  signal: AbortSignal,
+): Promise<OffloadResponse> {
+  const answer = replay(existing, header, facts.sha256, facts.size, runExpiresMs);
+  const runId = header.key?.runId;
+  if (existing.blob === undefined || runId === undefined) return answer;
+  const withdrawn = await whatWithdraws(
+    deps,
+    existing.blob.key,
+    existing.tenant,
+    runId,
+    existing.handle,
+    signal,
   );
+  if (withdrawn !== undefined) throw withdrawn;
+  return answer;
 }
 
 /**

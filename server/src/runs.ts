@@ -9,8 +9,8 @@ import {
   ownerRefKey,
   ownerRefPrefix,
   registryPrefix,
+  runDeletedKey,
   runMetaKey,
-  runPrefix,
   runTtlKey,
   truncateForMessage,
 } from "./keys.js";
@@ -78,7 +78,6 @@ export interface RunMeta {
   readonly ownerRefs?: boolean;
 }
 
-const deletedSuffix = "deleted";
 /** Records a fork commits at once (the most a record pack holds). */
 const forkCommitsInFlight = 64;
 
@@ -165,10 +164,10 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     ownerRunId: string,
     signal?: AbortSignal,
   ) => {
-    if (!(await exists(runPrefix(tenant, ownerRunId) + deletedSuffix, signal))) return;
+    if (!(await exists(runDeletedKey(tenant, ownerRunId), signal))) return;
     if (await hasAny(forkMarkerPrefix(tenant, ownerRunId), signal)) return;
     await deleteAll(blobPrefix(tenant, ownerRunId), signal);
-    await backend.delete(runPrefix(tenant, ownerRunId) + deletedSuffix, opt(signal));
+    await backend.delete(runDeletedKey(tenant, ownerRunId), opt(signal));
   };
 
   /**
@@ -220,11 +219,15 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     await deleteAll(mergePrefix(tenant, runId), signal);
     let removedLate = 0;
     if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
-      await putIfAbsent(runPrefix(tenant, runId) + deletedSuffix, { deletedMs: now() }, signal);
+      await putIfAbsent(runDeletedKey(tenant, runId), { deletedMs: now() }, signal);
+      // An offload that committed after the first listing and looked for the mark before it
+      // was written keeps its record otherwise, in a deleted run, until the last fork takes
+      // the bytes with it (read DATA_LOSS for ever); one that commits later sees the mark.
+      removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
     } else {
       await deleteAll(blobPrefix(tenant, runId), signal);
       // An offload that committed its record after the first listing, and checked its blob
-      // before the blobs went (Offload's checkBlobStands), would otherwise keep a record
+      // before the blobs went (Offload's checkCommitStands), would otherwise keep a record
       // whose bytes are gone: its record is listed now, after the blobs.
       removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
     }
@@ -310,7 +313,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     meta,
     refer,
     async isDeleted(tenant, runId, signal) {
-      return exists(runPrefix(tenant, runId) + deletedSuffix, signal);
+      return exists(runDeletedKey(tenant, runId), signal);
     },
     async dropTtlIfGone(tenant, runId, signal) {
       if (!(await isLive(tenant, runId, signal))) {

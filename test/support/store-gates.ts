@@ -27,10 +27,11 @@ function createGate(): { gate: Gate; pass: () => Promise<void> } {
 
 /**
  * storeGates holds chosen store writes and deletes until the test opens them, to pin an
- * interleaving of concurrent calls. `wrap` decorates a backend (put, putMany, deleteMany, and
- * get for `afterRead`); `at(part)` holds the next such write or delete whose keys contain
- * `part`, once; `afterRead(part)` holds the next get of such a key once it has opened what it
- * reads, before its caller reads it.
+ * interleaving of concurrent calls. `wrap` decorates a backend (put, putMany and deleteMany;
+ * delete for `atDelete`, get for `afterRead`); `at(part)` holds the next such write or batch
+ * delete whose keys contain `part`, once; `atDelete(part)` the next single-key delete of such a
+ * key; `afterRead(part)` the next get of such a key once it has opened what it reads, before
+ * its caller reads it.
  */
 export function storeGates() {
   const gates = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
@@ -45,6 +46,7 @@ export function storeGates() {
       await gate.pass();
     }
   };
+  const deletes = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
   const hold = (keys: readonly string[]) => holdIn(gates, keys);
   return {
     wrap: (base: Backend): Backend => ({
@@ -70,10 +72,20 @@ export function storeGates() {
         await hold(keys);
         return base.deleteMany(keys, opts);
       },
+      delete: async (key, opts) => {
+        await holdIn(deletes, [key]);
+        return base.delete(key, opts);
+      },
     }),
     at(part: string): Gate {
       const made = createGate();
       gates.set(part, made);
+      return made.gate;
+    },
+    /** Holds the next single-key delete of a key containing `part`, once. */
+    atDelete(part: string): Gate {
+      const made = createGate();
+      deletes.set(part, made);
       return made.gate;
     },
     afterRead(part: string): Gate {

@@ -68,7 +68,7 @@ import {
 /** Segments longer than this many UTF-8 bytes are stored under a hashed name. */
 const maxSegmentBytes = 200;
 /** Attempts at opening a temp file when a concurrent delete pruned its fresh directory. */
-const openTempAttempts = 3;
+const openTempAttempts = 8;
 /** Walks from the root a put makes while others prune the directories it makes its own in. */
 const walkAttempts = 8;
 /**

@@ -124,6 +124,25 @@ describe.each(backends)("MergeRun (%s)", (backendKind) => {
     expect([ok.mergedAttachments, ok.unchangedAttachments]).toEqual([0n, 1n]);
   });
 
+  it("refuses a fork into a deleted child's id while the parent holds its merged bytes", async () => {
+    t = await startTestServer({ backend: backendKind });
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "p", callId: "a" }, "parent a\n");
+    await sdk.forkRun("p", "c");
+    await sdk.offload({ tenant: "dev", runId: "c", callId: "k" }, big("child k"));
+    await sdk.mergeRun("c", "p");
+    await sdk.deleteRun("c");
+    // "c" is held: p's merged record reads c's bytes, which go once p lets them go. A fork
+    // given the id would own what lands under it and lose it then.
+    const err = await failureOf(sdk.forkRun("p", "c"));
+    expect(err.code).toBe(Code.FailedPrecondition);
+    expect(err.rawMessage).toContain('run "c" was deleted and its id is still held by forks');
+    expect(await handlesOf(sdk, "c")).toEqual(new Map());
+    expect((await sdk.readToolOutput({ runId: "p", handle: "res_k" })).rendered).toContain(
+      "child k",
+    );
+  });
+
   it("refuses what is not a fork of that parent, and a missing child", async () => {
     t = await startTestServer({ backend: backendKind });
     const sdk = t.sdk();

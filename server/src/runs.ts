@@ -370,7 +370,19 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
           `run "${truncateForMessage(childRunId)}" already exists`,
           Code.AlreadyExists,
         );
-      if (await hasAny(registryPrefix(tenant, childRunId), signal)) throw runExists();
+      const [childRecords, childHeld] = await Promise.all([
+        hasAny(registryPrefix(tenant, childRunId), signal),
+        exists(runDeletedKey(tenant, childRunId), signal),
+      ]);
+      if (childRecords) throw runExists();
+      if (childHeld) {
+        // Its bytes go once the runs holding them let go, and with them whatever a fork given
+        // the id would have stored under it: the id is not free, as Offload says of it too.
+        throw new ConnectError(
+          `run "${truncateForMessage(childRunId)}" was deleted and its id is still held by forks; use a new run id`,
+          Code.FailedPrecondition,
+        );
+      }
       const meta: RunMeta = { createdMs: now(), runId: childRunId, parentRunId, ownerRefs: true };
       try {
         await putJson(runMetaKey(tenant, childRunId), meta, signal);

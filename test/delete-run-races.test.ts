@@ -223,3 +223,45 @@ describe("an offload whose store write meets NOT_FOUND", () => {
     expect(listed).toEqual([]);
   });
 });
+
+/**
+ * ForkRun racing an Offload into the child it creates: a child is either the parent's copy or
+ * the run the offloads made, never a copy missing the handles an offload took first.
+ */
+describe("ForkRun racing an offload into its child", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  const gates = storeGates();
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
+  });
+  afterAll(() => t.stop());
+
+  it("fails the fork ALREADY_EXISTS and keeps the offload when it took a parent's handle", async () => {
+    const sdk = t.sdk();
+    for (const callId of ["a", "b", "c"]) {
+      await sdk.offload({ tenant: "dev", runId: "fp", callId }, `${callId}\n${payload}`);
+    }
+    // The fork stops as it writes the child's copies; an offload into the child lands first.
+    const copy = gates.at("/r/fc/h/");
+    const fork = failureOf(sdk.forkRun("fp", "fc", { ttlSeconds: 3600 }));
+    await copy.reached;
+    await sdk.offload({ tenant: "dev", runId: "fc", callId: "b" }, "the child's own b\n");
+    copy.open();
+    const err = await fork;
+    expect(err.code).toBe(Code.AlreadyExists);
+    expect(err.rawMessage).toContain('"res_b" was offloaded into it while it was being forked');
+    const listed: string[] = [];
+    for await (const a of sdk.listAll("fc")) listed.push(a.handle);
+    expect(listed).toEqual(["res_b"]);
+    const read = await sdk.readToolOutput({ runId: "fc", handle: "res_b" });
+    expect(read.rendered).toContain("the child's own b");
+    // No fork is left: the child has no parent or TTL, and the parent's bytes are its own.
+    const runs = (await sdk.raw.listRuns({})).runs.filter((r) => r.runId === "fc");
+    expect(runs.map((r) => [r.parentRunId, r.expireTime])).toEqual([["", undefined]]);
+    await sdk.deleteRun("fp");
+    expect(await codeOf(sdk.offload({ tenant: "dev", runId: "fp", callId: "z" }, payload))).toBe(
+      undefined,
+    );
+  });
+});

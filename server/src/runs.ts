@@ -84,6 +84,8 @@ const forkCommitsInFlight = 64;
 /** createRuns keeps run state beside the registry in backend. */
 export function createRuns(backend: Backend, registry: Registry, now = () => Date.now()): Runs {
   const opt = (signal: AbortSignal | undefined) => (signal === undefined ? {} : { signal });
+  // Answers of forks whose child offloads took, after the fork took back what it wrote.
+  const lostForks = new WeakSet<ConnectError>();
 
   const readJson = async (key: string, signal?: AbortSignal): Promise<unknown> => {
     const bytes = await readObject(backend, key, 65536, signal);
@@ -247,6 +249,27 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   };
 
   /**
+   * Takes back what a fork that lost its child to offloads wrote: the records it committed,
+   * its references to the runs whose bytes they used (freeing those if they were deleted
+   * meanwhile) and its metadata. The offloads' records stay.
+   */
+  const abandonFork = async (
+    tenant: string,
+    childRunId: string,
+    made: readonly string[],
+    owners: ReadonlySet<string>,
+    signal: AbortSignal | undefined,
+  ) => {
+    for (const handle of made) await registry.remove(tenant, childRunId, handle, signal);
+    for (const owner of owners) {
+      await backend.delete(forkMarkerKey(tenant, owner, childRunId), opt(signal));
+      await collectIfUnreferenced(tenant, owner, signal);
+    }
+    await deleteAll(ownerRefPrefix(tenant, childRunId), signal);
+    await backend.delete(runMetaKey(tenant, childRunId), opt(signal));
+  };
+
+  /**
    * Fills the fork `childRunId` (its metadata written) with copies of `parentRunId`'s live
    * records and returns how many; ABORTED when the parent was deleted while they were copied.
    */
@@ -261,6 +284,9 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     // records, so this fork reads none of them, or the check below sees them go.
     await refer(tenant, childRunId, parentRunId, signal);
     let copied = 0;
+    // Handles this fork committed, and the first one something else committed in the child.
+    const made: string[] = [];
+    let taken: string | undefined;
     let usesOwnBlobs = false;
     const copiedHandles = new Set<string>();
     const owners = new Set<string>([parentRunId]);
@@ -277,14 +303,30 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       // Committed together, a group commit stores them as packs of records (one file for
       // many on the filesystem) instead of one object after another.
       for (let i = 0; i < live.length; i += forkCommitsInFlight) {
-        await Promise.all(
+        const commits = await Promise.all(
           live
             .slice(i, i + forkCommitsInFlight)
             .map((record) => registry.commit(recommit(record), childRunId, signal)),
         );
+        for (const commit of commits) {
+          if (commit.created) made.push(commit.record.handle);
+          else taken ??= commit.record.handle;
+        }
       }
       copied += live.length;
     });
+    if (taken !== undefined) {
+      // An offload into the child committed one of the parent's handles first: the child is
+      // not the parent's copy, and that output is acknowledged. The fork takes back only what
+      // it wrote and lets the child be the run those offloads made.
+      await abandonFork(tenant, childRunId, made, owners, signal);
+      const lost = new ConnectError(
+        `run "${truncateForMessage(childRunId)}" already exists: "${truncateForMessage(taken)}" was offloaded into it while it was being forked; nothing was forked`,
+        Code.AlreadyExists,
+      );
+      lostForks.add(lost);
+      throw lost;
+    }
     // A record of the parent gone since it was copied: the parent was deleted during the
     // fork, which may have taken the bytes of what was copied before it referred to them
     // (the caller deletes the child).
@@ -402,6 +444,11 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         }
         return await copyIntoFork(tenant, parentRunId, childRunId, signal);
       } catch (err) {
+        if (err instanceof ConnectError && lostForks.has(err)) {
+          // The child is the offloads' run now, not a failed fork's partial one to delete.
+          if (ttlMs !== undefined) await backend.delete(runTtlKey(tenant, childRunId));
+          throw err;
+        }
         // A fork that did not finish (the store full, the call's deadline, the parent deleted
         // under it) leaves no child: a partial one listed a part of the parent as if whole, and
         // a retry answered ALREADY_EXISTS. Not under the call's signal, which may be what ended

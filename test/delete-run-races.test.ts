@@ -264,4 +264,24 @@ describe("ForkRun racing an offload into its child", () => {
       undefined,
     );
   });
+
+  it("keeps an offload into the child when the fork fails for its parent's delete", async () => {
+    const sdk = t.sdk();
+    for (const callId of ["a", "b"]) {
+      await sdk.offload({ tenant: "dev", runId: "fp2", callId }, `${callId}\n${payload}`);
+    }
+    const copy = gates.at("/r/fc2/h/");
+    const fork = codeOf(sdk.forkRun("fp2", "fc2"));
+    await copy.reached;
+    await sdk.offload({ tenant: "dev", runId: "fc2", callId: "own" }, "the child's own\n");
+    await sdk.deleteRun("fp2");
+    copy.open();
+    expect(await fork).toBe(Code.Aborted);
+    // The fork took back its copies; the output acknowledged in the child is still there.
+    const listed: string[] = [];
+    for await (const a of sdk.listAll("fc2")) listed.push(a.handle);
+    expect(listed).toEqual(["res_own"]);
+    const read = await sdk.readToolOutput({ runId: "fc2", handle: "res_own" });
+    expect(read.rendered).toContain("the child's own");
+  });
 });

@@ -78,14 +78,22 @@ export interface RunMeta {
   readonly ownerRefs?: boolean;
 }
 
+/** What a fork has written into its child so far: what it takes back if it does not finish. */
+interface ForkWrites {
+  /** Handles of the records it committed in the child. */
+  readonly records: string[];
+  /** Runs it referred to (owner references and fork markers), possibly written. */
+  readonly owners: Set<string>;
+  /** Whether it set the child's TTL. */
+  ttl: boolean;
+}
+
 /** Records a fork commits at once (the most a record pack holds). */
 const forkCommitsInFlight = 64;
 
 /** createRuns keeps run state beside the registry in backend. */
 export function createRuns(backend: Backend, registry: Registry, now = () => Date.now()): Runs {
   const opt = (signal: AbortSignal | undefined) => (signal === undefined ? {} : { signal });
-  // Answers of forks whose child offloads took, after the fork took back what it wrote.
-  const lostForks = new WeakSet<ConnectError>();
 
   const readJson = async (key: string, signal?: AbortSignal): Promise<unknown> => {
     const bytes = await readObject(backend, key, 65536, signal);
@@ -249,24 +257,22 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   };
 
   /**
-   * Takes back what a fork that lost its child to offloads wrote: the records it committed,
+   * Takes back what a fork that did not finish wrote into its child: the records it committed,
    * its references to the runs whose bytes they used (freeing those if they were deleted
-   * meanwhile) and its metadata. The offloads' records stay.
+   * meanwhile), the TTL it set and, last, its metadata, so that a fork into the id again is
+   * refused ALREADY_EXISTS until this is done. Records offloaded into the child meanwhile stay:
+   * they were acknowledged, and the child is then the run they made. Not under the call's
+   * signal, which may be what ended the fork.
    */
-  const abandonFork = async (
-    tenant: string,
-    childRunId: string,
-    made: readonly string[],
-    owners: ReadonlySet<string>,
-    signal: AbortSignal | undefined,
-  ) => {
-    for (const handle of made) await registry.remove(tenant, childRunId, handle, signal);
-    for (const owner of owners) {
-      await backend.delete(forkMarkerKey(tenant, owner, childRunId), opt(signal));
-      await collectIfUnreferenced(tenant, owner, signal);
+  const abandonFork = async (tenant: string, childRunId: string, wrote: ForkWrites) => {
+    for (const handle of wrote.records) await registry.remove(tenant, childRunId, handle);
+    for (const owner of wrote.owners) {
+      await backend.delete(forkMarkerKey(tenant, owner, childRunId));
+      await collectIfUnreferenced(tenant, owner);
     }
-    await deleteAll(ownerRefPrefix(tenant, childRunId), signal);
-    await backend.delete(runMetaKey(tenant, childRunId), opt(signal));
+    await deleteAll(ownerRefPrefix(tenant, childRunId));
+    if (wrote.ttl) await backend.delete(runTtlKey(tenant, childRunId));
+    await backend.delete(runMetaKey(tenant, childRunId));
   };
 
   /**
@@ -277,19 +283,20 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     tenant: string,
     parentRunId: string,
     childRunId: string,
+    wrote: ForkWrites,
     signal: AbortSignal | undefined,
   ): Promise<number> => {
     // Referred to before the parent is read: a DeleteRun of the parent that has not looked
     // for forks yet keeps its bytes for this one; one that has looked already deleted its
     // records, so this fork reads none of them, or the check below sees them go.
+    const owners = wrote.owners;
+    owners.add(parentRunId);
     await refer(tenant, childRunId, parentRunId, signal);
     let copied = 0;
-    // Handles this fork committed, and the first one something else committed in the child.
-    const made: string[] = [];
+    // The first handle something else committed in the child before this fork's copy of it.
     let taken: string | undefined;
     let usesOwnBlobs = false;
     const copiedHandles = new Set<string>();
-    const owners = new Set<string>([parentRunId]);
     await forEachPage(tenant, parentRunId, signal, async (records) => {
       const live = records.filter((record) => !isExpired(record, now()));
       for (const record of live) {
@@ -297,39 +304,40 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         const owner = record.blob?.ownerRunId;
         if (owner === parentRunId) usesOwnBlobs = true;
         if (owner === undefined || owners.has(owner)) continue;
-        await refer(tenant, childRunId, owner, signal);
         owners.add(owner);
+        await refer(tenant, childRunId, owner, signal);
       }
       // Committed together, a group commit stores them as packs of records (one file for
-      // many on the filesystem) instead of one object after another.
+      // many on the filesystem) instead of one object after another. Every commit is waited
+      // for, failed or not, so that a fork taking back what it wrote knows all of it.
       for (let i = 0; i < live.length; i += forkCommitsInFlight) {
-        const commits = await Promise.all(
+        const commits = await Promise.allSettled(
           live
             .slice(i, i + forkCommitsInFlight)
             .map((record) => registry.commit(recommit(record), childRunId, signal)),
         );
         for (const commit of commits) {
-          if (commit.created) made.push(commit.record.handle);
-          else taken ??= commit.record.handle;
+          if (commit.status === "rejected") continue;
+          if (commit.value.created) wrote.records.push(commit.value.record.handle);
+          else taken ??= commit.value.record.handle;
         }
+        const failed = commits.find((commit) => commit.status === "rejected");
+        if (failed !== undefined) throw failed.reason;
       }
       copied += live.length;
     });
     if (taken !== undefined) {
       // An offload into the child committed one of the parent's handles first: the child is
-      // not the parent's copy, and that output is acknowledged. The fork takes back only what
-      // it wrote and lets the child be the run those offloads made.
-      await abandonFork(tenant, childRunId, made, owners, signal);
-      const lost = new ConnectError(
+      // not the parent's copy, and that output is acknowledged (the caller takes back only
+      // what this fork wrote, and the child is the run those offloads made).
+      throw new ConnectError(
         `run "${truncateForMessage(childRunId)}" already exists: "${truncateForMessage(taken)}" was offloaded into it while it was being forked; nothing was forked`,
         Code.AlreadyExists,
       );
-      lostForks.add(lost);
-      throw lost;
     }
     // A record of the parent gone since it was copied: the parent was deleted during the
     // fork, which may have taken the bytes of what was copied before it referred to them
-    // (the caller deletes the child).
+    // (the caller takes the copies back).
     let vanished = copiedHandles.size;
     await forEachPage(tenant, parentRunId, signal, async (records) => {
       for (const record of records) if (copiedHandles.has(record.handle)) vanished--;
@@ -432,6 +440,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         if (err instanceof ConnectError && err.code === Code.AlreadyExists) throw runExists();
         throw err;
       }
+      const wrote: ForkWrites = { records: [], owners: new Set(), ttl: false };
       try {
         if (ttlMs !== undefined) {
           const ttl = { expiresMs: now() + ttlMs, tenant, runId: childRunId };
@@ -441,19 +450,14 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
               ? runExists()
               : err;
           });
+          wrote.ttl = true;
         }
-        return await copyIntoFork(tenant, parentRunId, childRunId, signal);
+        return await copyIntoFork(tenant, parentRunId, childRunId, wrote, signal);
       } catch (err) {
-        if (err instanceof ConnectError && lostForks.has(err)) {
-          // The child is the offloads' run now, not a failed fork's partial one to delete.
-          if (ttlMs !== undefined) await backend.delete(runTtlKey(tenant, childRunId));
-          throw err;
-        }
         // A fork that did not finish (the store full, the call's deadline, the parent deleted
-        // under it) leaves no child: a partial one listed a part of the parent as if whole, and
-        // a retry answered ALREADY_EXISTS. Not under the call's signal, which may be what ended
-        // the fork.
-        const left = await deleteRun(tenant, childRunId).then(
+        // under it, an offload into the child first) leaves no fork: a partial one listed a
+        // part of the parent as if whole, and a retry answered ALREADY_EXISTS.
+        const left = await abandonFork(tenant, childRunId, wrote).then(
           () => false,
           () => true,
         );

@@ -109,6 +109,28 @@ describe("DeleteRun racing an offload, with forks or a replay", () => {
     expect(await handles("held-b")).toEqual([]);
   });
 
+  it("withdraws only its own record, not one committed after a delete took it", async () => {
+    const commit = gates.at("/r/race-e/h/");
+    const first = codeOf(t.sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload));
+    await commit.reached;
+    await t.sdk().deleteRun("race-e");
+    // The first offload commits, finds its blob gone, and is held as it looks at its record.
+    const look = gates.beforeRead("/r/race-e/h/res_c");
+    commit.open();
+    // An offload that withdraws by handle, unread, never reaches the gate.
+    const looked = await Promise.race([look.reached.then(() => true), first.then(() => false)]);
+    expect(looked).toBe(true);
+    // Meanwhile the run is deleted again (the record with it) and the output sent anew.
+    await t.sdk().deleteRun("race-e");
+    const again = await codeOf(
+      t.sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload),
+    );
+    expect(again).toBeUndefined();
+    look.open();
+    expect(await first).toBe(Code.Aborted);
+    expect(await handles("race-e")).toEqual(["res_c"]);
+  });
+
   it("never acknowledges a replay of a record its offload is withdrawing", async () => {
     const commit = gates.at("/r/race-c/h/");
     const first = codeOf(t.sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload));
@@ -263,6 +285,29 @@ describe("ForkRun racing an offload into its child", () => {
     expect(await codeOf(sdk.offload({ tenant: "dev", runId: "fp", callId: "z" }, payload))).toBe(
       undefined,
     );
+  });
+
+  it("takes back only its own copies: not an output offloaded after a delete of the child", async () => {
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "fp3", callId: "a" }, `a\n${payload}`);
+    const copy = gates.at("/r/fc3/h/");
+    const fork = codeOf(sdk.forkRun("fp3", "fc3"));
+    await copy.reached;
+    // The fork will fail (its parent deleted while it copies) and then look at its copy of
+    // res_a, to take it back: held there, after a DeleteRun of the child removed the copy and
+    // an offload committed its own res_a, acknowledged.
+    await sdk.deleteRun("fp3");
+    const takeBack = gates.beforeRead("/r/fc3/h/res_a");
+    copy.open();
+    // A fork that takes its copies back by handle, unread, never reaches the gate.
+    const looked = await Promise.race([takeBack.reached.then(() => true), fork.then(() => false)]);
+    expect(looked).toBe(true);
+    await sdk.deleteRun("fc3");
+    await sdk.offload({ tenant: "dev", runId: "fc3", callId: "a" }, "the child's own a\n");
+    takeBack.open();
+    expect(await fork).toBe(Code.Aborted);
+    const read = await sdk.readToolOutput({ runId: "fc3", handle: "res_a" });
+    expect(read.rendered).toContain("the child's own a");
   });
 
   it("keeps an offload into the child when the fork fails for its parent's delete", async () => {

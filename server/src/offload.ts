@@ -31,6 +31,7 @@ import { createTextSniffer } from "./preview/text-sniffer.js";
 import {
   type Base64,
   isExpired,
+  isSameCommit,
   type NewRecord,
   type StoredRecord,
   toAttachment,
@@ -668,8 +669,12 @@ async function commit(
   if (beforeCommit !== undefined) await beforeCommit(created());
   let committed = await deps.registry.commit(record, key.runId, signal);
   if (!committed.created && isExpired(committed.record, deps.now())) {
-    // An expired record no longer holds its handle: it goes, and this commit takes its place.
-    await deps.registry.remove(tenant, key.runId, handle, signal);
+    // An expired record no longer holds its handle: it goes, and this commit takes its place;
+    // unless another offload has already put its own there, acknowledged.
+    const current = await deps.registry.get(tenant, key.runId, handle, signal, { pending: true });
+    if (current !== undefined && isSameCommit(current, committed.record)) {
+      await deps.registry.remove(tenant, key.runId, handle, signal);
+    }
     committed = await deps.registry.commit(record, key.runId, signal);
   }
   if (committed.created) {
@@ -724,7 +729,10 @@ async function checkCommitStands(
 ): Promise<void> {
   const withdrawn = await whatWithdraws(deps, blobKey, tenant, runId, handle, signal);
   if (withdrawn === undefined) return;
-  await deps.registry.remove(tenant, runId, handle, signal);
+  // Only this offload's own record: a DeleteRun may have removed it since, and another
+  // offload committed its own under the handle, acknowledged.
+  const current = await deps.registry.get(tenant, runId, handle, signal, { pending: true });
+  if (current?.blob?.key === blobKey) await deps.registry.remove(tenant, runId, handle, signal);
   throw withdrawn;
 }
 

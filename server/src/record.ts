@@ -172,6 +172,23 @@ export function decodeRecord(bytes: Uint8Array): StoredRecord {
   return value as StoredRecord;
 }
 
+/** The fields that tell one commit of a record from another under the same key. */
+type CommitIdentity = Pick<StoredRecord, "createdMs" | "expiresMs" | "sha256" | "blob">;
+
+/**
+ * isSameCommit reports whether two reads of one key found the same commit: a record committed
+ * in its place later has its own time and blob. A fork's copy is the same commit as the record
+ * it copies (recommit keeps both).
+ */
+export function isSameCommit(a: CommitIdentity, b: CommitIdentity): boolean {
+  return (
+    a.createdMs === b.createdMs &&
+    a.expiresMs === b.expiresMs &&
+    a.sha256 === b.sha256 &&
+    a.blob?.key === b.blob?.key
+  );
+}
+
 /** isExpired reports whether a record is past its own expiry at nowMs. */
 export function isExpired(record: StoredRecord, nowMs: number): boolean {
   return record.expiresMs !== undefined && record.expiresMs <= nowMs;

@@ -14,7 +14,7 @@ import {
   runTtlKey,
   truncateForMessage,
 } from "./keys.js";
-import { isExpired, recommit, type StoredRecord } from "./record.js";
+import { isExpired, isSameCommit, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 
 /** Runs manages run-level state kept in the backend: expiry, forks and deletion. */
@@ -80,8 +80,8 @@ export interface RunMeta {
 
 /** What a fork has written into its child so far: what it takes back if it does not finish. */
 interface ForkWrites {
-  /** Handles of the records it committed in the child. */
-  readonly records: string[];
+  /** The records it committed in the child. */
+  readonly records: StoredRecord[];
   /** Runs it referred to (owner references and fork markers), possibly written. */
   readonly owners: Set<string>;
   /** Whether it set the child's TTL. */
@@ -265,7 +265,16 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
    * signal, which may be what ended the fork.
    */
   const abandonFork = async (tenant: string, childRunId: string, wrote: ForkWrites) => {
-    for (const handle of wrote.records) await registry.remove(tenant, childRunId, handle);
+    for (const copy of wrote.records) {
+      // Only the copy itself: a DeleteRun of the child may have removed it since, and an
+      // offload committed its own output under the handle, acknowledged.
+      const current = await registry.get(tenant, childRunId, copy.handle, undefined, {
+        pending: true,
+      });
+      if (current !== undefined && isSameCommit(current, copy)) {
+        await registry.remove(tenant, childRunId, copy.handle);
+      }
+    }
     for (const owner of wrote.owners) {
       await backend.delete(forkMarkerKey(tenant, owner, childRunId));
       await collectIfUnreferenced(tenant, owner);
@@ -318,7 +327,7 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
         );
         for (const commit of commits) {
           if (commit.status === "rejected") continue;
-          if (commit.value.created) wrote.records.push(commit.value.record.handle);
+          if (commit.value.created) wrote.records.push(commit.value.record);
           else taken ??= commit.value.record.handle;
         }
         const failed = commits.find((commit) => commit.status === "rejected");

@@ -5,7 +5,7 @@ import { signalOption } from "./backends/call-options.js";
 import { allowFanOut } from "./call-fan-out.js";
 import { finishStaleMerge } from "./merge-run.js";
 import { grpcCode, type Metrics } from "./metrics.js";
-import { isExpired, type StoredRecord } from "./record.js";
+import { isExpired, isSameCommit, type StoredRecord } from "./record.js";
 import type { SpillwayCore } from "./service.js";
 
 /** Splits a key into its run's prefix (as stored) and the rest. */
@@ -65,16 +65,6 @@ export interface SweeperOptions {
     readonly clock?: () => number;
     readonly wait?: (ms: number, signal: AbortSignal) => Promise<void>;
   };
-}
-
-/** Whether two reads of one key found the same commit (a replacement has its own time and blob). */
-function sameRecord(a: StoredRecord, b: StoredRecord): boolean {
-  return (
-    a.createdMs === b.createdMs &&
-    a.expiresMs === b.expiresMs &&
-    a.sha256 === b.sha256 &&
-    a.blob?.key === b.blob?.key
-  );
 }
 
 /** Sweeper deletes data that expiry or crashes left behind. */
@@ -181,7 +171,7 @@ export function createSweeper(core: SpillwayCore, opts: SweeperOptions): Sweeper
         // record (created anew), and the record read during the walk may be stale by now; a
         // delete by key would take the acknowledged one with it.
         const current = await core.registry.readAt(key, signal);
-        if (current === undefined || !isExpired(current, nowMs) || !sameRecord(current, record)) {
+        if (current === undefined || !isExpired(current, nowMs) || !isSameCommit(current, record)) {
           return;
         }
         await backend.delete(key, opt);

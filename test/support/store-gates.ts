@@ -28,10 +28,11 @@ function createGate(): { gate: Gate; pass: () => Promise<void> } {
 /**
  * storeGates holds chosen store writes and deletes until the test opens them, to pin an
  * interleaving of concurrent calls. `wrap` decorates a backend (put, putMany and deleteMany;
- * delete for `atDelete`, get for `afterRead`); `at(part)` holds the next such write or batch
+ * delete for `atDelete`, get for `beforeRead` and `afterRead`); `at(part)` holds the next such write or batch
  * delete whose keys contain `part`, once; `atDelete(part)` the next single-key delete of such a
- * key; `afterRead(part)` the next get of such a key once it has opened what it reads, before
- * its caller reads it.
+ * key; `beforeRead(part)` the next get of such a key before it opens anything;
+ * `afterRead(part)` the next get of such a key once it has opened what it reads, before its
+ * caller reads it.
  */
 export function storeGates() {
   const gates = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
@@ -47,11 +48,13 @@ export function storeGates() {
     }
   };
   const deletes = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
+  const beforeReads = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
   const hold = (keys: readonly string[]) => holdIn(gates, keys);
   return {
     wrap: (base: Backend): Backend => ({
       ...base,
       get: async (key, opts) => {
+        await holdIn(beforeReads, [key]);
         const body = await base.get(key, opts);
         await holdIn(reads, [key]);
         return body;
@@ -86,6 +89,12 @@ export function storeGates() {
     atDelete(part: string): Gate {
       const made = createGate();
       deletes.set(part, made);
+      return made.gate;
+    },
+    /** Holds the next get of a key containing `part` before it opens anything, once. */
+    beforeRead(part: string): Gate {
+      const made = createGate();
+      beforeReads.set(part, made);
       return made.gate;
     },
     afterRead(part: string): Gate {

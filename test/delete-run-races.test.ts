@@ -330,3 +330,59 @@ describe("ForkRun racing an offload into its child", () => {
     expect(read.rendered).toContain("the child's own");
   });
 });
+
+/**
+ * MergeRun racing DeleteRun of its parent or its child: the merge commits into a parent that is
+ * still there and from a child that is still there, or answers why not; never outputs in a
+ * deleted parent, nor "merged 0" for a child that went.
+ */
+describe("MergeRun racing a DeleteRun", () => {
+  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+  let t: TestServer;
+  const gates = storeGates();
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
+  });
+  afterAll(() => t.stop());
+
+  const handles = async (runId: string) => {
+    const out: string[] = [];
+    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
+    return out;
+  };
+
+  it("fails a merge whose parent a DeleteRun removed while it wrote", async () => {
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "mp", callId: "a" }, payload);
+    await sdk.forkRun("mp", "mc");
+    await sdk.offload({ tenant: "dev", runId: "mc", callId: "k" }, `k\n${payload}`);
+    // The merge stops as it writes its records into the parent; the parent is deleted.
+    const write = gates.at("/r/mp/h/");
+    const merge = failureOf(sdk.mergeRun("mc", "mp"));
+    await write.reached;
+    await sdk.deleteRun("mp");
+    write.open();
+    const err = await merge;
+    expect(err.code).toBe(Code.FailedPrecondition);
+    expect(err.rawMessage).toContain('run "mp" was deleted during the merge');
+    expect(await handles("mp")).toEqual([]);
+    // The child is whole, and deleting it leaves nothing that reads DATA_LOSS.
+    expect((await sdk.readToolOutput({ runId: "mc", handle: "res_k" })).rendered).toContain("k");
+    await sdk.deleteRun("mc");
+    expect(await handles("mp")).toEqual([]);
+  });
+
+  it("answers NOT_FOUND for a child a DeleteRun removed while the merge listed it", async () => {
+    const sdk = t.sdk();
+    await sdk.offload({ tenant: "dev", runId: "mp2", callId: "a" }, payload);
+    await sdk.forkRun("mp2", "mc2");
+    await sdk.offload({ tenant: "dev", runId: "mc2", callId: "k" }, `k\n${payload}`);
+    const listed = gates.beforeRead("/r/mc2/h/res_k");
+    const merge = codeOf(sdk.mergeRun("mc2", "mp2"));
+    await listed.reached;
+    await sdk.deleteRun("mc2");
+    listed.open();
+    expect(await merge).toBe(Code.NotFound);
+    expect(await handles("mp2")).toEqual(["res_a"]);
+  });
+});

@@ -3,7 +3,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Backend } from "./backends/backend.js";
 import { bytesBody, readObject } from "./backends/body.js";
 import { signalOption } from "./backends/call-options.js";
-import { mergeIntentKey, mergeIntentPrefix, registryPrefix, truncateForMessage } from "./keys.js";
+import {
+  mergeIntentKey,
+  mergeIntentPrefix,
+  registryPrefix,
+  runDeletedKey,
+  truncateForMessage,
+} from "./keys.js";
 import { isExpired, type NewRecord, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
@@ -210,7 +216,17 @@ export async function mergeRun(
     }
     after = page.nextAfter;
   } while (after !== undefined);
-  if (toMerge.length === 0) return { merged, unchanged };
+  if (toMerge.length === 0) {
+    // Nothing to write is an answer only for a child still there: one a DeleteRun removed
+    // while it was listed lists nothing, and "merged 0" would tell the caller it may now
+    // delete what it never merged.
+    const [stillForked, stillHeld] = await Promise.all([
+      runs.meta(tenant, childRunId, signal),
+      runs.isDeleted(tenant, childRunId, signal),
+    ]);
+    if (stillForked === undefined || stillHeld) throw notFound(childRunId);
+    return { merged, unchanged };
+  }
   if (opts.maxRunBytes !== undefined) {
     const adding = toMerge.reduce((sum, r) => sum + r.bytes, 0);
     const held = await storedRunBytes(registry, tenant, parentRunId, { nowMs: now(), signal });
@@ -328,6 +344,12 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
         }),
       );
     }
+    if (failure === undefined && !(await parentStands(intent))) {
+      failure = new ConnectError(
+        `run "${truncateForMessage(into)}" was deleted during the merge; nothing was merged`,
+        Code.FailedPrecondition,
+      );
+    }
     const outcome = await registry.merges.decide(
       tenant,
       into,
@@ -342,6 +364,22 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
     }
     await takeBack(intent, created, opts.started === true);
     throw failure ?? new ConnectError(`merge ${id} was aborted`, Code.Aborted);
+  }
+
+  /**
+   * Whether the parent is still there to commit into, once every record is written: not
+   * marked deleted (its forks keep its bytes, so a DeleteRun left it a mark and took its
+   * records, and would not see these), and the intent still stands (a DeleteRun removes a
+   * run's journal after its records). A DeleteRun that gets further after this check lists
+   * the parent's records again and takes these with it.
+   */
+  async function parentStands(intent: MergeIntent): Promise<boolean> {
+    const { tenant, parentRunId: into, id } = intent;
+    const [deleted, journal] = await Promise.all([
+      backend.head(runDeletedKey(tenant, into), opt),
+      backend.head(mergeIntentKey(tenant, into, id), opt),
+    ]);
+    return deleted === undefined && journal !== undefined;
   }
 
   type Written =

@@ -372,6 +372,30 @@ describe("MergeRun racing a DeleteRun", () => {
     expect(await handles("mp")).toEqual([]);
   });
 
+  it("takes back only its own records when it aborts after a delete of the parent", async () => {
+    const sdk = t.sdk();
+    // A small output: stored inline, so the fork keeps none of the parent's bytes and the
+    // parent's id is free once deleted.
+    await sdk.offload({ tenant: "dev", runId: "mp3", callId: "a" }, "parent a\n");
+    await sdk.forkRun("mp3", "mc3");
+    await sdk.offload({ tenant: "dev", runId: "mc3", callId: "k1" }, `k1\n${payload}`);
+    // The parent is deleted while the merge writes res_k1 into it: the merge aborts, and is
+    // held as it records that while the id's new run gets its own res_k1.
+    const write = gates.at("/r/mp3/h/");
+    const merge = codeOf(sdk.mergeRun("mc3", "mp3"));
+    await write.reached;
+    await sdk.deleteRun("mp3");
+    const decide = gates.at("/r/mp3/m/o/");
+    write.open();
+    await decide.reached;
+    await sdk.deleteRun("mp3");
+    await sdk.offload({ tenant: "dev", runId: "mp3", callId: "k1" }, "the new run's k1\n");
+    decide.open();
+    expect(await merge).toBe(Code.FailedPrecondition);
+    const read = await sdk.readToolOutput({ runId: "mp3", handle: "res_k1" });
+    expect(read.rendered).toContain("the new run's k1");
+  });
+
   it("answers NOT_FOUND for a child a DeleteRun removed while the merge listed it", async () => {
     const sdk = t.sdk();
     await sdk.offload({ tenant: "dev", runId: "mp2", callId: "a" }, payload);

@@ -10,7 +10,7 @@ import {
   runDeletedKey,
   truncateForMessage,
 } from "./keys.js";
-import { isExpired, type NewRecord, recommit, type StoredRecord } from "./record.js";
+import { isExpired, isSameCommit, type NewRecord, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
 import type { Runs } from "./runs.js";
@@ -437,7 +437,10 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
         return { kind: "failed", error: mergeInProgress(handle, into) };
       }
       if (isExpired(existing, now()) && attempt < 2) {
-        await registry.remove(tenant, into, handle, signal);
+        const current = await registry.get(tenant, into, handle, signal, { pending: true });
+        if (current !== undefined && isSameCommit(current, existing)) {
+          await registry.remove(tenant, into, handle, signal);
+        }
         continue;
       }
       return sameBytes(existing, source)
@@ -454,7 +457,9 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
    */
   async function takeBack(intent: MergeIntent, created: readonly string[], started: boolean) {
     const { tenant, parentRunId: into } = intent;
-    await Promise.all(created.map((handle) => registry.remove(tenant, into, handle, signal)));
+    // Read again, each: a DeleteRun of the parent may have removed one since, and an offload
+    // committed its own output under the handle, acknowledged.
+    await Promise.all(created.map((handle) => removeIfMine(intent, handle)));
     const stale = now() - intent.createdMs >= staleIntentMs;
     if (stale) for (const { handle } of intent.outputs) await removeIfMine(intent, handle);
     if (stale || started) await backend.delete(mergeIntentKey(tenant, into, intent.id), opt);

@@ -5,33 +5,47 @@ import { codeOf, failureOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
+/** A payload large enough to be stored as a blob, not inline. */
+const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
+
+/**
+ * gatedServer starts a filesystem server for the calling describe block, its store calls held
+ * where the tests say (storeGates), and stops it after the block; `handles` lists a run's.
+ */
+function gatedServer() {
+  const gates = storeGates();
+  let t: TestServer | undefined;
+  beforeAll(async () => {
+    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
+  });
+  afterAll(() => t?.stop());
+  const server = (): TestServer => {
+    if (t === undefined) throw new Error("the test server has not started");
+    return t;
+  };
+  const handles = async (runId: string) => {
+    const out: string[] = [];
+    for await (const a of server().sdk().listAll(runId)) out.push(a.handle);
+    return out;
+  };
+  return { gates, server, handles };
+}
+
 /**
  * DeleteRun racing an offload into the same run must leave either the whole output or none of
  * it: never an acknowledged record whose bytes the delete removed (listed, stat-able, and
  * unreadable for ever; an identical resend answered `created: false`).
  */
 describe("DeleteRun racing an offload", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
-  let t: TestServer;
-  const gates = storeGates();
-  beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
-  });
-  afterAll(() => t.stop());
-
-  const handles = async (runId: string) => {
-    const out: string[] = [];
-    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
-    return out;
-  };
+  const { gates, server, handles } = gatedServer();
 
   it("fails an offload whose blob the delete removed before its record committed", async () => {
     const commit = gates.at("/r/race-a/h/");
     const offload = codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "race-a", callId: "c" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "race-a", callId: "c" }, payload),
     );
     await commit.reached;
-    await t.sdk().deleteRun("race-a");
+    await server().sdk().deleteRun("race-a");
     commit.open();
     expect(await offload).toBe(Code.Aborted);
     expect(await handles("race-a")).toEqual([]);
@@ -40,11 +54,11 @@ describe("DeleteRun racing an offload", () => {
   it("deletes an output acknowledged while the delete was removing the run's blobs", async () => {
     const commit = gates.at("/r/race-b/h/");
     const offload = codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "race-b", callId: "c" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "race-b", callId: "c" }, payload),
     );
     await commit.reached;
     const blobs = gates.at("/r/race-b/b/");
-    const deleted = t.sdk().deleteRun("race-b");
+    const deleted = server().sdk().deleteRun("race-b");
     await blobs.reached;
     commit.open();
     // Acknowledged: its blob was still there when its record committed.
@@ -62,58 +76,48 @@ describe("DeleteRun racing an offload", () => {
  * the OK is a replay of a record another offload is withdrawing.
  */
 describe("DeleteRun racing an offload, with forks or a replay", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
-  let t: TestServer;
-  const gates = storeGates();
-  beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
-  });
-  afterAll(() => t.stop());
-
-  const handles = async (runId: string) => {
-    const out: string[] = [];
-    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
-    return out;
-  };
+  const { gates, server, handles } = gatedServer();
 
   it("fails an offload committed after a run forks hold was deleted", async () => {
-    await t.sdk().offload({ tenant: "dev", runId: "held-a", callId: "base" }, payload);
-    await t.sdk().forkRun("held-a", "held-a-fork");
+    await server().sdk().offload({ tenant: "dev", runId: "held-a", callId: "base" }, payload);
+    await server().sdk().forkRun("held-a", "held-a-fork");
     const commit = gates.at("/r/held-a/h/");
     const late = codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "held-a", callId: "late" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "held-a", callId: "late" }, payload),
     );
     await commit.reached;
-    await t.sdk().deleteRun("held-a");
+    await server().sdk().deleteRun("held-a");
     commit.open();
     expect(await late).toBe(Code.Aborted);
-    await t.sdk().deleteRun("held-a-fork");
+    await server().sdk().deleteRun("held-a-fork");
     expect(await handles("held-a")).toEqual([]);
   });
 
   it("deletes an output acknowledged before a run forks hold was marked deleted", async () => {
-    await t.sdk().offload({ tenant: "dev", runId: "held-b", callId: "base" }, payload);
-    await t.sdk().forkRun("held-b", "held-b-fork");
+    await server().sdk().offload({ tenant: "dev", runId: "held-b", callId: "base" }, payload);
+    await server().sdk().forkRun("held-b", "held-b-fork");
     const mark = gates.at(runDeletedKey("dev", "held-b"));
-    const deleted = t.sdk().deleteRun("held-b");
+    const deleted = server().sdk().deleteRun("held-b");
     await mark.reached;
     const late = await codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "held-b", callId: "late" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "held-b", callId: "late" }, payload),
     );
     // Acknowledged while the delete ran: it may be deleted with the run, record and bytes.
     expect(late).toBeUndefined();
     mark.open();
     await deleted;
-    await t.sdk().deleteRun("held-b-fork");
+    await server().sdk().deleteRun("held-b-fork");
     // No record was left behind to read DATA_LOSS once the fork took the bytes.
     expect(await handles("held-b")).toEqual([]);
   });
 
   it("withdraws only its own record, not one committed after a delete took it", async () => {
     const commit = gates.at("/r/race-e/h/");
-    const first = codeOf(t.sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload));
+    const first = codeOf(
+      server().sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload),
+    );
     await commit.reached;
-    await t.sdk().deleteRun("race-e");
+    await server().sdk().deleteRun("race-e");
     // The first offload commits, finds its blob gone, and is held as it looks at its record.
     const look = gates.beforeRead("/r/race-e/h/res_c");
     commit.open();
@@ -121,9 +125,9 @@ describe("DeleteRun racing an offload, with forks or a replay", () => {
     const looked = await Promise.race([look.reached.then(() => true), first.then(() => false)]);
     expect(looked).toBe(true);
     // Meanwhile the run is deleted again (the record with it) and the output sent anew.
-    await t.sdk().deleteRun("race-e");
+    await server().sdk().deleteRun("race-e");
     const again = await codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "race-e", callId: "c" }, payload),
     );
     expect(again).toBeUndefined();
     look.open();
@@ -133,15 +137,17 @@ describe("DeleteRun racing an offload, with forks or a replay", () => {
 
   it("never acknowledges a replay of a record its offload is withdrawing", async () => {
     const commit = gates.at("/r/race-c/h/");
-    const first = codeOf(t.sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload));
+    const first = codeOf(
+      server().sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload),
+    );
     await commit.reached;
-    await t.sdk().deleteRun("race-c");
+    await server().sdk().deleteRun("race-c");
     // The first offload commits its record, finds its blob deleted, and stops before removing it.
     const withdraw = gates.atDelete("/r/race-c/h/");
     commit.open();
     await withdraw.reached;
     const again = await codeOf(
-      t.sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload),
+      server().sdk().offload({ tenant: "dev", runId: "race-c", callId: "c" }, payload),
     );
     withdraw.open();
     expect(await first).toBe(Code.Aborted);
@@ -155,21 +161,15 @@ describe("DeleteRun racing an offload, with forks or a replay", () => {
  * stay (the delete keeps them for the fork) or nothing: never records whose bytes it deleted.
  */
 describe("DeleteRun of a parent racing a fork of it", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
-  let t: TestServer;
-  const gates = storeGates();
-  beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
-  });
-  afterAll(() => t.stop());
+  const { gates, server } = gatedServer();
 
   it("never gives the child records whose bytes the delete removed", async () => {
     for (const callId of ["a", "b", "c"]) {
-      await t.sdk().offload({ tenant: "dev", runId: "parent", callId }, payload);
+      await server().sdk().offload({ tenant: "dev", runId: "parent", callId }, payload);
     }
     // The fork stops as it refers to the parent's bytes; the delete runs meanwhile.
     const refer = gates.at(forkMarkerPrefix("dev", "parent"));
-    const fork = t
+    const fork = server()
       .sdk()
       .forkRun("parent", "child")
       .then(
@@ -177,16 +177,18 @@ describe("DeleteRun of a parent racing a fork of it", () => {
         (err: unknown) => err,
       );
     await refer.reached;
-    await t.sdk().deleteRun("parent");
+    await server().sdk().deleteRun("parent");
     refer.open();
     await fork;
-    for await (const a of t.sdk().listAll("child")) {
+    for await (const a of server().sdk().listAll("child")) {
       const read = await codeOf(
-        t.sdk().readToolOutput({
-          runId: "child",
-          handle: a.handle,
-          window: { case: "bytes", value: {} },
-        }),
+        server()
+          .sdk()
+          .readToolOutput({
+            runId: "child",
+            handle: a.handle,
+            window: { case: "bytes", value: {} },
+          }),
       );
       expect(read, a.handle).toBeUndefined();
     }
@@ -194,17 +196,17 @@ describe("DeleteRun of a parent racing a fork of it", () => {
 
   it("fails a fork whose parent was deleted while it copied, leaving no child", async () => {
     for (const callId of ["a", "b", "c"]) {
-      await t.sdk().offload({ tenant: "dev", runId: "parent2", callId }, payload);
+      await server().sdk().offload({ tenant: "dev", runId: "parent2", callId }, payload);
     }
     // The fork stops as it writes the child's records, after reading the parent's.
     const copy = gates.at("/r/child2/h/");
-    const fork = codeOf(t.sdk().forkRun("parent2", "child2"));
+    const fork = codeOf(server().sdk().forkRun("parent2", "child2"));
     await copy.reached;
-    await t.sdk().deleteRun("parent2");
+    await server().sdk().deleteRun("parent2");
     copy.open();
     expect(await fork).toBe(Code.Aborted);
     const listed: string[] = [];
-    for await (const a of t.sdk().listAll("child2")) listed.push(a.handle);
+    for await (const a of server().sdk().listAll("child2")) listed.push(a.handle);
     expect(listed).toEqual([]);
   });
 });
@@ -215,7 +217,6 @@ describe("DeleteRun of a parent racing a fork of it", () => {
  * the store's own message, which names its keys, is not the client's.
  */
 describe("an offload whose store write meets NOT_FOUND", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
   let t: TestServer;
   beforeAll(async () => {
     t = await startTestServer({
@@ -251,16 +252,10 @@ describe("an offload whose store write meets NOT_FOUND", () => {
  * the run the offloads made, never a copy missing the handles an offload took first.
  */
 describe("ForkRun racing an offload into its child", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
-  let t: TestServer;
-  const gates = storeGates();
-  beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
-  });
-  afterAll(() => t.stop());
+  const { gates, server } = gatedServer();
 
   it("fails the fork ALREADY_EXISTS and keeps the offload when it took a parent's handle", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     for (const callId of ["a", "b", "c"]) {
       await sdk.offload({ tenant: "dev", runId: "fp", callId }, `${callId}\n${payload}`);
     }
@@ -288,7 +283,7 @@ describe("ForkRun racing an offload into its child", () => {
   });
 
   it("takes back only its own copies: not an output offloaded after a delete of the child", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     await sdk.offload({ tenant: "dev", runId: "fp3", callId: "a" }, `a\n${payload}`);
     const copy = gates.at("/r/fc3/h/");
     const fork = codeOf(sdk.forkRun("fp3", "fc3"));
@@ -311,7 +306,7 @@ describe("ForkRun racing an offload into its child", () => {
   });
 
   it("keeps an offload into the child when the fork fails for its parent's delete", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     for (const callId of ["a", "b"]) {
       await sdk.offload({ tenant: "dev", runId: "fp2", callId }, `${callId}\n${payload}`);
     }
@@ -337,22 +332,10 @@ describe("ForkRun racing an offload into its child", () => {
  * deleted parent, nor "merged 0" for a child that went.
  */
 describe("MergeRun racing a DeleteRun", () => {
-  const payload = "a line of a tool output that is stored as a blob\n".repeat(3_000);
-  let t: TestServer;
-  const gates = storeGates();
-  beforeAll(async () => {
-    t = await startTestServer({ backend: "filesystem", wrapBackend: gates.wrap });
-  });
-  afterAll(() => t.stop());
-
-  const handles = async (runId: string) => {
-    const out: string[] = [];
-    for await (const a of t.sdk().listAll(runId)) out.push(a.handle);
-    return out;
-  };
+  const { gates, server, handles } = gatedServer();
 
   it("fails a merge whose parent a DeleteRun removed while it wrote", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     await sdk.offload({ tenant: "dev", runId: "mp", callId: "a" }, payload);
     await sdk.forkRun("mp", "mc");
     await sdk.offload({ tenant: "dev", runId: "mc", callId: "k" }, `k\n${payload}`);
@@ -373,7 +356,7 @@ describe("MergeRun racing a DeleteRun", () => {
   });
 
   it("takes back only its own records when it aborts after a delete of the parent", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     // A small output: stored inline, so the fork keeps none of the parent's bytes and the
     // parent's id is free once deleted.
     await sdk.offload({ tenant: "dev", runId: "mp3", callId: "a" }, "parent a\n");
@@ -397,7 +380,7 @@ describe("MergeRun racing a DeleteRun", () => {
   });
 
   it("answers NOT_FOUND for a child a DeleteRun removed while the merge listed it", async () => {
-    const sdk = t.sdk();
+    const sdk = server().sdk();
     await sdk.offload({ tenant: "dev", runId: "mp2", callId: "a" }, payload);
     await sdk.forkRun("mp2", "mc2");
     await sdk.offload({ tenant: "dev", runId: "mc2", callId: "k" }, `k\n${payload}`);

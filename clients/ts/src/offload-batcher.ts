@@ -162,8 +162,9 @@ export function createOffloadBatcher(opts: OffloadBatcherOptions): OffloadBatche
       if (result?.case === "offloaded") {
         pending.settle({ response: result.value });
       } else if (result?.case === "error" && result.value.code === Code.Aborted) {
-        // Nothing of it was committed: the reply had no room for its answer, or a merge was
-        // writing its handle. Its own Offload stream answers it, whatever it is.
+        // Nothing of it was committed: the reply had no room for its answer, a merge was
+        // writing its handle, or a DeleteRun of its run took it away. Its own Offload stream
+        // answers it, whatever it is.
         again.push(pending);
       } else if (result?.case === "error") {
         pending.settle({ error: new ConnectError(result.value.message, result.value.code) });

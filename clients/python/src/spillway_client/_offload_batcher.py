@@ -58,8 +58,9 @@ class AsyncOffloadBatcher:
     out. An offload given up on after it was sent may still commit, whole, as a cancelled
     Offload may. A server that answers OffloadBatch with UNIMPLEMENTED (an older replica) gets
     every offload on its own Offload stream from then on. An offload whose item is answered
-    ABORTED (nothing of it committed: the reply had no room for its answer) is sent again on its
-    own Offload stream, once; what that answers is the offload's outcome.
+    ABORTED (nothing of it committed: the reply had no room for its answer, a merge was writing
+    its handle, or a DeleteRun of its run took it away) is sent again on its own Offload stream,
+    once; what that answers is the offload's outcome.
     """
 
     def __init__(self, send_batch: SendBatch, send_one: SendOne) -> None:

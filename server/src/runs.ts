@@ -265,15 +265,18 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
    * signal, which may be what ended the fork.
    */
   const abandonFork = async (tenant: string, childRunId: string, wrote: ForkWrites) => {
-    for (const copy of wrote.records) {
-      // Only the copy itself: a DeleteRun of the child may have removed it since, and an
-      // offload committed its own output under the handle, acknowledged.
+    // Only the copy itself: a DeleteRun of the child may have removed it since, and an offload
+    // committed its own output under the handle, acknowledged. As many at once as it committed.
+    const takeBack = async (copy: StoredRecord) => {
       const current = await registry.get(tenant, childRunId, copy.handle, undefined, {
         pending: true,
       });
       if (current !== undefined && isSameCommit(current, copy)) {
         await registry.remove(tenant, childRunId, copy.handle);
       }
+    };
+    for (let i = 0; i < wrote.records.length; i += forkCommitsInFlight) {
+      await Promise.all(wrote.records.slice(i, i + forkCommitsInFlight).map(takeBack));
     }
     for (const owner of wrote.owners) {
       await backend.delete(forkMarkerKey(tenant, owner, childRunId));

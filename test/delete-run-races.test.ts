@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { forkMarkerPrefix, runDeletedKey } from "../server/src/keys.js";
+import { forkMarkerKey, forkMarkerPrefix, runDeletedKey } from "../server/src/keys.js";
 import { codeOf, failureOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
@@ -391,5 +391,50 @@ describe("MergeRun racing a DeleteRun", () => {
     listed.open();
     expect(await merge).toBe(Code.NotFound);
     expect(await handles("mp2")).toEqual(["res_a"]);
+  });
+});
+
+/**
+ * ForkRun racing a DeleteRun of the child it creates: copies whose references the delete
+ * dropped must not stay, or they read DATA_LOSS once the parent's bytes go.
+ */
+describe("ForkRun racing a DeleteRun of its child", () => {
+  const { gates, server, handles } = gatedServer();
+
+  it("fails the fork when its copies land after the delete dropped its references", async () => {
+    const sdk = server().sdk();
+    await sdk.offload({ tenant: "dev", runId: "dp", callId: "a" }, payload);
+    const copy = gates.at("/r/dc/h/");
+    const fork = codeOf(sdk.forkRun("dp", "dc"));
+    await copy.reached;
+    await sdk.deleteRun("dc");
+    copy.open();
+    expect(await fork).toBe(Code.Aborted);
+    expect(await handles("dc")).toEqual([]);
+    await sdk.deleteRun("dp");
+    expect(await codeOf(sdk.readToolOutput({ runId: "dc", handle: "res_a" }))).toBe(
+      Code.PermissionDenied,
+    );
+  });
+
+  it("has the delete take copies committed before it dropped the references", async () => {
+    const sdk = server().sdk();
+    await sdk.offload({ tenant: "dev", runId: "dp2", callId: "a" }, payload);
+    const copy = gates.at("/r/dc2/h/");
+    const fork = codeOf(sdk.forkRun("dp2", "dc2"));
+    await copy.reached;
+    // The delete stops as it drops the parent's marker for the child; the fork copies then.
+    const drop = gates.atDelete(forkMarkerKey("dev", "dp2", "dc2"));
+    const deleted = sdk.deleteRun("dc2");
+    await drop.reached;
+    copy.open();
+    expect(await fork).toBeUndefined();
+    drop.open();
+    await deleted;
+    expect(await handles("dc2")).toEqual([]);
+    await sdk.deleteRun("dp2");
+    expect(await codeOf(sdk.readToolOutput({ runId: "dc2", handle: "res_a" }))).toBe(
+      Code.PermissionDenied,
+    );
   });
 });

@@ -212,7 +212,6 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
   const deleteRun: Runs["delete"] = async (tenant, runId, signal) => {
     // Only a fork's records can refer to bytes another run owns, and a fork lists those
     // runs (owner references) before its first such record: records are deleted unread.
-    // The references go last, so a delete cut short finds them again when it is repeated.
     const owners = await ownerRefs(tenant, runId, signal);
     const stored = await meta(tenant, runId, signal);
     if (stored?.parentRunId !== undefined && stored.ownerRefs !== true) {
@@ -227,6 +226,17 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     const removed = await deleteAll(registryPrefix(tenant, runId), signal);
     // After the records: a merged record is invisible once its merge's outcome is gone.
     await deleteAll(mergePrefix(tenant, runId), signal);
+    // The references go after the records, so a delete cut short finds most of them again when
+    // repeated, and before the records are listed the last time: a fork copying into this run
+    // looks for its references once its copies are committed, so it either sees them gone and
+    // takes its copies back, or committed them before the listing below, which takes them.
+    // Read again: a fork may have referred to another run since the first read.
+    for (const owner of await ownerRefs(tenant, runId, signal)) owners.add(owner);
+    for (const owner of owners) {
+      await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
+      await collectIfUnreferenced(tenant, owner, signal);
+    }
+    await deleteAll(ownerRefPrefix(tenant, runId), signal);
     let removedLate = 0;
     if (await hasAny(forkMarkerPrefix(tenant, runId), signal)) {
       await putIfAbsent(runDeletedKey(tenant, runId), { deletedMs: now() }, signal);
@@ -241,11 +251,6 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       // whose bytes are gone: its record is listed now, after the blobs.
       removedLate = await deleteAll(registryPrefix(tenant, runId), signal);
     }
-    for (const owner of owners) {
-      await backend.delete(forkMarkerKey(tenant, owner, runId), opt(signal));
-      await collectIfUnreferenced(tenant, owner, signal);
-    }
-    await deleteAll(ownerRefPrefix(tenant, runId), signal);
     // Last, the metadata and then the TTL: while a fork's metadata stands, forking into its id
     // again is refused ALREADY_EXISTS rather than interleaved with this delete (a fork cut by
     // its deadline deletes its child after answering); while an expired run's TTL stands,
@@ -357,6 +362,21 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
     if (vanished > 0) {
       throw new ConnectError(
         `run "${truncateForMessage(parentRunId)}" was deleted during the fork; nothing was forked: fork again`,
+        Code.Aborted,
+      );
+    }
+    // A DeleteRun of the child drops its references before it lists its records the last
+    // time: copies committed after that listing, kept, would outlive the references that keep
+    // their bytes (DATA_LOSS once those runs go).
+    const referred = await Promise.all(
+      [...owners].flatMap((owner) => [
+        exists(ownerRefKey(tenant, childRunId, owner), signal),
+        exists(forkMarkerKey(tenant, owner, childRunId), signal),
+      ]),
+    );
+    if (referred.includes(false)) {
+      throw new ConnectError(
+        `run "${truncateForMessage(childRunId)}" was deleted during the fork; nothing was forked`,
         Code.Aborted,
       );
     }

@@ -1,6 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { bytesBody } from "../server/src/backends/body.js";
+import { runTtlKey } from "../server/src/keys.js";
 import { createSweeper } from "../server/src/sweeper.js";
 import { codeOf } from "./support/code-of.js";
 import { storeGates } from "./support/store-gates.js";
@@ -150,5 +151,42 @@ describe("run TTLs against deletes, sweeps and new runs of the same id", () => {
     expect((await swept)?.expiredRuns).toBe(0);
     const window = await sdk.readToolOutput({ runId: "w", handle: "res_c1" });
     expect(window.rendered).toContain("kept");
+  });
+
+  it("never brings back a run a read found expired while SetRunTtl replaced its TTL", async () => {
+    const sdk = t.sdk();
+    await sdk.offload(key("e", "out"), "kept until the run expires\n");
+    await sdk.setRunTtl("e", 10);
+    // The extension found the run live; it waits to remove the old TTL while the run expires
+    // and a read finds it so.
+    const replace = gates.atDelete(runTtlKey("dev", "e"));
+    const extend = codeOf(sdk.setRunTtl("e", 3_600));
+    await replace.reached;
+    clock += 11_000;
+    expect(await codeOf(sdk.stat("e", "res_out"))).toBe(Code.PermissionDenied);
+    replace.open();
+    expect(await extend).toBe(Code.NotFound);
+    expect(await codeOf(sdk.stat("e", "res_out"))).toBe(Code.PermissionDenied);
+  });
+
+  it("refuses a fork into the id of an expired run the sweep is removing", async () => {
+    const sdk = t.sdk();
+    await sdk.offload(key("p", "a"), "the parent's output\n");
+    await sdk.offload(key("z", "old"), "the expired run's output\n");
+    await sdk.setRunTtl("z", 1);
+    clock += 2_000;
+    // The sweep has removed the expired run's records and waits to remove its TTL, last.
+    const last = gates.atDelete(runTtlKey("dev", "z"));
+    const swept = sweep();
+    await last.reached;
+    const fork = await codeOf(sdk.forkRun("p", "z"));
+    last.open();
+    await swept;
+    expect(fork).toBe(Code.FailedPrecondition);
+    // Swept, the id is free: a fork into it is a fork, and stays one.
+    await sdk.forkRun("p", "z");
+    await sweep();
+    const runs = (await sdk.raw.listRuns({})).runs.filter((r) => r.runId === "z");
+    expect(runs.map((r) => r.parentRunId)).toEqual(["p"]);
   });
 });

@@ -418,6 +418,15 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
       // Objects are create-only, so a TTL change replaces the object; the last writer wins.
       for (let attempt = 0; ; attempt++) {
         await backend.delete(key, opt(signal));
+        if (current !== undefined && now() >= current) {
+          // The old expiry passed before it was replaced: a read may have found the run expired
+          // (reads judge by the time they began), and an expired run never comes back.
+          await putJson(key, { expiresMs: current, tenant, runId }).catch(() => undefined);
+          throw new ConnectError(
+            `run "${truncateForMessage(runId)}" does not exist or has expired`,
+            Code.NotFound,
+          );
+        }
         try {
           await putJson(key, { expiresMs: expires, tenant, runId }, signal);
         } catch (err) {
@@ -452,11 +461,20 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
           `run "${truncateForMessage(childRunId)}" already exists`,
           Code.AlreadyExists,
         );
-      const [childRecords, childHeld] = await Promise.all([
+      const [childRecords, childHeld, childExpires] = await Promise.all([
         hasAny(registryPrefix(tenant, childRunId), signal),
         exists(runDeletedKey(tenant, childRunId), signal),
+        expiresMs(tenant, childRunId, signal),
       ]);
       if (childRecords) throw runExists();
+      if (childExpires !== undefined && childExpires <= now()) {
+        // The sweep is removing a run of this id: its metadata, references and TTL go last,
+        // and would take a fork's with them.
+        throw new ConnectError(
+          `run "${truncateForMessage(childRunId)}" has expired and awaits the sweep; use another run id`,
+          Code.FailedPrecondition,
+        );
+      }
       if (childHeld) {
         // Its bytes go once the runs holding them let go, and with them whatever a fork given
         // the id would have stored under it: the id is not free, as Offload says of it too.

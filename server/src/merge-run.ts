@@ -10,7 +10,7 @@ import {
   runDeletedKey,
   truncateForMessage,
 } from "./keys.js";
-import { isExpired, isSameCommit, type NewRecord, recommit, type StoredRecord } from "./record.js";
+import { isExpired, type NewRecord, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 import { runBytesExceeded, storedRunBytes } from "./run-bytes.js";
 import type { Runs } from "./runs.js";
@@ -437,10 +437,7 @@ function createMergeJournal(deps: MergeDeps, signal?: AbortSignal): MergeJournal
         return { kind: "failed", error: mergeInProgress(handle, into) };
       }
       if (isExpired(existing, now()) && attempt < 2) {
-        const current = await registry.get(tenant, into, handle, signal, { pending: true });
-        if (current !== undefined && isSameCommit(current, existing)) {
-          await registry.remove(tenant, into, handle, signal);
-        }
+        await registry.removeCommit(existing, into, signal);
         continue;
       }
       return sameBytes(existing, source)

@@ -31,7 +31,6 @@ import { createTextSniffer } from "./preview/text-sniffer.js";
 import {
   type Base64,
   isExpired,
-  isSameCommit,
   type NewRecord,
   type StoredRecord,
   toAttachment,
@@ -302,7 +301,14 @@ async function offloadFromStream(
     await drain(chunkStream(reader, limits, header, digest, undefined, releaseChunk, turns));
     const facts = digest.finish();
     checkDeclared(header, facts);
-    return replayStanding(deps, recorded, header, facts, runExpires, signal);
+    return replayStanding(
+      deps,
+      recorded,
+      header,
+      facts,
+      { runId: key.runId, expiresMs: runExpires },
+      signal,
+    );
   }
   const pass = createPass(deps.limits, header, handle, attempt);
   const keepsBytes = !header.previewOnly;
@@ -671,68 +677,58 @@ async function commit(
   if (!committed.created && isExpired(committed.record, deps.now())) {
     // An expired record no longer holds its handle: it goes, and this commit takes its place;
     // unless another offload has already put its own there, acknowledged.
-    const current = await deps.registry.get(tenant, key.runId, handle, signal, { pending: true });
-    if (current !== undefined && isSameCommit(current, committed.record)) {
-      await deps.registry.remove(tenant, key.runId, handle, signal);
-    }
+    await deps.registry.removeCommit(committed.record, key.runId, signal);
     committed = await deps.registry.commit(record, key.runId, signal);
   }
   if (committed.created) {
-    if (record.blob !== undefined) {
-      await checkCommitStands(deps, record.blob.key, tenant, key.runId, handle, signal);
-    }
+    await checkCommitStands(deps, committed.record, key.runId, signal);
     return created();
   }
-  return replayStanding(deps, committed.record, header, facts, runExpiresAtCommit, signal);
+  const run = { runId: key.runId, expiresMs: runExpiresAtCommit };
+  return replayStanding(deps, committed.record, header, facts, run, signal);
 }
 
 /**
- * whatWithdraws says why a committed record of runId whose bytes are the blob at blobKey must
- * not be acknowledged, or undefined when nothing does: its blob is gone (a DeleteRun of the run
- * deleted it, and goes on to find the record once its blobs are gone), or the run was marked
- * deleted while forks keep its bytes (the record would stay in a deleted run, and go unreadable
- * once the last fork takes those bytes with it). Both are for good once seen: a blob is never
- * written again under its key, and the mark goes only after the run's blobs.
+ * whatWithdraws says why a committed record of runId must not be acknowledged, or undefined
+ * when nothing does (always for a record without a blob): its blob is gone (a DeleteRun of the
+ * run deleted it, and goes on to find the record once its blobs are gone), or the run was
+ * marked deleted while forks keep its bytes (the record would stay in a deleted run, and go
+ * unreadable once the last fork takes those bytes with it). Both are for good once seen: a blob
+ * is never written again under its key, and the mark goes only after the run's blobs.
  */
 async function whatWithdraws(
   deps: OffloadDeps,
-  blobKey: string,
-  tenant: string,
+  record: StoredRecord,
   runId: string,
-  handle: string,
   signal: AbortSignal,
 ): Promise<ConnectError | undefined> {
+  if (record.blob === undefined) return undefined;
   const [blob, deleted] = await Promise.all([
-    deps.backend.head(blobKey, { signal }),
-    deps.backend.head(runDeletedKey(tenant, runId), { signal }),
+    deps.backend.head(record.blob.key, { signal }),
+    deps.backend.head(runDeletedKey(record.tenant, runId), { signal }),
   ]);
   if (blob !== undefined && deleted === undefined) return undefined;
   return new ConnectError(
-    `run "${truncateForMessage(runId)}" was deleted while "${truncateForMessage(handle)}" was being offloaded; nothing of it was kept: send it again`,
+    `run "${truncateForMessage(runId)}" was deleted while "${truncateForMessage(record.handle)}" was being offloaded; nothing of it was kept: send it again`,
     Code.Aborted,
   );
 }
 
 /**
  * checkCommitStands makes sure a record just committed does not outlive its bytes or its run
- * (whatWithdraws): such a record is removed and the offload fails ABORTED. A DeleteRun that
- * gets further after this check is the DeleteRun's to finish: it lists the run's records again
- * after deleting its blobs or marking it deleted (Runs.delete).
+ * (whatWithdraws): such a record is removed, if it is still there, and the offload fails
+ * ABORTED. A DeleteRun that gets further after this check is the DeleteRun's to finish: it
+ * lists the run's records again after deleting its blobs or marking it deleted (Runs.delete).
  */
 async function checkCommitStands(
   deps: OffloadDeps,
-  blobKey: string,
-  tenant: string,
+  committed: StoredRecord,
   runId: string,
-  handle: string,
   signal: AbortSignal,
 ): Promise<void> {
-  const withdrawn = await whatWithdraws(deps, blobKey, tenant, runId, handle, signal);
+  const withdrawn = await whatWithdraws(deps, committed, runId, signal);
   if (withdrawn === undefined) return;
-  // Only this offload's own record: a DeleteRun may have removed it since, and another
-  // offload committed its own under the handle, acknowledged.
-  const current = await deps.registry.get(tenant, runId, handle, signal, { pending: true });
-  if (current?.blob?.key === blobKey) await deps.registry.remove(tenant, runId, handle, signal);
+  await deps.registry.removeCommit(committed, runId, signal);
   throw withdrawn;
 }
 
@@ -746,20 +742,11 @@ async function replayStanding(
   existing: StoredRecord,
   header: OffloadHeader,
   facts: DigestFacts,
-  runExpiresMs: number | undefined,
+  run: { readonly runId: string; readonly expiresMs: number | undefined },
   signal: AbortSignal,
 ): Promise<OffloadResponse> {
-  const answer = replay(existing, header, facts.sha256, facts.size, runExpiresMs);
-  const runId = header.key?.runId;
-  if (existing.blob === undefined || runId === undefined) return answer;
-  const withdrawn = await whatWithdraws(
-    deps,
-    existing.blob.key,
-    existing.tenant,
-    runId,
-    existing.handle,
-    signal,
-  );
+  const answer = replay(existing, header, facts.sha256, facts.size, run.expiresMs);
+  const withdrawn = await whatWithdraws(deps, existing, run.runId, signal);
   if (withdrawn !== undefined) throw withdrawn;
   return answer;
 }

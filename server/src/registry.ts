@@ -14,7 +14,7 @@ import {
   truncateForMessage,
 } from "./keys.js";
 import { createMergeOutcomes, type MergeOutcomes } from "./merge-outcomes.js";
-import { encodeRecord, type NewRecord, type StoredRecord } from "./record.js";
+import { encodeRecord, isSameCommit, type NewRecord, type StoredRecord } from "./record.js";
 import { createGroupCommit, type RecordWriter } from "./record-group-commit.js";
 import { createRecordMemo } from "./record-memo.js";
 import { findInPack, isRecordPack, packHeadBytes } from "./record-pack.js";
@@ -151,6 +151,18 @@ export interface Registry {
   readAt(key: string, signal?: AbortSignal): Promise<StoredRecord | undefined>;
   /** Removes one record; a missing record is not an error. */
   remove(tenant: string, runId: string, handle: string, signal?: AbortSignal): Promise<void>;
+  /**
+   * Removes the record of `commit`'s handle in the run only while it is still that commit
+   * (isSameCommit), read again first: one committed in its place since (another offload's,
+   * acknowledged, after a DeleteRun took this one) stays. Resolves whether it removed it. A
+   * read-then-delete: the backend has no conditional delete, so a commit landing between the
+   * two can still go.
+   */
+  removeCommit(
+    commit: Pick<StoredRecord, "tenant" | "handle" | "createdMs" | "expiresMs" | "sha256" | "blob">,
+    runId: string,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
   /** The outcomes of merges, which decide whether a merged record is visible. */
   readonly merges: MergeOutcomes;
 }
@@ -332,6 +344,12 @@ export function createRegistry(backend: Backend): Registry {
     },
     async remove(tenant, runId, handle, signal) {
       await backend.delete(recordKey(tenant, runId, handle), signalOption(signal));
+    },
+    async removeCommit(commit, runId, signal) {
+      const current = await get(commit.tenant, runId, commit.handle, signal, { pending: true });
+      if (current === undefined || !isSameCommit(current, commit)) return false;
+      await backend.delete(recordKey(commit.tenant, runId, commit.handle), signalOption(signal));
+      return true;
     },
   };
 }

@@ -14,7 +14,7 @@ import {
   runTtlKey,
   truncateForMessage,
 } from "./keys.js";
-import { isExpired, isSameCommit, recommit, type StoredRecord } from "./record.js";
+import { isExpired, recommit, type StoredRecord } from "./record.js";
 import type { Registry } from "./registry.js";
 
 /** Runs manages run-level state kept in the backend: expiry, forks and deletion. */
@@ -270,18 +270,14 @@ export function createRuns(backend: Backend, registry: Registry, now = () => Dat
    * signal, which may be what ended the fork.
    */
   const abandonFork = async (tenant: string, childRunId: string, wrote: ForkWrites) => {
-    // Only the copy itself: a DeleteRun of the child may have removed it since, and an offload
-    // committed its own output under the handle, acknowledged. As many at once as it committed.
-    const takeBack = async (copy: StoredRecord) => {
-      const current = await registry.get(tenant, childRunId, copy.handle, undefined, {
-        pending: true,
-      });
-      if (current !== undefined && isSameCommit(current, copy)) {
-        await registry.remove(tenant, childRunId, copy.handle);
-      }
-    };
+    // Only the copies themselves (an offload may have committed its own output under a handle
+    // since a DeleteRun of the child took the copy), as many at once as it committed.
     for (let i = 0; i < wrote.records.length; i += forkCommitsInFlight) {
-      await Promise.all(wrote.records.slice(i, i + forkCommitsInFlight).map(takeBack));
+      await Promise.all(
+        wrote.records
+          .slice(i, i + forkCommitsInFlight)
+          .map((copy) => registry.removeCommit(copy, childRunId)),
+      );
     }
     for (const owner of wrote.owners) {
       await backend.delete(forkMarkerKey(tenant, owner, childRunId));

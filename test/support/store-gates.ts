@@ -35,28 +35,31 @@ function createGate(): { gate: Gate; pass: () => Promise<void> } {
  * caller reads it.
  */
 export function storeGates() {
-  const gates = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
-  const reads = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
-  const holdIn = async (
-    held: Map<string, { gate: Gate; pass: () => Promise<void> }>,
-    keys: readonly string[],
-  ) => {
+  type Held = Map<string, { gate: Gate; pass: () => Promise<void> }>;
+  const writes: Held = new Map();
+  const deletes: Held = new Map();
+  const beforeReads: Held = new Map();
+  const afterReads: Held = new Map();
+  const holdIn = async (held: Held, keys: readonly string[]) => {
     for (const [part, gate] of held) {
       if (!keys.some((key) => key.includes(part))) continue;
       held.delete(part);
       await gate.pass();
     }
   };
-  const deletes = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
-  const beforeReads = new Map<string, { gate: Gate; pass: () => Promise<void> }>();
-  const hold = (keys: readonly string[]) => holdIn(gates, keys);
+  const arm = (held: Held, part: string): Gate => {
+    const made = createGate();
+    held.set(part, made);
+    return made.gate;
+  };
+  const hold = (keys: readonly string[]) => holdIn(writes, keys);
   return {
     wrap: (base: Backend): Backend => ({
       ...base,
       get: async (key, opts) => {
         await holdIn(beforeReads, [key]);
         const body = await base.get(key, opts);
-        await holdIn(reads, [key]);
+        await holdIn(afterReads, [key]);
         return body;
       },
       put: async (key, body, opts) => {
@@ -80,27 +83,12 @@ export function storeGates() {
         return base.delete(key, opts);
       },
     }),
-    at(part: string): Gate {
-      const made = createGate();
-      gates.set(part, made);
-      return made.gate;
-    },
+    at: (part: string): Gate => arm(writes, part),
     /** Holds the next single-key delete of a key containing `part`, once. */
-    atDelete(part: string): Gate {
-      const made = createGate();
-      deletes.set(part, made);
-      return made.gate;
-    },
+    atDelete: (part: string): Gate => arm(deletes, part),
     /** Holds the next get of a key containing `part` before it opens anything, once. */
-    beforeRead(part: string): Gate {
-      const made = createGate();
-      beforeReads.set(part, made);
-      return made.gate;
-    },
-    afterRead(part: string): Gate {
-      const made = createGate();
-      reads.set(part, made);
-      return made.gate;
-    },
+    beforeRead: (part: string): Gate => arm(beforeReads, part),
+    /** Holds the next get of a key containing `part` once it has opened it, once. */
+    afterRead: (part: string): Gate => arm(afterReads, part),
   };
 }
